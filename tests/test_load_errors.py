@@ -1,0 +1,88 @@
+"""Bad input: one clear line naming the file and the problem, exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+from tracebuilder import TraceBuilder
+
+import tracekit
+from tracekit.cli import main
+
+
+def _gemm_trace(tmp_path):
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 0, 50)
+    b.launch(5, 5, "gemm", 20, 10, ext=ext)
+    return b.write(tmp_path / "good.json")
+
+
+def _cases(tmp_path):
+    good = _gemm_trace(tmp_path).read_bytes()
+    (tmp_path / "empty.json").write_bytes(b"")
+    (tmp_path / "truncated.json").write_bytes(good[: len(good) // 2])
+    gz = gzip.compress(good)
+    (tmp_path / "truncated.json.gz").write_bytes(gz[: len(gz) // 2])
+    (tmp_path / "notatrace.json").write_text(json.dumps({"hello": [1, 2, 3]}))
+    (tmp_path / "noevents.json").write_text(json.dumps({"traceEvents": []}))
+    (tmp_path / "scalar.json").write_text("42")
+    (tmp_path / "garbage.json.gz").write_bytes(b"\x1f\x8bnot really gzip")
+    (tmp_path / "emptydir").mkdir()
+    return {
+        "missing.json": "no such file or directory",
+        "empty.json": "file is empty",
+        "truncated.json": "truncated JSON",
+        "truncated.json.gz": "truncated gzip",
+        "notatrace.json": "not a PyTorch profiler trace",
+        "noevents.json": "no events",
+        "scalar.json": "not a PyTorch profiler trace",
+        "garbage.json.gz": "gzip",
+        "emptydir": "no trace files",
+    }
+
+
+def test_each_bad_input_raises_one_line_naming_the_file(tmp_path):
+    for name, reason in _cases(tmp_path).items():
+        with pytest.raises(tracekit.TraceFormatError) as info:
+            tracekit.load_trace(tmp_path / name)
+        message = str(info.value)
+        assert name in message and reason in message, message
+        assert "\n" not in message
+
+
+def test_cli_exit_code_2_and_no_traceback(tmp_path, capsys):
+    for name, reason in _cases(tmp_path).items():
+        assert main(["info", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("tracekit: error: ") and reason in err
+        assert "Traceback" not in err
+
+
+def test_cli_in_a_subprocess_writes_nothing_to_stdout(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    proc = subprocess.run([sys.executable, "-m", "tracekit", "info", str(tmp_path / "bad.json")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().startswith("tracekit: error:") and "Traceback" not in proc.stderr
+
+
+def test_directory_with_one_bad_file_loads_the_rest_with_a_warning(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    _gemm_trace(tmp_path).rename(d / "rank-0.json")
+    (d / "rank-1.json").write_text("{")
+    t = tracekit.load_trace(d)
+    assert list(t.ranks) == [0]
+    assert any("rank-1.json" in w and "JSON" in w for w in t.warnings)
+
+
+def test_cpu_only_trace_is_not_an_error(tmp_path, capsys):
+    b = TraceBuilder()
+    b.op("aten::add", 0, 1)
+    assert main(["info", str(b.write(tmp_path / "cpu.json"))]) == 0
+    captured = capsys.readouterr()
+    assert "CPU-only" in captured.out and "CPU-only" in captured.err

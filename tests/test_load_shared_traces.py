@@ -1,0 +1,108 @@
+"""load_trace on every third-party trace in ../shared/traces, checked against independent counts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import SHARED_TRACES, shared_trace_files
+
+import tracekit
+from tracekit.trace import tables as T
+from tracekit.trace.summary import busy_time_us
+
+FILES = shared_trace_files()
+GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+            "gpu_memset": "memset", "Memset": "memset"}
+LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch", "hipLaunchKernel",
+                "hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "hipMemcpyAsync", "hipMemcpyWithStream",
+                "hipMemsetAsync", "cudaMemcpy", "cudaMemset")
+
+# Share of kernels linked to a launch call / to an op that each file allows: kernels launched
+# before the profiling window opened have no launch in the file.
+MIN_LINKED = {"test.json.gz": 0.94, "sampled_rank-0.json.gz": 0.98, "sampled_rank-1.json.gz": 0.98}
+# ... and to an op: a kernel launched outside every op (event_sync_trace's spin_kernel) has none.
+MIN_LINKED_OP = {"test.json.gz": 0.93, "sampled_rank-0.json.gz": 0.98, "sampled_rank-1.json.gz": 0.98,
+                 "event_sync_trace.json.gz": 0.75, "control.json.gz": 0.99}
+
+
+def _independent(path):
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        doc = json.load(fh)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+    kernels = [e for e in gpu if GPU_CATS[e["cat"]] == "kernel"]
+    launch_corr = {e["args"]["correlation"] for e in events
+                   if e.get("ph") == "X" and e.get("name") in LAUNCH_NAMES and "correlation" in e.get("args", {})}
+    linked = sum(1 for k in kernels if k.get("args", {}).get("correlation") in launch_corr)
+    # busy time: plain sort-and-merge of the intervals
+    busy, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted((float(x["ts"]), float(x["ts"]) + float(x.get("dur", 0))) for x in gpu):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        busy += cur_e - cur_s
+    return len(kernels), len(gpu), linked, busy
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(SHARED_TRACES)) for p in FILES])
+def test_shared_trace_counts_links_and_busy_time(path):
+    kernels, gpu, linked, busy = _independent(path)
+    r = tracekit.load_trace(path).rank()
+    assert len(r.kernels) == kernels
+    assert len(r.gpu) == gpu
+    assert int((r.kernels[T.GPU_LAUNCH] >= 0).sum()) == linked
+    ours = busy_time_us(r.gpu[T.GPU_TS].to_numpy(), r.gpu[T.GPU_END].to_numpy())
+    assert ours == pytest.approx(busy, rel=1e-9, abs=1e-6)
+    if kernels:
+        need = MIN_LINKED.get(path.name, 1.0)
+        assert (r.kernels[T.GPU_LAUNCH] >= 0).mean() >= need
+        assert (r.kernels[T.GPU_OP] >= 0).mean() >= MIN_LINKED_OP.get(path.name, 1.0)
+    assert r.skipped == 0
+
+
+def test_shared_corpus_present_or_skipped(shared_traces):
+    assert FILES, "the corpus folder exists but holds no traces"
+
+
+def test_multi_rank_directory(shared_traces):
+    t = tracekit.load_trace(shared_traces / "hta" / "trace_filter")
+    assert sorted(t.ranks) == [0, 1]
+    assert t.rank(1).world_size == 128
+    assert (len(t.rank(0).kernels), len(t.rank(1).kernels)) == (1154, 1104)
+
+
+def test_legacy_2021_schema(shared_traces):
+    r = tracekit.load_trace(shared_traces / "kineto_tb_plugin" / "resnet50_num_workers_0").rank()
+    assert r.meta.schema == "legacy" and r.meta.device_name == "Tesla V100-DGXS-32GB"
+    assert len(r.kernels) == 8772 and len(r.steps) == 6
+    assert (r.kernels[T.GPU_OP] >= 0).all()
+    assert r.ops[T.OP_NAME].str.startswith("enumerate(DataLoader)").any()
+
+
+def test_rocm_and_triton_launches(shared_traces):
+    amd = tracekit.load_trace(shared_traces / "hta" / "amd_trace").rank()
+    assert amd.meta.platform == "rocm" and (amd.gpu[T.GPU_LAUNCH] >= 0).all()
+    tri = tracekit.load_trace(shared_traces / "hta" / "triton_example").rank()
+    launch = tri.runtime.iloc[tri.gpu[T.GPU_LAUNCH].iat[0]]
+    assert launch[T.RT_NAME] == "cuLaunchKernel" and launch[T.RT_API] == "driver"
+    assert tri.ops[T.OP_NAME].iat[tri.gpu[T.GPU_OP].iat[0]] == "triton_poi_fused_add_cos_sin_0"
+
+
+def test_cuda_graph_launch_links_many_kernels(shared_traces):
+    r = tracekit.load_trace(shared_traces / "hta" / "trace_diff" / "test").rank()
+    graphs = r.runtime.index[r.runtime[T.RT_NAME] == "cudaGraphLaunch"]
+    assert len(graphs) == 12
+    assert int(r.gpu[T.GPU_LAUNCH].isin(graphs).sum()) == 5046
+
+
+def test_cpu_only_rank(shared_traces):
+    t = tracekit.load_trace(shared_traces / "hta" / "cpu_only")
+    assert t.is_cpu_only and list(t.ranks) == [34]

@@ -1,0 +1,33 @@
+"""Helpers shared by the commands: loading a trace with progress, formatting times."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracekit.trace.load import load_trace, stderr_progress
+from tracekit.trace.model import Trace
+
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+
+
+def load_for_cli(path: str, quiet: bool = False) -> Trace:
+    """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
+    progress = stderr_progress(quiet)
+    trace = load_trace(path, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r\x1b[K")
+    if not quiet:
+        for warning in trace.warnings:
+            click.echo(f"tracekit: warning: {warning}", err=True)
+    return trace
+
+
+def fmt_us(us: float) -> str:
+    """A duration in µs as a short human string (µs, ms or s)."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.1f} µs"

@@ -1,0 +1,79 @@
+"""`tracekit info TRACE [--json]`: a one-screen summary of a trace."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.trace.summary import RankSummary, summarize
+
+INFO_SCHEMA = "tracekit.info/1"
+COUNT_KEYS = ("events", "kernels", "memcpy", "memset", "cpu_ops", "launches",
+              "kernels_linked_to_launch", "kernels_linked_to_op")
+
+
+def info_dict(path: str, summaries: list[RankSummary], warnings: tuple[str, ...]) -> dict:
+    """The `info --json` object: totals over ranks at the top, one entry per rank below."""
+    out: dict = {"schema": INFO_SCHEMA, "path": path, "ranks": [s.rank for s in summaries],
+                 "device": next((s.device for s in summaries if s.device), None),
+                 "platform": summaries[0].platform}
+    for key in COUNT_KEYS:
+        out[key] = sum(getattr(s, key) for s in summaries)
+    out["gpu_busy_us"] = round(sum(s.gpu_busy_us for s in summaries), 3)
+    out["span_us"] = round(max(s.span_us for s in summaries), 3)
+    out["steps"] = max(s.steps for s in summaries)
+    out["cpu_only"] = all(s.kernels + s.memcpy + s.memset == 0 for s in summaries)
+    out["skipped_events"] = sum(s.skipped for s in summaries)
+    out["per_rank"] = [_rank_dict(s) for s in summaries]
+    out["warnings"] = list(warnings)
+    return out
+
+
+def _rank_dict(s: RankSummary) -> dict:
+    d = {"rank": s.rank, "path": s.path, "device": s.device, "platform": s.platform}
+    d.update({k: getattr(s, k) for k in COUNT_KEYS})
+    d.update(gpu_busy_us=round(s.gpu_busy_us, 3), span_us=round(s.span_us, 3), steps=s.steps,
+             top_kernels=[{"name": r.name, "count": int(r.count), "time_us": round(float(r.time_us), 3),
+                           "share": round(float(r.share), 4)} for r in s.top_kernels.itertuples()])
+    return d
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def render_text(info: dict) -> str:
+    lines = [f"trace     {info['path']}",
+             f"device    {info['device'] or 'unknown'} ({info['platform']})",
+             f"ranks     {', '.join(map(str, info['ranks']))}",
+             f"steps     {info['steps'] or 'none marked (whole trace = one step)'}"]
+    if info["cpu_only"]:
+        lines.append("GPU       none: CPU-only trace (no kernels, memcpy or memset)")
+    for r in info["per_rank"]:
+        head = f"rank {r['rank']}" if len(info["per_rank"]) > 1 else "counts"
+        busy = 100 * r["gpu_busy_us"] / r["span_us"] if r["span_us"] else 0.0
+        lines += ["", f"{head}: {r['events']} events, {r['cpu_ops']} CPU ops, {r['launches']} launches",
+                  f"  GPU     {r['kernels']} kernels, {r['memcpy']} memcpy, {r['memset']} memset",
+                  f"  linked  {_pct(r['kernels_linked_to_launch'], r['kernels'])} of kernels to a launch,"
+                  f" {_pct(r['kernels_linked_to_op'], r['kernels'])} to an op",
+                  f"  time    GPU busy {fmt_us(r['gpu_busy_us'])} of {fmt_us(r['span_us'])} span ({busy:.1f}%)"]
+        if r["top_kernels"]:
+            lines.append("  top kernels by time:")
+            for k in r["top_kernels"]:
+                name = k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..."
+                lines.append(f"    {100 * k['share']:5.1f}%  {fmt_us(k['time_us']):>12s}  {k['count']:6d}x  {name}")
+    return "\n".join(lines)
+
+
+@click.command("info")
+@click.argument("trace", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
+@click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
+@quiet_option
+def command(trace: str, as_json: bool, top: int, quiet: bool) -> None:
+    """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
+    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    info = info_dict(trace, summarize(loaded, top=top), loaded.warnings)
+    click.echo(json.dumps(info, indent=2) if as_json else render_text(info))

@@ -1,0 +1,1 @@
+"""Suggestions: rules over analyzer results, each with evidence and an estimated saving."""

@@ -1,0 +1,1 @@
+"""Reading PyTorch profiler (Kineto) traces into the Trace model: the only way data enters tracekit."""

@@ -1,0 +1,291 @@
+"""Turn decoded events into the Trace tables (columns per tables.py), chunk by chunk, before linking."""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.trace import tables as T
+from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
+from tracekit.trace.reader import Event
+from tracekit.trace.store import OpInputStore
+
+_DIGITS = re.compile(r"(\d+)")
+_CAT = operator.attrgetter("cat")
+NAN = math.nan
+
+
+def norm_id(value):
+    """pid/tid as int when the file wrote a number (some schemas write "1234"), else as given."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
+
+
+def _ids(values: list) -> list:
+    """norm_id over a list, without a call per element in the common all-int case."""
+    return [v if v.__class__ is int else norm_id(v) for v in values]
+
+
+def _objects(values: list) -> np.ndarray:
+    """An object array holding `values` as they are (numpy would unpack lists and buffers)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _int_or(value, default: int = -1) -> int:
+    return value if isinstance(value, int) else default
+
+
+def _float_or_nan(value) -> float:
+    return float(value) if value is not None else NAN
+
+
+def _stream(args: Args, tid) -> int:
+    if args.stream is not None:
+        if isinstance(args.stream, int):
+            return args.stream
+        try:
+            return int(args.stream, 0)
+        except ValueError:
+            pass
+    if isinstance(tid, int):
+        return tid
+    match = _DIGITS.search(str(tid))
+    return int(match.group(1)) if match else -1
+
+
+def _dim3(value, i: int) -> int:
+    return value[i] if isinstance(value, list) and len(value) > i and isinstance(value[i], int) else -1
+
+
+@dataclass
+class Pieces:
+    """Column pieces of one table, one entry per chunk."""
+
+    columns: dict[str, list] = field(default_factory=dict)
+
+    def add(self, name: str, values) -> None:
+        self.columns.setdefault(name, []).append(values)
+
+    def frame(self, order: tuple[str, ...]) -> pd.DataFrame:
+        data = {}
+        for name in order:
+            parts = self.columns.get(name, [])
+            if not parts:
+                data[name] = []
+            elif isinstance(parts[0], np.ndarray):
+                data[name] = np.concatenate(parts)
+            else:
+                data[name] = [v for part in parts for v in part]
+        return pd.DataFrame(data)
+
+
+GPU_ORDER = (T.GPU_NAME, T.GPU_KIND, T.GPU_TS, T.GPU_DUR, T.GPU_END, T.GPU_DEVICE, T.GPU_STREAM,
+             T.GPU_CORRELATION, T.GPU_EXTERNAL_ID, *T.GPU_GRID, *T.GPU_BLOCK, T.GPU_REGISTERS,
+             T.GPU_SHARED_MEM, T.GPU_BLOCKS_PER_SM, T.GPU_WARPS_PER_SM, T.GPU_OCCUPANCY, T.GPU_BYTES)
+OP_ORDER = (T.OP_NAME, T.OP_PID, T.OP_TID, T.OP_TS, T.OP_DUR, T.OP_END, T.OP_EXTERNAL_ID, T.OP_EXTRA)
+RT_ORDER = (T.RT_NAME, T.RT_API, T.RT_PID, T.RT_TID, T.RT_TS, T.RT_DUR, T.RT_END, T.RT_CORRELATION,
+            T.RT_EXTERNAL_ID, T.RT_KIND)
+AN_ORDER = (T.AN_NAME, T.AN_GPU, T.AN_PID, T.AN_TID, T.AN_TS, T.AN_DUR, T.AN_END)
+
+
+@dataclass
+class TableBuilder:
+    """Accumulates the tables of one file from chunks of events."""
+
+    gpu: Pieces = field(default_factory=Pieces)
+    ops: Pieces = field(default_factory=Pieces)
+    runtime: Pieces = field(default_factory=Pieces)
+    annotations: Pieces = field(default_factory=Pieces)
+    inputs: OpInputStore = field(default_factory=OpInputStore)
+    flows: list[tuple] = field(default_factory=list)  # (ph, pid, tid, ts, id)
+    missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
+    counts: Counter = field(default_factory=Counter)
+    skipped: int = 0
+    _names: dict[str, str] = field(default_factory=dict)
+    _rows: Counter = field(default_factory=Counter)
+    _runtime_kinds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def legacy(self) -> bool:
+        return self.counts.get("Kernel", 0) + self.counts.get("Operator", 0) + self.counts.get("Runtime", 0) > 0
+
+    def add(self, events: list[Event], launch_op_args: dict[int, bytes]) -> None:
+        """Route each complete ('X') event of a chunk to its table and append its columns."""
+        out: dict[str, list[Event]] = {"gpu": [], "ops": [], "runtime": [], "annotations": []}
+        extras: list = []
+        self.counts.update(map(_CAT, events))
+        table_of = T.CATEGORY_TABLE.get
+        flows = self.flows
+        step_name = T.STEP_NAME_RE.match
+        for i, e in enumerate(events):
+            table = table_of(e.cat)
+            if table is None:
+                continue
+            ph = e.ph
+            if table == "flows":
+                if ph == "s" or ph == "f":
+                    flows.append((ph, e.pid, e.tid, e.ts, e.id))
+                continue
+            if ph != "X":
+                continue
+            if e.ts is None or (e.dur is not None and e.dur < 0):
+                self.skipped += 1
+                continue
+            if table == "ops":
+                if step_name(e.name):
+                    table = "annotations"  # the 2021 schema records ProfilerStep#N as an Operator
+                else:
+                    extras.append(launch_op_args.get(i) if launch_op_args else None)
+            out[table].append(e)
+        self._add_gpu(out["gpu"])
+        self._add_ops(out["ops"], extras)
+        self._add_runtime(out["runtime"])
+        self._add_annotations(out["annotations"])
+
+    def _name_list(self, events: list[Event]) -> list[str]:
+        intern = self._names.setdefault
+        return [intern(e.name, e.name) for e in events]
+
+    def _times(self, p: Pieces, events: list[Event], ts_col: str, dur_col: str, end_col: str) -> None:
+        ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
+        dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
+        p.add(ts_col, ts)
+        p.add(dur_col, dur)
+        p.add(end_col, ts + dur)
+
+    def _ints(self, p: Pieces, col: str, values) -> None:
+        p.add(col, np.fromiter(values, dtype=np.int64))
+
+    def _note_missing(self, table: str, events: list[Event], args: list[Args]) -> None:
+        base = self._rows[table]
+        for i, (e, a) in enumerate(zip(events, args, strict=True)):
+            if a.correlation is None:
+                self.missing_corr[table].append((base + i, norm_id(e.pid), norm_id(e.tid), round(e.ts, 3)))
+        self._rows[table] += len(events)
+
+    def _add_gpu(self, events: list[Event]) -> None:
+        if not events:
+            return
+        p = self.gpu
+        a = [e.args or NO_ARGS for e in events]
+        kind = T.GPU_KIND_BY_CATEGORY
+        p.add(T.GPU_NAME, self._name_list(events))
+        p.add(T.GPU_KIND, [kind[e.cat] for e in events])
+        self._times(p, events, T.GPU_TS, T.GPU_DUR, T.GPU_END)
+        self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else _int_or(e.pid)
+                                     for x, e in zip(a, events, strict=True)))
+        self._ints(p, T.GPU_STREAM, (_stream(x, e.tid) for x, e in zip(a, events, strict=True)))
+        self._ints(p, T.GPU_CORRELATION, (_int_or(x.correlation) for x in a))
+        self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a))
+        for i, col in enumerate(T.GPU_GRID):
+            self._ints(p, col, (_dim3(x.grid, i) for x in a))
+        for i, col in enumerate(T.GPU_BLOCK):
+            self._ints(p, col, (_dim3(x.block, i) for x in a))
+        self._ints(p, T.GPU_REGISTERS, (_int_or(x.registers) for x in a))
+        self._ints(p, T.GPU_SHARED_MEM, (_int_or(x.shared_mem) for x in a))
+        for col, attr in ((T.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (T.GPU_WARPS_PER_SM, "warps_per_sm"),
+                          (T.GPU_OCCUPANCY, "occupancy")):
+            p.add(col, np.fromiter((_float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
+        self._ints(p, T.GPU_BYTES, (_int_or(x.bytes) for x in a))
+        self._note_missing("gpu", events, a)
+
+    def _add_ops(self, events: list[Event], extras: list) -> None:
+        if not events:
+            return
+        p = self.ops
+        a = [e.args or NO_ARGS for e in events]
+        p.add(T.OP_NAME, self._name_list(events))
+        p.add(T.OP_PID, _ids([e.pid for e in events]))
+        p.add(T.OP_TID, _ids([e.tid for e in events]))
+        self._times(p, events, T.OP_TS, T.OP_DUR, T.OP_END)
+        self._ints(p, T.OP_EXTERNAL_ID, (external_id(x) for x in a))
+        p.add(T.OP_EXTRA, _objects([_extra(raw) for raw in extras]))
+        self.inputs.append([r for x in a for r in (x.input_dims, x.input_types, x.input_strides,
+                                                   x.concrete_inputs)])
+
+    def _add_runtime(self, events: list[Event]) -> None:
+        if not events:
+            return
+        p = self.runtime
+        a = [e.args or NO_ARGS for e in events]
+        names = self._name_list(events)
+        kinds = self._runtime_kinds
+        for name in set(names) - kinds.keys():
+            kinds[name] = T.runtime_kind(name)
+        p.add(T.RT_NAME, names)
+        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat, "runtime") for e in events])
+        p.add(T.RT_PID, _ids([e.pid for e in events]))
+        p.add(T.RT_TID, _ids([e.tid for e in events]))
+        self._times(p, events, T.RT_TS, T.RT_DUR, T.RT_END)
+        self._ints(p, T.RT_CORRELATION, (_int_or(x.correlation) for x in a))
+        self._ints(p, T.RT_EXTERNAL_ID, (external_id(x) for x in a))
+        p.add(T.RT_KIND, [kinds[n] for n in names])
+        self._note_missing("runtime", events, a)
+
+    def _add_annotations(self, events: list[Event]) -> None:
+        if not events:
+            return
+        p = self.annotations
+        p.add(T.AN_NAME, self._name_list(events))
+        p.add(T.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
+        p.add(T.AN_PID, _ids([e.pid for e in events]))
+        p.add(T.AN_TID, _ids([e.tid for e in events]))
+        self._times(p, events, T.AN_TS, T.AN_DUR, T.AN_END)
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """gpu, ops, runtime, annotations frames in file order (correlations filled from flows)."""
+        gpu = self.gpu.frame(GPU_ORDER)
+        runtime = self.runtime.frame(RT_ORDER)
+        self._fill_from_flows(gpu, "gpu", "f", T.GPU_CORRELATION)
+        self._fill_from_flows(runtime, "runtime", "s", T.RT_CORRELATION)
+        ops = self.ops.frame(OP_ORDER)
+        annotations = self.annotations.frame(AN_ORDER)
+        annotations[T.AN_GPU] = annotations[T.AN_GPU].astype(bool)
+        return gpu, ops, runtime, annotations
+
+    def _fill_from_flows(self, table: pd.DataFrame, name: str, phase: str, column: str) -> None:
+        """Where an event lacks args.correlation, take the id of the flow (ac2g / async_cpu_to_gpu)
+        of `phase` ('s' at the launch call, 'f' at the GPU activity) that sits on it."""
+        missing = self.missing_corr[name]
+        if not missing or not self.flows:
+            return
+        ids = {(norm_id(pid), norm_id(tid), round(ts, 3)): fid for ph, pid, tid, ts, fid in self.flows
+               if ph == phase and isinstance(fid, int) and ts is not None}
+        values = table[column].to_numpy().copy()
+        for row, pid, tid, ts in missing:
+            values[row] = ids.get((pid, tid, ts), -1)
+        table[column] = values
+
+
+def _extra(raw: bytes | None) -> dict | None:
+    """All other args of a kernel-launching op (Inductor / Triton metadata), else None."""
+    if raw is None:
+        return None
+    full = ANY.decode(raw)
+    return {k: v for k, v in full.items() if k not in OP_COLUMN_KEYS} if isinstance(full, dict) else None
+
+
+def step_table(annotations: pd.DataFrame) -> pd.DataFrame:
+    """ProfilerStep#N ranges on the CPU, one row per step, sorted by start."""
+    cpu = annotations[~annotations[T.AN_GPU]] if len(annotations) else annotations
+    if len(cpu) == 0:
+        return pd.DataFrame({T.STEP_NUMBER: np.array([], dtype=np.int64), T.STEP_NAME: [],
+                             T.STEP_TS: np.array([]), T.STEP_DUR: np.array([]), T.STEP_END: np.array([])})
+    numbers = cpu[T.AN_NAME].astype(str).str.extract(T.STEP_NAME_RE.pattern, expand=False)
+    rows = cpu[numbers.notna()]
+    steps = pd.DataFrame({
+        T.STEP_NUMBER: numbers[numbers.notna()].astype(np.int64).to_numpy(),
+        T.STEP_NAME: rows[T.AN_NAME].to_numpy(dtype=object),
+        T.STEP_TS: rows[T.AN_TS].to_numpy(),
+        T.STEP_DUR: rows[T.AN_DUR].to_numpy(),
+        T.STEP_END: rows[T.AN_END].to_numpy(),
+    })
+    steps = steps.drop_duplicates(T.STEP_NUMBER).sort_values(T.STEP_TS, kind="stable")
+    return steps.reset_index(drop=True)

@@ -1,0 +1,72 @@
+"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware)."""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from pathlib import Path
+
+from tracekit.errors import TraceFormatError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def is_trace_name(path: Path) -> bool:
+    return path.name.endswith(TRACE_SUFFIXES)
+
+
+def trace_files(path: str | os.PathLike) -> list[Path]:
+    """The trace files `path` names: itself, or the .json/.json.gz files directly inside a directory."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(f"{p}: no such file or directory")
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and is_trace_name(f))
+        if not files:
+            raise TraceFormatError(f"{p}: directory holds no trace files (*.json, *.json.gz)")
+        return files
+    return [p]
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file name states (`rank-3`, `rank_3`, `sampled_rank-1`), if any."""
+    match = _RANK_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else None
+
+
+def read_bytes(path: Path) -> bytes:
+    """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if not raw:
+        raise TraceFormatError(f"{path}: file is empty")
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = _gunzip(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            reason = "truncated gzip data" if isinstance(exc, EOFError) else f"bad gzip data ({exc})"
+            raise TraceFormatError(f"{path}: {reason}") from None
+        if not raw.strip():
+            raise TraceFormatError(f"{path}: file is empty (after decompression)")
+    return raw
+
+
+def _gunzip(data: bytes) -> bytes:
+    """Decompress a (possibly multi-member) gzip stream, failing loudly on truncation."""
+    out = []
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        out.append(d.decompress(data))
+        if not d.eof:
+            raise EOFError("truncated gzip data")
+        data = d.unused_data.lstrip(b"\x00")
+        if data and data[:2] != b"\x1f\x8b":
+            break
+    return b"".join(out)
+
+
+__all__ = ["is_trace_name", "rank_from_name", "read_bytes", "trace_files"]

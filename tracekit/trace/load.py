@@ -1,0 +1,231 @@
+"""load_trace: the one way in. Path (file or per-rank directory) -> Trace, with one-line errors."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracekit.errors import TraceFormatError
+from tracekit.trace import build, files, link
+from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace, Trace, TraceMeta
+from tracekit.trace.reader import BadJSON, NotATrace, open_document
+from tracekit.trace.store import OpInputStore
+
+Progress = Callable[[str], None]
+_VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
+                 "hip_driver_version", "roctracer_version")
+
+
+def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> Trace:
+    """Load a PyTorch profiler trace (.json, .json.gz, or a directory of per-rank traces).
+
+    Raises TraceFormatError (one line naming the file and the problem) when it cannot."""
+    paths = files.trace_files(path)
+    loaded: list[RankTrace] = []
+    warnings: list[str] = []
+    for p in paths:
+        if progress:
+            progress(f"reading {p.name}")
+        try:
+            loaded.append(load_file(p))
+        except TraceFormatError as exc:
+            if len(paths) == 1:
+                raise
+            warnings.append(f"skipped {exc}")
+    if not loaded:
+        raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
+                               f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
+    ranks = _assign_ranks(loaded)
+    for r in ranks.values():
+        if r.skipped:
+            warnings.append(f"{r.path}: skipped {r.skipped} malformed events")
+        if not r.has_gpu:
+            warnings.append(f"{r.path}: CPU-only trace (no GPU kernels, memcpy or memset)")
+    return Trace(path=str(path), ranks=ranks, warnings=tuple(warnings))
+
+
+def _assign_ranks(loaded: list[RankTrace]) -> dict[int, RankTrace]:
+    """Rank from distributedInfo, else from the file name, else 0; duplicates get the next free rank."""
+    out: dict[int, RankTrace] = {}
+    for r in loaded:
+        rank = r.rank
+        while rank in out:
+            rank += 1
+        out[rank] = r if rank == r.rank else RankTrace(**{**r.__dict__, "rank": rank})
+    return dict(sorted(out.items()))
+
+
+def load_file(path: Path) -> RankTrace:
+    """Load one trace file into a RankTrace."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived containers; nothing here makes reference cycles
+    try:
+        return _load_file(path)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_file(path: Path) -> RankTrace:
+    raw = files.read_bytes(path)
+    builder = build.TableBuilder()
+    try:
+        doc = open_document(raw)
+        for events, launch_op_args in doc.chunks():
+            builder.add(events, launch_op_args)
+    except (BadJSON, NotATrace) as exc:
+        raise TraceFormatError(f"{path}: {exc}") from None
+    top, skipped = doc.top, doc.skipped + builder.skipped
+    del raw, doc
+    gpu, ops, runtime, annotations = builder.tables()
+    if len(gpu) + len(ops) + len(runtime) + len(annotations) == 0:
+        raise TraceFormatError(f"{path}: not a PyTorch profiler trace (no GPU activity, CPU ops, "
+                               "runtime calls or annotations)")
+
+    ops, op_order = _sorted(ops, T.OP_TS, T.OP_DUR)
+    builder.inputs.seal(op_order)
+    runtime, _ = _sorted(runtime, T.RT_TS, T.RT_DUR)
+    gpu, _ = _sorted(gpu, T.GPU_TS, T.GPU_DUR)
+    annotations, _ = _sorted(annotations, T.AN_TS, T.AN_DUR)
+    steps = build.step_table(annotations)
+
+    depth, parent = link.nest_ops(ops)
+    ops[T.OP_DEPTH] = depth
+    ops[T.OP_PARENT] = parent
+    ops[T.OP_STEP] = link.step_of(ops[T.OP_TS].to_numpy(), steps)
+    runtime[T.RT_OP] = link.issuing_ops(runtime, ops)
+    runtime[T.RT_STEP] = link.step_of(runtime[T.RT_TS].to_numpy(), steps)
+    annotations[T.AN_STEP] = link.step_of(annotations[T.AN_TS].to_numpy(), steps)
+
+    launch = link.link_launches(gpu, runtime)
+    gpu[T.GPU_LAUNCH] = launch
+    linked = launch >= 0
+    safe = np.maximum(launch, 0)
+    gpu[T.GPU_OP] = np.where(linked, runtime[T.RT_OP].to_numpy()[safe] if len(runtime) else -1, -1)
+    step_by_time = link.step_of(gpu[T.GPU_TS].to_numpy(), steps)
+    gpu[T.GPU_STEP] = np.where(linked, runtime[T.RT_STEP].to_numpy()[safe] if len(runtime) else -1,
+                               step_by_time)
+
+    _decode_inputs(ops, builder.inputs, _ops_to_decode(ops, gpu))
+    meta = _meta(top, gpu, runtime, builder.legacy)
+    return RankTrace(rank=_rank(top, path), path=str(path), meta=meta, gpu=gpu, ops=ops,
+                     runtime=runtime, annotations=annotations, steps=steps, counts=_counts(builder.counts),
+                     skipped=skipped, op_input_store=builder.inputs)
+
+
+def _counts(counts) -> dict[str, int]:
+    return {str(k): int(v) for k, v in counts.items() if k is not None}
+
+
+def _decode_inputs(ops: pd.DataFrame, store: OpInputStore, rows: np.ndarray) -> None:
+    """Input columns: decoded lists for `rows`, None elsewhere (RankTrace.op_inputs decodes any)."""
+    decoded = store.decode_rows(rows)
+    for col, values in decoded.items():
+        column = np.full(len(ops), None, dtype=object)
+        for r, v in zip(rows.tolist(), values, strict=True):
+            column[r] = v
+        ops[col] = column
+
+
+def _ops_to_decode(ops: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
+    """Rows whose shapes get decoded at load: ops that issued GPU work and their ancestors
+    (all ops of a CPU-only trace)."""
+    if len(gpu) == 0:
+        return np.arange(len(ops))
+    rows = np.unique(gpu[T.GPU_OP].to_numpy())
+    rows = rows[rows >= 0]
+    parent = ops[T.OP_PARENT].to_numpy()
+    seen = [rows]
+    while len(rows):
+        rows = np.unique(parent[rows])
+        rows = rows[rows >= 0]
+        seen.append(rows)
+    return np.unique(np.concatenate(seen)).astype(np.int64)
+
+
+def _sorted(table: pd.DataFrame, ts: str, dur: str) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """Rows by start time, enclosing (longer) events first at equal starts; fresh RangeIndex.
+    Also returns the permutation applied (None when the rows were already in order)."""
+    if len(table) == 0:
+        return table.reset_index(drop=True), None
+    order = np.lexsort((-table[dur].to_numpy(), table[ts].to_numpy()))
+    if (np.diff(order) == 1).all():
+        return table, None
+    return table.iloc[order].reset_index(drop=True), order
+
+
+def _rank(top: dict[str, Any], path: Path) -> int:
+    info = top.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"]
+    from_name = files.rank_from_name(path)
+    return from_name if from_name is not None else 0
+
+
+def _device_properties(value: Any) -> tuple[dict, ...]:
+    """deviceProperties is a list of objects, or in some files a Python repr string of one."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return ()
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, dict))
+
+
+def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy: bool) -> TraceMeta:
+    props = _device_properties(top.get("deviceProperties"))
+    device_id = None
+    if len(gpu):
+        devices = gpu[T.GPU_DEVICE]
+        devices = devices[devices >= 0]
+        if len(devices):
+            device_id = int(devices.mode().iat[0])
+    match = next((p for p in props if p.get("id") == device_id), None)
+    if match is None and props and (device_id is None or len(props) == 1):
+        match = props[0]
+    rocm = (top.get("hip_runtime_version") is not None or top.get("roctracer_version") is not None
+            or (len(runtime) > 0 and runtime[T.RT_NAME].str.startswith("hip").any()))
+    platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
+    info = top.get("distributedInfo")
+    tk = top.get("tracekit")
+    return TraceMeta(
+        schema_version=top.get("schemaVersion"),
+        schema="legacy" if legacy else "kineto",
+        platform=platform,
+        device_properties=props,
+        device_name=str(match["name"]) if match and "name" in match else None,
+        device_id=device_id,
+        distributed=info if isinstance(info, dict) else None,
+        versions={k: top[k] for k in _VERSION_KEYS if top.get(k) is not None},
+        base_time_ns=top.get("baseTimeNanoseconds") if isinstance(top.get("baseTimeNanoseconds"), int) else None,
+        tracekit=tk if isinstance(tk, dict) else None,
+    )
+
+
+def stderr_progress(quiet: bool = False, after_s: float = 1.0) -> Progress | None:
+    """A progress callback for the CLI: prints to stderr once loading has taken `after_s`, only
+    when stderr is a terminal and not quiet."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    start = time.monotonic()
+
+    def report(message: str) -> None:
+        if time.monotonic() - start >= after_s:
+            sys.stderr.write(f"\rtracekit: {message}\x1b[K")
+            sys.stderr.flush()
+
+    return report

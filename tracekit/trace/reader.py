@@ -1,0 +1,182 @@
+"""Decode trace bytes into light event structs (msgspec), chunk by chunk, tolerating bad events."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from tracekit.trace.args import NULL, Args, loose_args
+
+CHUNK_BYTES = 4 << 20  # events are decoded a few MB at a time: peak memory stays near the file size
+
+
+class Event(msgspec.Struct, gc=False):
+    """One Chrome-trace event with the fields tracekit reads."""
+
+    ph: str = ""
+    cat: str | None = None
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    id: int | str | None = None
+    args: Args | None = None
+
+
+class _RawArgsEvent(msgspec.Struct, gc=False):
+    args: msgspec.Raw = NULL
+
+
+class TopLevel(msgspec.Struct, gc=False):
+    """The top-level object form of a trace file; the events array is left undecoded."""
+
+    traceEvents: msgspec.Raw = NULL
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    schemaVersion: Any = None
+    baseTimeNanoseconds: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    hip_runtime_version: Any = None
+    hip_driver_version: Any = None
+    roctracer_version: Any = None
+    record_shapes: Any = None
+    tracekit: Any = None
+
+
+_TOP = msgspec.json.Decoder(TopLevel | list[msgspec.Raw])
+_EVENTS = msgspec.json.Decoder(list[Event])
+_RAW_ARGS = msgspec.json.Decoder(list[_RawArgsEvent])
+_SPLIT = re.compile(rb"\}\s*,\s*\{")
+
+
+class NotATrace(ValueError):
+    """The JSON parsed but is not a profiler trace; the message says why."""
+
+
+class BadJSON(ValueError):
+    """The bytes are not valid JSON; the message says where."""
+
+
+@dataclass
+class Document:
+    """Top-level metadata of one file and its events, delivered in chunks by `chunks()`."""
+
+    top: dict[str, Any]
+    events_raw: memoryview
+    skipped: int = 0
+
+    def chunks(self) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
+        """(events, raw args of launch ops by position) a few MB of JSON at a time; malformed events
+        are counted in `skipped`."""
+        body = self.events_raw
+        start, end = 1, len(body) - 1  # inside the [ ]
+        while start < end:
+            cut = _next_cut(body, start + CHUNK_BYTES, end)
+            while True:
+                piece = b"[" + bytes(body[start:cut]) + b"]"
+                try:
+                    events = _EVENTS.decode(piece)
+                except msgspec.ValidationError:
+                    events = self._tolerant(piece)
+                except msgspec.DecodeError:
+                    events = None
+                if events is not None:
+                    break
+                if cut >= end:
+                    raise BadJSON("not valid JSON inside traceEvents")
+                cut = _next_cut(body, cut + 1, end)  # the cut fell inside an event: widen
+            yield events, _launch_op_args(piece, events)
+            start = cut + 1  # past the comma
+
+    def _tolerant(self, piece: bytes) -> list[Event] | None:
+        try:
+            items = msgspec.json.decode(piece)
+        except msgspec.DecodeError:
+            return None
+        events = []
+        for item in items:
+            event = _event_from(item)
+            if event is None:
+                self.skipped += 1
+            else:
+                events.append(event)
+        return events
+
+
+
+def _launch_op_args(piece: bytes, events: list[Event]) -> dict[int, bytes]:
+    """Inductor / Triton launch ops keep all their args: decode those once more, raw."""
+    wanted = [i for i, e in enumerate(events) if e.args is not None and (
+        e.args.kernel_file is not None or e.args.kernel_backend is not None or e.args.kernel_hash is not None)]
+    if not wanted:
+        return {}
+    try:
+        raw = _RAW_ARGS.decode(piece)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return {}
+    if len(raw) != len(events):
+        return {}
+    return {i: bytes(raw[i].args) for i in wanted}
+
+
+def _next_cut(body: memoryview, target: int, end: int) -> int:
+    """Offset of the comma between two events at or after `target` (or `end`)."""
+    if target >= end:
+        return end
+    match = _SPLIT.search(body, target, end)
+    if match is None:
+        return end
+    return match.start() + match.group().index(b",")
+
+
+def open_document(raw: bytes) -> Document:
+    """Parse the top level of a trace (object or bare-array form) without decoding its events."""
+    try:
+        top = _TOP.decode(raw)
+    except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON of the wrong shape
+        raise NotATrace("not a PyTorch profiler trace (top level is neither an object nor a list)") from None
+    except msgspec.DecodeError as exc:
+        raise BadJSON(_json_reason(exc, len(raw))) from None
+    if isinstance(top, list):
+        if not top:
+            raise NotATrace("trace has no events (empty array)")
+        events_raw = memoryview(raw)[raw.index(b"["):raw.rindex(b"]") + 1]
+        meta: dict[str, Any] = {}
+    else:
+        if top.traceEvents is NULL or bytes(top.traceEvents) == b"null":
+            raise NotATrace("not a PyTorch profiler trace (no traceEvents list)")
+        events_raw = memoryview(top.traceEvents)
+        if events_raw[:1] != b"[":
+            raise NotATrace("not a PyTorch profiler trace (traceEvents is not a list)")
+        if bytes(events_raw[1:]).strip() == b"]":
+            raise NotATrace("trace has no events (empty traceEvents)")
+        meta = {f: getattr(top, f) for f in TopLevel.__struct_fields__ if f != "traceEvents"}
+    return Document(top=meta, events_raw=events_raw)
+
+
+def _json_reason(exc: Exception, size: int) -> str:
+    text = str(exc)
+    if "truncated" in text.lower():
+        return f"truncated JSON (file ends after {size} bytes)"
+    return f"not valid JSON ({text})"
+
+
+def _event_from(item: Any) -> Event | None:
+    """An Event from a generic decoded value, or None when it is not a usable event."""
+    if not isinstance(item, dict):
+        return None
+    fields = {k: item[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id") if k in item}
+    try:
+        event = msgspec.convert(fields, Event, strict=False)
+    except msgspec.ValidationError:
+        return None
+    if "args" in item:
+        event.args = loose_args(item["args"])
+    return event

@@ -1,0 +1,91 @@
+"""Trace-level facts every command shows: GPU busy time (interval union), span, counts, top kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace, Trace
+
+
+def busy_time_us(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length of the union of [start, end) intervals, in the units given."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    running_end = np.maximum.accumulate(e)
+    # a new busy block starts where the interval begins after everything before it has ended
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > running_end[:-1]
+    block_id = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(block_id[-1] + 1)
+    np.maximum.at(block_end, block_id, running_end)
+    return float((block_end - block_start).sum())
+
+
+def span_us(rank: RankTrace) -> float:
+    """Wall time covered by the rank's CPU and GPU events (first start to last end)."""
+    starts, ends = [], []
+    for table, ts, end in ((rank.gpu, T.GPU_TS, T.GPU_END), (rank.ops, T.OP_TS, T.OP_END),
+                           (rank.runtime, T.RT_TS, T.RT_END), (rank.annotations, T.AN_TS, T.AN_END)):
+        if len(table):
+            starts.append(table[ts].min())
+            ends.append(table[end].max())
+    return float(max(ends) - min(starts)) if starts else 0.0
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """Counts and times of one rank, as `tracekit info` shows them."""
+
+    rank: int
+    path: str
+    device: str | None
+    platform: str
+    events: int
+    kernels: int
+    memcpy: int
+    memset: int
+    cpu_ops: int
+    launches: int
+    kernels_linked_to_launch: int
+    kernels_linked_to_op: int
+    gpu_busy_us: float
+    span_us: float
+    steps: int
+    skipped: int
+    top_kernels: pd.DataFrame  # name, count, time_us, share
+
+
+def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
+    """One rank's summary; busy time is the union of all GPU activity intervals."""
+    gpu = rank.gpu
+    kinds = gpu[T.GPU_KIND]
+    kernels = gpu[kinds == T.KIND_KERNEL]
+    busy = busy_time_us(gpu[T.GPU_TS].to_numpy(), gpu[T.GPU_END].to_numpy())
+    grouped = kernels.groupby(T.GPU_NAME, sort=False)[T.GPU_DUR].agg(["count", "sum"])
+    grouped = grouped.sort_values("sum", ascending=False).head(top)
+    total = float(kernels[T.GPU_DUR].sum()) or 1.0
+    top_table = pd.DataFrame({"name": grouped.index.to_numpy(dtype=object),
+                              "count": grouped["count"].to_numpy(),
+                              "time_us": grouped["sum"].to_numpy(),
+                              "share": grouped["sum"].to_numpy() / total})
+    return RankSummary(
+        rank=rank.rank, path=rank.path, device=rank.meta.device_name, platform=rank.meta.platform,
+        events=int(sum(rank.counts.values())), kernels=len(kernels),
+        memcpy=int((kinds == T.KIND_MEMCPY).sum()), memset=int((kinds == T.KIND_MEMSET).sum()),
+        cpu_ops=len(rank.ops), launches=len(rank.launches),
+        kernels_linked_to_launch=int((kernels[T.GPU_LAUNCH] >= 0).sum()),
+        kernels_linked_to_op=int((kernels[T.GPU_OP] >= 0).sum()),
+        gpu_busy_us=busy, span_us=span_us(rank), steps=len(rank.steps), skipped=rank.skipped,
+        top_kernels=top_table)
+
+
+def summarize(trace: Trace, top: int = 10) -> list[RankSummary]:
+    return [summarize_rank(r, top) for r in trace.ranks.values()]

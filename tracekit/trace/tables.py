@@ -1,0 +1,150 @@
+"""Column names of the Trace tables and the data tables that drive parsing (categories, launch APIs)."""
+
+from __future__ import annotations
+
+import re
+
+# --- GPU activities (kernels, memcpy, memset) -------------------------------------------------
+GPU_NAME = "name"
+GPU_KIND = "kind"  # 'kernel' | 'memcpy' | 'memset'
+GPU_TS = "ts"
+GPU_DUR = "dur"
+GPU_END = "end"
+GPU_DEVICE = "device"
+GPU_STREAM = "stream"
+GPU_CORRELATION = "correlation"
+GPU_EXTERNAL_ID = "external_id"
+GPU_GRID = ("grid_x", "grid_y", "grid_z")
+GPU_BLOCK = ("block_x", "block_y", "block_z")
+GPU_REGISTERS = "registers"
+GPU_SHARED_MEM = "shared_mem"
+GPU_BLOCKS_PER_SM = "blocks_per_sm"
+GPU_WARPS_PER_SM = "warps_per_sm"
+GPU_OCCUPANCY = "occupancy"
+GPU_BYTES = "bytes"
+GPU_LAUNCH = "launch"  # row position in RankTrace.runtime, -1 when unlinked
+GPU_OP = "op"  # row position in RankTrace.ops, -1 when unlinked
+GPU_STEP = "step"  # ProfilerStep number, -1 outside steps
+
+KIND_KERNEL = "kernel"
+KIND_MEMCPY = "memcpy"
+KIND_MEMSET = "memset"
+
+# --- CPU ops (aten and other record_function ops) ---------------------------------------------
+OP_NAME = "name"
+OP_PID = "pid"
+OP_TID = "tid"
+OP_TS = "ts"
+OP_DUR = "dur"
+OP_END = "end"
+OP_EXTERNAL_ID = "external_id"
+OP_DEPTH = "depth"
+OP_PARENT = "parent"
+OP_INPUT_DIMS = "input_dims"
+OP_INPUT_TYPES = "input_types"
+OP_INPUT_STRIDES = "input_strides"
+OP_CONCRETE_INPUTS = "concrete_inputs"
+OP_EXTRA = "extra"  # dict of the remaining args for kernel-launching ops (Inductor / Triton), else None
+OP_STEP = "step"
+
+# --- runtime / driver API calls ---------------------------------------------------------------
+RT_NAME = "name"
+RT_API = "api"  # 'runtime' | 'driver'
+RT_PID = "pid"
+RT_TID = "tid"
+RT_TS = "ts"
+RT_DUR = "dur"
+RT_END = "end"
+RT_CORRELATION = "correlation"
+RT_EXTERNAL_ID = "external_id"
+RT_KIND = "kind"  # LAUNCH_KINDS, 'sync' or 'other'
+RT_OP = "op"
+RT_STEP = "step"
+
+# --- annotations and steps --------------------------------------------------------------------
+AN_NAME = "name"
+AN_GPU = "gpu"
+AN_PID = "pid"
+AN_TID = "tid"
+AN_TS = "ts"
+AN_DUR = "dur"
+AN_END = "end"
+AN_STEP = "step"
+
+STEP_NUMBER = "step"
+STEP_NAME = "name"
+STEP_TS = "ts"
+STEP_DUR = "dur"
+STEP_END = "end"
+
+# --- data tables ------------------------------------------------------------------------------
+# Event category -> table. Lower-case is the current Kineto schema, capitalised the 2021 schema.
+CATEGORY_TABLE: dict[str, str] = {
+    "kernel": "gpu",
+    "Kernel": "gpu",
+    "gpu_memcpy": "gpu",
+    "Memcpy": "gpu",
+    "gpu_memset": "gpu",
+    "Memset": "gpu",
+    "cpu_op": "ops",
+    "Operator": "ops",
+    "DataLoader": "ops",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "runtime",
+    "user_annotation": "annotations",
+    "gpu_user_annotation": "annotations",
+    "ac2g": "flows",
+    "async_cpu_to_gpu": "flows",
+}
+
+GPU_KIND_BY_CATEGORY: dict[str, str] = {
+    "kernel": KIND_KERNEL,
+    "Kernel": KIND_KERNEL,
+    "gpu_memcpy": KIND_MEMCPY,
+    "Memcpy": KIND_MEMCPY,
+    "gpu_memset": KIND_MEMSET,
+    "Memset": KIND_MEMSET,
+}
+
+RUNTIME_API_BY_CATEGORY: dict[str, str] = {
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+}
+
+LAUNCH_KINDS = ("kernel", "memcpy", "memset", "graph")
+
+# Runtime/driver API name -> kind, first match wins. Launches put work on a GPU stream and are
+# linked to GPU activities by correlation id; 'sync' calls block the host on the GPU.
+LAUNCH_APIS: tuple[tuple[str, str], ...] = (
+    (r"^cudaLaunchKernel(ExC)?(_v\d+)?$", "kernel"),
+    (r"^cudaLaunchCooperativeKernel(MultiDevice)?$", "kernel"),
+    (r"^cuLaunchKernel(Ex)?$", "kernel"),
+    (r"^cuLaunchCooperativeKernel$", "kernel"),
+    (r"^hipLaunchKernel$", "kernel"),
+    (r"^hipExtLaunchKernel$", "kernel"),
+    (r"^hipExtModuleLaunchKernel$", "kernel"),
+    (r"^hipModuleLaunchKernel$", "kernel"),
+    (r"^hipLaunchCooperativeKernel$", "kernel"),
+    (r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$", "graph"),
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(Async|WithStream|ToSymbol|FromSymbol)?(Async)?(_v\d+)?$", "memcpy"),
+    (r"^cuMemcpy.*$", "memcpy"),
+    (r"^(cuda|hip)Memset(D\d+|2D|3D)?(Async)?(_v\d+)?$", "memset"),
+    (r"^cuMemset.*$", "memset"),
+    (r"^(cuda|hip)(Device|Stream|Event)Synchronize$", "sync"),
+    (r"^cu(Ctx|Stream|Event)Synchronize$", "sync"),
+)
+
+_LAUNCH_API_RES = tuple((re.compile(p), kind) for p, kind in LAUNCH_APIS)
+
+
+def runtime_kind(name: str) -> str:
+    """The kind of a runtime/driver API call: a LAUNCH_KINDS value, 'sync' or 'other'."""
+    for pattern, kind in _LAUNCH_API_RES:
+        if pattern.match(name):
+            return kind
+    return "other"
+
+
+STEP_NAME_RE = re.compile(r"^ProfilerStep#(\d+)$")
