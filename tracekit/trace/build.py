@@ -28,9 +28,13 @@ def norm_id(value):
     return value
 
 
-def _ids(values: list) -> list:
-    """norm_id over a list, without a call per element in the common all-int case."""
-    return [v if v.__class__ is int else norm_id(v) for v in values]
+def _ids(values: list) -> np.ndarray:
+    """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
+    values = [v if v.__class__ is int else norm_id(v) for v in values]
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return _objects(values)
 
 
 def _objects(values: list) -> np.ndarray:
@@ -79,7 +83,7 @@ class Pieces:
             parts = self.columns.get(name, [])
             if not parts:
                 data[name] = []
-            elif isinstance(parts[0], np.ndarray):
+            elif all(isinstance(p, np.ndarray) for p in parts):
                 data[name] = np.concatenate(parts)
             else:
                 data[name] = [v for part in parts for v in part]
@@ -104,7 +108,7 @@ class TableBuilder:
     runtime: Pieces = field(default_factory=Pieces)
     annotations: Pieces = field(default_factory=Pieces)
     inputs: OpInputStore = field(default_factory=OpInputStore)
-    flows: list[tuple] = field(default_factory=list)  # (ph, pid, tid, ts, id)
+    flows: Pieces = field(default_factory=Pieces)  # start ('s') / end ('f') of ac2g flows
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
     counts: Counter = field(default_factory=Counter)
     skipped: int = 0
@@ -122,7 +126,7 @@ class TableBuilder:
         extras: list = []
         self.counts.update(map(_CAT, events))
         table_of = T.CATEGORY_TABLE.get
-        flows = self.flows
+        flows: list[Event] = []
         step_name = T.STEP_NAME_RE.match
         for i, e in enumerate(events):
             table = table_of(e.cat)
@@ -130,8 +134,8 @@ class TableBuilder:
                 continue
             ph = e.ph
             if table == "flows":
-                if ph == "s" or ph == "f":
-                    flows.append((ph, e.pid, e.tid, e.ts, e.id))
+                if (ph == "s" or ph == "f") and e.ts is not None and e.id.__class__ is int:
+                    flows.append(e)
                 continue
             if ph != "X":
                 continue
@@ -148,6 +152,8 @@ class TableBuilder:
         self._add_ops(out["ops"], extras)
         self._add_runtime(out["runtime"])
         self._add_annotations(out["annotations"])
+        self._add_flows(flows)
+        flows.clear()
 
     def _name_list(self, events: list[Event]) -> list[str]:
         intern = self._names.setdefault
@@ -229,6 +235,14 @@ class TableBuilder:
         p.add(T.RT_KIND, [kinds[n] for n in names])
         self._note_missing("runtime", events, a)
 
+    def _add_flows(self, events: list[Event]) -> None:
+        if not events:
+            return
+        p = self.flows
+        p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
+        p.add("ts", np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events)))
+        p.add("id", np.fromiter((e.id for e in events), dtype=np.int64, count=len(events)))
+
     def _add_annotations(self, events: list[Event]) -> None:
         if not events:
             return
@@ -252,15 +266,19 @@ class TableBuilder:
 
     def _fill_from_flows(self, table: pd.DataFrame, name: str, phase: str, column: str) -> None:
         """Where an event lacks args.correlation, take the id of the flow (ac2g / async_cpu_to_gpu)
-        of `phase` ('s' at the launch call, 'f' at the GPU activity) that sits on it."""
+        of `phase` ('s' at the launch call, 'f' at the GPU activity) that starts or ends at the same
+        time; a time shared by several such flows is ambiguous and left unlinked."""
         missing = self.missing_corr[name]
-        if not missing or not self.flows:
+        if not missing or not self.flows.columns:
             return
-        ids = {(norm_id(pid), norm_id(tid), round(ts, 3)): fid for ph, pid, tid, ts, fid in self.flows
-               if ph == phase and isinstance(fid, int) and ts is not None}
+        flows = self.flows.frame(("start", "ts", "id"))
+        flows = flows[flows["start"] == (phase == "s")]
+        keys = flows["ts"].round(3)
+        unique = ~keys.duplicated(keep=False)
+        ids = dict(zip(keys[unique].tolist(), flows["id"][unique].tolist(), strict=True))
         values = table[column].to_numpy().copy()
-        for row, pid, tid, ts in missing:
-            values[row] = ids.get((pid, tid, ts), -1)
+        for row, _pid, _tid, ts in missing:
+            values[row] = ids.get(ts, -1)
         table[column] = values
 
 

@@ -39,7 +39,7 @@ def rank_from_name(path: Path) -> int | None:
 def read_bytes(path: Path) -> bytes:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable."""
     try:
-        raw = path.read_bytes()
+        raw = _read_whole(path)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read file ({exc.strerror or exc})") from None
     if not raw:
@@ -55,8 +55,24 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
+def _read_whole(path: Path) -> bytes:
+    """The file's bytes (an unbuffered read allocates them once, at the file's size)."""
+    with open(path, "rb", buffering=0) as fh:
+        return fh.read()
+
+
 def _gunzip(data: bytes) -> bytes:
     """Decompress a (possibly multi-member) gzip stream, failing loudly on truncation."""
+    isize = int.from_bytes(data[-4:], "little")  # the last member's size mod 2**32
+    try:
+        whole = zlib.decompress(data, wbits=31, bufsize=max(isize, 1 << 16))
+    except zlib.error as exc:
+        if "incomplete" in str(exc) or "truncated" in str(exc):
+            raise EOFError("truncated gzip data") from None
+        raise
+    if len(whole) % (1 << 32) == isize:  # one member: decompressed into one buffer of the right size
+        return whole
+    del whole
     out = []
     while data:
         d = zlib.decompressobj(wbits=31)
@@ -66,7 +82,7 @@ def _gunzip(data: bytes) -> bytes:
         data = d.unused_data.lstrip(b"\x00")
         if data and data[:2] != b"\x1f\x8b":
             break
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)  # one member: no second copy
 
 
 __all__ = ["is_trace_name", "rank_from_name", "read_bytes", "trace_files"]

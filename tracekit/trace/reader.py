@@ -11,7 +11,7 @@ import msgspec
 
 from tracekit.trace.args import NULL, Args, loose_args
 
-CHUNK_BYTES = 4 << 20  # events are decoded a few MB at a time: peak memory stays near the file size
+CHUNK_BYTES = 1 << 20  # events are decoded about 1 MB at a time: peak memory stays near the file size
 
 
 class Event(msgspec.Struct, gc=False):
@@ -150,12 +150,12 @@ def open_document(raw: bytes) -> Document:
         events_raw = memoryview(raw)[raw.index(b"["):raw.rindex(b"]") + 1]
         meta: dict[str, Any] = {}
     else:
-        if top.traceEvents is NULL or bytes(top.traceEvents) == b"null":
+        if top.traceEvents is NULL or bytes(memoryview(top.traceEvents)[:4]) == b"null":
             raise NotATrace("not a PyTorch profiler trace (no traceEvents list)")
         events_raw = memoryview(top.traceEvents)
         if events_raw[:1] != b"[":
             raise NotATrace("not a PyTorch profiler trace (traceEvents is not a list)")
-        if bytes(events_raw[1:]).strip() == b"]":
+        if bytes(events_raw[1:64]).strip().startswith(b"]"):
             raise NotATrace("trace has no events (empty traceEvents)")
         meta = {f: getattr(top, f) for f in TopLevel.__struct_fields__ if f != "traceEvents"}
     return Document(top=meta, events_raw=events_raw)
