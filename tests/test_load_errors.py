@@ -86,3 +86,33 @@ def test_cpu_only_trace_is_not_an_error(tmp_path, capsys):
     assert main(["info", str(b.write(tmp_path / "cpu.json"))]) == 0
     captured = capsys.readouterr()
     assert "CPU-only" in captured.out and "CPU-only" in captured.err
+
+
+class _Terminal:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_only_on_a_terminal_and_not_quiet(tmp_path, monkeypatch):
+    from tracekit.trace.load import stderr_progress
+
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 0, 50)
+    b.launch(5, 5, "gemm", 20, 10, ext=ext)
+    path = b.write(tmp_path / "t.json")
+    term = _Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    assert stderr_progress(quiet=True) is None
+    tracekit.load_trace(path, progress=stderr_progress(after_s=0.0))
+    assert "reading t.json: 100%" in term.text
+    monkeypatch.setattr(term, "isatty", lambda: False)
+    assert stderr_progress(after_s=0.0) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import Decimal
 
 import pytest
 from conftest import SHARED_TRACES, shared_trace_files
@@ -31,7 +32,7 @@ MIN_LINKED_OP = {"test.json.gz": 0.93, "sampled_rank-0.json.gz": 0.98, "sampled_
 def _independent(path):
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt") as fh:
-        doc = json.load(fh)
+        doc = json.load(fh, parse_float=Decimal)  # exact: float64 drops ns digits of epoch µs
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
     kernels = [e for e in gpu if GPU_CATS[e["cat"]] == "kernel"]
@@ -39,8 +40,8 @@ def _independent(path):
                    if e.get("ph") == "X" and e.get("name") in LAUNCH_NAMES and "correlation" in e.get("args", {})}
     linked = sum(1 for k in kernels if k.get("args", {}).get("correlation") in launch_corr)
     # busy time: plain sort-and-merge of the intervals
-    busy, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted((float(x["ts"]), float(x["ts"]) + float(x.get("dur", 0))) for x in gpu):
+    busy, cur_s, cur_e = Decimal(0), None, None
+    for s, e in sorted((Decimal(x["ts"]), Decimal(x["ts"]) + Decimal(x.get("dur", 0))) for x in gpu):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
                 busy += cur_e - cur_s
@@ -49,7 +50,7 @@ def _independent(path):
             cur_e = max(cur_e, e)
     if cur_e is not None:
         busy += cur_e - cur_s
-    return len(kernels), len(gpu), linked, busy
+    return len(kernels), len(gpu), linked, float(busy)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(SHARED_TRACES)) for p in FILES])

@@ -127,7 +127,8 @@ def test_ns_fractions_and_busy_union(tmp_path):
     b.launch(2.002, 1, "b", 11.0, 3.0, ext=ext, stream=8)  # overlaps a on another stream
     b.launch(3.003, 1, "c", 20.25, 1.125, ext=ext)
     r = tracekit.load_trace(b.write(tmp_path / "ns.json")).rank()
-    assert r.gpu[T.GPU_TS].iat[0] == pytest.approx(10.0005)
+    assert r.meta.origin_us == 10  # times are µs after the first timestamp's whole µs
+    assert r.gpu[T.GPU_TS].iat[0] == pytest.approx(0.0005)
     busy = busy_time_us(r.gpu[T.GPU_TS].to_numpy(), r.gpu[T.GPU_END].to_numpy())
     assert busy == pytest.approx((14.0 - 10.0005) + 1.125)
 
@@ -202,3 +203,42 @@ def test_document_round_trip_is_json(tmp_path):
     b = TraceBuilder()
     _one_gemm(b)
     assert json.loads((b.write(tmp_path / "x.json")).read_text())["traceEvents"]
+
+
+def test_epoch_timestamps_keep_their_nanoseconds(tmp_path):
+    # float64 spaces numbers near 1.7e15 by 0.25: parsed naively, these gaps and ends would be off
+    b = TraceBuilder()
+    ext = b.op("aten::add", 0, 100)
+    b.launch(1, 1, "a", 2, 4.928, ext=ext)
+    b.launch(3, 1, "b", 4, 1.001, ext=ext)
+    text = json.dumps(b.document())
+    exact = {0: "1712195495505572.988", 1: "1712195495505577.988", 2: "1712195495505582.988",
+             3: "1712195495505578.988", 4: "1712195495505588.417"}
+    for small, big in exact.items():
+        text = text.replace(f'"ts": {small},', f'"ts": {big},')
+    path = tmp_path / "epoch.json"
+    path.write_text(text)
+    r = tracekit.load_trace(path).rank()
+    ts, end = r.gpu[T.GPU_TS].to_numpy(), r.gpu[T.GPU_END].to_numpy()
+    assert ts[1] - end[0] == pytest.approx(0.501, abs=1e-6)
+    assert busy_time_us(ts, end) == pytest.approx(4.928 + 1.001, abs=1e-6)
+    assert r.meta.origin_us == 1712195495505582  # the first GPU timestamp's whole µs
+
+
+def test_tolerant_path_keeps_shapes_of_valid_events(tmp_path):
+    b = TraceBuilder()
+    _one_gemm(b)
+    b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 100, "tid": 100, "ts": 5,
+           "dur": 1, "args": {"correlation": "not a number"}})  # sends the chunk down the slow path
+    r = tracekit.load_trace(b.write(tmp_path / "t.json")).rank()
+    row = int(r.gpu[T.GPU_OP].iat[0])
+    assert r.ops[T.OP_INPUT_DIMS].iat[row] == [[64], [64, 128], [128, 64]]
+    assert r.runtime[T.RT_CORRELATION].tolist().count(-1) == 1
+
+
+def test_rocm_string_byte_counts(tmp_path):
+    b = TraceBuilder()
+    ext = b.op("aten::copy_", 0, 100)
+    b.launch(5, 10, "Memcpy HtoD", 20, 30, ext=ext, api="hipMemcpyWithStream", kind="memcpy", bytes="4096")
+    r = tracekit.load_trace(b.write(tmp_path / "m.json")).rank()
+    assert r.gpu[T.GPU_BYTES].iat[0] == 4096 and r.skipped == 0

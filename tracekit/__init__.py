@@ -5,16 +5,23 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from tracekit.errors import OutputError, ProfileError, TraceFormatError, TracekitError
+from tracekit.profile import ProfileRun, profile, profile_callable, step, step_range
 from tracekit.trace.load import load_trace
-from tracekit.trace.model import RankTrace, Trace
+from tracekit.trace.model import RankTrace, Trace, TraceMeta
 
 __all__ = [
     "OutputError",
     "ProfileError",
+    "ProfileRun",
     "RankTrace",
     "Trace",
     "TraceFormatError",
+    "TraceMeta",
     "TracekitError",
     "__version__",
     "load_trace",
+    "profile",
+    "profile_callable",
+    "step",
+    "step_range",
 ]

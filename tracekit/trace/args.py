@@ -26,7 +26,7 @@ class Args(msgspec.Struct, gc=False):
     blocks_per_sm: float | None = field(name="blocks per SM", default=None)
     warps_per_sm: float | None = field(name="warps per SM", default=None)
     occupancy: float | None = field(name="est. achieved occupancy %", default=None)
-    bytes: int | None = None
+    bytes: int | str | None = None  # ROCm runtime calls write it as a string
     # CPU ops: shapes stay raw JSON until needed (decoding them for every op would dominate)
     input_dims: msgspec.Raw = field(name="Input Dims", default=NULL)
     input_types: msgspec.Raw = field(name="Input type", default=NULL)
@@ -53,22 +53,24 @@ def external_id(args: Args) -> int:
     return args.external_id_legacy if args.external_id_legacy is not None else -1
 
 
+RAW_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
 def loose_args(value: Any) -> Args | None:
     """Args from a generic dict, keeping the keys whose values have the expected type."""
     if not isinstance(value, dict):
         return None
     clean: dict[str, Any] = {}
     for key in ARGS_FIELDS:
-        if key not in value:
+        if key not in value or key in RAW_KEYS:
             continue
         try:
             msgspec.convert({key: value[key]}, Args, strict=False)
         except msgspec.ValidationError:
             continue
         clean[key] = value[key]
-    args = msgspec.convert({k: v for k, v in clean.items() if not k.startswith("Input") and
-                            k != "Concrete Inputs"}, Args, strict=False)
-    for key in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
-        if key in clean:
-            setattr(args, ARGS_FIELDS[key], msgspec.Raw(msgspec.json.encode(clean[key])))
+    args = msgspec.convert(clean, Args, strict=False)
+    for key in RAW_KEYS:
+        if key in value:
+            setattr(args, ARGS_FIELDS[key], msgspec.Raw(msgspec.json.encode(value[key])))
     return args

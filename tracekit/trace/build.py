@@ -43,7 +43,11 @@ def _objects(values: list) -> np.ndarray:
 
 
 def _int_or(value, default: int = -1) -> int:
-    return value if isinstance(value, int) else default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return default
 
 
 def _float_or_nan(value) -> float:
@@ -112,6 +116,7 @@ class TableBuilder:
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
     counts: Counter = field(default_factory=Counter)
     skipped: int = 0
+    origin: int | None = None  # integer µs subtracted from every timestamp
     _names: dict[str, str] = field(default_factory=dict)
     _rows: Counter = field(default_factory=Counter)
     _runtime_kinds: dict[str, str] = field(default_factory=dict)
@@ -159,8 +164,15 @@ class TableBuilder:
         intern = self._names.setdefault
         return [intern(e.name, e.name) for e in events]
 
+    def _rel(self, events: list[Event]) -> np.ndarray:
+        """Start times as float µs after `origin` (exact to the ns the file wrote)."""
+        if self.origin is None:
+            self.origin = int(events[0].ts)
+        origin = self.origin
+        return np.fromiter((float(e.ts - origin) for e in events), dtype=np.float64, count=len(events))
+
     def _times(self, p: Pieces, events: list[Event], ts_col: str, dur_col: str, end_col: str) -> None:
-        ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
+        ts = self._rel(events)
         dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
@@ -171,9 +183,12 @@ class TableBuilder:
 
     def _note_missing(self, table: str, events: list[Event], args: list[Args]) -> None:
         base = self._rows[table]
-        for i, (e, a) in enumerate(zip(events, args, strict=True)):
-            if a.correlation is None:
-                self.missing_corr[table].append((base + i, norm_id(e.pid), norm_id(e.tid), round(e.ts, 3)))
+        missing = [i for i, a in enumerate(args) if a.correlation is None]
+        if missing:
+            ts = self._rel([events[i] for i in missing])
+            for i, t in zip(missing, ts.tolist(), strict=True):
+                self.missing_corr[table].append((base + i, norm_id(events[i].pid), norm_id(events[i].tid),
+                                                 round(t, 3)))
         self._rows[table] += len(events)
 
     def _add_gpu(self, events: list[Event]) -> None:
@@ -240,7 +255,7 @@ class TableBuilder:
             return
         p = self.flows
         p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
-        p.add("ts", np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events)))
+        p.add("ts", self._rel(events))
         p.add("id", np.fromiter((e.id for e in events), dtype=np.int64, count=len(events)))
 
     def _add_annotations(self, events: list[Event]) -> None:

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> 
         if progress:
             progress(f"reading {p.name}")
         try:
-            loaded.append(load_file(p))
+            loaded.append(load_file(p, progress=progress))
         except TraceFormatError as exc:
             if len(paths) == 1:
                 raise
@@ -45,13 +46,29 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> 
     if not loaded:
         raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
                                f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
-    ranks = _assign_ranks(loaded)
+    ranks = _assign_ranks(_common_origin(loaded))
     for r in ranks.values():
         if r.skipped:
             warnings.append(f"{r.path}: skipped {r.skipped} malformed events")
         if not r.has_gpu:
             warnings.append(f"{r.path}: CPU-only trace (no GPU kernels, memcpy or memset)")
     return Trace(path=str(path), ranks=ranks, warnings=tuple(warnings))
+
+
+def _common_origin(loaded: list[RankTrace]) -> list[RankTrace]:
+    """Shift every rank's times to the earliest rank's origin, so ranks line up on one clock."""
+    origin = min(r.meta.origin_us for r in loaded)
+    out = []
+    for r in loaded:
+        shift = float(r.meta.origin_us - origin)
+        if shift:
+            for table in (r.gpu, r.ops, r.runtime, r.annotations, r.steps):
+                for col in ("ts", "end"):
+                    if col in table:
+                        table[col] = table[col] + shift
+            r = RankTrace(**{**r.__dict__, "meta": replace(r.meta, origin_us=origin)})
+        out.append(r)
+    return out
 
 
 def _assign_ranks(loaded: list[RankTrace]) -> dict[int, RankTrace]:
@@ -65,24 +82,26 @@ def _assign_ranks(loaded: list[RankTrace]) -> dict[int, RankTrace]:
     return dict(sorted(out.items()))
 
 
-def load_file(path: Path) -> RankTrace:
+def load_file(path: Path, progress: Progress | None = None) -> RankTrace:
     """Load one trace file into a RankTrace."""
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers; nothing here makes reference cycles
     try:
-        return _load_file(path)
+        return _load_file(path, progress)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load_file(path: Path) -> RankTrace:
+def _load_file(path: Path, progress: Progress | None) -> RankTrace:
     raw = files.read_bytes(path)
     builder = build.TableBuilder()
     try:
         doc = open_document(raw)
         for events, launch_op_args in doc.chunks():
             builder.add(events, launch_op_args)
+            if progress:
+                progress(f"reading {path.name}: {100 * doc.done:.0f}%")
     except (BadJSON, NotATrace) as exc:
         raise TraceFormatError(f"{path}: {exc}") from None
     top, skipped = doc.top, doc.skipped + builder.skipped
@@ -117,7 +136,7 @@ def _load_file(path: Path) -> RankTrace:
                                step_by_time)
 
     _decode_inputs(ops, builder.inputs, _ops_to_decode(ops, gpu))
-    meta = _meta(top, gpu, runtime, builder.legacy)
+    meta = _meta(top, gpu, runtime, builder.legacy, builder.origin or 0)
     return RankTrace(rank=_rank(top, path), path=str(path), meta=meta, gpu=gpu, ops=ops,
                      runtime=runtime, annotations=annotations, steps=steps, counts=_counts(builder.counts),
                      skipped=skipped, op_input_store=builder.inputs)
@@ -186,7 +205,8 @@ def _device_properties(value: Any) -> tuple[dict, ...]:
     return tuple(v for v in value if isinstance(v, dict))
 
 
-def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy: bool) -> TraceMeta:
+def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy: bool,
+          origin: int) -> TraceMeta:
     props = _device_properties(top.get("deviceProperties"))
     device_id = None
     if len(gpu):
@@ -213,6 +233,7 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
         versions={k: top[k] for k in _VERSION_KEYS if top.get(k) is not None},
         base_time_ns=top.get("baseTimeNanoseconds") if isinstance(top.get("baseTimeNanoseconds"), int) else None,
         tracekit=tk if isinstance(tk, dict) else None,
+        origin_us=origin,
     )
 
 

@@ -25,6 +25,7 @@ class TraceMeta:
     versions: dict = field(default_factory=dict)  # cuda/cupti/hip/torch versions found in the file
     base_time_ns: int | None = None
     tracekit: dict | None = None  # provenance written by `tracekit profile`, if any
+    origin_us: int = 0  # table times are µs after this file timestamp (shared by all ranks of a Trace)
 
     @property
     def device(self) -> dict | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float | None = None
+    ts: Decimal | None = None  # exact: float64 drops the ns digits of epoch-µs timestamps
     dur: float | None = None
     id: int | str | None = None
     args: Args | None = None
@@ -71,6 +72,7 @@ class Document:
     top: dict[str, Any]
     events_raw: memoryview
     skipped: int = 0
+    done: float = 0.0  # share of the events array decoded so far
 
     def chunks(self) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
         """(events, raw args of launch ops by position) a few MB of JSON at a time; malformed events
@@ -92,6 +94,7 @@ class Document:
                 if cut >= end:
                     raise BadJSON("not valid JSON inside traceEvents")
                 cut = _next_cut(body, cut + 1, end)  # the cut fell inside an event: widen
+            self.done = (cut + 1) / len(body)
             yield events, _launch_op_args(piece, events)
             start = cut + 1  # past the comma
 

@@ -22,10 +22,10 @@ def busy_time_us(starts: np.ndarray, ends: np.ndarray) -> float:
     new_block = np.empty(len(s), dtype=bool)
     new_block[0] = True
     new_block[1:] = s[1:] > running_end[:-1]
-    block_id = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(block_id[-1] + 1)
-    np.maximum.at(block_end, block_id, running_end)
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:] - 1, len(s) - 1)  # running_end only grows: a block ends at its last row
+    block_start = s[first]
+    block_end = running_end[last]
     return float((block_end - block_start).sum())
 
 
