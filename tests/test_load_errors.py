@@ -116,3 +116,33 @@ def test_progress_only_on_a_terminal_and_not_quiet(tmp_path, monkeypatch):
     assert "reading t.json: 100%" in term.text
     monkeypatch.setattr(term, "isatty", lambda: False)
     assert stderr_progress(after_s=0.0) is None
+
+
+def test_random_damage_never_escapes_as_another_exception(tmp_path):
+    import random
+
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 500)
+    for i in range(20):
+        ext = b.op(f"aten::op{i}", 10 * i, 8, **{"Input Dims": [[i, 2]], "Input type": ["float"]})
+        b.launch(10 * i + 1, 2, f"kernel_{i}", 10 * i + 5, 3, ext=ext, flows=True)
+    good = json.dumps(b.document()).encode()
+    rng = random.Random(1234)
+    outcomes = {"loaded": 0, "error": 0}
+    for case in range(300):
+        data = bytearray(good)
+        if case % 3 == 0:
+            data = data[: rng.randrange(1, len(data))]
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.choice(b'{}[],:"0123456789eE.-x ')
+        path = tmp_path / f"damaged{case}.json"
+        path.write_bytes(bytes(data))
+        try:
+            t = tracekit.load_trace(path)
+            assert len(t.rank().gpu) <= 20
+            outcomes["loaded"] += 1
+        except tracekit.TraceFormatError as exc:
+            assert str(path) in str(exc) and "\n" not in str(exc)
+            outcomes["error"] += 1
+    assert outcomes["loaded"] > 10 and outcomes["error"] > 100

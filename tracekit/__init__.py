@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from tracekit.analyzers import analyze
 from tracekit.errors import OutputError, ProfileError, TraceFormatError, TracekitError
 from tracekit.profile import ProfileRun, profile, profile_callable, step, step_range
 from tracekit.trace.load import load_trace
@@ -19,6 +20,7 @@ __all__ = [
     "TraceMeta",
     "TracekitError",
     "__version__",
+    "analyze",
     "load_trace",
     "profile",
     "profile_callable",

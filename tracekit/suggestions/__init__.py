@@ -1,1 +1,8 @@
 """Suggestions: rules over analyzer results, each with evidence and an estimated saving."""
+
+from __future__ import annotations
+
+from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules import RULES, Rule, suggest
+
+__all__ = ["RULES", "Rule", "Suggestion", "suggest"]

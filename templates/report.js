@@ -1,0 +1,289 @@
+(function () {
+  "use strict";
+  var t0 = performance.now();
+  var SVG = "http://www.w3.org/2000/svg";
+  document.documentElement.classList.add("js");
+
+  function el(tag, attrs, parent) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) { if (Object.prototype.hasOwnProperty.call(attrs, k)) { e.setAttribute(k, attrs[k]); } }
+    if (parent) { parent.appendChild(e); }
+    return e;
+  }
+  function text(parent, x, y, s, anchor, cls) {
+    var t = el("text", { x: x, y: y, "text-anchor": anchor || "start" }, parent);
+    if (cls) { t.setAttribute("class", cls); }
+    t.textContent = s;
+    return t;
+  }
+  function data(node) {
+    var src = document.getElementById(node.getAttribute("data-src"));
+    return src ? JSON.parse(src.textContent) : null;
+  }
+  function sig(v) {
+    var a = Math.abs(v);
+    return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
+  }
+  function fmtTime(us) {
+    if (us === 0) { return "0"; }
+    if (Math.abs(us) >= 1e6) { return sig(us / 1e6) + " s"; }
+    if (Math.abs(us) >= 1e3) { return sig(us / 1e3) + " ms"; }
+    return sig(us) + " µs";
+  }
+  var SUP = { "-": "\u207b", "0": "\u2070", "1": "\u00b9", "2": "\u00b2", "3": "\u00b3", "4": "\u2074",
+    "5": "\u2075", "6": "\u2076", "7": "\u2077", "8": "\u2078", "9": "\u2079" };
+  function fmtDecade(e) {  // label of 10^e on a log axis
+    if (e >= 0 && e <= 5) { return e >= 3 ? Math.pow(10, e - 3) + "k" : String(Math.pow(10, e)); }
+    if (e < 0 && e >= -3) { return Math.pow(10, e).toFixed(-e); }
+    return "10" + String(e).split("").map(function (c) { return SUP[c]; }).join("");
+  }
+
+  // ---- tooltip: text only, never HTML ----
+  var tip = document.getElementById("tip");
+  function showTip(ev, title, lines) {
+    while (tip.firstChild) { tip.removeChild(tip.firstChild); }
+    var b = document.createElement("b");
+    b.textContent = title;
+    tip.appendChild(b);
+    lines.forEach(function (line) {
+      var d = document.createElement("div");
+      d.textContent = line;
+      tip.appendChild(d);
+    });
+    tip.hidden = false;
+    var x = ev.clientX + 14, y = ev.clientY + 14;
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    if (x + w > window.innerWidth - 8) { x = ev.clientX - w - 14; }
+    if (y + h > window.innerHeight - 8) { y = ev.clientY - h - 14; }
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+  }
+  function hideTip() { tip.hidden = true; }
+
+  // ---- rank selector ----
+  var rankButtons = document.querySelectorAll(".rank-btn");
+  var rankRows = document.querySelectorAll(".rank-row");
+  var rankSelect = document.querySelector(".rank-select");
+  if (rankSelect) { rankSelect.addEventListener("change", function () { selectRank(rankSelect.value); }); }
+  function selectRank(id) {
+    document.querySelectorAll("section.rank").forEach(function (s) {
+      if (s.getAttribute("data-rank") === id) { s.removeAttribute("data-hidden"); } else { s.setAttribute("data-hidden", ""); }
+    });
+    rankButtons.forEach(function (b) { b.classList.toggle("on", b.getAttribute("data-rank") === id); });
+    rankRows.forEach(function (b) { b.classList.toggle("on", b.getAttribute("data-rank") === id); });
+    if (rankSelect) { rankSelect.value = id; }
+    drawCharts();
+  }
+  rankButtons.forEach(function (b) {
+    b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
+  });
+  rankRows.forEach(function (b) {
+    b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
+    b.addEventListener("keydown", function (e) { if (e.key === "Enter") { selectRank(b.getAttribute("data-rank")); } });
+  });
+
+  // ---- kernel table: sort and filter ----
+  function setupTable(table) {
+    var tbody = table.tBodies[0];
+    var rows = Array.prototype.slice.call(tbody.rows);
+    var haystack = rows.map(function (r) { return r.textContent.toLowerCase(); });
+    var heads = table.tHead.rows[0].cells;
+    function sortBy(i) {
+      var th = heads[i];
+      var numeric = th.hasAttribute("data-num");
+      var cur = th.getAttribute("aria-sort");
+      var dir = cur === "none" ? (numeric ? "descending" : "ascending") : (cur === "ascending" ? "descending" : "ascending");
+      for (var j = 0; j < heads.length; j++) { heads[j].setAttribute("aria-sort", "none"); }
+      th.setAttribute("aria-sort", dir);
+      var sign = dir === "ascending" ? 1 : -1;
+      var keyed = rows.map(function (r, k) {
+        var c = r.cells[i];
+        return { r: r, k: k, v: numeric ? parseFloat(c.getAttribute("data-v")) : c.textContent.toLowerCase() };
+      });
+      keyed.sort(function (a, b) {
+        if (a.v < b.v) { return -sign; }
+        if (a.v > b.v) { return sign; }
+        return a.k - b.k;
+      });
+      var frag = document.createDocumentFragment();
+      keyed.forEach(function (o) { frag.appendChild(o.r); });
+      tbody.appendChild(frag);
+    }
+    for (var i = 0; i < heads.length; i++) {
+      (function (k) {
+        heads[k].addEventListener("click", function () { sortBy(k); });
+        heads[k].addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(k); } });
+      })(i);
+    }
+    var card = table.closest(".card");
+    var input = card.querySelector(".k-filter");
+    var select = card.querySelector(".k-class");
+    var count = card.querySelector(".k-count");
+    function filter() {
+      var words = input.value.toLowerCase().split(/\s+/).filter(Boolean);
+      var cls = select.value;
+      var shown = 0;
+      rows.forEach(function (r, k) {
+        var ok = (!cls || r.getAttribute("data-class") === cls) &&
+          words.every(function (w) { return haystack[k].indexOf(w) >= 0; });
+        r.hidden = !ok;
+        if (ok) { shown++; }
+      });
+      count.textContent = shown === rows.length ? rows.length + " rows" : shown + " of " + rows.length + " rows";
+    }
+    input.addEventListener("input", filter);
+    select.addEventListener("change", filter);
+    return { filterTo: function (s) { input.value = s; select.value = ""; filter(); } };
+  }
+  var tables = {};
+  document.querySelectorAll("table.sortable").forEach(function (t) {
+    tables[t.closest("section.rank").id] = setupTable(t);
+  });
+
+  // ---- GPU timeline strip ----
+  var KIND_COLOR = { gpu: "#3b6fb6", stream: "#5b7fa8", cpu: "#e0913a" };
+  function drawTimeline(node, d) {
+    var W = Math.max(480, node.clientWidth), L = 150, R = 64, rowH = 16, gap = 5;
+    var hasSteps = d.steps.length > 0;
+    var top = hasSteps ? 22 : 4;
+    var H = top + d.rows.length * (rowH + gap) + 26;
+    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H });
+    var cw = W - L - R, n = d.rows.length ? d.rows[0].busy.length : 1, bw = cw / n;
+    var x = function (us) { return L + cw * us / d.span_us; };
+    if (hasSteps) {
+      d.steps.forEach(function (s, i) {
+        var x0 = x(s.start), x1 = x(s.end);
+        el("rect", { x: x0, y: top - 2, width: Math.max(1, x1 - x0), height: H - top - 24, fill: i % 2 ? "#f7f8fa" : "#eef1f6" }, svg);
+        if (x1 - x0 > 44) { text(svg, (x0 + x1) / 2, 12, s.label, "middle"); }
+      });
+      text(svg, 0, 12, "ProfilerStep", "start");
+    }
+    d.rows.forEach(function (row, i) {
+      var y = top + i * (rowH + gap);
+      text(svg, 0, y + rowH - 4, row.label, "start");
+      text(svg, W, y + rowH - 4, row.busy_text, "end");
+      el("rect", { x: L, y: y, width: cw, height: rowH, fill: "#f1f3f6" }, svg);
+      var color = KIND_COLOR[row.kind] || "#5b7fa8";
+      var j = 0;
+      while (j < n) {
+        var q = Math.round(row.busy[j] * 10);
+        var k = j + 1;
+        while (k < n && Math.round(row.busy[k] * 10) === q) { k++; }
+        if (q > 0) {
+          el("rect", { x: L + j * bw, y: y, width: (k - j) * bw + 0.3, height: rowH, fill: color, "fill-opacity": (0.12 + 0.88 * q / 10).toFixed(2) }, svg);
+        }
+        j = k;
+      }
+    });
+    var axisY = top + d.rows.length * (rowH + gap) + 4;
+    el("line", { x1: L, x2: L + cw, y1: axisY, y2: axisY, stroke: "#c9ced6" }, svg);
+    for (var t = 0; t <= 4; t++) {
+      var tx = L + cw * t / 4;
+      el("line", { x1: tx, x2: tx, y1: axisY, y2: axisY + 4, stroke: "#c9ced6" }, svg);
+      text(svg, tx, axisY + 16, fmtTime(d.span_us * t / 4), t === 0 ? "start" : t === 4 ? "end" : "middle");
+    }
+    svg.addEventListener("mousemove", function (ev) {
+      var box = svg.getBoundingClientRect(), sx = (ev.clientX - box.left) * W / box.width, sy = (ev.clientY - box.top) * H / box.height;
+      var bin = Math.floor((sx - L) / bw), ri = Math.floor((sy - top) / (rowH + gap));
+      if (bin < 0 || bin >= n || ri < 0 || ri >= d.rows.length) { hideTip(); return; }
+      var row = d.rows[ri];
+      showTip(ev, row.label, [fmtTime(bin * d.bin_us) + " – " + fmtTime((bin + 1) * d.bin_us), "busy " + Math.round(row.busy[bin] * 100) + "%"]);
+    });
+    svg.addEventListener("mouseleave", hideTip);
+    return svg;
+  }
+
+  // ---- roofline (log-log) ----
+  var ROOF_COLORS = ["#1d2330", "#4a5261", "#7a8291", "#9aa3b2", "#b8bcc4"];
+  function drawRoofline(node, d) {
+    var W = Math.max(480, node.clientWidth), H = 420, L = 64, R = 96, T = 14, B = 46;
+    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H });
+    var pts = d.points, roofs = d.roofs, bwG = d.bandwidth_gbps;
+    var xs = pts.map(function (p) { return p.x; }), ys = pts.map(function (p) { return p.y; });
+    var top = roofs.length ? roofs[0].tflops : Math.max.apply(null, ys.concat([1]));
+    if (bwG) { roofs.forEach(function (r) { xs.push(r.tflops * 1000 / bwG); }); }
+    ys = ys.concat(roofs.map(function (r) { return r.tflops; }));
+    var lx0 = Math.floor(Math.log10(Math.min.apply(null, xs.concat([1])))) , lx1 = Math.ceil(Math.log10(Math.max.apply(null, xs.concat([10])) * 1.5));
+    var ly0 = Math.floor(Math.log10(Math.min.apply(null, ys.concat([top / 1e3])))), ly1 = Math.ceil(Math.log10(top * 1.6));
+    if (lx1 - lx0 < 2) { lx1 = lx0 + 2; }
+    if (ly1 - ly0 < 2) { ly0 = ly1 - 2; }
+    var cw = W - L - R, ch = H - T - B;
+    var X = function (v) { return L + cw * (Math.log10(v) - lx0) / (lx1 - lx0); };
+    var Y = function (v) { return T + ch * (1 - (Math.log10(v) - ly0) / (ly1 - ly0)); };
+    var grid = el("g", { "class": "grid" }, svg), axis = el("g", { "class": "axis" }, svg);
+    for (var e = lx0; e <= lx1; e++) {
+      el("line", { x1: X(Math.pow(10, e)), x2: X(Math.pow(10, e)), y1: T, y2: T + ch }, grid);
+      text(axis, X(Math.pow(10, e)), T + ch + 16, fmtDecade(e), "middle");
+    }
+    for (e = ly0; e <= ly1; e++) {
+      el("line", { x1: L, x2: L + cw, y1: Y(Math.pow(10, e)), y2: Y(Math.pow(10, e)) }, grid);
+      text(axis, L - 8, Y(Math.pow(10, e)) + 4, fmtDecade(e), "end");
+    }
+    el("rect", { x: L, y: T, width: cw, height: ch, fill: "none", stroke: "#c9ced6" }, axis);
+    text(axis, L + cw / 2, H - 8, "arithmetic intensity (FLOP / byte)", "middle");
+    var yl = text(axis, 14, T + ch / 2, "achieved TFLOP/s", "middle");
+    yl.setAttribute("transform", "rotate(-90 14 " + (T + ch / 2) + ")");
+    var xmin = Math.pow(10, lx0), xmax = Math.pow(10, lx1);
+    roofs.forEach(function (r, i) {
+      var color = ROOF_COLORS[Math.min(i, ROOF_COLORS.length - 1)];
+      var ridge = bwG ? r.tflops * 1000 / bwG : xmin;
+      var x0 = Math.max(xmin, ridge);
+      var line = el("line", { x1: X(x0), x2: X(xmax), y1: Y(r.tflops), y2: Y(r.tflops), stroke: color, "class": "roof" }, svg);
+      if (i > 0) { line.setAttribute("stroke-dasharray", "5 4"); }
+      text(svg, X(xmax) + 6, Y(r.tflops) + 4, r.dtype + " " + r.text.replace(" TFLOP/s", ""), "start");
+    });
+    if (bwG && roofs.length) {
+      var ridge0 = roofs[0].tflops * 1000 / bwG;
+      var xa = Math.max(xmin, Math.pow(10, ly0) * 1000 / bwG);
+      el("line", { x1: X(xa), y1: Y(bwG * xa / 1000), x2: X(ridge0), y2: Y(roofs[0].tflops), stroke: "#1d2330", "class": "roof" }, svg);
+      var mx = Math.sqrt(xa * ridge0), my = bwG * mx / 1000;
+      var ang = Math.atan2(Y(roofs[0].tflops) - Y(bwG * xa / 1000), X(ridge0) - X(xa)) * 180 / Math.PI;
+      var lab = text(svg, X(mx), Y(my) - 6, "memory " + d.bandwidth_text, "middle");
+      lab.setAttribute("transform", "rotate(" + ang.toFixed(1) + " " + X(mx) + " " + (Y(my) - 6) + ")");
+    }
+    var tmax = Math.max.apply(null, pts.map(function (p) { return p.t; }).concat([1e-9]));
+    var g = el("g", {}, svg);
+    pts.slice().reverse().forEach(function (p) {
+      var c = el("circle", { cx: X(p.x), cy: Y(p.y), r: (2.5 + 9 * Math.sqrt(p.t / tmax)).toFixed(1), fill: p.color, "class": "pt" }, g);
+      var title = el("title", {}, c);
+      title.textContent = p.name + "\n" + p.label;
+      c.addEventListener("mousemove", function (ev) { showTip(ev, p.name, [p.label, p.cls + " · " + sig(p.x) + " FLOP/B"]); });
+      c.addEventListener("mouseleave", hideTip);
+      c.addEventListener("click", function () {
+        var t = tables[node.closest("section.rank").id];
+        if (t) { t.filterTo(p.name); node.closest("section.rank").querySelector("table.kernels").scrollIntoView({ block: "start" }); }
+      });
+    });
+    var seen = {}, lx = L + 10, ly = T + 14;
+    pts.forEach(function (p) {
+      if (seen[p.cls]) { return; }
+      seen[p.cls] = true;
+      el("circle", { cx: lx, cy: ly - 4, r: 4, fill: p.color }, svg);
+      text(svg, lx + 8, ly, p.cls, "start");
+      ly += 15;
+    });
+    return svg;
+  }
+
+  var DRAW = { timeline: drawTimeline, roofline: drawRoofline };
+  function drawCharts() {
+    document.querySelectorAll("[data-chart]").forEach(function (node) {
+      if (node.offsetParent === null) { return; }
+      var w = node.clientWidth;
+      if (node.getAttribute("data-w") === String(w)) { return; }
+      var d = data(node);
+      if (!d) { return; }
+      while (node.firstChild) { node.removeChild(node.firstChild); }
+      if (node.getAttribute("data-chart") === "roofline" && !d.points.length && !d.roofs.length) { return; }
+      node.appendChild(DRAW[node.getAttribute("data-chart")](node, d));
+      node.setAttribute("data-w", String(w));
+    });
+  }
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(drawCharts, 120);
+  });
+  drawCharts();
+  window.tracekitReport = { renderMs: performance.now() - t0 };
+})();

@@ -1,0 +1,140 @@
+"""Kernel classification on the real third-party traces and the project's sample traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
+
+import tracekit
+from tracekit.analyzers.kernels import (
+    CLASS,
+    LIBRARY,
+    OTHER,
+    SUM_COUNT,
+    SUM_KEY,
+    SUM_SHARE,
+    classify,
+)
+
+TARGET_OTHER = 0.02  # at most 2 % of GPU time may stay unclassified
+# Traces whose `other` share is explained: name -> the only kernel left as `other`.
+EXPECTED_OTHER = {
+    # torch.cuda._sleep busy-waits in at::cuda spin_kernel: it does no work of any class.
+    "event_sync_trace.json.gz": "at::cuda::(anonymous namespace)::spin_kernel(long)",
+}
+
+
+H200_NAMES = Path(__file__).resolve().parent / "data" / "kernel_names" / "h200_torch211.json.gz"
+
+
+def _sample_files() -> list:
+    if not SAMPLE_TRACES.is_dir():
+        return []
+    return sorted(p for p in SAMPLE_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+def _load(rel: str):
+    path = SHARED_TRACES / rel
+    if not path.exists():
+        pytest.skip(f"{rel} is absent (../shared/traces)")
+    return tracekit.load_trace(path)
+
+
+@pytest.mark.parametrize("path", [*shared_trace_files(), *_sample_files(), H200_NAMES], ids=lambda p: p.name)
+def test_other_share_at_most_two_percent(path):
+    trace = tracekit.load_trace(path)
+    for rank in trace.ranks.values():
+        kc = classify(rank)
+        assert len(kc.table) == len(rank.gpu)
+        if path.name in EXPECTED_OTHER:
+            others = set(rank.gpu["name"][kc.table[CLASS] == OTHER])
+            assert others == {EXPECTED_OTHER[path.name]}
+        else:
+            assert kc.other_share <= TARGET_OTHER, kc.classes
+
+
+def _classes(rel: str) -> tuple:
+    rank = _load(rel).rank()
+    kc = classify(rank)
+    return kc, kc.classes.set_index(SUM_KEY), kc.libraries.set_index(SUM_KEY)
+
+
+def test_nccl_trace_classes():
+    kc, classes, libs = _classes("hta/nccl_parser_config/nccl_data.json.gz")
+    assert classes.loc["communication", SUM_COUNT] == 21
+    assert classes.loc["communication", SUM_SHARE] == pytest.approx(0.28378, abs=1e-4)
+    assert classes.loc["conv", SUM_COUNT] == 600
+    assert classes.loc["memcpy", SUM_COUNT] == 960 and classes.loc["memset", SUM_COUNT] == 114
+    assert libs.loc["nccl", SUM_COUNT] == 21 and libs.loc["cudnn", SUM_COUNT] == 1317
+    assert kc.total_us == pytest.approx(165185.838, rel=1e-6)
+
+
+def test_resnet50_v100_is_mostly_cudnn_convolution():
+    _, classes, libs = _classes("kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    assert classes.loc["conv", SUM_COUNT] == 1926
+    assert classes.loc["conv", SUM_SHARE] == pytest.approx(0.65334, abs=1e-4)
+    assert classes.loc["normalization", SUM_SHARE] == pytest.approx(0.15936, abs=1e-4)
+    assert libs.loc["cudnn", SUM_SHARE] == pytest.approx(0.74832, abs=1e-4)
+
+
+def test_mi300_bert_rocm_names():
+    kc, classes, libs = _classes("tracelens/mi300_gaunernst_bert-small-uncased__1016001.json.gz")
+    assert classes.loc["attention", SUM_COUNT] == 4  # aotriton attn_fwd under _flash_attention_forward
+    assert libs.loc["flash-attn", SUM_COUNT] == 4
+    assert classes.loc["gemm", SUM_COUNT] == 26 and libs.loc["hipblaslt", SUM_COUNT] == 26
+    assert classes.loc["embedding", SUM_COUNT] == 3  # index_select inside aten::embedding
+    assert kc.other_share == 0.0
+
+
+def test_torch_compile_inductor_kernels():
+    rank = _load("tracelens/torch_compile_triton_trace.json.gz").rank()
+    kc = classify(rank)
+    inductor = kc.table[LIBRARY] == "inductor"
+    assert inductor.sum() == 4
+    got = dict(zip(rank.gpu["name"][inductor], kc.table[CLASS][inductor], strict=True))
+    assert got == {
+        "triton_poi_fused__unsafe_view_mul_silu_2": "elementwise",
+        "triton_poi_fused__unsafe_view_add_3": "elementwise",
+        "triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt_1": "normalization",
+        "triton_red_fused_add_mean_mul_pow_rsqrt_0": "normalization",
+    }
+
+
+def test_triton_example_is_an_inductor_pointwise_kernel():
+    rank = _load("hta/triton_example/triton_example.json.gz").rank()
+    kc = classify(rank)
+    assert list(kc.table[CLASS]) == ["elementwise"] and list(kc.table[LIBRARY]) == ["inductor"]
+
+
+def test_amd_mi250_rocm_trace():
+    _, classes, libs = _classes("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    assert classes.loc["gemm", SUM_COUNT] == 2 and libs.loc["hipblaslt", SUM_COUNT] == 2
+    assert classes.loc["memcpy", SUM_COUNT] == 2
+    assert float(classes[SUM_SHARE].sum()) == pytest.approx(1.0)
+
+
+def test_h200_names_recorded_by_this_project():
+    """Kernels of torch 2.11 / triton 3.6 on an H200 (tests/data/kernel_names/record_h200_names.py)."""
+    rank = tracekit.load_trace(H200_NAMES).rank()
+    kc = classify(rank)
+    got = {}
+    for name, cls, lib in zip(rank.gpu["name"], kc.table[CLASS], kc.table[LIBRARY], strict=True):
+        got.setdefault(name, set()).add((cls, lib))
+    def only(prefix: str) -> set:
+        return set().union(*(v for k, v in got.items() if k.startswith(prefix)))
+    assert only("nvjet_sm90_") == {("gemm", "cublas")}
+    assert only("sm90_xmma_gemm_") == {("gemm", "cublas")}
+    assert only("sm90_xmma_wgrad_") == {("conv", "cudnn")}
+    assert only("cudnn_generated_fort_native_sdpa_sm90_flash") == {("attention", "cudnn")}
+    assert only("void pytorch_flash::flash_") == {("attention", "flash-attn")}
+    assert only("fmha_cutlass") == {("attention", "cutlass")}
+    assert only("void cudnn::fusion::") == {("attention", "cudnn")}  # cuDNN SDPA backward helpers
+    assert only("matmul_kernel") == {("gemm", "triton")} and only("add_kernel") == {("elementwise", "triton")}
+    assert only("triton_per_fused__softmax") == {("softmax", "inductor")}
+    assert only("void at::native::mbtopk::") == {("reduction", "aten")}
+    assert only("Memset") == {("memset", "cuda")}
+    classes = kc.classes.set_index(SUM_KEY)
+    assert classes.loc["attention", SUM_COUNT] == 10  # flash 1 + 3, mem-efficient 1 + 1, cuDNN 1 + 3
+    assert kc.other_share == 0.0

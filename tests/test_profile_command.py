@@ -1,0 +1,229 @@
+"""`tracekit profile` run in-process (fast): -m, outputs, exit statuses, step detection, schedules."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+DATA = Path(__file__).resolve().parent / "data" / "profile"
+
+
+def cli(*args: str) -> int:
+    """`tracekit profile --no-report ARGS` in this process; the status it would exit with."""
+    from tracekit.cli import main
+
+    try:
+        return main(["profile", "--no-report", *args])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+def load(path: Path) -> dict:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def step_names(doc: dict) -> list[str]:
+    return sorted(
+        (
+            e["name"]
+            for e in doc["traceEvents"]
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
+        ),
+        key=lambda name: int(name.split("#")[1]),
+    )
+
+
+def cpu_ops(doc: dict, name: str) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e.get("name") == name]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_module_mode_runs_as_python_dash_m(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    shutil.copy(DATA / "profile_fixture_mod.py", workdir)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    assert cli("-m", "profile_fixture_mod", "one", "--two") == 0
+    assert (sys.argv, sys.path) == (saved_argv, saved_path)  # restored after the run
+    seen = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert seen == {
+        "argv": [str(workdir / "profile_fixture_mod.py"), "one", "--two"],
+        "name": "__main__",
+        "sum": 512.0,
+    }
+    doc = load(workdir / "profile_fixture_mod.trace.json.gz")
+    assert (doc["tracekit"]["mode"], doc["tracekit"]["target"]) == ("module", "-m profile_fixture_mod")
+    assert [e["args"]["Input Dims"] for e in cpu_ops(doc, "aten::mm")] == [[[8, 8], [8, 8]]]
+
+
+def test_args_after_the_script_belong_to_it(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli("-o", "out.json.gz", str(DATA / "args_script.py"), "a", "--force") == 0
+    seen = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert seen["argv"] == [str(DATA / "args_script.py"), "a", "--force"]
+    assert seen["path0"] == str(DATA)
+    assert load(workdir / "out.json.gz")["tracekit"]["exit_status"] == 0
+
+
+def test_plain_json_output_and_overwrite_rules(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    out = workdir / "t.json"
+    assert cli("-o", str(out), str(DATA / "args_script.py")) == 0
+    first = json.loads(out.read_text())  # not gzipped: the name does not end in .gz
+    assert first["tracekit"]["mode"] == "script"
+    assert cli("-o", str(out), str(DATA / "args_script.py")) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"tracekit: error: {out} already exists (use --force to overwrite)\n")
+    assert json.loads(out.read_text()) == first
+    assert cli("--force", "-o", str(out), str(DATA / "args_script.py")) == 0
+    assert json.loads(out.read_text())["tracekit"]["recorded_at"]
+    assert sorted(p.name for p in workdir.iterdir()) == ["t.json"]  # no temp files left
+    assert cli("-o", str(workdir / "no" / "t.json"), str(DATA / "args_script.py")) == 2
+    assert capsys.readouterr().err.endswith(f"tracekit: error: {workdir / 'no'} does not exist\n")
+
+
+@pytest.mark.parametrize(("arg", "status"), [("3", 3), ("0", 0), ("bye from the script", 1)])
+def test_sys_exit_status_is_kept(
+    workdir: Path, capsys: pytest.CaptureFixture, arg: str, status: int
+) -> None:
+    assert cli(str(DATA / "failing.py"), arg) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert ("bye from the script\n" in err) == (status == 1)
+    assert load(workdir / "failing.trace.json.gz")["tracekit"]["exit_status"] == status
+
+
+def test_exception_traceback_hides_tracekit_frames(
+    workdir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert cli(str(DATA / "failing.py")) == 1
+    err = capsys.readouterr().err
+    trace = err[err.index("Traceback") : err.index("ValueError: boom from the script")]
+    files = [line.split('"')[1] for line in trace.splitlines() if line.startswith('  File "')]
+    assert files == [str(DATA / "failing.py")] * 3  # <module> -> outer -> inner, nothing else
+    assert load(workdir / "failing.trace.json.gz")["tracekit"]["exit_status"] == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda d: d / "missing.py", "missing.py: no such file"),
+        (lambda d: _write(d / "bad.py", b"def f(:\n"), "bad.py is not valid Python: "),
+        (lambda d: _write(d / "latin.py", b"x = '\xff'\n"), "latin.py is not valid Python"),
+        (lambda d: d, "is a directory without a __main__.py"),
+    ],
+)
+def test_bad_targets_fail_before_running(
+    workdir: Path, capsys: pytest.CaptureFixture, make, expected: str
+) -> None:
+    assert cli(str(make(workdir))) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("tracekit: error: ") and expected in line
+    assert not list(workdir.glob("*.gz"))
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_missing_module_or_target(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli("-m", "no_such_module_for_tracekit") == 2
+    assert capsys.readouterr().err == (
+        "tracekit: error: no module named 'no_such_module_for_tracekit'\n"
+    )
+    assert cli("-m", "json") == 2  # a package without __main__
+    assert "json is a package without a __main__ module" in capsys.readouterr().err
+    assert cli() == 2
+    assert capsys.readouterr().err == "tracekit: error: give a SCRIPT to run, or -m MODULE\n"
+
+
+@pytest.mark.parametrize(
+    ("mode", "source"),
+    [
+        ("hook", "optimizer"),  # optimizer.step() marks the steps, no edit to the script
+        ("two", "optimizer"),  # a second optimizer stepping in the same iteration adds no steps
+        ("explicit", "explicit"),  # tracekit.step() after optimizer.step(): not double-counted
+        ("explicit-first", "explicit"),  # tracekit.step() before any optimizer step
+        ("range", "explicit"),  # with tracekit.step_range(): ...
+    ],
+)
+def test_step_detection(
+    workdir: Path, capsys: pytest.CaptureFixture, mode: str, source: str
+) -> None:
+    assert cli(str(DATA / "train.py"), "5", mode) == 0
+    doc = load(workdir / "train.trace.json.gz")
+    # torch's convention: ProfilerStep#0 runs from the start to the first mark, and what follows
+    # the last mark is one more, partial, step.
+    assert step_names(doc) == [f"ProfilerStep#{i}" for i in range(6)]
+    meta = doc["tracekit"]
+    assert (meta["steps_marked"], meta["steps_recorded"], meta["step_source"]) == (5, 6, source)
+    assert "trace written to train.trace.json.gz (6 step(s))" in capsys.readouterr().err
+
+
+def test_optimizer_step_op_nests_inside_its_profiler_step(workdir: Path) -> None:
+    assert cli(str(DATA / "train.py"), "3", "hook") == 0
+    events = load(workdir / "train.trace.json.gz")["traceEvents"]
+    steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    sgd = [e for e in events if e.get("name", "").startswith("Optimizer.step#SGD")]
+    assert len(sgd) == 3
+    for op in sgd:
+        (step,) = [s for s in steps if s["ts"] <= op["ts"] < s["ts"] + s["dur"]]
+        assert op["ts"] + op["dur"] <= step["ts"] + step["dur"]  # ends inside it, no overlap
+    # the optimizer classes are back as torch left them
+    assert not getattr(torch.optim.SGD.step, "_tracekit", False)
+    assert getattr(torch.optim.SGD.step, "hooked", False)
+
+
+def test_warmup_and_active_keep_only_the_active_steps(workdir: Path) -> None:
+    assert cli("--warmup", "2", "--active", "3", str(DATA / "train.py"), "8", "hook") == 0
+    doc = load(workdir / "train.trace.json.gz")
+    assert step_names(doc) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    meta = doc["tracekit"]
+    assert (meta["steps_recorded"], meta["first_step"], meta["warmup_steps"]) == (3, 2, 2)
+    assert meta["options"]["active"] == 3
+    sgd = [e for e in doc["traceEvents"] if e.get("name", "").startswith("Optimizer.step#SGD")]
+    assert len(sgd) == 3  # one optimizer step per recorded step, none from the others
+
+
+def test_warmup_alone_records_every_later_step(workdir: Path) -> None:
+    assert cli("--warmup", "3", str(DATA / "train.py"), "5", "hook") == 0
+    assert step_names(load(workdir / "train.trace.json.gz")) == [
+        "ProfilerStep#3",
+        "ProfilerStep#4",
+        "ProfilerStep#5",
+    ]
+
+
+def test_warmup_longer_than_the_run_records_nothing(
+    workdir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert cli("--warmup", "10", str(DATA / "train.py"), "3", "hook") == 2
+    err = capsys.readouterr().err
+    assert "tracekit: error: no trace recorded: the run marked 3 step(s), but --warmup 10" in err
+    assert not list(workdir.glob("*.gz"))
+
+
+def test_quiet_stack_and_memory_options(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli("-q", "--with-stack", "--memory", str(DATA / "args_script.py")) == 0
+    captured = capsys.readouterr()
+    assert "tracekit:" not in captured.err and json.loads(captured.out)["sum"] == 64 * 16 * 32
+    doc = load(workdir / "args_script.trace.json.gz")
+    options = doc["tracekit"]["options"]
+    assert (options["with_stack"], options["profile_memory"]) == (True, True)
+    cats = {e.get("cat") for e in doc["traceEvents"]}
+    assert "python_function" in cats  # --with-stack: Python frames
+    assert any(e.get("name") == "[memory]" for e in doc["traceEvents"])  # --memory: allocations
+    assert cli("--force", str(DATA / "args_script.py"), "-o", "x") == 0
+    assert json.loads(capsys.readouterr().out)["argv"][1:] == ["-o", "x"]  # after SCRIPT: its args
+    plain = load(workdir / "args_script.trace.json.gz")
+    assert "python_function" not in {e.get("cat") for e in plain["traceEvents"]}

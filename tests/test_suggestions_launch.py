@@ -1,0 +1,143 @@
+"""Suggestion rules cuda_graphs and batch_bmm on synthetic traces with hand-computed savings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from tracebuilder import TraceBuilder
+
+import tracekit
+from tracekit.analyzers import analyze
+from tracekit.suggestions import rules_launch, suggest
+
+MM_FP32 = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel_trmm"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+F32 = "float"
+
+
+def _by_id(path):
+    return {s.id: s for s in suggest(analyze(tracekit.load_trace(path)))}
+
+
+def launch_bound_trace(tmp_path):
+    """One 1000 µs step: 50 kernels of 2 µs, one launch (5 µs) every 20 µs, each kernel 2 µs after
+    its launch returns: 49 host-wait gaps of 18 µs between kernels."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    for i in range(50):
+        op = b.op("aten::add", 9 + 20 * i, 8, **{"Input Dims": [[256], [256], []],
+                                                   "Input type": [F32, F32, "Scalar"]})
+        b.launch(10 + 20 * i, 5, ADD, 17 + 20 * i, 2, ext=op)
+    return b.write(tmp_path / "launch_bound.json")
+
+
+def gpu_bound_trace(tmp_path):
+    """One step: 10 kernels of 95 µs back to back (launched well ahead): GPU busy 95 %."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    for i in range(10):
+        op = b.op("aten::add", 1 + 5 * i, 4, **{"Input Dims": [[1 << 24], [1 << 24], []],
+                                                 "Input type": [F32, F32, "Scalar"]})
+        b.launch(2 + 5 * i, 2, ADD, 50 + 95 * i, 95, ext=op)
+    return b.write(tmp_path / "gpu_bound.json")
+
+
+def test_cuda_graphs_fires_on_launch_bound_step(tmp_path):
+    s = _by_id(launch_bound_trace(tmp_path))["cuda_graphs"]
+    # idle = 1000 - 50 x 2 = 900; launch gaps = 49 x 18 = 882; each becomes a graph gap (no
+    # back-to-back gaps in this trace, so the H200 constant): saving = 882 - 49 x GRAPH_GAP_US
+    expected = 49 * 18 - 49 * rules_launch.GRAPH_GAP_US
+    assert s.saving_us == pytest.approx(expected)
+    assert s.saving_pct == pytest.approx(expected / 10)  # % of the 1000 µs span
+    assert s.per_step_us == pytest.approx(expected)
+    row = s.evidence[0]
+    assert (row["step"], row["kernels"], row["launches"], row["launch_gaps"]) == (1, 50, 50, 49)
+    assert row["launch_gap_us"] == pytest.approx(882.0)
+    assert row["gpu_busy_us"] == pytest.approx(100.0) and row["verdict"] == "launch-bound"
+    assert "1.00 ms − 100 µs" in s.formula and "49 host-wait gaps" in s.formula
+    assert "reduce-overhead" in s.snippet
+
+
+def test_cuda_graphs_capped_by_idle_and_uses_trace_gap(tmp_path):
+    """With >= MIN_GAP_SAMPLES back-to-back gaps the floor is their median, not the constant."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 2000)
+    t = 0.0
+    for i in range(30):  # 30 kernels queued well ahead: back-to-back, 3 µs apart (kernel_wait)
+        b.launch(1 + i, 0.5, ADD, 100 + 13 * i, 10)
+    for i in range(40):  # then 40 launch-bound kernels with 30 µs host-wait gaps
+        t = 600 + 40 * i
+        b.launch(t, 5, ADD, t + 10, 10)
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "mixed.json")))
+    s = rules_launch.cuda_graphs(a)
+    # gaps: 29 kernel_wait of 3 µs; host waits: the first late kernel (610 - 487 = 123) and 39 x 30
+    floor = 3.0
+    expected = (123 + 39 * 30) - 40 * floor
+    assert s.saving_us == pytest.approx(expected)
+    assert "median back-to-back gap in this trace" in s.formula
+
+
+def test_cuda_graphs_silent_when_gpu_bound(tmp_path):
+    a = analyze(tracekit.load_trace(gpu_bound_trace(tmp_path)))
+    assert a.verdict == "gpu-bound"
+    assert rules_launch.cuda_graphs(a) is None
+
+
+def gemm_loop_trace(tmp_path, n: int = 256, shapes_alternate: bool = False, interleave: bool = False):
+    """A Python loop of n 64x64 @ 64x64 fp32 mm, one 1-block kernel of 2.5 µs every 5 µs."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 5 * n + 100)
+    for i in range(n):
+        m = 32 if (shapes_alternate and i % 2) else 64
+        t = 10 + 5 * i
+        op = b.op("aten::mm", t, 4, **{"Input Dims": [[m, 64], [64, 64]], "Input type": [F32, F32]})
+        b.launch(t + 0.5, 2, MM_FP32, t + 3.5, 2.5, ext=op, grid=[1, 1, 1])
+        if interleave:
+            add = b.op("aten::add", t + 4, 0.5, **{"Input Dims": [[m, 64], [m, 64], []],
+                                                    "Input type": [F32, F32, "Scalar"]})
+            b.launch(t + 4.2, 0.2, ADD, t + 4.5, 0.4, ext=add)
+    return b.write(tmp_path / "loop.json")
+
+
+def test_batch_bmm_fires_on_loop_of_small_gemms(tmp_path):
+    a = analyze(tracekit.load_trace(gemm_loop_trace(tmp_path)))
+    s = {x.id: x for x in suggest(a)}["batch_bmm"]
+    wall = 255 * 5 + 2.5  # first kernel start to last kernel end
+    waves = math.ceil(256 * 1 / 132)  # 1 block each, 132 SMs on the H200 -> 2 waves
+    # roofline floor of the batched kernel: 12.58 MB at 4.8 TB/s = 2.62 µs < 2 waves x 2.5 µs
+    assert 256 * 3 * 64 * 64 * 4 / 4.8e12 * 1e6 < waves * 2.5
+    assert s.saving_us == pytest.approx(wall - waves * 2.5)
+    row = s.evidence[0]
+    assert (row["op"], row["shapes"], row["runs"], row["gemms_per_run"]) == ("aten::mm", "[64, 64], [64, 64]", 1, 256)
+    assert row["batched_us"] == pytest.approx(5.0) and row["kernel_us"] == pytest.approx(2.5)
+    assert "2 wave(s)" in s.formula and "torch.bmm" in s.snippet
+    # the same loop is launch-bound: the CUDA graph rule fires as well (savings overlap)
+    assert "cuda_graphs" in {x.id for x in suggest(a)}
+
+
+@pytest.mark.parametrize("kind", ["short", "alternate", "interleaved"])
+def test_batch_bmm_silent(tmp_path, kind):
+    path = {
+        "short": lambda: gemm_loop_trace(tmp_path, n=7),  # below LOOP_MIN_RUN
+        "alternate": lambda: gemm_loop_trace(tmp_path, n=64, shapes_alternate=True),  # shapes differ
+        "interleaved": lambda: gemm_loop_trace(tmp_path, n=64, interleave=True),  # layer-like: other kernels between
+    }[kind]()
+    a = analyze(tracekit.load_trace(path))
+    assert a.ranks[0].patterns.loops.empty
+    assert rules_launch.batch_bmm(a) is None
+
+
+def test_batch_bmm_without_sm_count_counts_one_wave_per_gemm(tmp_path):
+    """No deviceProperties: no SM count, no device: the batched kernel is assumed to take as long
+    as the loop's kernels run back to back (only the gaps are saved)."""
+    b = TraceBuilder()
+    b.top = {"schemaVersion": 1}
+    b.annotation("ProfilerStep#1", 0, 200)
+    for i in range(10):
+        op = b.op("aten::mm", 10 + 10 * i, 4, **{"Input Dims": [[64, 64], [64, 64]], "Input type": [F32, F32]})
+        b.launch(10.5 + 10 * i, 2, MM_FP32, 15 + 10 * i, 2.5, ext=op, grid=[1, 1, 1])
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "nodev.json")))
+    s = rules_launch.batch_bmm(a)
+    assert s.saving_us == pytest.approx((9 * 10 + 2.5) - 10 * 2.5)
+    assert "SM count or grid unknown" in s.formula

@@ -1,0 +1,310 @@
+"""FLOPs and bytes per GPU activity, from the launching op's recorded shapes (estimate_costs).
+
+Each op call is costed once per distinct (name, shapes, types, strides, concrete inputs) by the
+models in op_costs; its cost goes to the kernel(s) of that call doing the op's work (the GEMM,
+attention or conv kernel: `OpCost.work`), the others are helpers with unknown cost. memcpy and
+memset rows carry the bytes the trace records. NaN / None = unknown, never a guess."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.op_costs import USER_TRITON_KEY, model_for, op_cost, parent_cost
+from tracekit.analyzers.op_models_matmul import PARENT_MODELS
+from tracekit.analyzers.op_shapes import LONGEST, OpArgs, OpCost, format_shapes
+from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
+
+# --- columns of KernelCosts.table (aligned with RankTrace.gpu row positions) --------------------
+FLOPS = "flops"  # float, NaN = unknown
+BYTES = "bytes"  # float, NaN = unknown
+DTYPE = "dtype"  # short dtype name of the op ("bf16", "fp32", ...) or None
+OP = "op"  # name of the launching op, or None
+SHAPES = "shapes"  # the launching op's tensor shapes as text, or None
+ROLE = "role"  # ROLE_* below
+SOURCE = "source"  # SOURCE_* below
+
+ROLE_MAIN = "main"  # does the op's work: carries (its share of) the op's FLOPs and bytes
+ROLE_HELPER = "helper"  # another kernel of the same op call (bias, cast, split-K reduce)
+ROLE_TRANSFER = "transfer"  # memcpy / memset
+ROLE_NONE = ""  # no op link, or no model for the op
+SOURCE_MODEL = "op-model"
+SOURCE_INDUCTOR = "inductor"
+SOURCE_TRITON = "triton"
+SOURCE_TRANSFER = "transfer"
+SOURCE_NONE = ""
+
+# Element size of TensorList ops (cat, _foreach_*, fused optimizers) from the kernel name:
+# the profiler records no dtype for lists. First match wins; (dtype, bytes), None = from group 1.
+KERNEL_ELEMENT: tuple[tuple[str, tuple[str, int] | None], ...] = (
+    (r"OpaqueType<(\d+)", None),
+    (r"c10::BFloat16|__nv_bfloat16", ("bf16", 2)),
+    (r"c10::Half|\b__half\b", ("fp16", 2)),
+    (r"\bdouble\b", ("fp64", 8)),
+    (r"\bfloat\b", ("fp32", 4)),
+)
+_KERNEL_ELEMENT = tuple((re.compile(p), v) for p, v in KERNEL_ELEMENT)
+_SIZE_DTYPE = {1: "uint8", 2: "fp16", 4: "fp32", 8: "fp64"}
+
+
+@dataclass(frozen=True)
+class KernelCosts:
+    """Estimated FLOPs and bytes of each GPU activity of one rank, and how much time they cover."""
+
+    rank: int
+    table: pd.DataFrame  # FLOPS, BYTES, DTYPE, OP, SHAPES, ROLE, SOURCE; rows = RankTrace.gpu rows
+    total_us: float  # summed duration of all GPU activities
+    flops_known_us: float  # ... of those with known FLOPs
+    bytes_known_us: float  # ... of those with known bytes
+    unmodeled: tuple[tuple[str, float], ...]  # (op name, GPU µs): shapes recorded, cost unknown
+    unshaped_us: float = 0.0  # kernel time under ops without recorded shapes (record_shapes=False)
+
+    @property
+    def flops_known_share(self) -> float:
+        return self.flops_known_us / self.total_us if self.total_us else 0.0
+
+    @property
+    def bytes_known_share(self) -> float:
+        return self.bytes_known_us / self.total_us if self.total_us else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "total_us": self.total_us,
+            "flops_known_share": self.flops_known_share,
+            "bytes_known_share": self.bytes_known_share,
+            "flops": float(np.nansum(self.table[FLOPS].to_numpy())),
+            "bytes": float(np.nansum(self.table[BYTES].to_numpy())),
+            "unmodeled": [{"op": name, "time_us": us} for name, us in self.unmodeled],
+            "unshaped_us": self.unshaped_us,
+        }
+
+
+def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
+    """FLOPs/bytes per GPU row of `rank`. `classification` (kernels.classify's result, or None)
+    tells which kernel of a multi-kernel op call does the work; without it, the longest does."""
+    gpu, ops = rank.gpu, rank.ops
+    n = len(gpu)
+    flops = np.full(n, np.nan)
+    nbytes = np.full(n, np.nan)
+    dtype = np.full(n, None, dtype=object)
+    role = np.full(n, ROLE_NONE, dtype=object)
+    source = np.full(n, SOURCE_NONE, dtype=object)
+    op_name = np.full(n, None, dtype=object)
+    shapes = np.full(n, None, dtype=object)
+
+    kind = gpu[T.GPU_KIND].to_numpy()
+    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
+    op = gpu[T.GPU_OP].to_numpy()
+    transfer = kind != T.KIND_KERNEL
+    recorded = gpu[T.GPU_BYTES].to_numpy()
+    flops[transfer] = 0.0
+    nbytes[transfer] = np.where(recorded[transfer] >= 0, recorded[transfer], np.nan)
+    role[transfer] = ROLE_TRANSFER
+    source[transfer] = SOURCE_TRANSFER
+
+    linked = op >= 0
+    unshaped_us = 0.0
+    costs: dict[int, tuple[OpCost, str]] = {}
+    unmodeled: dict[str, float] = {}
+    if linked.any():
+        rows = np.unique(op[linked])
+        names = ops[T.OP_NAME].to_numpy()[rows]
+        info = _op_info(ops, rows, names, costs, _triton_arg_names(rank))
+        op_name[linked] = ops[T.OP_NAME].to_numpy()[op[linked]]
+        shapes[linked] = [info.get(r) for r in op[linked].tolist()]
+        uncosted = linked & ~transfer & ~np.isin(op, list(costs))
+        shaped = np.zeros(n, dtype=bool)
+        shaped[uncosted] = [info.get(r) is not None for r in op[uncosted]]
+        unshaped_us = float(dur[uncosted & ~shaped].sum())
+        uncosted &= shaped
+        if uncosted.any():
+            s = pd.Series(dur[uncosted]).groupby(op_name[uncosted]).sum()
+            unmodeled = {str(k): float(v) for k, v in s.sort_values(ascending=False).items()}
+
+    _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
+    cls = _classes(classification, n)
+    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source)
+
+    table = pd.DataFrame({FLOPS: flops, BYTES: nbytes, **{
+        col: pd.Series(values, dtype=object)  # None stays None (pandas 3 infers str and NaN)
+        for col, values in ((DTYPE, dtype), (OP, op_name), (SHAPES, shapes), (ROLE, role),
+                            (SOURCE, source))}})
+    total = float(dur.sum())
+    return KernelCosts(
+        rank=rank.rank,
+        table=table,
+        total_us=total,
+        flops_known_us=float(dur[~np.isnan(flops)].sum()),
+        bytes_known_us=float(dur[~np.isnan(nbytes)].sum()),
+        unmodeled=tuple(list(unmodeled.items())[:20]),
+        unshaped_us=unshaped_us,
+    )
+
+
+kernel_costs = estimate_costs  # the name H3a's analysis.py asked for
+
+
+# memcpy under these ops moves argument N of the op (when the trace records no `bytes`, as some
+# ROCm traces do not): copy_(dst, src) moves src, item() moves its one-element tensor
+TRANSFER_SOURCE_ARG = {"aten::copy_": 1, "aten::_local_scalar_dense": 0}
+
+
+def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes: np.ndarray) -> None:
+    """Bytes of memcpy rows that have none recorded, from the copying op's source tensor."""
+    if not rows.any():
+        return
+    names = ops[T.OP_NAME].to_numpy()
+    for i in np.flatnonzero(rows):
+        r = op[i]
+        pos = TRANSFER_SOURCE_ARG.get(names[r])
+        if pos is None:
+            continue
+        src = OpArgs.of(ops[T.OP_INPUT_DIMS].iat[r], ops[T.OP_INPUT_TYPES].iat[r]).tensor(pos)
+        if src is not None:
+            nbytes[i] = src.nbytes
+
+
+def _triton_arg_names(rank: RankTrace) -> list[Any]:
+    """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
+    (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
+    table = (rank.meta.tracekit or {}).get("triton_kernels")
+    if not isinstance(table, list):
+        return []
+    return [k.get("arg_names") if isinstance(k, dict) else None for k in table]
+
+
+def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
+             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, str | None]:
+    """Cost each linked op row (once per distinct signature); return op row -> shapes text."""
+    dims = ops[T.OP_INPUT_DIMS].to_numpy()
+    types = ops[T.OP_INPUT_TYPES].to_numpy()
+    strides = ops[T.OP_INPUT_STRIDES].to_numpy()
+    concrete = ops[T.OP_CONCRETE_INPUTS].to_numpy()
+    extra = ops[T.OP_EXTRA].to_numpy()
+    parents = ops[T.OP_PARENT].to_numpy()
+    all_names = ops[T.OP_NAME].to_numpy()
+    cache: dict[bytes, tuple[OpCost, str] | None] = {}
+    shapes: dict[int, str | None] = {}
+    texts: dict[bytes, str | None] = {}
+    encode = msgspec.json.encode
+    for r, name in zip(rows.tolist(), names.tolist(), strict=True):
+        d = dims[r]
+        dkey = encode(d)
+        if dkey not in texts:
+            texts[dkey] = format_shapes(d) if d else None
+        shapes[r] = texts[dkey]
+        p = parents[r]
+        if p >= 0 and name.removeprefix("aten::") in PARENT_MODELS and dims[p]:
+            cost = parent_cost(name, all_names[p], dims[p], types[p], strides[p], concrete[p])
+            if cost is not None:
+                costs[r] = (cost, SOURCE_MODEL)
+                continue
+        ex = extra[r] if isinstance(extra[r], dict) else None
+        user = ex.get(USER_TRITON_KEY) if ex else None
+        if isinstance(user, int) and 0 < user <= len(arg_names) and "arg_names" not in ex:
+            ex = {**ex, "arg_names": arg_names[user - 1]}
+        if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
+            continue
+        key = encode((name, dkey, types[r], strides[r], concrete[r],
+                      ex.get("arg_names") if ex else None))
+        if key not in cache:
+            cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
+            cache[key] = None if cost is None else (cost, _source(name, ex))
+        if cache[key] is not None:
+            costs[r] = cache[key]
+    return shapes
+
+
+@lru_cache(maxsize=4096)
+def _model(name: str) -> object:
+    return model_for(name)
+
+
+def _source(name: str, extra: dict | None) -> str:
+    if extra and extra.get(USER_TRITON_KEY):
+        return SOURCE_TRITON
+    if name.startswith("triton_") or (extra and extra.get("kernel_backend") == "triton"):
+        return SOURCE_INDUCTOR
+    return SOURCE_MODEL
+
+
+def _classes(classification: Any, n: int) -> np.ndarray:
+    table = getattr(classification, "table", None)
+    if table is None or "class" not in table or len(table) != n:
+        return np.full(n, None, dtype=object)
+    return table["class"].to_numpy(dtype=object)
+
+
+def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarray,
+            kind: np.ndarray, cls: np.ndarray, kname: np.ndarray, flops: np.ndarray,
+            nbytes: np.ndarray, dtype: np.ndarray, role: np.ndarray, source: np.ndarray) -> None:
+    """Give each costed op call's cost to its working kernel(s); the rest become helpers."""
+    keys = np.fromiter(costs, dtype=np.int64, count=len(costs))
+    idx = np.flatnonzero((kind == T.KIND_KERNEL) & np.isin(op, keys))
+    if not len(idx):
+        return
+    order = np.argsort(keys)
+    keys = keys[order]
+    entries = [costs[int(k)] for k in keys]
+    c_flops = np.array([np.nan if c.flops is None else c.flops for c, _ in entries])
+    c_bytes = np.array([np.nan if c.bytes is None else c.bytes for c, _ in entries])
+    c_list = np.array([np.nan if c.list_elems is None else c.list_elems for c, _ in entries])
+    c_dtype = np.array([c.dtype for c, _ in entries], dtype=object)
+    c_src = np.array([src for _, src in entries], dtype=object)
+    c_longest = np.array([c.pick == LONGEST for c, _ in entries])
+    c_work = [c.work for c, _ in entries]
+
+    pos = np.searchsorted(keys, op[idx])
+    cand = np.ones(len(idx), dtype=bool)
+    for work in {w for w in c_work if w is not None}:
+        of_work = np.array([w == work for w in c_work])[pos]
+        cand[of_work] = np.isin(cls[idx][of_work], list(work))
+    frame = pd.DataFrame({"op": op[idx], "dur": dur[idx], "cand": cand, "longest": c_longest[pos]})
+    has_cand = frame.groupby("op")["cand"].transform("any").to_numpy()
+    frame.loc[~has_cand, "cand"] = True  # no kernel of the expected class: any kernel works
+    weight = np.zeros(len(idx))
+    chosen = frame[frame["cand"] & frame["longest"]]
+    if len(chosen):
+        weight[chosen.groupby("op")["dur"].idxmax().to_numpy()] = 1.0
+    split = frame[frame["cand"] & ~frame["longest"]]
+    if len(split):
+        grouped = split.groupby("op")["dur"]
+        total = grouped.transform("sum").to_numpy()
+        count = grouped.transform("size").to_numpy()
+        d = split["dur"].to_numpy()
+        weight[split.index.to_numpy()] = np.where(total > 0, d / np.where(total > 0, total, 1),
+                                                  1.0 / count)
+    main = weight > 0
+    rows = idx
+    dtype[rows] = c_dtype[pos]
+    source[rows] = c_src[pos]
+    role[rows] = np.where(main, ROLE_MAIN, ROLE_HELPER)
+    flops[rows[main]] = c_flops[pos][main] * weight[main]
+    nbytes[rows[main]] = c_bytes[pos][main] * weight[main]
+    listed = main & np.isnan(c_bytes[pos]) & ~np.isnan(c_list[pos])
+    for i in np.flatnonzero(listed):
+        el = _kernel_element(kname[rows[i]])
+        if el is not None:
+            nbytes[rows[i]] = c_list[pos[i]] * el[1] * weight[i]
+            dtype[rows[i]] = dtype[rows[i]] or el[0]
+
+
+@lru_cache(maxsize=4096)
+def _kernel_element(name: str) -> tuple[str, int] | None:
+    """(dtype, bytes per element) of a TensorList op's kernel, from its template arguments."""
+    for pattern, value in _KERNEL_ELEMENT:
+        m = pattern.search(name)
+        if m:
+            if value is None:
+                size = int(m.group(1))
+                return _SIZE_DTYPE.get(size, f"{size}B"), size
+            return value
+    return None

@@ -1,0 +1,182 @@
+"""Host-side stalls behind the suggestion rules: syncs, pageable copies, DataLoader time, exposed communication."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
+from tracekit.trace import tables as T
+
+PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
+DATALOADER = re.compile(r"DataLoader")
+SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
+COMM_CLASS = "communication"
+NON_COMPUTE = ("communication", "memcpy", "memset")
+ORIGIN_DEPTH = 4  # ancestors searched for the user-facing op behind a sync (aten::item, aten::to...)
+# User-facing ops that sync, most specific first: the first found among a sync's ancestors names it.
+SYNC_ORIGINS = (
+    "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
+    "aten::unique", "aten::_unique2", "aten::repeat_interleave", "aten::index", "aten::cpu",
+    "aten::to", "aten::_to_copy", "aten::copy_", "aten::allclose", "aten::equal", "aten::is_nonzero",
+)
+
+# --- columns of HostSide.syncs (one row per host synchronisation call) ----------------------------
+SY_STEP = "step"
+SY_API = "api"  # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize...
+SY_ORIGIN = "origin"  # the user-facing op that synced (SYNC_ORIGINS), the innermost op, or "" (explicit)
+SY_WAIT_US = "wait_us"  # the call's duration: CPU time spent waiting
+SY_BUBBLE_US = "bubble_us"  # GPU idle from the call's end to the next GPU activity's start
+SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable host-to-device copy
+
+# --- columns of HostSide.copies (one row per pageable host-to-device memcpy) ---------------------
+CP_STEP = "step"
+CP_BYTES = "bytes"
+CP_COPY_US = "copy_us"  # GPU-side duration
+CP_CALL_US = "call_us"  # the cudaMemcpy* call's duration (the CPU is blocked for pageable copies)
+
+# --- columns of HostSide.dataloader (one row per step with DataLoader time) ----------------------
+DL_STEP = "step"
+DL_CALLS = "calls"
+DL_US = "dataloader_us"  # union of top-level DataLoader op windows
+DL_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside those windows
+DL_SINGLE = "single_process"  # num_workers=0 (_SingleProcessDataLoaderIter)
+
+# --- columns of HostSide.comm (one row per step with communication kernels) ----------------------
+CM_STEP = "step"
+CM_COLLECTIVES = "collectives"
+CM_COMM_US = "comm_us"  # union of communication kernels
+CM_COMPUTE_US = "compute_us"  # union of compute kernels (not comm, memcpy, memset)
+CM_OVERLAP_US = "overlap_us"  # comm time with compute running
+CM_EXPOSED_US = "exposed_us"  # comm time with no compute running
+CM_LAST_EXPOSED_US = "last_exposed_us"  # exposed part of the step's last collective
+CM_TOP = "top"  # name of the collective kernel with the most exposed time
+
+
+def _ancestor_names(ops: pd.DataFrame, row: int) -> list[str]:
+    names = ops[T.OP_NAME].to_numpy(dtype=object)
+    parent = ops[T.OP_PARENT].to_numpy()
+    out, p = [], row
+    while p >= 0 and len(out) <= ORIGIN_DEPTH:
+        out.append(str(names[p]))
+        p = int(parent[p])
+    return out
+
+
+def _origin(ops: pd.DataFrame, row: int) -> str:
+    if row < 0:
+        return ""
+    chain = _ancestor_names(ops, row)
+    for name in SYNC_ORIGINS:
+        if name in chain:
+            return name
+    return chain[0]
+
+
+def find_syncs(rank) -> pd.DataFrame:
+    """Host synchronisation calls with the CPU wait and the GPU bubble that follows each."""
+    rt, gpu, ops = rank.runtime, rank.gpu, rank.ops
+    cols = [SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE]
+    if not len(rt):
+        return pd.DataFrame(columns=cols)
+    sync = rt[rt[T.RT_KIND] == "sync"]
+    if not len(sync):
+        return pd.DataFrame(columns=cols)
+    starts = np.sort(gpu[T.GPU_TS].to_numpy(dtype=float))
+    ends = sync[T.RT_END].to_numpy(dtype=float)
+    nxt = np.searchsorted(starts, ends, side="left")
+    has_next = nxt < len(starts)
+    bubble = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)] - ends, 0.0)
+    # GPU work still running at the call's end (another stream) means no bubble
+    s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
+    busy_after = busy_in_windows(s_all, e_all, ends, ends + np.maximum(bubble, 0.0))
+    bubble = np.maximum(bubble - busy_after, 0.0)
+    pageable_ops = set(_pageable_h2d(gpu, rt)[T.RT_OP].tolist()) - {-1}
+    op_rows = sync[T.RT_OP].to_numpy()
+    return pd.DataFrame({
+        SY_STEP: sync[T.RT_STEP].to_numpy(), SY_API: sync[T.RT_NAME].to_numpy(dtype=object),
+        SY_ORIGIN: [_origin(ops, int(r)) for r in op_rows],
+        SY_WAIT_US: sync[T.RT_DUR].to_numpy(dtype=float), SY_BUBBLE_US: bubble,
+        SY_PAGEABLE: [int(r) in pageable_ops for r in op_rows],
+    })
+
+
+def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame) -> pd.DataFrame:
+    """Launch rows (runtime) of pageable host-to-device copies, with the GPU row's fields."""
+    names = gpu[T.GPU_NAME].astype(str)
+    mask = (gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy() & names.str.contains(PAGEABLE_H2D).to_numpy()
+    sel = gpu[mask]
+    launch = sel[T.GPU_LAUNCH].to_numpy()
+    linked = launch >= 0
+    call = np.full(len(sel), np.nan)
+    op = np.full(len(sel), -1)
+    if len(rt) and linked.any():
+        call[linked] = rt[T.RT_DUR].to_numpy(dtype=float)[launch[linked]]
+        op[linked] = rt[T.RT_OP].to_numpy()[launch[linked]]
+    return pd.DataFrame({CP_STEP: sel[T.GPU_STEP].to_numpy(), CP_BYTES: sel[T.GPU_BYTES].to_numpy(),
+                         CP_COPY_US: sel[T.GPU_DUR].to_numpy(dtype=float), CP_CALL_US: call,
+                         T.RT_OP: op})
+
+
+def find_copies(rank) -> pd.DataFrame:
+    """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
+    return _pageable_h2d(rank.gpu, rank.runtime).drop(columns=[T.RT_OP])
+
+
+def find_dataloader(rank) -> pd.DataFrame:
+    """Per step: time in top-level DataLoader ops on the main thread and the GPU idle time inside it."""
+    ops, gpu = rank.ops, rank.gpu
+    cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
+    if not len(ops):
+        return pd.DataFrame(columns=cols)
+    names = ops[T.OP_NAME].astype(str)
+    dl = ops[names.str.contains(DATALOADER).to_numpy() & (ops[T.OP_PARENT].to_numpy() < 0)]
+    if not len(dl):
+        return pd.DataFrame(columns=cols)
+    s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
+    rows = []
+    for step, g in dl.groupby(T.OP_STEP, sort=True):
+        w0, w1 = merge_intervals(g[T.OP_TS].to_numpy(dtype=float), g[T.OP_END].to_numpy(dtype=float))
+        length = float((w1 - w0).sum())
+        busy = float(busy_in_windows(s_all, e_all, w0, w1).sum())
+        rows.append({DL_STEP: int(step), DL_CALLS: len(g), DL_US: length, DL_GPU_IDLE_US: length - busy,
+                     DL_SINGLE: bool(g[T.OP_NAME].astype(str).str.contains(SINGLE_PROCESS).any())})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _union(ts: np.ndarray, end: np.ndarray) -> float:
+    s, e = merge_intervals(ts, end)
+    return float((e - s).sum())
+
+
+def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
+    """Per step: communication kernel time, how much of it overlaps compute kernels, and the rest."""
+    gpu = rank.gpu
+    cols = [CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US,
+            CM_LAST_EXPOSED_US, CM_TOP]
+    is_comm = classes == COMM_CLASS
+    if not is_comm.any():
+        return pd.DataFrame(columns=cols)
+    is_compute = ~np.isin(classes, NON_COMPUTE)
+    ts, end = gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float)
+    step = gpu[T.GPU_STEP].to_numpy()
+    names = gpu[T.GPU_NAME].to_numpy(dtype=object)
+    rows = []
+    for s in np.unique(step[is_comm]).tolist():
+        c = is_comm & (step == s)
+        k = is_compute & (step == s)
+        comm = _union(ts[c], end[c])
+        compute = _union(ts[k], end[k])
+        both = _union(np.concatenate([ts[c], ts[k]]), np.concatenate([end[c], end[k]]))
+        exposed = both - compute
+        ks, ke = merge_intervals(ts[k], end[k])
+        idx = np.flatnonzero(c)
+        per = (end[idx] - ts[idx]) - busy_in_windows(ks, ke, ts[idx], end[idx])
+        last = idx[np.argmax(end[idx])]
+        rows.append({CM_STEP: int(s), CM_COLLECTIVES: int(c.sum()), CM_COMM_US: comm,
+                     CM_COMPUTE_US: compute, CM_OVERLAP_US: comm - exposed, CM_EXPOSED_US: exposed,
+                     CM_LAST_EXPOSED_US: float(per[idx == last][0]),
+                     CM_TOP: str(names[idx[int(np.argmax(per))]])})
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,241 @@
+"""Kernel classification: every GPU activity gets a class (what it does) and a library (who wrote it)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers import kernel_patterns as kp
+from tracekit.trace import tables as T
+
+# --- classes and libraries --------------------------------------------------------------------
+GEMM = "gemm"
+ATTENTION = "attention"
+CONV = "conv"
+ELEMENTWISE = "elementwise"
+REDUCTION = "reduction"
+NORMALIZATION = "normalization"
+SOFTMAX = "softmax"
+EMBEDDING = "embedding"
+COPY = "copy"
+MEMCPY = "memcpy"
+MEMSET = "memset"
+COMMUNICATION = "communication"
+OTHER = "other"
+CLASSES: tuple[str, ...] = (
+    GEMM, ATTENTION, CONV, ELEMENTWISE, REDUCTION, NORMALIZATION, SOFTMAX, EMBEDDING, COPY,
+    MEMCPY, MEMSET, COMMUNICATION, OTHER,
+)
+LIBRARIES: tuple[str, ...] = (
+    "cublas", "cutlass", "cudnn", "aten", "triton", "inductor", "flash-attn", "nccl", "rccl",
+    "rocblas", "hipblaslt", "cuda", "other",
+)
+LIB_TRITON = "triton"
+LIB_INDUCTOR = "inductor"
+LIB_CUDA = "cuda"
+LIB_OTHER = "other"
+
+# --- columns of KernelClassification.table (aligned with RankTrace.gpu row positions) ----------
+CLASS = "class"
+LIBRARY = "library"
+RULE = "rule"  # index into kernel_patterns.CLASS_RULES that gave the class, -1 otherwise
+
+# --- columns of the per-class / per-library summary tables ----------------------------------------
+SUM_KEY = "key"  # the class or library name
+SUM_TIME = "time_us"  # summed durations (not the union)
+SUM_COUNT = "count"
+SUM_SHARE = "share"  # time_us / total GPU activity time, 0..1
+
+_KIND_CLASS = {T.KIND_MEMCPY: MEMCPY, T.KIND_MEMSET: MEMSET}
+
+
+@dataclass(frozen=True)
+class KernelClassification:
+    """Class and library of each GPU activity of one rank, with time per class and per library."""
+
+    rank: int
+    table: pd.DataFrame  # CLASS, LIBRARY, RULE; one row per RankTrace.gpu row, same positions
+    classes: pd.DataFrame  # SUM_KEY (class), SUM_TIME, SUM_COUNT, SUM_SHARE; sorted by time
+    libraries: pd.DataFrame  # SUM_KEY (library), SUM_TIME, SUM_COUNT, SUM_SHARE; sorted by time
+    total_us: float  # summed duration of all GPU activities
+
+    @property
+    def other_share(self) -> float:
+        """Share of GPU activity time whose class is `other` (0 when there is no GPU time)."""
+        row = self.classes[self.classes[SUM_KEY] == OTHER]
+        return float(row[SUM_SHARE].iloc[0]) if len(row) else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "total_us": self.total_us,
+            "other_share": self.other_share,
+            "classes": summary_records(self.classes, "class"),
+            "libraries": summary_records(self.libraries, "library"),
+        }
+
+
+def summary_records(table: pd.DataFrame, key_name: str) -> list[dict[str, Any]]:
+    """A class/library summary table as JSON-ready records with the key under `key_name`."""
+    return [
+        {key_name: str(r[SUM_KEY]), "time_us": float(r[SUM_TIME]), "count": int(r[SUM_COUNT]),
+         "share": float(r[SUM_SHARE])}
+        for r in table.to_dict("records")
+    ]
+
+
+def summarize(keys: pd.Series, dur: pd.Series) -> pd.DataFrame:
+    """Time, count and share per key (class or library), largest time first."""
+    total = float(dur.sum())
+    frame = pd.DataFrame({SUM_KEY: keys.to_numpy(), "d": dur.to_numpy(dtype=float)})
+    out = frame.groupby(SUM_KEY, sort=False)["d"].agg(["sum", "count"]).reset_index()
+    out.columns = [SUM_KEY, SUM_TIME, SUM_COUNT]
+    out[SUM_SHARE] = out[SUM_TIME] / total if total > 0 else 0.0
+    out = out.sort_values([SUM_TIME, SUM_KEY], ascending=[False, True], kind="stable")
+    return out.reset_index(drop=True)
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[tuple, tuple, tuple, re.Pattern]:
+    def comp(rules: tuple[kp.Rule, ...]) -> tuple:
+        return tuple(
+            (re.compile(r.name), None if r.op is None else re.compile(r.op), r.value) for r in rules
+        )
+
+    return (comp(kp.LIBRARY_RULES), comp(kp.CLASS_RULES), comp(kp.OP_CLASS_RULES),
+            re.compile(kp.DRIVER_LAUNCH_RE))
+
+
+def _first(rules: tuple, name: str, op: str) -> tuple[int, str | None]:
+    for i, (name_re, op_re, value) in enumerate(rules):
+        if op_re is not None and not op_re.search(op):
+            continue
+        if name_re.search(name):
+            return i, value
+    return -1, None
+
+
+def classify_name(
+    name: str,
+    kind: str = T.KIND_KERNEL,
+    op: str = "",
+    api: str = "",
+    *,
+    inductor: bool = False,
+    user_triton: bool = False,
+    uses_dot: bool = False,
+    platform: str = "cuda",
+) -> tuple[str, str, int]:
+    """(class, library, rule) of one GPU activity from its name, kind, launching op and launch API.
+
+    `op` is the launching op's name, optionally followed by its aten ancestors joined by
+    kernel_patterns.OP_CHAIN_SEP ("aten::index_select < aten::embedding"): op-restricted rules
+    search the whole chain, the op-class fallback looks at the innermost op only."""
+    lib_rules, class_rules, op_rules, driver_re = _compiled()
+    innermost = op.split(kp.OP_CHAIN_SEP, 1)[0]
+    if kind in _KIND_CLASS:
+        return _KIND_CLASS[kind], LIB_CUDA, -1
+    if user_triton:
+        library = LIB_TRITON
+    elif inductor:
+        library = LIB_INDUCTOR
+    else:
+        _, library = _first(lib_rules, name, op)
+        if library is None:
+            from_driver = bool(driver_re.match(api))
+            library = LIB_TRITON if from_driver and not innermost.startswith("aten::") else LIB_OTHER
+    library = kp.PLATFORM_LIBRARY.get((platform, library), library)
+    if user_triton and uses_dot:
+        return GEMM, library, -1
+    rule, cls = _first(class_rules, name, op)
+    if cls is None:
+        _, cls = _first(op_rules, innermost, "")
+    return cls or OTHER, library, rule
+
+
+def _truthy_key(extra: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(extra, dict) and any(bool(extra.get(k)) for k in keys)
+
+
+def _uses_dot(extra: Any, kernel_table: list) -> bool:
+    """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry."""
+    if _truthy_key(extra, kp.DOT_OP_KEYS):
+        return True
+    if not isinstance(extra, dict):
+        return False
+    try:
+        entry = kernel_table[int(extra.get(kp.USER_TRITON_OP_KEY)) - 1]
+    except (TypeError, ValueError, IndexError):
+        return False
+    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in kp.DOT_TABLE_KEYS)
+
+
+def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
+    """For each op row: its name, then its aten ancestors' names, joined by OP_CHAIN_SEP."""
+    names = ops[T.OP_NAME].to_numpy(dtype=object)
+    parent = ops[T.OP_PARENT].to_numpy()
+    out: dict[int, str] = {}
+    for row in rows.tolist():
+        chain, p = [str(names[row])], int(parent[row])
+        while p >= 0 and len(chain) <= kp.OP_CHAIN_DEPTH:
+            if str(names[p]).startswith("aten::"):
+                chain.append(str(names[p]))
+            p = int(parent[p])
+        out[row] = kp.OP_CHAIN_SEP.join(chain)
+    return out
+
+
+def classify(rank) -> KernelClassification:
+    """Classify every GPU activity of `rank` (a RankTrace) with the pattern tables in kernel_patterns."""
+    gpu = rank.gpu
+    n = len(gpu)
+    ops, runtime = rank.ops, rank.runtime
+    op_pos = gpu[T.GPU_OP].to_numpy()
+    launch_pos = gpu[T.GPU_LAUNCH].to_numpy()
+    op_extra = ops[T.OP_EXTRA].to_numpy(dtype=object) if len(ops) else []
+    rt_names = runtime[T.RT_NAME].to_numpy(dtype=object) if len(runtime) else []
+    provenance = getattr(rank.meta, "tracekit", None)
+    table = provenance.get(kp.TRITON_TABLE_KEY) if isinstance(provenance, dict) else None
+    kernel_table = table if isinstance(table, list) else []
+    used = np.unique(op_pos[op_pos >= 0]) if n else np.empty(0, dtype=np.int64)
+    chains = _op_chains(ops, used) if len(used) else {}
+    keys = pd.DataFrame({
+        "name": gpu[T.GPU_NAME].astype(str).to_numpy(),
+        "kind": gpu[T.GPU_KIND].astype(str).to_numpy(),
+        "op": [chains[i] if i >= 0 else "" for i in op_pos],
+        "api": [str(rt_names[i]) if i >= 0 else "" for i in launch_pos],
+        "inductor": [_truthy_key(op_extra[i], (kp.INDUCTOR_OP_KEY,)) if i >= 0 else False
+                     for i in op_pos],
+        "user": [_truthy_key(op_extra[i], (kp.USER_TRITON_OP_KEY,)) if i >= 0 else False
+                 for i in op_pos],
+        "dot": [_uses_dot(op_extra[i], kernel_table) if i >= 0 else False for i in op_pos],
+    })
+    platform = getattr(rank.meta, "platform", "cuda") or "cuda"
+    uniq = keys.drop_duplicates().reset_index(drop=True)
+    results = [
+        classify_name(r.name, r.kind, r.op, r.api, inductor=r.inductor, user_triton=r.user,
+                      uses_dot=r.dot, platform=platform)
+        for r in uniq.itertuples(index=False)
+    ]
+    uniq[CLASS] = [c for c, _, _ in results]
+    uniq[LIBRARY] = [lib for _, lib, _ in results]
+    uniq[RULE] = [rule for _, _, rule in results]
+    merged = keys.merge(uniq, on=list(keys.columns), how="left", sort=False) if n else uniq.iloc[:0]
+    table = pd.DataFrame({
+        CLASS: merged[CLASS].to_numpy(dtype=object) if n else [],
+        LIBRARY: merged[LIBRARY].to_numpy(dtype=object) if n else [],
+        RULE: merged[RULE].to_numpy(dtype="int64") if n else pd.Series([], dtype="int64"),
+    })
+    dur = gpu[T.GPU_DUR].astype(float)
+    return KernelClassification(
+        rank=int(rank.rank),
+        table=table,
+        classes=summarize(table[CLASS], dur),
+        libraries=summarize(table[LIBRARY], dur),
+        total_us=float(dur.sum()),
+    )

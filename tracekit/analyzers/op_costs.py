@@ -1,0 +1,143 @@
+"""Per-op FLOPs/bytes: the table of op models and `op_cost`, a pure function of the recorded args.
+
+Each model reads an op call's `Input Dims`, `Input type`, `Input Strides` and `Concrete Inputs`
+and returns an OpCost (None when the op has no model or its arguments are not enough). Triton
+kernels (Inductor's and the user's, recorded by `tracekit profile`) are costed from the tensor
+arguments of their launch op."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from tracekit.analyzers import op_models_matmul as mm
+from tracekit.analyzers.op_models_nn import NN_MODELS
+from tracekit.analyzers.op_models_pointwise import (
+    ARITHMETIC,
+    COMPARISON,
+    POINTWISE_MODELS,
+    elementwise,
+    foreach,
+)
+from tracekit.analyzers.op_shapes import SPLIT, OpArgs, OpCost, Tensor, widest_float
+
+Model = Callable[[str, OpArgs], "OpCost | None"]
+
+ATEN_PREFIX = "aten::"
+TRITON_PREFIX = "triton_"
+TRITON_TEMPLATE_PREFIX = "triton_tem_"  # Inductor's GEMM templates
+USER_TRITON_KEY = "tracekit_user_kernel"  # set by tracekit.profile on user Triton launch ops
+ARG_NAMES_KEY = "arg_names"
+
+
+def _plain(fn: Callable[[OpArgs], OpCost | None]) -> Model:
+    return lambda name, a: fn(a)
+
+
+MODELS: dict[str, Model] = {
+    **{name: _plain(fn) for name, fn in mm.GEMM_MODELS.items()},
+    **dict.fromkeys(mm.ATTENTION_OPS, mm.attention),
+    **dict.fromkeys(mm.CONV_OPS, mm.conv),
+    **POINTWISE_MODELS,
+    **NN_MODELS,
+}
+
+
+def model_for(name: str) -> tuple[str, Model] | None:
+    """The model of an op name (with or without `aten::`): (name the model sees, model) or None."""
+    base = name.removeprefix(ATEN_PREFIX)
+    fn = MODELS.get(base)
+    if fn is not None:
+        return base, fn
+    if base.startswith("_foreach_"):
+        return base, foreach
+    stripped = base.rstrip("_")
+    if stripped in ARITHMETIC or stripped in COMPARISON:
+        return base, elementwise
+    return None
+
+
+def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any = None,
+            extra: dict | None = None) -> OpCost | None:
+    """FLOPs/bytes of one op call from its recorded arguments, or None when unknown.
+
+    >>> op_cost("aten::mm", [[4096, 4096], [4096, 4096]], ["c10::BFloat16"] * 2).flops
+    137438953472.0"""
+    if not dims:
+        return None
+    args = OpArgs.of(dims, types, strides, concrete)
+    if extra and (extra.get("kernel_backend") == "triton" or extra.get(USER_TRITON_KEY)):
+        return triton_cost(name, args, extra)
+    if name.startswith(TRITON_PREFIX):
+        return triton_cost(name, args, extra or {})
+    found = model_for(name)
+    if found is None:
+        return None
+    base, fn = found
+    try:
+        return fn(base, args)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+        return None  # arguments that do not match the op's signature: unknown, not a crash
+
+
+def parent_cost(name: str, parent: str, dims: Any, types: Any, strides: Any = None,
+                concrete: Any = None) -> OpCost | None:
+    """Cost of op `name` from its parent op's recorded args, for the ops in PARENT_MODELS (None for
+    any other op, or when `parent` is not the expected parent)."""
+    entry = mm.PARENT_MODELS.get(name.removeprefix(ATEN_PREFIX))
+    if entry is None or parent.removeprefix(ATEN_PREFIX) != entry[0] or not dims:
+        return None
+    try:
+        return mm.conv_backward_part(entry[1], OpArgs.of(dims, types, strides, concrete))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def triton_cost(name: str, a: OpArgs, extra: dict) -> OpCost | None:
+    """A Triton kernel's launch op: bytes = every tensor argument once (Inductor passes inputs
+    and outputs; in-place buffers count once). FLOPs only where a matmul is certain: Inductor
+    GEMM templates (`triton_tem_*`) and user kernels whose M, N, K arguments match the shapes."""
+    ts = a.tensors()
+    if not ts:
+        return None
+    total = float(sum(t.read_bytes for t in ts))
+    flops: float | None = None
+    if name.startswith(TRITON_TEMPLATE_PREFIX):
+        flops = _template_gemm_flops(ts)
+    elif extra.get(USER_TRITON_KEY):
+        flops = _user_gemm_flops(a, ts, extra.get(ARG_NAMES_KEY))
+    return OpCost(flops, total, widest_float([t.dtype for t in ts]), None, SPLIT)
+
+
+def _template_gemm_flops(ts: list[Tensor]) -> float | None:
+    """2*B*M*N*K from the first A[..., M, K], B[..., K, N] pair that has an output [..., M, N]."""
+    mats = [t for t in ts if len(t.dims) in (2, 3)]
+    for i, x in enumerate(mats):
+        for w in mats[i + 1:]:
+            if len(x.dims) != len(w.dims) or x.dims[:-2] != w.dims[:-2] or x.dims[-1] != w.dims[-2]:
+                continue
+            out = (*x.dims[:-2], x.dims[-2], w.dims[-1])
+            if any(t.dims == out for t in ts if t is not x and t is not w):
+                return 2.0 * math.prod(x.dims[:-1]) * w.dims[-1] * x.dims[-1]
+    return None
+
+
+def _user_gemm_flops(a: OpArgs, ts: list[Tensor], arg_names: Any) -> float | None:
+    """2*M*N*K for a user kernel with integer arguments named M, N, K whose values match a pair of
+    2-D tensor arguments A[M, K] and B[K, N] (e.g. matmul_kernel(a, b, c, M, N, K, ...))."""
+    if not isinstance(arg_names, list):
+        return None
+    values = {}
+    for i, arg in enumerate(arg_names[: len(a.dims)]):
+        if isinstance(arg, str) and arg.upper() in ("M", "N", "K"):
+            v = a.value(i)
+            if isinstance(v, int) and not isinstance(v, bool):
+                values[arg.upper()] = v
+    if len(values) != 3:
+        return None
+    m, n, k = values["M"], values["N"], values["K"]
+    shapes = {t.dims for t in ts}
+    if (m, k) in shapes and (k, n) in shapes:
+        return 2.0 * m * n * k
+    return None

@@ -1,0 +1,360 @@
+"""Kernel sequences behind the suggestion rules: elementwise chains, same-shape GEMM loops, unfused attention.
+
+Kineto records no tensor identities, so "between the same tensors" is read from shapes: two kernels
+are linked when they run back to back on one stream (no other kernel between them) and the output
+shape of the first one's op is among the input shapes of the second one's op."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers import costs as C
+from tracekit.analyzers.op_shapes import DTYPE_SIZE, OpArgs, broadcast, widest_float
+from tracekit.trace import tables as T
+
+FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})
+PREFUSED_LIBRARIES = frozenset({"inductor", "triton"})  # generated kernels: already fused
+# Ops never chained: multi-tensor / optimizer updates, RNG fills, ops without a tensor output.
+NO_CHAIN_OP = re.compile(r"^aten::(_foreach_|_fused_|fill_|zero_|normal_|uniform_|random_|bernoulli_|"
+                         r"exponential_|empty|resize_|set_|copy_)")
+# Ancestors under which same-shape consecutive ops are usually different tensors (per-parameter loops).
+NO_CHAIN_ANCESTOR = re.compile(r"^Optimizer\.|AccumulateGrad|zero_grad|^aten::_foreach_")
+ANCESTOR_DEPTH = 6
+
+LOOP_MIN_RUN = 8  # consecutive same-shape GEMM kernels that count as a loop
+GEMM_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$")
+SCORE_GEMM_OPS = re.compile(r"^aten::(bmm|baddbmm|matmul|mm|einsum)$")
+ATTN_LOOKBACK = 4  # kernels between the scores GEMM and the softmax (scale, mask, cast...)
+ATTN_LOOKAHEAD = 3  # kernels between the softmax and the probs @ V GEMM (dropout, cast)
+
+# --- columns of Sequences.chains (one row per distinct elementwise chain) -------------------------
+CH_OPS = "ops"  # "aten::mul → aten::add → aten::gelu"
+CH_SHAPE = "shape"  # the shape flowing along the chain, e.g. "[8192, 8192]"
+CH_DTYPE = "dtype"
+CH_COUNT = "count"  # occurrences
+CH_KERNELS = "kernels"  # kernels over all occurrences
+CH_TIME_US = "time_us"  # summed kernel time over all occurrences
+CH_BYTES = "bytes"  # summed estimated kernel bytes (NaN if any unknown)
+CH_AVOIDED_BYTES = "avoided_bytes"  # 2 x intermediate bytes per link, over all occurrences
+CH_STEPS = "steps"  # distinct steps the chain ran in
+
+# --- columns of Sequences.loops (one row per GEMM signature that ran in loops) -------------------
+LP_NAME = "name"
+LP_OP = "op"
+LP_SHAPES = "shapes"
+LP_DTYPE = "dtype"
+LP_RUNS = "runs"  # loop occurrences (runs of >= LOOP_MIN_RUN consecutive kernels)
+LP_GEMMS = "gemms"  # kernels over all runs
+LP_PER_RUN = "per_run"  # median kernels per run
+LP_WALL_US = "wall_us"  # summed GPU wall time of the runs (first start to last end)
+LP_BUSY_US = "busy_us"  # summed kernel time
+LP_KERNEL_US = "kernel_us"  # median kernel duration
+LP_BLOCKS = "blocks"  # median thread blocks per kernel (grid x*y*z), -1 unknown
+LP_FLOPS = "flops"  # total, NaN unknown
+LP_BYTES = "bytes"  # total, NaN unknown
+
+# --- columns of Sequences.attention (one row per distinct unfused attention pattern) -------------
+AT_OPS = "ops"
+AT_SCORES = "scores"  # shape of the score matrix the softmax reads
+AT_DTYPE = "dtype"
+AT_COUNT = "count"
+AT_KERNELS = "kernels"
+AT_TIME_US = "time_us"  # all kernels from the scores GEMM to the probs @ V GEMM
+AT_GEMM_US = "gemm_us"  # the two GEMMs
+AT_OTHER_US = "other_us"  # everything between them (scale, mask, softmax, dropout, casts)
+AT_FLOPS = "flops"  # the two GEMMs' FLOPs, NaN unknown
+AT_IO_BYTES = "io_bytes"  # Q, K, V read + output written once (what a fused kernel must move)
+
+
+def _op_tensors(ops: pd.DataFrame, row: int) -> list[tuple[tuple[int, ...], str]] | None:
+    """(shape, dtype) of each tensor input of op `row`, or None when its inputs were not recorded."""
+    dims = ops[T.OP_INPUT_DIMS].iat[row]
+    if not dims:
+        return None
+    args = OpArgs.of(dims, ops[T.OP_INPUT_TYPES].iat[row])
+    return [(t.dims, t.dtype) for t in args.tensors()]
+
+
+def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[tuple[int, ...], str] | None:
+    """(shape, dtype) an elementwise/normalization op writes: in-place ops write their first input,
+    norms their first input's shape, pointwise ops the broadcast of their inputs."""
+    if not tensors:
+        return None
+    base = name.split("::")[-1]
+    if base.endswith("_") or "norm" in base:
+        return tensors[0]
+    shape = broadcast([s for s, _ in tensors])
+    dtype = widest_float([d for _, d in tensors])
+    return (shape, dtype or tensors[0][1]) if shape is not None else None
+
+
+def _stream_order(gpu: pd.DataFrame) -> np.ndarray:
+    """Kernel row positions ordered by (stream, start)."""
+    kernels = np.flatnonzero(gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL)
+    if not len(kernels):
+        return kernels
+    stream = gpu[T.GPU_STREAM].to_numpy()[kernels]
+    ts = gpu[T.GPU_TS].to_numpy(dtype=float)[kernels]
+    return kernels[np.lexsort((ts, stream))]
+
+
+def _excluded_ops(ops: pd.DataFrame, rows: set[int]) -> set[int]:
+    names = ops[T.OP_NAME].to_numpy(dtype=object)
+    parent = ops[T.OP_PARENT].to_numpy()
+    out = set()
+    for r in rows:
+        p, depth = r, 0
+        while p >= 0 and depth <= ANCESTOR_DEPTH:
+            if NO_CHAIN_ANCESTOR.search(str(names[p])):
+                out.add(r)
+                break
+            p, depth = int(parent[p]), depth + 1
+    return out
+
+
+def _fmt_shape(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
+                skip: np.ndarray | None = None) -> pd.DataFrame:
+    """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
+    `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
+    gpu, ops = rank.gpu, rank.ops
+    order = _stream_order(gpu)
+    op_pos = gpu[T.GPU_OP].to_numpy()
+    names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+    fusable = np.isin(classes, list(FUSABLE_CLASSES)) & ~np.isin(libraries, list(PREFUSED_LIBRARIES))
+    fusable &= op_pos >= 0
+    if skip is not None:
+        fusable &= ~skip
+    rows = {int(op_pos[i]) for i in order if fusable[i]}
+    excluded = _excluded_ops(ops, rows)
+    info: dict[int, tuple[str, Any, Any] | None] = {}
+    for r in rows:
+        name = str(names[r])
+        if r in excluded or NO_CHAIN_OP.search(name):
+            info[r] = None
+            continue
+        tensors = _op_tensors(ops, r)
+        out = _out_shape(name, tensors) if tensors else None
+        info[r] = (name, tensors, out) if out is not None else None
+    stream = gpu[T.GPU_STREAM].to_numpy()
+    step = gpu[T.GPU_STEP].to_numpy()
+    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
+    nbytes = costs.table[C.BYTES].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
+
+    chains: list[dict[str, Any]] = []
+    nodes: list[tuple[int, list[int]]] = []  # (op row, kernel rows) of the chain being built
+
+    def close() -> None:
+        if len(nodes) >= 2:
+            chains.append(_chain_record(nodes, info, names, dur, nbytes, step))
+        nodes.clear()
+
+    prev = -1
+    for i in order.tolist():
+        r = int(op_pos[i])
+        ok = bool(fusable[i]) and info.get(r) is not None
+        same_stream = prev >= 0 and stream[prev] == stream[i] and step[prev] == step[i]
+        if not ok or not same_stream:
+            close()
+        if ok:
+            if nodes and nodes[-1][0] == r:
+                nodes[-1][1].append(i)  # another kernel of the same op call
+            elif nodes and _linked(info[nodes[-1][0]], info[r]):
+                nodes.append((r, [i]))
+            else:
+                close()
+                nodes.append((r, [i]))
+        prev = i
+    close()
+    return _group_chains(chains)
+
+
+def _linked(a: tuple[str, Any, Any], b: tuple[str, Any, Any]) -> bool:
+    """b reads a's output (by shape); the same op on the same shapes twice is a loop over different
+    tensors (per-feature clamps, per-parameter updates), not a chain."""
+    if a[0] == b[0] and a[1] == b[1]:
+        return False
+    out_shape = a[2][0]
+    return any(shape == out_shape for shape, _ in b[1])
+
+
+def _chain_record(nodes: list[tuple[int, list[int]]], info: dict, names: np.ndarray,
+                  dur: np.ndarray, nbytes: np.ndarray, step: np.ndarray) -> dict[str, Any]:
+    kernels = [k for _, ks in nodes for k in ks]
+    avoided = 0.0
+    for r, _ in nodes[:-1]:
+        shape, dtype = info[r][2]
+        avoided += 2.0 * math.prod(shape) * DTYPE_SIZE.get(dtype, 4.0)
+    shape, dtype = info[nodes[0][0]][2]
+    b = nbytes[kernels]
+    return {CH_OPS: " → ".join(str(names[r]) for r, _ in nodes), CH_SHAPE: _fmt_shape(shape),
+            CH_DTYPE: dtype, CH_KERNELS: len(kernels), CH_TIME_US: float(dur[kernels].sum()),
+            CH_BYTES: float(b.sum()) if not np.isnan(b).any() else np.nan,
+            CH_AVOIDED_BYTES: avoided, "step": int(step[kernels[0]])}
+
+
+CHAIN_COLUMNS = (CH_OPS, CH_SHAPE, CH_DTYPE, CH_COUNT, CH_KERNELS, CH_TIME_US, CH_BYTES,
+                 CH_AVOIDED_BYTES, CH_STEPS)
+
+
+def _group_chains(records: list[dict[str, Any]]) -> pd.DataFrame:
+    if not records:
+        return pd.DataFrame(columns=list(CHAIN_COLUMNS))
+    frame = pd.DataFrame(records)
+    g = frame.groupby([CH_OPS, CH_SHAPE, CH_DTYPE], sort=False, dropna=False)
+    out = g.agg(**{CH_COUNT: (CH_KERNELS, "size"), CH_KERNELS: (CH_KERNELS, "sum"),
+                   CH_TIME_US: (CH_TIME_US, "sum"), CH_BYTES: (CH_BYTES, lambda s: s.sum(min_count=len(s))),
+                   CH_AVOIDED_BYTES: (CH_AVOIDED_BYTES, "sum"), CH_STEPS: ("step", "nunique")})
+    out = out.reset_index().sort_values(CH_TIME_US, ascending=False, kind="stable")
+    return out[list(CHAIN_COLUMNS)].reset_index(drop=True)
+
+
+LOOP_COLUMNS = (LP_NAME, LP_OP, LP_SHAPES, LP_DTYPE, LP_RUNS, LP_GEMMS, LP_PER_RUN, LP_WALL_US,
+                LP_BUSY_US, LP_KERNEL_US, LP_BLOCKS, LP_FLOPS, LP_BYTES)
+
+
+def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
+    """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
+    launching op and input shapes: a Python loop of independent-looking small matmuls."""
+    gpu = rank.gpu
+    order = _stream_order(gpu)
+    if not len(order) or costs is None:
+        return pd.DataFrame(columns=list(LOOP_COLUMNS))
+    key_name = gpu[T.GPU_NAME].to_numpy(dtype=object)
+    key_op = costs.table[C.OP].to_numpy(dtype=object)
+    key_shapes = costs.table[C.SHAPES].to_numpy(dtype=object)
+    stream = gpu[T.GPU_STREAM].to_numpy()
+    step = gpu[T.GPU_STEP].to_numpy()
+    is_gemm = classes == "gemm"
+    runs: list[list[int]] = []
+    cur: list[int] = []
+    for i in order.tolist():
+        sig_ok = is_gemm[i] and key_shapes[i] is not None
+        if cur and sig_ok and stream[i] == stream[cur[-1]] and step[i] == step[cur[-1]] and \
+                (key_name[i], key_op[i], key_shapes[i]) == (key_name[cur[-1]], key_op[cur[-1]], key_shapes[cur[-1]]):
+            cur.append(i)
+            continue
+        if len(cur) >= LOOP_MIN_RUN:
+            runs.append(cur)
+        cur = [i] if sig_ok else []
+    if len(cur) >= LOOP_MIN_RUN:
+        runs.append(cur)
+    if not runs:
+        return pd.DataFrame(columns=list(LOOP_COLUMNS))
+    ts = gpu[T.GPU_TS].to_numpy(dtype=float)
+    end = gpu[T.GPU_END].to_numpy(dtype=float)
+    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
+    grid_parts = np.stack([gpu[c].to_numpy() for c in T.GPU_GRID])
+    grid = np.where((grid_parts > 0).all(axis=0), np.prod(grid_parts, axis=0), -1)
+    flops = costs.table[C.FLOPS].to_numpy(dtype=float)
+    nbytes = costs.table[C.BYTES].to_numpy(dtype=float)
+    dtype = costs.table[C.DTYPE].to_numpy(dtype=object)
+    recs = []
+    for run in runs:
+        blocks = grid[run]
+        recs.append({LP_NAME: key_name[run[0]], LP_OP: key_op[run[0]], LP_SHAPES: key_shapes[run[0]],
+                     LP_DTYPE: dtype[run[0]], "n": len(run), LP_WALL_US: float(end[run].max() - ts[run].min()),
+                     LP_BUSY_US: float(dur[run].sum()), "durs": dur[run].tolist(),
+                     LP_BLOCKS: float(np.median(blocks)) if (blocks > 0).all() else -1.0,
+                     LP_FLOPS: float(flops[run].sum()), LP_BYTES: float(nbytes[run].sum())})
+    frame = pd.DataFrame(recs)
+    rows = []
+    for key, g in frame.groupby([LP_NAME, LP_OP, LP_SHAPES], sort=False, dropna=False):
+        durs = [d for ds in g["durs"] for d in ds]
+        rows.append({LP_NAME: key[0], LP_OP: key[1], LP_SHAPES: key[2], LP_DTYPE: g[LP_DTYPE].iloc[0],
+                     LP_RUNS: len(g), LP_GEMMS: int(g["n"].sum()), LP_PER_RUN: float(g["n"].median()),
+                     LP_WALL_US: float(g[LP_WALL_US].sum()), LP_BUSY_US: float(g[LP_BUSY_US].sum()),
+                     LP_KERNEL_US: float(np.median(durs)), LP_BLOCKS: float(g[LP_BLOCKS].min()),
+                     LP_FLOPS: float(g[LP_FLOPS].sum(min_count=1)) if g[LP_FLOPS].notna().all() else np.nan,
+                     LP_BYTES: float(g[LP_BYTES].sum()) if g[LP_BYTES].notna().all() else np.nan})
+    out = pd.DataFrame(rows, columns=list(LOOP_COLUMNS))
+    return out.sort_values(LP_WALL_US, ascending=False, kind="stable").reset_index(drop=True)
+
+
+ATTENTION_COLUMNS = (AT_OPS, AT_SCORES, AT_DTYPE, AT_COUNT, AT_KERNELS, AT_TIME_US, AT_GEMM_US,
+                     AT_OTHER_US, AT_FLOPS, AT_IO_BYTES)
+
+
+def _gemm_io(ops: pd.DataFrame, row: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """(a, b, out) shapes of a batched/plain matmul op call (the last two operands of baddbmm)."""
+    tensors = _op_tensors(ops, row)
+    if not tensors or len(tensors) < 2:
+        return None
+    a, b = tensors[-2][0], tensors[-1][0]
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    return a, b, (*a[:-1], b[-1])
+
+
+def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    """Unfused attention: GEMM (scores) → up to ATTN_LOOKBACK kernels → softmax → up to
+    ATTN_LOOKAHEAD kernels → GEMM reading the probabilities. Returns the patterns and a bool per GPU
+    row marking the kernels they cover."""
+    gpu, ops = rank.gpu, rank.ops
+    covered = np.zeros(len(gpu), dtype=bool)
+    order = _stream_order(gpu)
+    if not len(order):
+        return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
+    op_pos = gpu[T.GPU_OP].to_numpy()
+    names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+    stream = gpu[T.GPU_STREAM].to_numpy()
+    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
+    flops = costs.table[C.FLOPS].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
+
+    def gemm_at(i: int) -> tuple | None:
+        r = int(op_pos[i])
+        if classes[i] != "gemm" or r < 0 or not SCORE_GEMM_OPS.match(str(names[r])):
+            return None
+        return _gemm_io(ops, r)
+
+    recs = []
+    seq = order.tolist()
+    for j, i in enumerate(seq):
+        r = int(op_pos[i])
+        if classes[i] != "softmax" or r < 0 or covered[i]:
+            continue
+        tensors = _op_tensors(ops, r)
+        if not tensors or len(tensors[0][0]) < 3:
+            continue
+        scores, dtype = tensors[0]
+        first = next((k for k in range(j - 1, max(j - 1 - ATTN_LOOKBACK, -1), -1)
+                      if stream[seq[k]] == stream[i] and (io := gemm_at(seq[k])) is not None
+                      and io[2][-2:] == scores[-2:]), None)
+        last = next((k for k in range(j + 1, min(j + 1 + ATTN_LOOKAHEAD, len(seq)))
+                     if stream[seq[k]] == stream[i] and (io := gemm_at(seq[k])) is not None
+                     and io[0][-2:] == scores[-2:]), None)
+        if first is None or last is None:
+            continue
+        rows = seq[first:last + 1]
+        if any(stream[k] != stream[i] for k in rows):
+            continue
+        q, kt, _ = gemm_at(seq[first])
+        _, v, o = gemm_at(seq[last])
+        size = DTYPE_SIZE.get(dtype, 2.0)
+        io_bytes = (math.prod(q) + math.prod(kt) + math.prod(v) + math.prod(o)) * size
+        gemm_rows = [seq[first], seq[last]]
+        f = flops[gemm_rows]
+        recs.append({AT_OPS: " → ".join(dict.fromkeys(str(names[op_pos[k]]) for k in rows if op_pos[k] >= 0)),
+                     AT_SCORES: _fmt_shape(scores), AT_DTYPE: dtype, AT_KERNELS: len(rows),
+                     AT_TIME_US: float(dur[rows].sum()), AT_GEMM_US: float(dur[gemm_rows].sum()),
+                     AT_FLOPS: float(f.sum()) if not np.isnan(f).any() else np.nan, AT_IO_BYTES: io_bytes})
+        covered[rows] = True
+    if not recs:
+        return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
+    frame = pd.DataFrame(recs)
+    g = frame.groupby([AT_OPS, AT_SCORES, AT_DTYPE], sort=False, dropna=False)
+    out = g.agg(**{AT_COUNT: (AT_KERNELS, "size"), AT_KERNELS: (AT_KERNELS, "sum"),
+                   AT_TIME_US: (AT_TIME_US, "sum"), AT_GEMM_US: (AT_GEMM_US, "sum"),
+                   AT_FLOPS: (AT_FLOPS, lambda s: s.sum(min_count=len(s))),
+                   AT_IO_BYTES: (AT_IO_BYTES, "sum")}).reset_index()
+    out[AT_OTHER_US] = out[AT_TIME_US] - out[AT_GEMM_US]
+    out = out.sort_values(AT_TIME_US, ascending=False, kind="stable")
+    return out[list(ATTENTION_COLUMNS)].reset_index(drop=True), covered

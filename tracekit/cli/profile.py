@@ -1,0 +1,86 @@
+"""`tracekit profile`: run a script or module under torch.profiler and write its trace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tracekit.errors import ProfileError
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a script or module under torch.profiler and write its trace.",
+)
+@click.option("-m", "module", metavar="MODULE", help="Run library module MODULE, as `python -m`.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trace file to write (default: SCRIPT_STEM.trace.json.gz in the working directory).",
+)
+@click.option("--force", is_flag=True, help="Overwrite the trace (and report) if they exist.")
+@click.option("--with-stack", is_flag=True, help="Record Python call stacks of the ops.")
+@click.option("--memory", is_flag=True, help="Record tensor allocations (profile_memory).")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Steps to run under the profiler before recording starts.",
+)
+@click.option(
+    "--active",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps to record after the warm-up (default: all the rest).",
+)
+@click.option("--no-report", is_flag=True, help="Do not write the HTML report beside the trace.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Print nothing but errors and the script's output."
+)
+@click.argument("target", required=False, metavar="SCRIPT")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--] [ARGS]...")
+def command(
+    module: str | None,
+    output: Path | None,
+    force: bool,
+    with_stack: bool,
+    memory: bool,
+    warmup: int,
+    active: int | None,
+    no_report: bool,
+    quiet: bool,
+    target: str | None,
+    args: tuple[str, ...],
+) -> None:
+    """Run SCRIPT (or -m MODULE) as Python would, under torch.profiler, and write its trace.
+
+    Steps (ProfilerStep#N) are marked at each optimizer.step() or tracekit.step() call; --warmup
+    and --active pick which of them are recorded. The run exits with the script's own status.
+    """
+    from tracekit.profile.runner import Target
+    from tracekit.profile.script import profile_target
+    from tracekit.profile.session import ProfileOptions
+
+    script_args = list(args)
+    if module is None:
+        if target is None:
+            raise ProfileError("give a SCRIPT to run, or -m MODULE")
+    elif target is not None:
+        script_args.insert(0, target)
+    if script_args[:1] == ["--"]:
+        script_args.pop(0)
+    status = profile_target(
+        Target(script=None if module else target, module=module, args=tuple(script_args)),
+        ProfileOptions(with_stack=with_stack, memory=memory, warmup=warmup, active=active),
+        output=output,
+        force=force,
+        report=not no_report,
+        quiet=quiet,
+        command=["tracekit", *sys.argv[1:]],
+    )
+    if status:
+        raise SystemExit(status)

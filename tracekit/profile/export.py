@@ -1,0 +1,150 @@
+"""Write the recorded trace: Kineto JSON plus a top-level "tracekit" object, gzipped, atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+from typing import IO, Any
+
+from tracekit.errors import OutputError, ProfileError
+
+TRACE_SUFFIX = ".trace.json.gz"
+META_KEY = "tracekit"
+STEP0_NAME = "ProfilerStep#0"
+_CHUNK = 1 << 20
+_TAIL = 4096
+_TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"')
+_TRACE_EXTENSIONS = (TRACE_SUFFIX, ".json.gz", ".json", ".gz")
+
+
+def check_output(path: Path, force: bool) -> None:
+    """Fail early (OutputError) if `path` exists without force, or its folder cannot take it."""
+    if path.is_dir():
+        raise OutputError(f"{path} is a directory")
+    if path.exists() and not force:
+        raise OutputError(f"{path} already exists (use --force to overwrite)")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise OutputError(f"{path.parent} is not writable")
+
+
+def report_path_for(trace_path: Path) -> Path:
+    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.html, beside it."""
+    name = trace_path.name
+    for ext in _TRACE_EXTENSIONS:
+        if name.endswith(ext) and len(name) > len(ext):
+            return trace_path.with_name(name[: -len(ext)] + ".html")
+    return trace_path.with_name(name + ".html")
+
+
+def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool) -> Path:
+    """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object.
+
+    `drop_step0` removes the ProfilerStep#0 annotation that spans the whole run when the script
+    marked no steps. The file appears complete or not at all (temp file + os.replace).
+    """
+    raw = path.with_name(f".{path.name}.{os.getpid()}.raw.json")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        try:
+            prof.export_chrome_trace(str(raw))
+        except OSError:
+            raise
+        except Exception as exc:
+            raise ProfileError(
+                f"{path}: torch.profiler could not export the trace: {exc}"
+            ) from None
+        with _open_out(tmp, gz=path.name.endswith(".gz")) as out:
+            if drop_step0:
+                _rewrite(raw, out, meta, path.name)
+            else:
+                _splice(raw, out, meta, path.name)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+    finally:
+        for leftover in (raw, tmp):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+    return path
+
+
+@contextlib.contextmanager
+def _open_out(path: Path, *, gz: bool):
+    with path.open("wb") as raw_out:
+        if not gz:
+            yield raw_out
+            return
+        # mtime=0 and no file name: the same trace gives the same bytes
+        with gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw_out, compresslevel=6, mtime=0
+        ) as out:
+            yield out
+
+
+def _meta_bytes(meta: dict[str, Any]) -> bytes:
+    return json.dumps(meta, sort_keys=True, default=str).encode()
+
+
+def _splice(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
+    """Stream the Kineto JSON, inserting the metadata after its opening brace (no full parse)."""
+    size = raw.stat().st_size
+    with raw.open("rb") as src:
+        head = src.read(min(_CHUNK, size))
+        start = head.find(b"{")
+        if start < 0 or head[:start].strip():
+            raise ProfileError(f"{raw}: torch.profiler wrote something that is not a JSON object")
+        out.write(head[: start + 1] + b'\n  "' + META_KEY.encode() + b'": ' + _meta_bytes(meta))
+        rest = head[start + 1 :]
+        if rest.strip()[:1] not in (b"}", b""):
+            out.write(b",")
+        # Copy the body, keeping the last few KiB back to fix "traceName" (it names the temp file).
+        body_end = max(size - _TAIL, len(head))
+        if len(head) < body_end:
+            out.write(rest)
+            remaining = body_end - len(head)
+            while remaining > 0:
+                chunk = src.read(min(_CHUNK, remaining))
+                if not chunk:
+                    break
+                out.write(chunk)
+                remaining -= len(chunk)
+            rest = b""
+        tail = rest + src.read()
+        out.write(_TRACE_NAME.sub(b'"traceName": ' + json.dumps(name).encode(), tail, count=1))
+
+
+def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
+    """Parse, drop the whole-run ProfilerStep#0, add the metadata, write (rare: no step marked)."""
+    try:
+        import msgspec
+
+        data = msgspec.json.decode(raw.read_bytes())
+        encode = msgspec.json.encode
+    except ImportError:  # pragma: no cover - msgspec is a core dependency
+        data = json.loads(raw.read_bytes())
+
+        def encode(obj: Any) -> bytes:
+            return json.dumps(obj).encode()
+
+    if not isinstance(data, dict):
+        raise ProfileError(f"{raw}: torch.profiler wrote something that is not a JSON object")
+    events = data.get("traceEvents")
+    if isinstance(events, list):
+        data["traceEvents"] = [
+            e
+            for e in events
+            if not (
+                isinstance(e, dict)
+                and e.get("name") == STEP0_NAME
+                and e.get("cat") in ("user_annotation", "gpu_user_annotation")
+            )
+        ]
+    if "traceName" in data:
+        data["traceName"] = name
+    out.write(encode({META_KEY: meta, **data}))

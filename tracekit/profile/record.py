@@ -1,0 +1,175 @@
+"""After a session: provenance, the trace file, the optional report, and the ProfileRun result."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from tracekit.profile.export import TRACE_SUFFIX, check_output, report_path_for, write_trace
+from tracekit.profile.session import Session
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    """What one profile produced: the trace file, its report (if written), and counts."""
+
+    trace_path: Path
+    report_path: Path | None = None
+    steps: int = 0  # ProfilerStep#N annotations in the trace
+    triton_launches: int = 0  # user Triton launches recorded with their arguments
+    cuda: bool = False  # whether GPU activity was recorded
+    report_error: str | None = None  # why the report could not be written (the trace was)
+
+    @cached_property
+    def analysis(self) -> Any | None:
+        """`tracekit.analyzers.analyze(trace)` of this trace, or None where that is not available."""
+        try:
+            analyzers = importlib.import_module("tracekit.analyzers")
+        except ImportError:
+            return None
+        analyze = getattr(analyzers, "analyze", None)
+        if analyze is None:
+            return None
+        load_trace = importlib.import_module("tracekit").load_trace
+        return analyze(load_trace(self.trace_path))
+
+
+def report_writer() -> Callable[..., Any] | None:
+    """`tracekit.report.write_report(trace_path, out_path, force=...)` if this install has it."""
+    try:
+        module = importlib.import_module("tracekit.report")
+    except ImportError:
+        return None
+    writer = getattr(module, "write_report", None)
+    return writer if callable(writer) else None
+
+
+def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
+    """Check the trace path before anything runs; return where the report will go, if anywhere.
+
+    An existing report is not an error: write_report picks a numbered name beside it.
+    """
+    check_output(trace_path, force)
+    if not report or report_writer() is None:
+        return None
+    return report_path_for(trace_path)
+
+
+def default_output(stem: str, *, unique: bool) -> Path:
+    """STEM.trace.json.gz in the working directory; with unique, STEM-TIMESTAMP[-N] never clobbers."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "profile"
+    if not unique:
+        return Path.cwd() / f"{safe}{TRACE_SUFFIX}"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path.cwd() / f"{safe}-{stamp}{TRACE_SUFFIX}"
+    n = 2
+    while path.exists():
+        path = Path.cwd() / f"{safe}-{stamp}-{n}{TRACE_SUFFIX}"
+        n += 1
+    return path
+
+
+def provenance(
+    session: Session,
+    *,
+    mode: str,
+    target: str,
+    command: Sequence[str],
+    warmup_calls: int = 0,
+    exit_status: int = 0,
+) -> dict[str, Any]:
+    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions."""
+    import torch
+
+    from tracekit import __version__
+
+    triton = sys.modules.get("triton")
+    recorder = session.triton
+    steps = session.recorded_steps()
+    options = session.options
+    meta: dict[str, Any] = {
+        "version": __version__,
+        "torch": str(torch.__version__),
+        "triton": getattr(triton, "__version__", None),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "command": list(command),
+        "cwd": os.getcwd(),
+        "mode": mode,
+        "target": target,
+        "cuda": session.cuda,
+        "device": torch.cuda.get_device_name() if session.cuda else None,
+        "options": {
+            "record_shapes": True,
+            "with_stack": options.with_stack,
+            "profile_memory": options.memory,
+            "warmup": options.warmup,
+            "active": options.active,
+        },
+        "warmup_steps": options.warmup,
+        "warmup_calls": warmup_calls,
+        "steps_marked": session.marks,
+        "step_source": session.step_source,
+        "steps_recorded": len(steps),
+        "first_step": steps[0] if steps else None,
+        "triton_metadata": recorder.mode if recorder is not None else None,
+        "triton_launches_wrapped": recorder.launches if recorder is not None else 0,
+        "exit_status": exit_status,
+        "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if recorder is not None:
+        meta["triton_kernels"] = recorder.kernels
+        if recorder.mode == "top_level":
+            meta["triton_launches"] = recorder.records
+    return meta
+
+
+def finish(
+    session: Session,
+    trace_path: Path,
+    meta: dict[str, Any],
+    *,
+    report_path: Path | None,
+    force: bool,
+) -> ProfileRun | None:
+    """Write the trace (and the report when planned); None when the schedule recorded nothing."""
+    if not session.trace_ready:
+        return None
+    write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step)
+    report_error = None
+    writer = report_writer() if report_path is not None else None
+    if writer is None:
+        report_path = None
+    else:
+        try:
+            written = writer(trace_path, report_path, force=force)
+            if isinstance(written, (str, Path)):
+                report_path = Path(written)
+        except Exception as exc:  # the trace is safe; say why the report is missing
+            report_error = f"report not written: {type(exc).__name__}: {exc}"
+            report_path = None
+    recorder = session.triton
+    return ProfileRun(
+        trace_path=trace_path,
+        report_path=report_path,
+        steps=meta["steps_recorded"],
+        triton_launches=recorder.launches if recorder is not None else 0,
+        cuda=session.cuda,
+        report_error=report_error,
+    )
+
+
+def nothing_recorded(session: Session) -> str:
+    """Why a run left no trace: the schedule's warm-up outlasted the steps the run marked."""
+    return (
+        f"no trace recorded: the run marked {session.marks} step(s), but --warmup "
+        f"{session.options.warmup} skips the first {session.options.warmup}"
+    )

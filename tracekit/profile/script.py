@@ -1,0 +1,118 @@
+"""`tracekit profile SCRIPT|-m MODULE`: run the target under the profiler and write its trace."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tracekit.profile.record import (
+    default_output,
+    finish,
+    nothing_recorded,
+    plan_outputs,
+    provenance,
+)
+from tracekit.profile.runner import Target, exit_status, report_exception
+from tracekit.profile.session import ProfileOptions, Session, require_torch
+
+# Exit status when tracekit itself could not do its job (as for TracekitError in the CLI).
+TRACEKIT_FAILURE = 2
+
+
+def profile_target(
+    target: Target,
+    options: ProfileOptions,
+    *,
+    output: Path | None = None,
+    force: bool = False,
+    report: bool = True,
+    quiet: bool = False,
+    command: Sequence[str] = (),
+) -> int:
+    """Profile `target`; return the status to exit with (the script's own, or 2 if nothing recorded).
+
+    Raises ProfileError/OutputError (one line) before anything runs when torch is missing, the target
+    is not runnable Python, or an output file exists without `force`.
+    """
+    require_torch()
+    target.check()
+    trace_path = (
+        Path(output).expanduser().absolute()
+        if output
+        else default_output(target.name, unique=False)
+    )
+    report_path = plan_outputs(trace_path, force=force, report=report)
+
+    def say(message: str) -> None:
+        if not quiet:
+            print(f"tracekit: {message}", file=sys.stderr, flush=True)
+
+    session = Session(options)
+    session.start()
+    if not session.cuda:
+        say("CUDA is not available: recording CPU activity only")
+    error: BaseException | None = None
+    try:
+        with _sigterm_as_exit():
+            target.run()
+    except BaseException as exc:  # the script's own exit: reported below as Python would
+        error = exc
+    finally:
+        session.stop()
+    status = exit_status(error)
+    if error is not None:
+        report_exception(error)
+        del error  # drop the script's frames before exporting
+    meta = provenance(
+        session,
+        mode="module" if target.module is not None else "script",
+        target=target.display,
+        command=command,
+        exit_status=status,
+    )
+    result = finish(session, trace_path, meta, report_path=report_path, force=force)
+    if result is None:
+        print(f"tracekit: error: {nothing_recorded(session)}", file=sys.stderr, flush=True)
+        return status or TRACEKIT_FAILURE
+    steps = f"{result.steps} step(s)" if result.steps else "no steps marked"
+    launches = f", {result.triton_launches} Triton launch(es)" if result.triton_launches else ""
+    say(f"trace written to {_shown(result.trace_path)} ({steps}{launches})")
+    if result.report_path is not None:
+        say(f"report written to {_shown(result.report_path)}")
+    if result.report_error is not None:
+        print(f"tracekit: error: {result.report_error}", file=sys.stderr, flush=True)
+        return status or TRACEKIT_FAILURE
+    return status
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """While the script runs, SIGTERM (a timeout, a job scheduler) ends it like sys.exit(143), so
+    the trace of what ran is still written. A handler the script installs itself wins."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when it lies below it, else absolute."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel

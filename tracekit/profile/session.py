@@ -1,0 +1,201 @@
+"""One profiling session: torch.profiler set up for tracekit, step marks, optimizer hook, Triton patch."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.errors import ProfileError
+from tracekit.profile import steps
+from tracekit.profile.optim_steps import OptimizerSteps
+from tracekit.profile.triton_meta import TritonRecorder
+
+INSTALL_HINT = "pip install 'tracekit[profile]'"
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """Profiler settings shared by the CLI and the Python API."""
+
+    with_stack: bool = False
+    memory: bool = False
+    warmup: int = 0  # steps run under the profiler but not recorded
+    active: int | None = None  # steps recorded after the warm-up (None: all the rest)
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ProfileError(f"warmup must be >= 0, not {self.warmup}")
+        if self.active is not None and self.active < 1:
+            raise ProfileError(f"active must be >= 1, not {self.active}")
+
+    def recorded(self, step: int) -> bool:
+        """Whether ProfilerStep#step falls in the recorded window of the schedule."""
+        return step >= self.warmup and (self.active is None or step < self.warmup + self.active)
+
+
+def require_torch() -> Any:
+    """Import torch, or raise the one-line ProfileError that says how to install it."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise ProfileError(f"torch is not installed ({exc}): {INSTALL_HINT}") from None
+    return torch
+
+
+class _Schedule:
+    """torch.profiler schedule: wait 0, warmup W, active A (or every later step), repeat 1."""
+
+    def __init__(self, options: ProfileOptions, action: Any) -> None:
+        self._warmup = options.warmup
+        self._last = None if options.active is None else options.warmup + options.active - 1
+        self._action = action
+
+    def __call__(self, step: int) -> Any:
+        action = self._action
+        if step < self._warmup:
+            return action.WARMUP
+        if self._last is None or step < self._last:
+            return action.RECORD
+        return action.RECORD_AND_SAVE if step == self._last else action.NONE
+
+
+class Session:
+    """Start/stop torch.profiler for tracekit; count step marks from the script or its optimizer."""
+
+    def __init__(
+        self,
+        options: ProfileOptions,
+        *,
+        optimizer_steps: bool = True,
+        user_steps: bool = True,
+        caller_steps: bool = False,
+        triton: bool = True,
+    ) -> None:
+        self.options = options
+        self.marks = 0  # step boundaries marked so far (ProfilerStep#marks is the one running)
+        # 'optimizer' | 'explicit' | 'caller' (the caller drives steps: ProfilerStep#0 is a real one)
+        self.step_source: str | None = "caller" if caller_steps else None
+        self.cuda = False
+        self.trace_ready = False
+        self.triton: TritonRecorder | None = None
+        self._optimizer_steps = optimizer_steps
+        self._user_steps = user_steps
+        self._want_triton = triton
+        self._explicit = False
+        self._optimizer_marks = 0
+        self._primary_optimizer: int | None = None
+        self._prof: Any = None
+        self._optimizer_hook: OptimizerSteps | None = None
+        self._running = False
+
+    @property
+    def profiler(self) -> Any:
+        """The torch.profiler.profile object (for export)."""
+        return self._prof
+
+    def start(self) -> None:
+        """Set up hooks and start recording. Raises ProfileError if torch is missing or busy."""
+        torch = require_torch()
+        if steps.active() is not None:
+            raise ProfileError("a tracekit profile is already running in this process")
+        from torch.profiler import ProfilerAction, ProfilerActivity, profile
+
+        self.cuda = bool(torch.cuda.is_available())
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self._prof = profile(
+            activities=activities,
+            schedule=_Schedule(self.options, ProfilerAction),
+            on_trace_ready=self._on_trace_ready,
+            record_shapes=True,
+            with_stack=self.options.with_stack,
+            profile_memory=self.options.memory,
+        )
+        steps.set_active(self)
+        try:
+            if self._want_triton and _triton_installed():
+                recorder = TritonRecorder(torch)
+                if recorder.install():
+                    self.triton = recorder
+            if self._optimizer_steps:
+                self._optimizer_hook = OptimizerSteps(self._on_optimizer_step)
+                self._optimizer_hook.install()
+            with warnings.catch_warnings():
+                # "Profiler clears events at the end of each cycle": tracekit records one cycle
+                warnings.filterwarnings("ignore", message=".*clears events.*")
+                self._prof.start()
+        except Exception as exc:
+            self._cleanup()
+            raise ProfileError(f"torch.profiler could not start: {exc}") from None
+        self._running = True
+
+    def stop(self) -> None:
+        """Stop recording (closing the running step) and undo every hook, even if stop fails."""
+        if not self._running:
+            return
+        self._running = False
+        try:
+            self._prof.stop()
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        steps.set_active(None)
+        if self._optimizer_hook is not None:
+            self._optimizer_hook.restore()
+            self._optimizer_hook = None
+        if self.triton is not None:
+            self.triton.restore()
+
+    def mark_step(self, *, explicit: bool) -> None:
+        """A step boundary: from the script (explicit) or from the primary optimizer's step()."""
+        if not self._running or (explicit and not self._user_steps):
+            return
+        if explicit and not self._explicit:
+            self._explicit = True
+            self.step_source = "explicit"
+            if self._optimizer_marks:  # the hook already marked this boundary: take over from it
+                return
+        self.advance()
+
+    def advance(self) -> None:
+        """End ProfilerStep#marks and start the next one."""
+        if self._running:
+            self.marks += 1
+            self._prof.step()
+
+    def _on_optimizer_step(self, optimizer: Any) -> None:
+        if self._explicit:
+            return
+        if self._primary_optimizer is None:
+            self._primary_optimizer = id(optimizer)
+            self.step_source = "optimizer"
+        elif id(optimizer) != self._primary_optimizer:  # e.g. a GAN's second optimizer
+            return
+        self._optimizer_marks += 1
+        self.mark_step(explicit=False)
+
+    @property
+    def whole_run_step(self) -> bool:
+        """True when ProfilerStep#0 spans the whole run only because no step was marked."""
+        return self.marks == 0 and self.step_source != "caller"
+
+    def _on_trace_ready(self, prof: Any) -> None:
+        self.trace_ready = True
+
+    def recorded_steps(self) -> list[int]:
+        """ProfilerStep numbers present in the trace (empty when no step was marked)."""
+        if not self.marks and self.step_source != "caller":
+            return []
+        return [s for s in range(self.marks + 1) if self.options.recorded(s)]
+
+
+def _triton_installed() -> bool:
+    if "triton" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,66 @@
+"""Render the report view model to one self-contained HTML string with a cached jinja2 environment."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from tracekit.report.context import ReportView
+
+TEMPLATE = "report.html.j2"
+ASSETS = ("report.css", "report.js")
+
+
+def _loader() -> jinja2.BaseLoader:
+    """The installed `tracekit.templates` package; from a source checkout (tracekit imported from the
+    working tree, where that mapped package is not importable) the top-level templates/ folder."""
+    try:
+        return jinja2.PackageLoader("tracekit.templates", ".")
+    except ModuleNotFoundError:
+        source = Path(__file__).resolve().parents[2] / "templates"
+        if not (source / TEMPLATE).is_file():
+            raise
+        return jinja2.FileSystemLoader(source)
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The one jinja2 environment: package templates, autoescape everywhere, strict undefined."""
+    env = jinja2.Environment(
+        loader=_loader(),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+    env.policies["json.dumps_kwargs"] = {"separators": (",", ":"), "allow_nan": False}
+    return env
+
+
+@functools.cache
+def asset(name: str) -> str:
+    """The text of an inline asset (CSS/JS) shipped with the templates, read once."""
+    env = environment()
+    source, _, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
+    return source
+
+
+def _sha256(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def render(view: ReportView) -> str:
+    """The report HTML; its Content-Security-Policy allows only the inline script it ships (by hash)."""
+    css, js = (asset(n) for n in ASSETS)
+    return environment().get_template(TEMPLATE).render(
+        view=view,
+        css=Markup(css),
+        js=Markup(js),
+        script_hash=_sha256(js),
+    )

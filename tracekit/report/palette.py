@@ -1,0 +1,34 @@
+"""Colours for kernel classes and verdicts, as data: one restrained palette shared by every chart."""
+
+from __future__ import annotations
+
+# kernel class -> colour; classes not listed use OTHER
+CLASS_COLORS: dict[str, str] = {
+    "gemm": "#3b6fb6",
+    "attention": "#7b5ea7",
+    "conv": "#2f8f9d",
+    "elementwise": "#e0913a",
+    "reduction": "#c4643b",
+    "normalization": "#d4b13f",
+    "softmax": "#b0508f",
+    "embedding": "#6c9a46",
+    "copy": "#8a8f98",
+    "memcpy": "#a3a8b0",
+    "memset": "#c2c6cc",
+    "communication": "#3a9a6a",
+    "other": "#b8bcc4",
+}
+OTHER = CLASS_COLORS["other"]
+
+# verdict -> (css modifier, short label)
+VERDICTS: dict[str, tuple[str, str]] = {
+    "launch-bound": ("warn", "Launch-bound"),
+    "gpu-bound": ("ok", "GPU-bound"),
+    "mixed": ("mixed", "Mixed"),
+    "cpu-only": ("neutral", "CPU-only"),
+}
+
+
+def class_color(cls: object) -> str:
+    """The colour of a kernel class (OTHER for unknown classes)."""
+    return CLASS_COLORS.get(str(cls or "other"), OTHER)

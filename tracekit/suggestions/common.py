@@ -1,0 +1,128 @@
+"""Shared pieces of the rules: the analysed window, thresholds, number formatting, GEMM dimensions."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.snippets import SNIPPETS
+
+# A rule stays silent below both of these (per rank, over the analysed window).
+MIN_SAVING_PCT = 0.5  # percent of the span
+MIN_SAVING_US = 1.0
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The analysed window per rank: span (sum of step spans) and number of steps."""
+
+    span_us: float
+    steps: float
+    ranks: int
+
+    @classmethod
+    def of(cls, analysis: Any) -> Scope:
+        n = max(len(analysis.ranks), 1)
+        t = analysis.totals
+        return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n)
+
+    def pct(self, saving_us: float) -> float:
+        return 100.0 * saving_us / self.span_us if self.span_us > 0 else 0.0
+
+    @property
+    def basis(self) -> str:
+        steps = round(self.steps)
+        what = f"{steps} profiled step{'s' if steps != 1 else ''}"
+        per = f", per rank (mean of {self.ranks} ranks)" if self.ranks > 1 else ""
+        return f"span of {what} ({fmt_us(self.span_us)}){per}"
+
+
+def fmt_us(us: float) -> str:
+    """1234.5 -> '1.23 ms'; 12.345 -> '12.3 µs'; 2.5e6 -> '2.50 s'."""
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "?"
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    if a >= 100:
+        return f"{us:.0f} µs"
+    return f"{us:.1f} µs"
+
+
+def fmt_bytes(b: float) -> str:
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= div:
+            return f"{b / div:.2f} {unit}"
+    return f"{b:.0f} B"
+
+
+def fmt_rate(value: float, unit: str) -> str:
+    return f"{value:.3g} {unit}"
+
+
+def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula: str,
+               evidence: Iterable[Mapping[str, Any]], *, min_pct: float = MIN_SAVING_PCT,
+               snippet: str | None = None) -> Suggestion | None:
+    """A Suggestion, or None when there is no evidence or the saving is below the thresholds."""
+    rows = tuple(evidence)
+    if not rows or not (saving_us >= MIN_SAVING_US) or scope.pct(saving_us) < min_pct:
+        return None
+    return Suggestion(id=rule_id, title=title, saving_us=float(saving_us),
+                      saving_pct=float(scope.pct(saving_us)), formula=formula,
+                      snippet=SNIPPETS[rule_id] if snippet is None else snippet, evidence=rows,
+                      per_step_us=float(saving_us / scope.steps), basis=scope.basis)
+
+
+def parse_shapes(text: Any) -> list[Any] | None:
+    """'[1, 768], [768, 2304]' (the analyzers' shapes column) -> [[1, 768], [768, 2304]]."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = json.loads("[" + text + "]")
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _is_dims(v: Any) -> bool:
+    return isinstance(v, list) and len(v) >= 1 and all(isinstance(x, int) for x in v)
+
+
+def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM kernel row from its launching op and shapes (M folds batch/leading dims
+    for linear/matmul; bmm's batch is left out). None when the op is not a matrix product."""
+    dims = [d for d in (parse_shapes(shapes) or []) if _is_dims(d)]
+    name = str(op or "").removeprefix("aten::")
+    if name in ("addmm", "baddbmm", "addmv", "addbmm") and len(dims) >= 3:
+        dims = dims[1:]
+    elif name == "linear" and len(dims) >= 2:
+        x, w = dims[0], dims[1]
+        return (math.prod(x[:-1]), w[0], x[-1]) if len(w) == 2 else None
+    elif name not in ("mm", "bmm", "matmul", "mv", "_scaled_mm") or len(dims) < 2:
+        return None
+    a, b = dims[0], dims[1]
+    if len(b) == 1:  # matrix @ vector
+        return (math.prod(a[:-1]), 1, a[-1]) if a[-1] == b[0] else None
+    if a[-1] != b[-2]:
+        return None
+    m = a[-2] if len(a) >= 2 else 1
+    if name == "matmul" and len(b) == 2:
+        m = math.prod(a[:-1])
+    return m, b[-1], a[-1]
+
+
+def rank_tables(analysis: Any, name: str) -> list[tuple[Any, Any]]:
+    """(rank analysis, its patterns.<name> table) for ranks that carry patterns."""
+    out = []
+    for r in analysis.ranks:
+        patterns = getattr(r, "patterns", None)
+        table = getattr(patterns, name, None) if patterns is not None else None
+        if table is not None:
+            out.append((r, table))
+    return out

@@ -1,0 +1,54 @@
+"""The Suggestion a rule returns: what to change, the evidence, and the estimated saving with its formula."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One rule's finding.
+
+    `saving_us` is the estimated wall time saved over the analysed window (every profiled step; on
+    a multi-rank trace, per rank: the ranks' savings averaged). `saving_pct` is that saving in percent
+    (0..100) of the window's span (the sum of the step spans, per rank); `basis` says so in words.
+    `per_step_us` = saving_us / steps. `formula` writes the estimate out with its numbers; `evidence`
+    rows (dicts with the same keys) say which kernels, ops or steps show the problem.
+    """
+
+    id: str
+    title: str
+    saving_us: float
+    saving_pct: float
+    formula: str
+    snippet: str
+    evidence: tuple[Mapping[str, Any], ...]
+    per_step_us: float | None = None
+    basis: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "saving_us": _plain(self.saving_us),
+            "saving_pct": _plain(self.saving_pct),
+            "per_step_us": _plain(self.per_step_us),
+            "basis": self.basis,
+            "formula": self.formula,
+            "snippet": self.snippet,
+            "evidence": [{k: _plain(v) for k, v in row.items()} for row in self.evidence],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

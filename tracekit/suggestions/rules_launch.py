@@ -1,0 +1,137 @@
+"""Rules about launch overhead: capture the step in a CUDA graph; batch a loop of small GEMMs into one bmm."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tracekit.analyzers import launch as L
+from tracekit.analyzers import sequences as S
+from tracekit.analyzers.roofline import roof_for
+from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.suggestions.model import Suggestion
+
+# Host-wait gaps longer than this are CPU work a graph does not remove (data loading, Python
+# between iterations, waiting on a sync), not the per-kernel launch path.
+LONG_GAP_US = 1000.0
+# What one kernel-to-kernel gap costs when a CUDA graph replays the kernels back to back (H200,
+# measured: docs/validation.md, suggestions section). Used when the trace has fewer than
+# MIN_GAP_SAMPLES back-to-back (kernel_wait) gaps of its own to take the median from.
+GRAPH_GAP_US = 1.0
+MIN_GAP_SAMPLES = 20
+CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it pays
+
+
+def _gap_floor(activities) -> tuple[float, str]:
+    """Median back-to-back gap of this trace (kernel_wait gaps), or GRAPH_GAP_US."""
+    gaps = activities.loc[activities[L.A_IDLE] == L.KERNEL_WAIT, L.A_GAP_US].to_numpy(dtype=float)
+    if len(gaps) >= MIN_GAP_SAMPLES:
+        return float(np.median(gaps)), "median back-to-back gap in this trace"
+    return GRAPH_GAP_US, "graph replay gap measured on H200"
+
+
+def cuda_graphs(analysis: Any) -> Suggestion | None:
+    """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
+    scope = Scope.of(analysis)
+    rows, total, gaps_total, n_total, resid_total, floors = [], 0.0, 0.0, 0, 0.0, set()
+    launch_bound = 0
+    for r in analysis.ranks:
+        lo = r.launch
+        if lo.totals.gpu_ops == 0:
+            continue
+        act = lo.activities
+        floor, why = _gap_floor(act)
+        floors.add((floor, why))
+        host = (act[L.A_IDLE] == L.HOST_WAIT).to_numpy() & (act[L.A_GAP_US].to_numpy() <= LONG_GAP_US)
+        steps = act[L.A_STEP].to_numpy()
+        gap = act[L.A_GAP_US].fillna(0.0).to_numpy()
+        for st, t in zip(lo.steps["step"].tolist(), lo.step_totals, strict=True):
+            mine = host & (steps == st)
+            n = int(mine.sum())
+            launch_gaps = float(gap[mine].sum())
+            residual = n * floor
+            idle = max(t.span_us - t.gpu_busy_us, 0.0)
+            saving = min(idle, max(launch_gaps - residual, 0.0))
+            launch_bound += t.verdict == L.LAUNCH_BOUND
+            total += saving
+            gaps_total += launch_gaps
+            n_total += n
+            resid_total += residual
+            rows.append({"rank": r.rank, "step": int(st), "span_us": t.span_us, "gpu_busy_us": t.gpu_busy_us,
+                         "kernels": t.kernels, "launches": t.launches, "cpu_launch_us": t.cpu_launch_us,
+                         "launch_gaps": n, "launch_gap_us": launch_gaps, "residual_us": residual,
+                         "saving_us": saving, "verdict": t.verdict})
+    if not rows or launch_bound == 0:
+        return None
+    saving = total / scope.ranks
+    span, busy = analysis.totals.span_us / scope.ranks, analysis.totals.gpu_busy_us / scope.ranks
+    floor_txt = "; ".join(f"{f:.2f} µs ({why})" for f, why in sorted(floors))
+    formula = (f"span − GPU busy − what remains = {fmt_us(span)} − {fmt_us(busy)} − "
+               f"{fmt_us(span - busy - saving)} = {fmt_us(saving)}; the launch gaps are the "
+               f"{n_total / scope.ranks:.0f} host-wait gaps ≤ {LONG_GAP_US:.0f} µs "
+               f"({fmt_us(gaps_total / scope.ranks)}), each replaced by a graph's kernel-to-kernel gap of "
+               f"{floor_txt} ({fmt_us(resid_total / scope.ranks)}); per step, at most the step's GPU idle time")
+    if len(rows) > 1:
+        rows.sort(key=lambda x: -x["saving_us"])
+    title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): "
+             f"{launch_bound} of {len(rows)} step(s) are launch-bound")
+    return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
+
+
+def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[float, str]:
+    """Time of one batched kernel doing one loop run's work, and how it was estimated."""
+    n = row[S.LP_PER_RUN]
+    one = row[S.LP_KERNEL_US]
+    blocks = row[S.LP_BLOCKS]
+    if num_sms and blocks > 0:
+        waves = max(math.ceil(n * blocks / num_sms), 1)
+        how = f"⌈{n:.0f} GEMMs × {blocks:.0f} blocks / {num_sms} SMs⌉ = {waves} wave(s) × {fmt_us(one)}"
+    else:
+        waves = int(n)
+        how = f"{waves} waves (SM count or grid unknown) × {fmt_us(one)}"
+    est = waves * one
+    if device is not None:
+        runs = max(row[S.LP_RUNS], 1)
+        precision, _ = roof_for("gemm", row[S.LP_DTYPE], str(row[S.LP_NAME] or ""), device)
+        peak = device.peak_flops(precision) if precision else None
+        floor = 0.0
+        if peak and not math.isnan(row[S.LP_FLOPS]):
+            floor = max(floor, row[S.LP_FLOPS] / runs / peak * 1e6)
+        if not math.isnan(row[S.LP_BYTES]):
+            floor = max(floor, row[S.LP_BYTES] / runs / device.memory_bandwidth * 1e6)
+        if floor > est:
+            est, how = floor, f"roofline time of one run's FLOPs/bytes = {fmt_us(floor)}"
+    return est, how
+
+
+def batch_bmm(analysis: Any) -> Suggestion | None:
+    """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run."""
+    scope = Scope.of(analysis)
+    rows, parts, total = [], [], 0.0
+    for r, table in rank_tables(analysis, "loops"):
+        num_sms = r.patterns.num_sms
+        for row in table.to_dict("records"):
+            est, how = _batched_estimate(row, num_sms, analysis.device)
+            runs = row[S.LP_RUNS]
+            saving = max(row[S.LP_WALL_US] - runs * est, 0.0)
+            if saving <= 0:
+                continue
+            total += saving
+            parts.append(f"{fmt_us(row[S.LP_WALL_US])} − {runs} run(s) × {fmt_us(est)} [{how}]")
+            rows.append({"rank": r.rank, "kernel": row[S.LP_NAME], "op": row[S.LP_OP],
+                         "shapes": row[S.LP_SHAPES], "dtype": row[S.LP_DTYPE], "runs": runs,
+                         "gemms_per_run": row[S.LP_PER_RUN], "kernel_us": row[S.LP_KERNEL_US],
+                         "loop_wall_us": row[S.LP_WALL_US] / runs, "batched_us": est,
+                         "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    gemms = sum(x["runs"] * x["gemms_per_run"] for x in rows)
+    formula = ("loop wall time (first GEMM start to last GEMM end) − one batched kernel per run: "
+               + "; ".join(parts[:4]) + (f"; … {len(parts) - 4} more" if len(parts) > 4 else "")
+               + f" = {fmt_us(saving)}")
+    title = (f"Batch {gemms:.0f} same-shape GEMMs issued back to back in loops into torch.bmm "
+             f"({len(rows)} loop signature(s))")
+    return suggestion("batch_bmm", title, saving, scope, formula, rows)

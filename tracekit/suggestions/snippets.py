@@ -1,0 +1,118 @@
+"""Code snippets shown with each suggestion, keyed by rule id (data, not logic)."""
+
+from __future__ import annotations
+
+SNIPPETS: dict[str, str] = {
+    "cuda_graphs": '''\
+# Capture the step once and replay it: one launch instead of one per kernel.
+# Static shapes and no host syncs inside the captured region are required.
+model = torch.compile(model, mode="reduce-overhead")   # CUDA graphs via torch.compile
+
+# or by hand:
+static_in = example_input.clone()
+s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):                 # warm up on a side stream
+    for _ in range(3):
+        step(static_in)
+torch.cuda.current_stream().wait_stream(s)
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    static_out = step(static_in)
+for batch in data:
+    static_in.copy_(batch)
+    graph.replay()                          # static_out now holds the result
+''',
+    "fuse_elementwise": '''\
+# Let the compiler fuse the elementwise chain into one kernel that reads the inputs once
+# and writes the result once (no intermediate tensors in memory).
+@torch.compile
+def fused(x, w, b, residual):
+    return torch.nn.functional.gelu(x * w + b) + residual
+
+# or compile the module that contains the chain:
+model = torch.compile(model)
+''',
+    "batch_bmm": '''\
+# One batched GEMM instead of a Python loop of small ones (iterations must be independent).
+# before:
+for i in range(n):
+    c[i] = a[i] @ b[i]
+# after: a is (n, M, K), b is (n, K, N)
+c = torch.bmm(a, b)                 # or torch.matmul / torch.einsum("nmk,nkn->nmn", a, b)
+''',
+    "batch_decode": '''\
+# Decode GEMMs with a handful of rows are GEMVs: they read every weight for one token.
+# Serve several requests per forward so each weight read is shared (continuous batching):
+input_ids = torch.cat([req.next_token for req in active_requests])  # (batch, 1)
+logits = model(input_ids=input_ids, past_key_values=cache).logits
+# serving stacks do this for you: vLLM, TGI, SGLang (continuous batching + paged KV cache)
+''',
+    "lower_precision": '''\
+# fp32 GEMMs run on the slow fp32 roof. TF32 keeps fp32 tensors and uses tensor cores:
+torch.backends.cuda.matmul.allow_tf32 = True      # or:
+torch.set_float32_matmul_precision("high")
+# bf16 autocast halves the bytes too (check accuracy on your model):
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    out = model(x)
+''',
+    "align_dims": '''\
+# Pad GEMM dimensions to multiples of 8 (fp16/bf16; 4 for fp32/TF32, 16 for fp8),
+# vocabulary-sized ones to a multiple of 64, so cuBLAS can use its aligned tensor-core kernels.
+def pad_to(n, multiple):
+    return (n + multiple - 1) // multiple * multiple
+
+vocab = pad_to(tokenizer_vocab_size, 64)        # e.g. 50257 -> 50304
+lm_head = torch.nn.Linear(d_model, vocab, bias=False)
+# extra logits: slice them off (logits[..., :tokenizer_vocab_size]) or mask them
+''',
+    "use_sdpa": '''\
+# One fused attention kernel instead of matmul -> scale -> mask -> softmax -> matmul:
+# the score matrix never goes to memory.
+import torch.nn.functional as F
+out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # or attn_mask=mask
+# instead of:
+# scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+# scores = scores.masked_fill(~mask, float("-inf"))
+# out = scores.softmax(-1) @ v
+''',
+    "avoid_sync": '''\
+# .item(), .cpu(), .tolist(), nonzero() and printing a CUDA tensor wait for the GPU to drain.
+# Keep values on the device inside the loop, read them once at the end:
+total = torch.zeros((), device="cuda")
+for batch in loader:
+    loss = step(batch)
+    total += loss.detach()          # was: total += loss.item()
+print(total.item())                 # one sync after the loop
+# data-dependent control flow: torch.where(cond, a, b) instead of `if cond.item():`
+''',
+    "pinned_memory": '''\
+# Pageable host memory makes the copy synchronous and staged; pinned memory lets it run as DMA
+# while the CPU keeps launching work.
+loader = torch.utils.data.DataLoader(dataset, batch_size=bs, pin_memory=True, num_workers=4)
+for x, y in loader:
+    x = x.to("cuda", non_blocking=True)
+    y = y.to("cuda", non_blocking=True)
+# for your own host buffers: buf = torch.empty(shape, pin_memory=True)
+''',
+    "dataloader_workers": '''\
+# Load and collate batches in worker processes while the GPU runs the previous step.
+loader = torch.utils.data.DataLoader(
+    dataset, batch_size=bs, shuffle=True,
+    num_workers=8,               # start near the number of CPU cores per GPU
+    pin_memory=True,             # faster, asynchronous host-to-device copies
+    persistent_workers=True,     # keep workers between epochs
+    prefetch_factor=4,           # batches prepared ahead per worker
+)
+''',
+    "overlap_comm": '''\
+# Let collectives run while compute continues:
+model = torch.nn.parallel.DistributedDataParallel(
+    model, bucket_cap_mb=25,      # smaller buckets start all-reduce earlier in backward
+    gradient_as_bucket_view=True,
+)
+# FSDP: prefetch the next all-gather while this layer computes
+model = FSDP(model, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_prefetch=True,
+             limit_all_gathers=True)
+# your own collectives: work = dist.all_reduce(t, async_op=True); ...compute...; work.wait()
+''',
+}
