@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import msgspec
