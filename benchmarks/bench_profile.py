@@ -3,20 +3,23 @@
   python3 benchmarks/bench_profile.py [--rounds N] [--out DIR]
 
 One process; the model is built and warmed up once. Each round runs the same 20-token greedy decode
-(sample_traces/scripts/gpt2_decode.py: prefill + 20 tokens, one step mark per token) twice, in
-alternating order:
-  tracekit : `with tracekit.profile(path, force=True, report=False):` (tracekit.step() marks steps,
-             Triton launch recording and the optimizer hook installed, metadata added, gzip output)
-  torch    : `with torch.profiler.profile(activities=CPU+CUDA, record_shapes=True) as p:`
-             (p.step() marks steps), then p.export_chrome_trace(path.json.gz)
-and reports for each the median wall time of the decode inside the block ("run") and of the whole
-block from entering it to the trace file on disk ("total"), plus an unprofiled decode for scale.
-Target (issue 3): tracekit's total within 5 % of torch's.
+(sample_traces/scripts/gpt2_decode.py: prefill + 20 tokens, one step mark per token) once under each
+of three profilers, in an order that rotates from round to round:
+  tracekit      `with tracekit.profile(path, force=True, report=False):`, tracekit.step() marks the
+                steps (Triton launch recording and the optimizer hook installed, metadata, gzip)
+  torch         `with torch.profiler.profile(activities=CPU+CUDA, record_shapes=True,
+                schedule=<RECORD every step>) as p:`, p.step() marks the steps (so the trace has the
+                same ProfilerStep#N annotations), then p.export_chrome_trace(path.json.gz)
+  torch_nosched the same without a schedule (torch then records no ProfilerStep annotations)
+For each: the wall time of the decode inside the block ("run") and of the whole block from entering
+it to the trace file on disk ("total"); medians over rounds, and the median of the per-round ratios
+tracekit/torch. gc.collect() runs before every block. Target (issue 3): <= 5 % over torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -52,17 +55,22 @@ def run_tracekit(d: gpt2_decode.Decoder, path: Path) -> tuple[float, float]:
     return run, time.perf_counter() - t0
 
 
-def run_torch(d: gpt2_decode.Decoder, path: Path) -> tuple[float, float]:
-    from torch.profiler import ProfilerActivity, profile
+def run_torch(d: gpt2_decode.Decoder, path: Path, *, scheduled: bool = True) -> tuple[float, float]:
+    from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
+    schedule = (lambda step: ProfilerAction.RECORD) if scheduled else None
     t0 = time.perf_counter()
-    with profile(activities=activities, record_shapes=True) as prof:
+    with profile(activities=activities, record_shapes=True, schedule=schedule) as prof:
         run = _decode(d, prof.step)
     prof.export_chrome_trace(str(path))
     return run, time.perf_counter() - t0
+
+
+def run_torch_nosched(d: gpt2_decode.Decoder, path: Path) -> tuple[float, float]:
+    return run_torch(d, path, scheduled=False)
 
 
 def main() -> None:
@@ -77,24 +85,28 @@ def main() -> None:
     for _ in range(3):  # warm-up, unprofiled
         _decode(d, lambda: None)
     bare = [_decode(d, lambda: None) for _ in range(5)]
-    runs = {"tracekit": [], "torch": []}
-    funcs = {"tracekit": run_tracekit, "torch": run_torch}
-    # one unrecorded round of each first: the profiler's own first-use cost (CUPTI init) stays out
-    run_tracekit(d, out / "warm_tracekit.trace.json.gz")
-    run_torch(d, out / "warm_torch.trace.json.gz")
+    funcs = {"tracekit": run_tracekit, "torch": run_torch, "torch_nosched": run_torch_nosched}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in funcs}
+    names = list(funcs)
+    for name in names:  # one unrecorded block of each first: CUPTI's first-use cost stays out
+        gc.collect()
+        funcs[name](d, out / f"warm_{name}.trace.json.gz")
     for r in range(args.rounds):
-        order = ("tracekit", "torch") if r % 2 == 0 else ("torch", "tracekit")
-        for name in order:
+        for name in names[r % 3 :] + names[: r % 3]:  # rotate the order
+            gc.collect()
             runs[name].append(funcs[name](d, out / f"{name}.trace.json.gz"))
     med = {
         name: {
             "run_s": statistics.median(x[0] for x in v),
             "total_s": statistics.median(x[1] for x in v),
+            "run_s_min": min(x[0] for x in v),
+            "total_s_min": min(x[1] for x in v),
         }
         for name, v in runs.items()
     }
-    over_total = 100 * (med["tracekit"]["total_s"] / med["torch"]["total_s"] - 1)
-    over_run = 100 * (med["tracekit"]["run_s"] / med["torch"]["run_s"] - 1)
+    tk, th = runs["tracekit"], runs["torch"]
+    over_total = 100 * (statistics.median(a[1] / b[1] for a, b in zip(tk, th, strict=True)) - 1)
+    over_run = 100 * (statistics.median(a[0] / b[0] for a, b in zip(tk, th, strict=True)) - 1)
     sizes = {p.name: p.stat().st_size for p in out.glob("*.trace.json.gz")}
     result = {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
@@ -108,12 +120,18 @@ def main() -> None:
         "trace_bytes": sizes,
     }
     (out / "bench_profile.json").write_text(json.dumps(result, indent=1))
-    print(f"device {result['device']}, torch {torch.__version__}, {args.rounds} rounds, alternating")
+    print(f"device {result['device']}, torch {torch.__version__}, {args.rounds} rounds, rotating order")
     print(f"unprofiled decode (prefill + 20 tokens): {1e3 * result['unprofiled_decode_s_median']:.1f} ms")
-    print(f"{'':10s} {'run (ms)':>10s} {'total (ms)':>11s}")
-    for name in ("torch", "tracekit"):
-        print(f"{name:10s} {1e3 * med[name]['run_s']:10.1f} {1e3 * med[name]['total_s']:11.1f}")
-    print(f"tracekit overhead: {over_total:+.1f} % total, {over_run:+.1f} % run (target <= 5 %)")
+    print(f"{'median (min)':14s} {'run (ms)':>18s} {'total (ms)':>18s}")
+    for name in ("torch_nosched", "torch", "tracekit"):
+        m = med[name]
+        run = f"{1e3 * m['run_s']:.1f} ({1e3 * m['run_s_min']:.1f})"
+        total = f"{1e3 * m['total_s']:.1f} ({1e3 * m['total_s_min']:.1f})"
+        print(f"{name:14s} {run:>18s} {total:>18s}")
+    print(
+        f"tracekit over torch (median of per-round ratios): {over_total:+.1f} % total, "
+        f"{over_run:+.1f} % run (target <= 5 %)"
+    )
     print(f"trace sizes: {sizes}")
 
 

@@ -28,8 +28,13 @@ def test_gemm_family():
     assert op_cost("aten::mm", [[128, 64], [64, 32]], [F32, F32]).bytes == 4 * (128 * 64 + 64 * 32 + 128 * 32)
     bmm = op_cost("aten::bmm", [[8, 16, 32], [8, 32, 64]], [HALF, HALF])
     assert bmm.flops == 2 * 8 * 16 * 64 * 32 and bmm.bytes == 2 * (8 * 16 * 32 + 8 * 32 * 64 + 8 * 16 * 64)
-    assert op_cost("aten::baddbmm", [[8, 16, 64], [8, 16, 32], [8, 32, 64], [], []],
-                   [F32, F32, F32, "Scalar", "Scalar"]).flops == 2 * 8 * 16 * 64 * 32
+    bad = op_cost("aten::baddbmm", [[8, 16, 64], [8, 16, 32], [8, 32, 64], [], []],
+                  [F32, F32, F32, "Scalar", "Scalar"], None, ["", "", "", "1", "1"])
+    assert bad.flops == 2 * 8 * 16 * 64 * 32
+    assert bad.bytes == 4 * (8 * 16 * 64 + 8 * 16 * 32 + 8 * 32 * 64 + 8 * 16 * 64)
+    beta0 = op_cost("aten::baddbmm", [[8, 16, 64], [8, 16, 32], [8, 32, 64], [], []],
+                    [F32, F32, F32, "Scalar", "Scalar"], None, ["", "", "", "0", "0.125"])
+    assert beta0.bytes == bad.bytes - 4 * 8 * 16 * 64  # beta = 0: C is not read
     # linear on a 3-D input: M = 4 * 10 rows
     lin = op_cost("aten::linear", [[4, 10, 256], [512, 256], [512]], [BF16, BF16, BF16])
     assert lin.flops == 2 * 40 * 512 * 256

@@ -157,6 +157,14 @@ def test_profile_callable_error_propagates_after_writing(tmp_path: Path) -> None
     assert count_ops(doc, "aten::exp") == 2 and doc["tracekit"]["exit_status"] == 1
 
 
+def test_block_warmup_longer_than_its_steps(tmp_path: Path) -> None:
+    out = tmp_path / "w.json.gz"
+    expected = r"marked 1 step\(s\), but warmup=3 skips the first 3"
+    with pytest.raises(ProfileError, match=expected), profile(out, warmup=3, report=False) as run:
+        run.step()
+    assert not out.exists()
+
+
 def test_bad_iteration_counts_are_refused() -> None:
     with pytest.raises(ProfileError, match="iters must be >= 1"):
         profile_callable(torch.neg, torch.ones(1), iters=0)

@@ -274,3 +274,18 @@ def test_gpt2_decode_sample_report_size(tmp_path):
     assert out.stat().st_size < 5_000_000  # issue 5: under 5 MB (the < 2 s load is in test_browser)
     html = out.read_text(encoding="utf-8")
     assert "Launch-bound" in html and 'data-chart="roofline"' in html
+
+
+def _shared_files() -> list[Path]:
+    if not SHARED.is_dir():
+        return []
+    return sorted(p for p in SHARED.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("path", _shared_files(), ids=lambda p: p.name)
+def test_every_shared_trace_reports(tmp_path, path):
+    html = write_report(path, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    assert len(html.encode()) < 5_000_000
+    for blob in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S):
+        json.loads(blob)  # chart data is valid JSON (no NaN)

@@ -64,6 +64,10 @@ def test_shapes_and_short_names():
     assert short_name("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)") == "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
     assert short_name("<script>alert(1)</script>") == "<script>alert(1)</script>"  # not a C++ name: kept
     assert short_name("Memcpy DtoH (Device -> Pageable)") == "Memcpy DtoH (Device -> Pageable)"
+    # a return type before the name, a generic name told apart by its namespace, a C signature
+    assert short_name("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float>(cublasGemvParamsEx<int>)") == "gemvx::kernel"
+    assert short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    assert short_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
 
 
 def _row(i: int, t: float) -> dict:

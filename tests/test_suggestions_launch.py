@@ -59,23 +59,33 @@ def test_cuda_graphs_fires_on_launch_bound_step(tmp_path):
     assert "reduce-overhead" in s.snippet
 
 
-def test_cuda_graphs_capped_by_idle_and_uses_trace_gap(tmp_path):
-    """With >= MIN_GAP_SAMPLES back-to-back gaps the floor is their median, not the constant."""
+def test_cuda_graphs_keeps_back_to_back_gaps(tmp_path):
+    """Gaps while the queue was full (kernel_wait) stay; only host-wait gaps become graph gaps."""
     b = TraceBuilder()
-    b.annotation("ProfilerStep#1", 0, 2000)
-    t = 0.0
+    b.annotation("ProfilerStep#1", 0, 3000)
     for i in range(30):  # 30 kernels queued well ahead: back-to-back, 3 µs apart (kernel_wait)
         b.launch(1 + i, 0.5, ADD, 100 + 13 * i, 10)
     for i in range(40):  # then 40 launch-bound kernels with 30 µs host-wait gaps
         t = 600 + 40 * i
-        b.launch(t, 5, ADD, t + 10, 10)
+        b.launch(t, 12, ADD, t + 15, 10)
     a = analyze(tracekit.load_trace(b.write(tmp_path / "mixed.json")))
     s = rules_launch.cuda_graphs(a)
-    # gaps: 29 kernel_wait of 3 µs; host waits: the first late kernel (610 - 487 = 123) and 39 x 30
-    floor = 3.0
-    expected = (123 + 39 * 30) - 40 * floor
+    # host waits: the first late kernel (615 - 487 = 128) and 39 x 30; the 29 x 3 µs stay
+    expected = (128 + 39 * 30) - 40 * rules_launch.GRAPH_GAP_US
     assert s.saving_us == pytest.approx(expected)
-    assert "median back-to-back gap in this trace" in s.formula
+    assert s.evidence[0]["launch_gaps"] == 40
+
+
+def test_cuda_graphs_silent_with_one_kernel_per_step(tmp_path):
+    """One launch per step: the graph would need one launch per step too (nothing to remove)."""
+    b = TraceBuilder()
+    for step in range(1, 21):
+        t = 100 * step
+        b.annotation(f"ProfilerStep#{step}", t, 100)
+        b.launch(t + 60, 5, ADD, t + 70, 10)
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "one.json")))
+    assert a.verdict == "launch-bound"
+    assert rules_launch.cuda_graphs(a) is None
 
 
 def test_cuda_graphs_silent_when_gpu_bound(tmp_path):
@@ -85,35 +95,38 @@ def test_cuda_graphs_silent_when_gpu_bound(tmp_path):
 
 
 def gemm_loop_trace(tmp_path, n: int = 256, shapes_alternate: bool = False, interleave: bool = False):
-    """A Python loop of n 64x64 @ 64x64 fp32 mm, one 1-block kernel of 2.5 µs every 5 µs."""
+    """A Python loop of n 64x64 @ 64x64 fp32 mm every 7 µs: a 3 µs launch, then a 1-block kernel of
+    2.5 µs that starts 0.5 µs after the launch returns (4.5 µs host-wait gaps: launch-bound)."""
     b = TraceBuilder()
-    b.annotation("ProfilerStep#1", 0, 5 * n + 100)
+    b.annotation("ProfilerStep#1", 0, 7 * n + 100)
     for i in range(n):
         m = 32 if (shapes_alternate and i % 2) else 64
-        t = 10 + 5 * i
+        t = 10 + 7 * i
         op = b.op("aten::mm", t, 4, **{"Input Dims": [[m, 64], [64, 64]], "Input type": [F32, F32]})
-        b.launch(t + 0.5, 2, MM_FP32, t + 3.5, 2.5, ext=op, grid=[1, 1, 1])
+        b.launch(t + 0.5, 3, MM_FP32, t + 4, 2.5, ext=op, grid=[1, 1, 1])
         if interleave:
-            add = b.op("aten::add", t + 4, 0.5, **{"Input Dims": [[m, 64], [m, 64], []],
-                                                    "Input type": [F32, F32, "Scalar"]})
-            b.launch(t + 4.2, 0.2, ADD, t + 4.5, 0.4, ext=add)
+            add = b.op("aten::add", t + 4.5, 0.5, **{"Input Dims": [[m, 64], [m, 64], []],
+                                                      "Input type": [F32, F32, "Scalar"]})
+            b.launch(t + 4.6, 0.2, ADD, t + 6.6, 0.3, ext=add)
     return b.write(tmp_path / "loop.json")
 
 
 def test_batch_bmm_fires_on_loop_of_small_gemms(tmp_path):
     a = analyze(tracekit.load_trace(gemm_loop_trace(tmp_path)))
     s = {x.id: x for x in suggest(a)}["batch_bmm"]
-    wall = 255 * 5 + 2.5  # first kernel start to last kernel end
+    wall = 255 * 7 + 2.5  # first kernel start to last kernel end
     waves = math.ceil(256 * 1 / 132)  # 1 block each, 132 SMs on the H200 -> 2 waves
     # roofline floor of the batched kernel: 12.58 MB at 4.8 TB/s = 2.62 µs < 2 waves x 2.5 µs
-    assert 256 * 3 * 64 * 64 * 4 / 4.8e12 * 1e6 < waves * 2.5
+    assert waves * 2.5 > 256 * 3 * 64 * 64 * 4 / 4.8e12 * 1e6
     assert s.saving_us == pytest.approx(wall - waves * 2.5)
     row = s.evidence[0]
     assert (row["op"], row["shapes"], row["runs"], row["gemms_per_run"]) == ("aten::mm", "[64, 64], [64, 64]", 1, 256)
     assert row["batched_us"] == pytest.approx(5.0) and row["kernel_us"] == pytest.approx(2.5)
     assert "2 wave(s)" in s.formula and "torch.bmm" in s.snippet
-    # the same loop is launch-bound: the CUDA graph rule fires as well (savings overlap)
-    assert "cuda_graphs" in {x.id for x in suggest(a)}
+    # the same loop is launch-bound: the CUDA graph rule fires as well (savings overlap): 255 gaps
+    # of 4.5 µs, each replaced by a graph gap
+    graphs = {x.id: x for x in suggest(a)}["cuda_graphs"]
+    assert graphs.saving_us == pytest.approx(255 * (4.5 - rules_launch.GRAPH_GAP_US))
 
 
 @pytest.mark.parametrize("kind", ["short", "alternate", "interleaved"])

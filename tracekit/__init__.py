@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 from tracekit.analyzers import analyze
 from tracekit.errors import OutputError, ProfileError, TraceFormatError, TracekitError
 from tracekit.profile import ProfileRun, profile, profile_callable, step, step_range
+from tracekit.report import render_html, write_report
 from tracekit.trace.load import load_trace
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 
@@ -24,6 +25,8 @@ __all__ = [
     "load_trace",
     "profile",
     "profile_callable",
+    "render_html",
     "step",
     "step_range",
+    "write_report",
 ]

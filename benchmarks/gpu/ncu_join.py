@@ -1,9 +1,10 @@
 """Join ncu's DRAM counters with the torch.profiler trace of the same ncu_kernels.py run, kernel by kernel.
 
-  python benchmarks/gpu/ncu_join.py NCU.csv TRACE.json.gz CASES.json OUT.csv
+  python benchmarks/gpu/ncu_join.py NCU.csv TRACE.json.gz CASES.json OUT.csv [NCU_NOCACHE.csv]
 
 NCU.csv: `ncu --import X.ncu-rep --csv --page details --print-units base` (one row per kernel and
-metric). TRACE: the tracekit trace of ncu_kernels.py (ProfilerStep#1 = the measured cases). Kernels
+metric). NCU_NOCACHE.csv: the same run under `--cache-control none` (its three columns get the
+prefix ncu_nocache_). TRACE: the tracekit trace of ncu_kernels.py (ProfilerStep#1 = the measured cases). Kernels
 are matched in launch order; each trace kernel gets the `case:<name>` annotation whose CPU range
 holds its launch. A name mismatch at the same position is reported in the `name_match` column.
 """
@@ -35,7 +36,11 @@ def read_ncu(path: Path) -> list[dict]:
         if metric not in METRICS:
             continue
         kid = int(rec["ID"])
-        row = rows.setdefault(kid, {"ncu_id": kid, "ncu_kernel": rec["Kernel Name"]})
+        nvtx = next((v for k, v in rec.items() if k and k.startswith("thread Domain")), "") or ""
+        case = nvtx.split("case:", 1)[1].split(":", 1)[0] if "case:" in nvtx else ""
+        row = rows.setdefault(
+            kid, {"ncu_id": kid, "ncu_case": case, "ncu_kernel": rec["Kernel Name"]}
+        )
         value = rec["Metric Value"].replace(",", "")
         row[METRICS[metric]] = float(value) if value else float("nan")
     return [rows[k] for k in sorted(rows)]
@@ -71,22 +76,31 @@ def read_trace(path: Path) -> list[dict]:
 def main() -> None:
     ncu_csv, trace, cases_json, out = map(Path, sys.argv[1:5])
     ncu = read_ncu(ncu_csv)
+    extra = []
+    if len(sys.argv) > 5:
+        by_id = {r["ncu_id"]: r for r in read_ncu(Path(sys.argv[5]))}
+        extra = [f"ncu_nocache_{v[4:]}" for v in METRICS.values()]
+        for row in ncu:
+            other = by_id.get(row["ncu_id"], {})
+            for v in METRICS.values():
+                row[f"ncu_nocache_{v[4:]}"] = other.get(v, float("nan"))
     tr = read_trace(trace)
     fits = {c["case"]: c["fits_l2"] for c in json.loads(cases_json.read_text())}
     if len(ncu) != len(tr):
         print(f"warning: ncu has {len(ncu)} kernels, the trace's {STEP} has {len(tr)}", file=sys.stderr)
     fields = [
-        "case", "fits_l2", "trace_kernel", "ncu_kernel", "name_match", "trace_dur_us",
-        "ncu_duration_ns", "ncu_dram_read_bytes", "ncu_dram_write_bytes", "ncu_id",
+        "case", "fits_l2", "trace_kernel", "ncu_kernel", "name_match", "case_match", "trace_dur_us",
+        "ncu_duration_ns", "ncu_dram_read_bytes", "ncu_dram_write_bytes", *extra, "ncu_id",
     ]
     with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         for t, n in zip(tr, ncu, strict=False):
-            short = n["ncu_kernel"].split("(")[0].split("<")[0].split()[-1]
+            short = n["ncu_kernel"].split("(")[0].split("<")[0].split()[-1].split("::")[-1]
             w.writerow({
                 **t, **n, "fits_l2": fits.get(t["case"], ""),
                 "name_match": short in t["trace_kernel"],
+                "case_match": n["ncu_case"] == t["case"],
             })
     print(f"{min(len(ncu), len(tr))} kernels joined -> {out}")
 

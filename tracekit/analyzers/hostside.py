@@ -88,7 +88,8 @@ def find_syncs(rank) -> pd.DataFrame:
     ends = sync[T.RT_END].to_numpy(dtype=float)
     nxt = np.searchsorted(starts, ends, side="left")
     has_next = nxt < len(starts)
-    bubble = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)] - ends, 0.0)
+    following = starts[np.minimum(nxt, len(starts) - 1)] if len(starts) else ends
+    bubble = np.where(has_next, following - ends, 0.0)
     # GPU work still running at the call's end (another stream) means no bubble
     s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
     busy_after = busy_in_windows(s_all, e_all, ends, ends + np.maximum(bubble, 0.0))
@@ -105,9 +106,8 @@ def find_syncs(rank) -> pd.DataFrame:
 
 def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame) -> pd.DataFrame:
     """Launch rows (runtime) of pageable host-to-device copies, with the GPU row's fields."""
-    names = gpu[T.GPU_NAME].astype(str)
-    mask = (gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy() & names.str.contains(PAGEABLE_H2D).to_numpy()
-    sel = gpu[mask]
+    sel = gpu[(gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy()]
+    sel = sel[sel[T.GPU_NAME].astype(str).str.contains(PAGEABLE_H2D).to_numpy()]
     launch = sel[T.GPU_LAUNCH].to_numpy()
     linked = launch >= 0
     call = np.full(len(sel), np.nan)
@@ -131,8 +131,8 @@ def find_dataloader(rank) -> pd.DataFrame:
     cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
     if not len(ops):
         return pd.DataFrame(columns=cols)
-    names = ops[T.OP_NAME].astype(str)
-    dl = ops[names.str.contains(DATALOADER).to_numpy() & (ops[T.OP_PARENT].to_numpy() < 0)]
+    top = ops[ops[T.OP_PARENT].to_numpy() < 0]
+    dl = top[top[T.OP_NAME].astype(str).str.contains(DATALOADER).to_numpy()]
     if not len(dl):
         return pd.DataFrame(columns=cols)
     s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))

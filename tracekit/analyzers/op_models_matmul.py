@@ -63,13 +63,16 @@ def bmm(a: OpArgs) -> OpCost | None:
 
 
 def baddbmm(a: OpArgs) -> OpCost | None:
-    """baddbmm(C, A[B,M,K], B[B,K,N], beta, alpha): 2*B*M*N*K; addbmm sums over B (output M*N)."""
+    """baddbmm(C, A[B,M,K], B[B,K,N], beta, alpha): 2*B*M*N*K; addbmm sums over B (output M*N);
+    C is read unless beta is 0."""
     c, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
     if x is None or w is None or len(x.dims) != 3 or len(w.dims) != 3:
         return None
     b, m, k = x.dims
     n = w.dims[2]
     out = m * n if c is not None and len(c.dims) == 2 else b * m * n
+    if a.value(3) == 0:  # beta = 0: C is not read (HF attention's baddbmm(empty, q, k, beta=0))
+        c = None
     return _gemm(2.0 * b * m * n * k, [c, x, w], out, x.dtype)
 
 

@@ -29,8 +29,8 @@ ANCESTOR_DEPTH = 6
 LOOP_MIN_RUN = 8  # consecutive same-shape GEMM kernels that count as a loop
 GEMM_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$")
 SCORE_GEMM_OPS = re.compile(r"^aten::(bmm|baddbmm|matmul|mm|einsum)$")
-ATTN_LOOKBACK = 4  # kernels between the scores GEMM and the softmax (scale, mask, cast...)
-ATTN_LOOKAHEAD = 3  # kernels between the softmax and the probs @ V GEMM (dropout, cast)
+ATTN_LOOKBACK = 6  # GPU activities between the scores GEMM and the softmax (scale, mask, clone copy, cast...)
+ATTN_LOOKAHEAD = 3  # activities between the softmax and the probs @ V GEMM (dropout, cast)
 
 # --- columns of Sequences.chains (one row per distinct elementwise chain) -------------------------
 CH_OPS = "ops"  # "aten::mul → aten::add → aten::gelu"
@@ -71,13 +71,21 @@ AT_FLOPS = "flops"  # the two GEMMs' FLOPs, NaN unknown
 AT_IO_BYTES = "io_bytes"  # Q, K, V read + output written once (what a fused kernel must move)
 
 
-def _op_tensors(ops: pd.DataFrame, row: int) -> list[tuple[tuple[int, ...], str]] | None:
-    """(shape, dtype) of each tensor input of op `row`, or None when its inputs were not recorded."""
-    dims = ops[T.OP_INPUT_DIMS].iat[row]
-    if not dims:
-        return None
-    args = OpArgs.of(dims, ops[T.OP_INPUT_TYPES].iat[row])
-    return [(t.dims, t.dtype) for t in args.tensors()]
+class _Inputs:
+    """Recorded tensor inputs of op rows, decoded on demand and cached."""
+
+    def __init__(self, ops: pd.DataFrame):
+        self.dims = ops[T.OP_INPUT_DIMS].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+        self.types = ops[T.OP_INPUT_TYPES].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+        self.cache: dict[int, list[tuple[tuple[int, ...], str]] | None] = {}
+
+    def __call__(self, row: int) -> list[tuple[tuple[int, ...], str]] | None:
+        """(shape, dtype) of each tensor input of op `row`, or None when its inputs were not recorded."""
+        if row not in self.cache:
+            dims = self.dims[row]
+            self.cache[row] = ([(t.dims, t.dtype) for t in OpArgs.of(dims, self.types[row]).tensors()]
+                               if dims else None)
+        return self.cache[row]
 
 
 def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[tuple[int, ...], str] | None:
@@ -93,9 +101,16 @@ def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[t
     return (shape, dtype or tensors[0][1]) if shape is not None else None
 
 
-def _stream_order(gpu: pd.DataFrame) -> np.ndarray:
-    """Kernel row positions ordered by (stream, start)."""
-    kernels = np.flatnonzero(gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL)
+def _stream_order(rank, kernels_only: bool = True) -> np.ndarray:
+    """Kernel (or every GPU activity) row positions ordered by (stream, start); only those inside
+    ProfilerSteps when the trace has steps (the window the launch analysis and the rules measure)."""
+    gpu = rank.gpu
+    keep = gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL
+    if not kernels_only:
+        keep = np.ones(len(gpu), dtype=bool)
+    if len(rank.steps):
+        keep &= np.isin(gpu[T.GPU_STEP].to_numpy(), rank.steps[T.STEP_NUMBER].to_numpy())
+    kernels = np.flatnonzero(keep)
     if not len(kernels):
         return kernels
     stream = gpu[T.GPU_STREAM].to_numpy()[kernels]
@@ -126,7 +141,7 @@ def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
     """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
     `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
     gpu, ops = rank.gpu, rank.ops
-    order = _stream_order(gpu)
+    order = _stream_order(rank)
     op_pos = gpu[T.GPU_OP].to_numpy()
     names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
     fusable = np.isin(classes, list(FUSABLE_CLASSES)) & ~np.isin(libraries, list(PREFUSED_LIBRARIES))
@@ -135,13 +150,14 @@ def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
         fusable &= ~skip
     rows = {int(op_pos[i]) for i in order if fusable[i]}
     excluded = _excluded_ops(ops, rows)
+    inputs = _Inputs(ops)
     info: dict[int, tuple[str, Any, Any] | None] = {}
     for r in rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
             info[r] = None
             continue
-        tensors = _op_tensors(ops, r)
+        tensors = inputs(r)
         out = _out_shape(name, tensors) if tensors else None
         info[r] = (name, tensors, out) if out is not None else None
     stream = gpu[T.GPU_STREAM].to_numpy()
@@ -225,7 +241,7 @@ def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
     """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
     launching op and input shapes: a Python loop of independent-looking small matmuls."""
     gpu = rank.gpu
-    order = _stream_order(gpu)
+    order = _stream_order(rank)
     if not len(order) or costs is None:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
     key_name = gpu[T.GPU_NAME].to_numpy(dtype=object)
@@ -283,9 +299,9 @@ ATTENTION_COLUMNS = (AT_OPS, AT_SCORES, AT_DTYPE, AT_COUNT, AT_KERNELS, AT_TIME_
                      AT_OTHER_US, AT_FLOPS, AT_IO_BYTES)
 
 
-def _gemm_io(ops: pd.DataFrame, row: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+def _gemm_io(inputs: _Inputs, row: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
     """(a, b, out) shapes of a batched/plain matmul op call (the last two operands of baddbmm)."""
-    tensors = _op_tensors(ops, row)
+    tensors = inputs(row)
     if not tensors or len(tensors) < 2:
         return None
     a, b = tensors[-2][0], tensors[-1][0]
@@ -300,7 +316,7 @@ def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame,
     row marking the kernels they cover."""
     gpu, ops = rank.gpu, rank.ops
     covered = np.zeros(len(gpu), dtype=bool)
-    order = _stream_order(gpu)
+    order = _stream_order(rank, kernels_only=False)  # the clone's device copy of masked_fill counts
     if not len(order):
         return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
     op_pos = gpu[T.GPU_OP].to_numpy()
@@ -313,15 +329,16 @@ def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame,
         r = int(op_pos[i])
         if classes[i] != "gemm" or r < 0 or not SCORE_GEMM_OPS.match(str(names[r])):
             return None
-        return _gemm_io(ops, r)
+        return _gemm_io(inputs, r)
 
+    inputs = _Inputs(ops)
     recs = []
     seq = order.tolist()
     for j, i in enumerate(seq):
         r = int(op_pos[i])
         if classes[i] != "softmax" or r < 0 or covered[i]:
             continue
-        tensors = _op_tensors(ops, r)
+        tensors = inputs(r)
         if not tensors or len(tensors[0][0]) < 3:
             continue
         scores, dtype = tensors[0]
@@ -342,7 +359,9 @@ def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame,
         io_bytes = (math.prod(q) + math.prod(kt) + math.prod(v) + math.prod(o)) * size
         gemm_rows = [seq[first], seq[last]]
         f = flops[gemm_rows]
-        recs.append({AT_OPS: " → ".join(dict.fromkeys(str(names[op_pos[k]]) for k in rows if op_pos[k] >= 0)),
+        labels = [str(names[op_pos[k]]) for k in rows if op_pos[k] >= 0]
+        labels = [x for n, x in enumerate(labels) if n == 0 or x != labels[n - 1]]
+        recs.append({AT_OPS: " → ".join(labels),
                      AT_SCORES: _fmt_shape(scores), AT_DTYPE: dtype, AT_KERNELS: len(rows),
                      AT_TIME_US: float(dur[rows].sum()), AT_GEMM_US: float(dur[gemm_rows].sum()),
                      AT_FLOPS: float(f.sum()) if not np.isnan(f).any() else np.nan, AT_IO_BYTES: io_bytes})

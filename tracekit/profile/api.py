@@ -94,7 +94,7 @@ class Profiling:
         )
         _warn_report(self.result)
         if self.result is None and exc is None:
-            raise ProfileError(nothing_recorded(session).replace("--warmup", "warmup="))
+            raise ProfileError(nothing_recorded(session, flag="warmup="))
 
     @property
     def analysis(self) -> Any | None:

@@ -167,9 +167,10 @@ def finish(
     )
 
 
-def nothing_recorded(session: Session) -> str:
+def nothing_recorded(session: Session, flag: str = "--warmup ") -> str:
     """Why a run left no trace: the schedule's warm-up outlasted the steps the run marked."""
+    warmup = session.options.warmup
     return (
-        f"no trace recorded: the run marked {session.marks} step(s), but --warmup "
-        f"{session.options.warmup} skips the first {session.options.warmup}"
+        f"no trace recorded: the run marked {session.marks} step(s), but {flag}{warmup} "
+        f"skips the first {warmup}"
     )

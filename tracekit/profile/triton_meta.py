@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -227,9 +228,13 @@ class TritonRecorder:
         """The backend's default num_warps/num_stages (None under the interpreter or on failure)."""
         self._defaults = (None, None)
         try:
-            from triton import knobs  # type: ignore[import-not-found]
+            try:
+                from triton import knobs  # type: ignore[import-not-found]  # triton >= 3.3
 
-            if not knobs.runtime.interpret:
+                interpret = bool(knobs.runtime.interpret)
+            except ImportError:
+                interpret = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on")
+            if not interpret:
                 from triton.compiler import make_backend  # type: ignore[import-not-found]
                 from triton.runtime import driver  # type: ignore[import-not-found]
 

@@ -104,45 +104,60 @@ def _dims(match: re.Match[str]) -> str:
 GENERIC_KERNEL_NAMES = frozenset({"Kernel", "Kernel2", "kernel", "device_kernel", "kernel_entry"})
 
 
-def _top_level(name: str) -> tuple[str, str]:
-    """(name with template args and parameter lists removed, first template argument)."""
-    out, first, depth, arg = [], "", 0, []
+_IDENT = re.compile(r"[A-Za-z_][\w:]*")
+_SIGNATURE = re.compile(r"[A-Za-z_][\w:]*[<(]")  # 'name(' or 'name<': a C++ function signature
+_BUILTIN_TYPES = frozenset({"int", "long", "unsigned", "short", "char", "bool", "float", "double", "half", "void"})
+
+
+def _depth0(name: str) -> tuple[str, dict[int, str]]:
+    """The name with <...> and (...) groups removed, and {position: text} of each removed <...> group."""
+    out: list[str] = []
+    groups: dict[int, str] = {}
+    depth, start, arg = 0, 0, []
     for ch in name:
         if ch in "<(":
-            if depth == 0 and ch == "<" and not first:
-                arg = []
+            if depth == 0:
+                start, arg = len(out), []
             depth += 1
             if depth == 1:
                 continue
         elif ch in ">)" and depth > 0:
             depth -= 1
             if depth == 0:
-                if not first and arg:
-                    first = "".join(arg)
+                if ch == ">":
+                    groups[start] = "".join(arg)
                 continue
         if depth == 0:
             out.append(ch)
-        elif not first:
+        else:
             arg.append(ch)
-    return "".join(out), first
+    return "".join(out), groups
 
 
 def short_name(name: str) -> str:
-    """A readable kernel name: no 'void', namespaces, template arguments or parameter lists.
+    """A readable kernel name: no return type, namespaces, template arguments or parameter lists.
 
     'void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)' -> 'vectorized_elementwise_kernel';
-    generic wrappers keep their first template argument: 'Kernel2<cutlass_80_tensorop_s1688gemm_...>'.
+    generic names keep what tells them apart: 'Kernel2<cutlass_80_tensorop_s1688gemm_...>' (an
+    identifier as first template argument) or 'gemvx::kernel' (the enclosing namespace).
     """
-    if "::" not in name and not name.startswith("void "):
+    if "::" not in name and not name.startswith("void ") and not _SIGNATURE.match(name):
         return name
-    text = name[5:] if name.startswith("void ") else name
-    base, first = _top_level(text)
-    base = base.strip().rsplit("::", 1)[-1].strip()
-    if not base or " " in base:
+    text, groups = _depth0(name)
+    text = text.rstrip()
+    if not text:
         return name
-    if base in GENERIC_KERNEL_NAMES and first:
-        inner = first.split(",")[0].strip().rsplit("::", 1)[-1]
-        return f"{base}<{inner}>"
+    qualified = text.split()[-1]  # after any return type ('void', 'std::enable_if<...>::type')
+    parts = [p for p in qualified.split("::") if p]
+    if not parts:
+        return name
+    base = parts[-1]
+    if base in GENERIC_KERNEL_NAMES:
+        first = groups.get(len(text), "").split(",")[0].strip()
+        if _IDENT.fullmatch(first) and first not in _BUILTIN_TYPES:
+            return f"{base}<{first.rsplit('::', 1)[-1]}>"
+        if len(parts) > 1:
+            return f"{parts[-2]}::{base}"
     return base
 
 

@@ -8,6 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from tracekit.analyzers import launch as L
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 
@@ -115,6 +118,21 @@ def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
     if name == "matmul" and len(b) == 2:
         m = math.prod(a[:-1])
     return m, b[-1], a[-1]
+
+
+def in_step_share(analysis: Any) -> float:
+    """Share of GPU activity time inside the analysed steps: analysis.kernels rows total every
+    activity of the trace, the span only the steps; rules scale kernel-row savings by this."""
+    inside = total = 0.0
+    for r in analysis.ranks:
+        act = r.launch.activities
+        dur = act[L.A_DUR].to_numpy(dtype=float)
+        total += float(dur.sum())
+        if r.launch.scope == "steps":
+            inside += float(dur[np.isin(act[L.A_STEP].to_numpy(), r.launch.steps["step"].to_numpy())].sum())
+        else:
+            inside += float(dur.sum())
+    return inside / total if total > 0 else 1.0
 
 
 def rank_tables(analysis: Any, name: str) -> list[tuple[Any, Any]]:

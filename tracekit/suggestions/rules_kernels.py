@@ -15,6 +15,7 @@ from tracekit.suggestions.common import (
     fmt_bytes,
     fmt_us,
     gemm_dims,
+    in_step_share,
     rank_tables,
     suggestion,
 )
@@ -36,8 +37,9 @@ def _kernels(analysis: Any):
 
 
 def fuse_elementwise(analysis: Any) -> Suggestion | None:
-    """Elementwise/normalization chains: avoided intermediate bytes / device bandwidth (GPU-bound
-    ranks), or the launches fusion removes × the median launch call (launch-bound ranks)."""
+    """Elementwise/normalization chains: avoided intermediate bytes / the bandwidth the chain achieved
+    (at most the device's; GPU-bound ranks), or the launches fusion removes × the mean launch call
+    (launch-bound ranks)."""
     scope = Scope.of(analysis)
     device = analysis.device
     rows, total, avoided_total, launches_total = [], 0.0, 0.0, 0
@@ -53,15 +55,17 @@ def fuse_elementwise(analysis: Any) -> Suggestion | None:
             cap = time_us * (1 - count / k) if k else 0.0  # the fused kernels still run once each
             if launch_bound:
                 saving = min((k - count) * per_launch, cap)
-                modes.add(f"launch-bound: (kernels − chains) × {fmt_us(per_launch)} per launch call")
+                modes.add(f"launch-bound: (kernels − chains) × {fmt_us(per_launch)} per launch call (mean)")
             else:
-                bw = device.memory_bandwidth if device is not None else (
-                    row[S.CH_BYTES] / time_us * 1e6 if time_us > 0 and not math.isnan(row[S.CH_BYTES]) else 0.0)
-                if bw <= 0:
+                achieved = (row[S.CH_BYTES] / time_us * 1e6 if time_us > 0 and not math.isnan(row[S.CH_BYTES])
+                            else math.inf)
+                peak = device.memory_bandwidth if device is not None else math.inf
+                bw = min(achieved, peak)
+                if not 0 < bw < math.inf:
                     continue
                 saving = min(row[S.CH_AVOIDED_BYTES] / bw * 1e6, cap)
-                modes.add("avoided bytes / " + (f"{device.memory_gbps:.0f} GB/s ({device.name})"
-                                                if device is not None else "the chain's achieved bandwidth"))
+                modes.add("avoided bytes / the bandwidth the chain's kernels achieved"
+                          + (f" (at most {device.memory_gbps:.0f} GB/s, {device.name})" if device is not None else ""))
             if saving <= 0:
                 continue
             total += saving
@@ -83,6 +87,11 @@ def fuse_elementwise(analysis: Any) -> Suggestion | None:
     title = (f"Fuse {n} chains of elementwise/normalization kernels (torch.compile): "
              f"{launches_total / scope.ranks:.0f} kernels and their intermediate tensors go away")
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
+
+
+def _share_note(share: float) -> str:
+    """Formula suffix when kernel rows include GPU time outside the analysed steps."""
+    return "" if share > 0.999 else f"; × {share:.3f} (share of GPU time inside the profiled steps)"
 
 
 def _gemm_rows(analysis: Any):
@@ -119,11 +128,12 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
+    share = in_step_share(analysis)
+    saving = total * share / scope.ranks
     formula = (f"GPU time per generated token: Σ (t − max(t, {DECODE_BATCH} × FLOPs / peak) / {DECODE_BATCH}) "
                f"over {len(rows)} memory-bound GEMM rows with M ≤ {DECODE_MAX_M} = {fmt_us(before / scope.ranks)} − "
-               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)} (the weights are read once for "
-               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)")
+               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (the weights are read once for "
+               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)" + _share_note(share))
     title = (f"Batch decode requests: {sum(x['count'] for x in rows)} GEMV-shaped GEMM calls (M ≤ "
              f"{DECODE_MAX_M}) are memory-bound")
     return suggestion("batch_decode", title, saving, scope, formula, rows)
@@ -158,10 +168,12 @@ def lower_precision(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
+    share = in_step_share(analysis)
+    saving = total * share / scope.ranks
     formula = (f"Σ t − max(FLOPs / (TF32 peak {fast / 1e12:.0f} TFLOP/s × the efficiency each GEMM reaches on "
                f"the fp32 roof), bytes / {device.memory_gbps:.0f} GB/s) = {fmt_us(before / scope.ranks)} − "
-               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)} (bf16 would halve the bytes too)")
+               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (bf16 would halve the bytes too)"
+               + _share_note(share))
     title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
              f"running on the fp32 roof")
     return suggestion("lower_precision", title, saving, scope, formula, rows)
@@ -217,9 +229,11 @@ def align_dims(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
+    share = in_step_share(analysis)
+    saving = total * share / scope.ranks
     formula = ("Σ t − t × padded FLOPs / FLOPs × (this GEMM's roofline % / the time-weighted roofline % of "
-               f"aligned compute-bound GEMMs of the same dtype in this trace) = {fmt_us(saving)}")
+               f"aligned compute-bound GEMMs of the same dtype in this trace) = {fmt_us(total / scope.ranks)}"
+               + _share_note(share))
     title = f"Pad {len(rows)} GEMM shape(s) whose N or K is not a multiple of 8/16 (64 for vocabulary sizes)"
     return suggestion("align_dims", title, saving, scope, formula, rows)
 

@@ -1,0 +1,123 @@
+"""The suggestions engine as a whole: Suggestion, RULES, suggest(), the analyze --json field, real traces."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from test_suggestions_host import loader_trace
+from test_suggestions_launch import launch_bound_trace
+
+import tracekit
+from tracekit.analyzers import analyze
+from tracekit.cli import main
+from tracekit.suggestions import RULES, Suggestion, suggest
+from tracekit.suggestions.common import Scope, gemm_dims, suggestion
+
+RULE_IDS = ["cuda_graphs", "fuse_elementwise", "batch_bmm", "batch_decode", "lower_precision", "align_dims",
+            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm"]
+
+
+def test_rule_ids_are_stable_and_ordered():
+    assert [r.id for r in RULES] == RULE_IDS
+
+
+def test_suggestion_to_dict_is_json_ready():
+    s = Suggestion(id="x", title="t", saving_us=12.5, saving_pct=float("nan"), formula="a − b",
+                   snippet="code", evidence=({"kernel": "k", "time_us": 3.0, "n": 2},), per_step_us=6.25,
+                   basis="span")
+    d = s.to_dict()
+    assert d == {"id": "x", "title": "t", "saving_us": 12.5, "saving_pct": None, "per_step_us": 6.25,
+                 "basis": "span", "formula": "a − b", "snippet": "code",
+                 "evidence": [{"kernel": "k", "time_us": 3.0, "n": 2}]}
+    json.dumps(d, allow_nan=False)
+
+
+def test_no_suggestion_without_evidence_or_below_threshold():
+    scope = Scope(span_us=10000.0, steps=2, ranks=1)
+    row = [{"step": 1}]
+    assert suggestion("cuda_graphs", "t", 5000.0, scope, "f", []) is None  # no evidence
+    assert suggestion("cuda_graphs", "t", 49.0, scope, "f", row) is None  # 0.49 % < 0.5 %
+    s = suggestion("cuda_graphs", "t", 50.0, scope, "f", row)
+    assert (s.saving_pct, s.per_step_us) == (0.5, 25.0)
+    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 profiled steps (10.00 ms)"
+
+
+@pytest.mark.parametrize(("op", "shapes", "dims"), [
+    ("aten::mm", "[1, 768], [768, 2304]", (1, 2304, 768)),
+    ("aten::addmm", "[2304], [32, 768], [768, 2304]", (32, 2304, 768)),
+    ("aten::bmm", "[128, 2048, 64], [128, 64, 2048]", (2048, 2048, 64)),
+    ("aten::linear", "[4, 16, 768], [3072, 768], [3072]", (64, 3072, 768)),
+    ("aten::matmul", "[4, 16, 768], [768, 50257]", (64, 50257, 768)),
+    ("aten::mv", "[4096, 1024], [1024]", (4096, 1, 1024)),
+    ("aten::add", "[4, 4], [4, 4]", None),
+    ("aten::mm", None, None),
+])
+def test_gemm_dims(op, shapes, dims):
+    assert gemm_dims(op, shapes) == dims
+
+
+def test_suggest_ranks_by_saving(tmp_path):
+    a = analyze(tracekit.load_trace(loader_trace(tmp_path, 4000)))
+    found = suggest(a)
+    assert [s.id for s in found] == ["dataloader_workers"]
+    a2 = analyze(tracekit.load_trace(launch_bound_trace(tmp_path)))
+    both = sorted(suggest(a) + suggest(a2), key=lambda s: -s.saving_us)
+    assert [s.saving_us for s in both] == sorted((s.saving_us for s in both), reverse=True)
+    assert suggest(a, rules=[r for r in RULES if r.id != "dataloader_workers"]) == []
+
+
+def test_analyze_json_carries_suggestions(tmp_path, capsys):
+    path = loader_trace(tmp_path, 4000)
+    assert main(["analyze", str(path), "--json"]) in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    (s,) = doc["suggestions"]
+    assert s["id"] == "dataloader_workers" and s["saving_us"] == pytest.approx(8000)
+    assert s["saving_pct"] == pytest.approx(40.0)
+    assert {"title", "evidence", "formula", "snippet", "per_step_us"} <= set(s)
+    assert s["evidence"][0]["gpu_idle_us"] == pytest.approx(4000)
+
+
+def test_resnet_num_workers_0_vs_4(shared_traces):
+    """The Kineto tb_plugin pair: num_workers=0 loads on the training thread, num_workers=4 does not."""
+    base = shared_traces / "kineto_tb_plugin"
+    before = {s.id: s for s in suggest(analyze(tracekit.load_trace(base / "resnet50_num_workers_0")))}
+    after = {s.id: s for s in suggest(analyze(tracekit.load_trace(base / "resnet50_num_workers_4")))}
+    dl = before["dataloader_workers"]
+    assert dl.saving_us == pytest.approx(355571.0)  # GPU idle inside the 6 loads (415.8 ms of loading)
+    assert dl.saving_pct == pytest.approx(33.38, abs=0.01)
+    assert "num_workers=0" in dl.title and len(dl.evidence) == 6
+    assert "dataloader_workers" not in after
+    # both copy the batch from pageable memory: 2 copies per step, 19.3 MB + 256 B
+    assert before["pinned_memory"].saving_us == pytest.approx(11492.0)
+    assert "pinned_memory" in after
+
+
+def test_multi_rank_nccl_overlap(shared_traces):
+    a = analyze(tracekit.load_trace(shared_traces / "hta" / "trace_filter"))
+    s = {x.id: x for x in suggest(a)}["overlap_comm"]
+    assert len(a.ranks) == 2 and len(s.evidence) == 4  # 2 ranks x 2 steps
+    assert s.saving_us == pytest.approx(168641.0)  # per rank
+    assert "SendRecv" in s.evidence[0]["top_kernel"]
+
+
+def test_cpu_only_trace_has_no_suggestions(shared_traces):
+    path = next((shared_traces / "hta" / "cpu_only").glob("*.json.gz"))
+    assert suggest(analyze(tracekit.load_trace(path))) == []
+
+
+def test_every_shared_trace(shared_traces):
+    """No rule fails on any real trace; every suggestion carries evidence, a formula with numbers,
+    and a saving within the analysed span."""
+    paths = sorted({p.parent if p.parent.name in ("trace_filter",) else p
+                    for p in shared_traces.rglob("*") if p.name.endswith((".json", ".json.gz"))})
+    assert len(paths) >= 15
+    for path in paths:
+        a = analyze(tracekit.load_trace(path))
+        scope = Scope.of(a)
+        for s in suggest(a):
+            assert s.evidence and any(ch.isdigit() for ch in s.formula), (path, s.id)
+            assert 0 < s.saving_us <= scope.span_us and 0 < s.saving_pct <= 100, (path, s.id)
+            assert math.isfinite(s.per_step_us)
+            json.dumps(s.to_dict(), allow_nan=False)
