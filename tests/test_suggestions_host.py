@@ -155,6 +155,7 @@ def test_overlap_comm_fires_on_exposed_collectives(tmp_path):
     assert s.saving_us == pytest.approx(2000)
     row = s.evidence[0]
     assert (row["collectives"], row["exposed_us"], row["compute_us"], row["overlap_us"]) == (2, 3000, 5000, 0)
+    assert "rank" not in row  # one rank: no rank column
     assert "AllReduce" in row["top_kernel"]
 
 
@@ -167,6 +168,7 @@ def test_overlap_comm_per_rank_on_two_ranks(tmp_path):
     s = rules_host.overlap_comm(a)
     assert s.saving_us == pytest.approx(2000)  # per rank: (2000 + 2000) / 2
     assert len(s.evidence) == 2 and "per rank (mean of 2 ranks)" in s.basis
+    assert sorted(r["rank"] for r in s.evidence) == [0, 1]
 
 
 def test_overlap_comm_silent_when_overlapped(tmp_path):

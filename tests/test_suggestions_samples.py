@@ -49,7 +49,7 @@ def test_estimate_within_35_percent_of_measured(rule, before, after):
 
 
 def test_gpt2_decode_suggestions():
-    a, found = _load("gpt2_decode")
+    _, found = _load("gpt2_decode")
     s = found["cuda_graphs"]
     assert s.saving_pct > 80  # ~90 % of the traced decode steps are launch gaps
     # the prefill and the 20 token steps each lose 300+ launch gaps; the short tail step one

@@ -8,6 +8,7 @@ from tracekit.analyzers import analyze
 from tracekit.errors import OutputError, ProfileError, TraceFormatError, TracekitError
 from tracekit.profile import ProfileRun, profile, profile_callable, step, step_range
 from tracekit.report import render_html, write_report
+from tracekit.suggestions import Suggestion, suggest
 from tracekit.trace.load import load_trace
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 
@@ -16,6 +17,7 @@ __all__ = [
     "ProfileError",
     "ProfileRun",
     "RankTrace",
+    "Suggestion",
     "Trace",
     "TraceFormatError",
     "TraceMeta",
@@ -28,5 +30,6 @@ __all__ = [
     "render_html",
     "step",
     "step_range",
+    "suggest",
     "write_report",
 ]

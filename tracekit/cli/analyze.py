@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 
@@ -10,6 +9,7 @@ import click
 
 from tracekit.analyzers.analysis import Analysis, analyze
 from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.suggestions import suggest
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -69,6 +69,10 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"  {fmt_us(r['time_us']):>12s} {100 * r['time_us'] / total:5.1f}% {int(r['count']):7d} "
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
+    if a.suggestions:
+        lines += ["", "what to change (estimated saving over the profiled steps):"]
+        for sug in a.suggestions[:top]:
+            lines.append(f"  {fmt_us(sug.saving_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
     steps = [rec for r in a.ranks for rec in r.launch.steps.to_dict("records")]
     if steps and steps[0]["step"] >= 0:
         lines += ["", "steps:", f"  {'step':>6s} {'span':>12s} {'GPU busy':>12s} {'util':>6s} "
@@ -84,15 +88,8 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
 
 
 def with_suggestions(result: Analysis) -> Analysis:
-    """Hook: attach `tracekit.suggestions.suggest(analysis)` once that package provides it."""
-    try:
-        module = importlib.import_module("tracekit.suggestions")
-    except ModuleNotFoundError as exc:
-        if exc.name == "tracekit.suggestions":
-            return result
-        raise
-    suggest = getattr(module, "suggest", None)
-    return result if suggest is None else result.with_suggestions(suggest(result))
+    """The analysis with the suggestion rules' results attached (ranked by saving)."""
+    return result.with_suggestions(suggest(result))
 
 
 @click.command("analyze")

@@ -74,6 +74,8 @@ def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula
                snippet: str | None = None) -> Suggestion | None:
     """A Suggestion, or None when there is no evidence or the saving is below the thresholds."""
     rows = tuple(evidence)
+    if scope.ranks == 1:  # one rank: the rank column says nothing
+        rows = tuple({k: v for k, v in row.items() if k != "rank"} for row in rows)
     if not rows or not (saving_us >= MIN_SAVING_US) or scope.pct(saving_us) < min_pct:
         return None
     return Suggestion(id=rule_id, title=title, saving_us=float(saving_us),
