@@ -25,11 +25,24 @@ from tracekit.analyzers.kernels import classify
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
 
 
-def short(name: str) -> str:
-    """The kernel's function name without namespaces, templates or arguments."""
-    base = re.sub(r"^void |\(anonymous namespace\)::|<unnamed>::", "", name)
-    base = base.split("(")[0].split("<")[0].strip()
-    return base.split("::")[-1]
+def short(name: str, keep: int = 1) -> str:
+    """The kernel's function name without return type, templates or arguments, and with only its
+    last `keep` namespaces (one for matching: ncu and Kineto demangle namespaces differently)."""
+    name = re.sub(r"\(anonymous namespace\)|<unnamed>", "anon", name)
+    depth, out = 0, []
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out).strip()
+    if not text:
+        return name
+    return "::".join(text.split()[-1].split("::")[-keep:])
 
 
 def read_ncu(path: str) -> list[dict]:
@@ -75,7 +88,7 @@ def main() -> int:
         est = costs.at[i, BYTES]
         measured = m.get("dram__bytes_read.sum", math.nan) + m.get("dram__bytes_write.sum", math.nan)
         out.append({
-            "kernel": short(gpu.at[i, "name"])[:48],
+            "kernel": short(gpu.at[i, "name"], 2 if short(gpu.at[i, "name"]) == "kernel" else 1)[:48],
             "op": costs.at[i, OP] or "",
             "shapes": costs.at[i, SHAPES] or "",
             "estimated_mb": est / 1e6,

@@ -214,3 +214,23 @@ def test_unknown_and_malformed_ops_are_none():
     assert op_cost("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 5, [F32, F32] + [""] * 5,
                    None, ["", "", "", "[1, 1]", "[9, 9]", "[1, 1]", "x"]) is not None
     assert OpArgs.of([[2, 3]], ["float"]).tensor(5) is None
+
+
+def test_kv_cache_index_copy_and_arange():
+    # HF static KV cache: cache[1, 12, 53, 64].index_copy_(2, pos[32], new[1, 12, 32, 64])
+    c = op_cost("aten::index_copy_", [[1, 12, 53, 64], [], [32], [1, 12, 32, 64]],
+                [F32, "Scalar", LONG, F32], None, ["", "2", "", ""])
+    assert c.bytes == 32 * 8 + 2 * 4 * 12 * 32 * 64  # index, source read, as many elements written
+    assert op_cost("aten::arange", [[]] * 5, ["Scalar", "", "", "", "Scalar"], None,
+                   ["32", "", "", "", "False"]).bytes == 32 * 8  # int64
+    assert op_cost("aten::arange", [[]] * 7, ["Scalar"] * 4 + ["", "", "Scalar"], None,
+                   ["0", "10", "3", "6", "", "", "False"]).bytes == 4 * 4  # 0, 3, 6, 9 as fp32
+
+
+def test_wrapped_python_numbers_do_not_promote():
+    # `scores * 0.125` records the number as a 0-dim 'double' tensor: the result stays bf16
+    c = op_cost("aten::mul", [[8, 16, 2048, 2048], []], [BF16, "double"])
+    n = 8 * 16 * 2048 * 2048
+    assert c.dtype == "bf16" and c.bytes == 2 * n + 8 + 2 * n
+    # an integer tensor times a Python float becomes the default float dtype
+    assert op_cost("aten::mul", [[10], []], [LONG, "double"]).bytes == 8 * 10 + 8 + 4 * 10

@@ -203,6 +203,41 @@ def gather(name: str, a: OpArgs) -> OpCost | None:
     return _gathered(x, idx.numel, idx)
 
 
+def index_write(name: str, a: OpArgs) -> OpCost | None:
+    """index_copy_(self, dim, index, source) / index_add_(..., alpha) and scatter_(self, dim, index,
+    src) / scatter_add_: read the index and the source, write as many elements of self (the KV-cache
+    update of a decode step); the add variants also read the elements they add to."""
+    x, idx, src = a.tensor(0), a.tensor(2), a.tensor(3)
+    if x is None or idx is None:
+        return None
+    n = src.numel if name.startswith("index") and src is not None else idx.numel
+    read = idx.read_bytes + (src.read_bytes if src is not None else 0.0)
+    adds = "add" in name or "reduce" in name
+    total = read + n * x.itemsize * (2 if adds else 1)
+    return OpCost(float(n) if adds else 0.0, total, x.dtype)
+
+
+def arange(name: str, a: OpArgs) -> OpCost | None:
+    """arange(end | start, end[, step], dtype, ...): write ceil((end - start) / step) elements
+    (int64 when the bounds are ints and no dtype is given, else fp32 or the given dtype)."""
+    nvals = len(a.dims) - 4  # arange(end | start, end | start, end, step, dtype, layout, device, pin)
+    values = [a.value(i) for i in range(max(nvals, 0))]
+    if not 1 <= nvals <= 3 or not all(isinstance(v, (int, float)) for v in values):
+        return None
+    start, end, step = (0, values[0], 1) if len(values) == 1 else (*values[:2], 1)
+    step = values[2] if len(values) == 3 else step
+    if not step:
+        return None
+    n = max(0, math.ceil((end - start) / step))
+    code = a.value(nvals)
+    if isinstance(code, int) and not isinstance(code, bool):
+        dtype = SCALAR_TYPE_CODES.get(code)
+    else:
+        dtype = "int64" if all(isinstance(v, int) for v in values) else "fp32"
+    size = DTYPE_SIZE.get(dtype or "")
+    return None if size is None else OpCost(0.0, float(n * size), dtype)
+
+
 def embedding_backward(name: str, a: OpArgs) -> OpCost | None:
     """embedding_dense_backward(dy, indices, num_weights, padding_idx, scale): write a
     [num_weights, D] gradient from dy rows."""
@@ -312,6 +347,10 @@ NN_MODELS: dict[str, Model] = {
     "_softmax_backward_data": softmax_backward, "_log_softmax_backward_data": softmax_backward,
     "embedding": embedding, "index_select": index_select, "gather": gather,
     "embedding_dense_backward": embedding_backward,
+    **{n: index_write for n in ("index_copy_", "index_copy", "index_add_", "index_add", "scatter_",
+                                "scatter", "scatter_add_", "scatter_add", "scatter_reduce_",
+                                "scatter_reduce")},
+    "arange": arange,
     "nll_loss_forward": nll_loss, "nll_loss2d_forward": nll_loss,
     "nll_loss_backward": nll_loss_backward, "nll_loss2d_backward": nll_loss_backward,
     **{n: pointwise_loss for n in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",

@@ -15,7 +15,7 @@ from tracekit.analyzers.op_shapes import (
     OpArgs,
     OpCost,
     broadcast,
-    widest_float,
+    result_dtype,
 )
 
 Model = Callable[[str, OpArgs], "OpCost | None"]
@@ -91,13 +91,13 @@ def elementwise(name: str, a: OpArgs) -> OpCost | None:
     elif inplace:
         out_dtype = ts[0].dtype
     else:
-        out_dtype = widest_float([t.dtype for t in ts])
+        out_dtype = result_dtype(ts)
     written = _out_bytes(n, out_dtype)
     if written is None:
         return None
     read = sum(t.read_bytes for t in ts)
     flops = 0.0 if base in ("where", "masked_fill", "flip", "roll", "tril", "triu") else float(n)
-    return OpCost(flops, read + written, widest_float([t.dtype for t in ts]))
+    return OpCost(flops, read + written, result_dtype(ts))
 
 
 def dropout(name: str, a: OpArgs) -> OpCost | None:

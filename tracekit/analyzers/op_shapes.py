@@ -190,6 +190,19 @@ def widest_float(dtypes: Sequence[str]) -> str | None:
     return dtypes[0] if dtypes else None
 
 
+def result_dtype(tensors: Sequence[Tensor]) -> str | None:
+    """torch's type promotion for an elementwise op's result: tensors with dimensions decide; 0-dim
+    tensors (wrapped Python numbers such as `x * 0.5`, recorded as 'double') only lift an integer
+    result to the default float dtype, or decide when every operand is 0-dim."""
+    dimensioned = [t.dtype for t in tensors if t.dims]
+    if not dimensioned:
+        return widest_float([t.dtype for t in tensors])
+    out = widest_float(dimensioned)
+    if out not in FLOAT_RANK and any(t.dtype in FLOAT_RANK for t in tensors if not t.dims):
+        return "fp32"
+    return out
+
+
 def format_shapes(dims: Any) -> str | None:
     """The tensor shapes of an op call as one string: '[4096, 4096], [4096]' (scalars left out)."""
     if not dims:

@@ -60,7 +60,7 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (r"f16f16|fp16|c10::Half|__half|nvjet_(?:sm\d+_)?h[a-z]h_|_h\d{3,5}gemm|hgemm|^Cijk_\w+?_HHS_",
      "fp16"),
     (r"dgemm|f64f64|\bdouble\b", "fp64"),
-    (r"sgemm|ffma|f32f32_f32f32|gemv2T_kernel_val<[^>]*float, float|scudnn", "fp32"),
+    (r"sgemm|ffma|f32f32_f32f32|gemv[^<]*<[^>]*float, float|scudnn", "fp32"),  # CUDA-core fp32
 )
 _KERNEL_PRECISION = tuple((re.compile(p), v) for p, v in KERNEL_PRECISION)
 
