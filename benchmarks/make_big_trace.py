@@ -45,16 +45,19 @@ def main() -> None:
     times = [e["ts"] for e in body if isinstance(e.get("ts"), (int, float))]
     span = max(times) - min(times) + 1000.0
     per_copy = len(json.dumps(body))
-    copies = max(1, round(args.mb * 1e6 / per_copy))
+    copies = args.mb * 1e6 / per_copy
     out = [e for e in events if e.get("ph") == "M"]
-    for i in range(copies):
-        out.extend(shifted(e, i * span, i * 10_000_000) for e in body)
+    i = 0
+    while i < copies:  # whole copies, then the first part of one more to reach the size
+        share = min(1.0, copies - i)
+        out.extend(shifted(e, i * span, i * 10_000_000) for e in body[: int(len(body) * share)])
+        i += 1
     doc["traceEvents"] = out
     text = json.dumps(doc)
     writer = gzip.open if args.out.endswith(".gz") else open
     with writer(args.out, "wt") as fh:
         fh.write(text)
-    print(f"wrote {args.out}: {copies} copies of {len(body)} events, {len(text) / 1e6:.1f} MB raw JSON")
+    print(f"wrote {args.out}: {copies:.2f} copies of {len(body)} events, {len(text) / 1e6:.1f} MB raw JSON")
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
     )
 
 
-kernel_costs = estimate_costs  # the name H3a's analysis.py asked for
+kernel_costs = estimate_costs  # alias used by analysis.py
 
 
 # memcpy under these ops moves argument N of the op (when the trace records no `bytes`, as some

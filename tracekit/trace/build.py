@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,7 @@ from tracekit.trace.store import OpInputStore
 
 _DIGITS = re.compile(r"(\d+)")
 _CAT = operator.attrgetter("cat")
+_TS = operator.attrgetter("ts")
 NAN = math.nan
 
 
@@ -68,8 +71,21 @@ def _stream(args: Args, tid) -> int:
     return int(match.group(1)) if match else -1
 
 
-def _dim3(value, i: int) -> int:
-    return value[i] if isinstance(value, list) and len(value) > i and isinstance(value[i], int) else -1
+_NO_DIM3 = (-1, -1, -1)
+
+
+def _dim3(value) -> tuple:
+    """A grid/block [x, y, z] as a 3-tuple of ints, or (-1, -1, -1)."""
+    if value.__class__ is list and len(value) == 3 and all(v.__class__ is int for v in value):
+        return value
+    return _NO_DIM3
+
+
+def _dim3_columns(values: list) -> np.ndarray:
+    """(n, 3) int64 array of grid or block sizes."""
+    if not values:
+        return np.zeros((0, 3), dtype=np.int64)
+    return np.array([_dim3(v) for v in values], dtype=np.int64).reshape(-1, 3)
 
 
 @dataclass
@@ -168,8 +184,9 @@ class TableBuilder:
         """Start times as float µs after `origin` (exact to the ns the file wrote)."""
         if self.origin is None:
             self.origin = int(events[0].ts)
-        origin = self.origin
-        return np.fromiter((float(e.ts - origin) for e in events), dtype=np.float64, count=len(events))
+        origin = Decimal(self.origin)
+        diffs = map(operator.sub, map(_TS, events), itertools.repeat(origin))
+        return np.fromiter(map(float, diffs), dtype=np.float64, count=len(events))
 
     def _times(self, p: Pieces, events: list[Event], ts_col: str, dur_col: str, end_col: str) -> None:
         ts = self._rel(events)
@@ -205,10 +222,10 @@ class TableBuilder:
         self._ints(p, T.GPU_STREAM, (_stream(x, e.tid) for x, e in zip(a, events, strict=True)))
         self._ints(p, T.GPU_CORRELATION, (_int_or(x.correlation) for x in a))
         self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a))
-        for i, col in enumerate(T.GPU_GRID):
-            self._ints(p, col, (_dim3(x.grid, i) for x in a))
-        for i, col in enumerate(T.GPU_BLOCK):
-            self._ints(p, col, (_dim3(x.block, i) for x in a))
+        for cols, values in ((T.GPU_GRID, [x.grid for x in a]), (T.GPU_BLOCK, [x.block for x in a])):
+            dims = _dim3_columns(values)
+            for i, col in enumerate(cols):
+                p.add(col, np.ascontiguousarray(dims[:, i]))
         self._ints(p, T.GPU_REGISTERS, (_int_or(x.registers) for x in a))
         self._ints(p, T.GPU_SHARED_MEM, (_int_or(x.shared_mem) for x in a))
         for col, attr in ((T.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (T.GPU_WARPS_PER_SM, "warps_per_sm"),

@@ -8,7 +8,6 @@ import msgspec
 import numpy as np
 
 from tracekit.trace import tables as T
-from tracekit.trace.args import NULL
 
 INPUT_COLUMNS = (T.OP_INPUT_DIMS, T.OP_INPUT_TYPES, T.OP_INPUT_STRIDES, T.OP_CONCRETE_INPUTS)
 _DECODER = msgspec.json.Decoder()
@@ -25,11 +24,11 @@ class OpInputStore:
         self.ends = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
 
     def append(self, raws: list) -> None:
-        """Add the raw values (msgspec.Raw; NULL when absent) of a batch of ops, flattened row-major:
-        len(INPUT_COLUMNS) values per op."""
-        lengths = np.fromiter((0 if r is NULL else len(r) for r in raws), dtype=np.int64, count=len(raws))
+        """Add the raw values (msgspec.Raw; `null` when absent) of a batch of ops, flattened
+        row-major: len(INPUT_COLUMNS) values per op."""
+        lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
         ends = len(self._buf) + np.cumsum(lengths)
-        self._buf += b"".join([r for r in raws if r is not NULL])
+        self._buf += b"".join(raws)
         width = len(INPUT_COLUMNS)
         self._starts.append((ends - lengths).reshape(-1, width))
         self._ends.append(ends.reshape(-1, width))
@@ -45,15 +44,28 @@ class OpInputStore:
             self.starts, self.ends = self.starts[order], self.ends[order]
 
     def decode_rows(self, rows: np.ndarray) -> dict[str, list[Any]]:
-        """Decoded values of `rows`, per input column (None where the op recorded none)."""
+        """Decoded values of `rows`, per input column (None where the op recorded none). Equal raw
+        values decode once and share one object (steps repeat the same shapes): treat them as
+        read-only."""
         out = {}
         view = memoryview(self._buf)
         for j, col in enumerate(INPUT_COLUMNS):
-            parts = []
-            for r in rows.tolist():
-                s, e = self.starts[r, j], self.ends[r, j]
-                parts.append(view[s:e] if e > s else b"null")
-            out[col] = _DECODER.decode(b"[" + b",".join(parts) + b"]") if parts else []
+            starts, ends = self.starts[rows, j].tolist(), self.ends[rows, j].tolist()
+            slot: dict[memoryview, int] = {}
+            uniques: list[memoryview] = []
+            index = []
+            for s, e in zip(starts, ends, strict=True):
+                if e <= s:
+                    index.append(-1)
+                    continue
+                key = view[s:e]
+                k = slot.get(key)
+                if k is None:
+                    k = slot[key] = len(uniques)
+                    uniques.append(key)
+                index.append(k)
+            values = _DECODER.decode(b"[" + b",".join(uniques) + b"]") if uniques else []
+            out[col] = [values[k] if k >= 0 else None for k in index]
         return out
 
     def row(self, row: int) -> dict[str, Any]:
