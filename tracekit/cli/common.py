@@ -8,6 +8,7 @@ import click
 
 from tracekit.trace.load import load_trace, stderr_progress
 from tracekit.trace.model import Trace
+from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
@@ -22,12 +23,3 @@ def load_for_cli(path: str, quiet: bool = False) -> Trace:
         for warning in trace.warnings:
             click.echo(f"tracekit: warning: {warning}", err=True)
     return trace
-
-
-def fmt_us(us: float) -> str:
-    """A duration in µs as a short human string (µs, ms or s)."""
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us:.1f} µs"

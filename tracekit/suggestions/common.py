@@ -13,6 +13,7 @@ import numpy as np
 from tracekit.analyzers import launch as L
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
+from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
 
 # A rule stays silent below both of these (per rank, over the analysed window).
 MIN_SAVING_PCT = 0.5  # percent of the span
@@ -42,27 +43,6 @@ class Scope:
         what = f"{steps} profiled step{'s' if steps != 1 else ''}"
         per = f", per rank (mean of {self.ranks} ranks)" if self.ranks > 1 else ""
         return f"span of {what} ({fmt_us(self.span_us)}){per}"
-
-
-def fmt_us(us: float) -> str:
-    """1234.5 -> '1.23 ms'; 12.345 -> '12.3 µs'; 2.5e6 -> '2.50 s'."""
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "?"
-    a = abs(us)
-    if a >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if a >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    if a >= 100:
-        return f"{us:.0f} µs"
-    return f"{us:.1f} µs"
-
-
-def fmt_bytes(b: float) -> str:
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= div:
-            return f"{b / div:.2f} {unit}"
-    return f"{b:.0f} B"
 
 
 def fmt_rate(value: float, unit: str) -> str:
