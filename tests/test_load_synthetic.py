@@ -242,3 +242,15 @@ def test_rocm_string_byte_counts(tmp_path):
     b.launch(5, 10, "Memcpy HtoD", 20, 30, ext=ext, api="hipMemcpyWithStream", kind="memcpy", bytes="4096")
     r = tracekit.load_trace(b.write(tmp_path / "m.json")).rank()
     assert r.gpu[T.GPU_BYTES].iat[0] == 4096 and r.skipped == 0
+
+
+def test_store_knows_whether_any_shapes_were_recorded(tmp_path):
+    b = TraceBuilder()
+    ext = b.op("aten::mm", 0, 50)
+    b.launch(5, 5, "gemm", 20, 10, ext=ext)
+    r = tracekit.load_trace(b.write(tmp_path / "noshapes.json")).rank()
+    assert not r.op_input_store.has_values(T.OP_INPUT_DIMS)
+    b.op("aten::empty", 100, 1, **{"Input Dims": [[3]]})
+    r = tracekit.load_trace(b.write(tmp_path / "shapes.json")).rank()
+    assert r.op_input_store.has_values(T.OP_INPUT_DIMS)
+    assert not r.op_input_store.has_values(T.OP_INPUT_STRIDES)

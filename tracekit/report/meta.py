@@ -12,7 +12,6 @@ from tracekit.report.format import DASH, fmt_bytes, fmt_gbps, fmt_tflops
 from tracekit.report.suggest_view import fmt_value
 from tracekit.report.tables import Bar, bars
 from tracekit.trace import tables as T
-from tracekit.trace.store import INPUT_COLUMNS
 
 SHAPES_WARNING = "No input shapes in this trace: record with record_shapes=True to get FLOPs, bytes and the roofline."
 # extra summary numbers listed under "Trace" when present (the headline shows the main ones)
@@ -87,10 +86,7 @@ def _has_shapes(rank: Any) -> bool | None:
     if ops[T.OP_INPUT_DIMS].notna().any():  # decoded up front for ops that issued GPU work
         return True
     store = getattr(rank, "op_input_store", None)
-    if store is None:
-        return False
-    i = INPUT_COLUMNS.index(T.OP_INPUT_DIMS)
-    return bool(len(store.ends) and (store.ends[:, i] > store.starts[:, i]).any())
+    return store is not None and store.has_values(T.OP_INPUT_DIMS)
 
 
 def warnings(a: Mapping[str, Any], rank: Any, shown: Sequence[str]) -> tuple[str, ...]:

@@ -68,6 +68,13 @@ class OpInputStore:
             out[col] = [values[k] if k >= 0 else None for k in index]
         return out
 
+    def has_values(self, column: str) -> bool:
+        """Whether any op recorded a (non-null) value for `column`."""
+        j = INPUT_COLUMNS.index(column)
+        view = memoryview(self._buf)
+        return any(view[s:e] != b"null" for s, e in zip(self.starts[:, j].tolist(), self.ends[:, j].tolist(),
+                                                        strict=True))
+
     def row(self, row: int) -> dict[str, Any]:
         decoded = self.decode_rows(np.array([row]))
         return {col: values[0] for col, values in decoded.items()}
