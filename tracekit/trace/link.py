@@ -79,9 +79,15 @@ def issuing_ops(runtime: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
 
 
 def _same_thread(runtime: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    op_tid = ops[T.OP_TID].to_numpy(dtype=object)[rows]
-    rt_tid = runtime[T.RT_TID].to_numpy(dtype=object)
-    return np.array([a == b for a, b in zip(op_tid, rt_tid, strict=True)], dtype=bool)
+    """Whether each runtime call ran on the (pid, tid) of op `rows[i]`."""
+    same = np.ones(len(runtime), dtype=bool)
+    for op_col, rt_col in ((T.OP_PID, T.RT_PID), (T.OP_TID, T.RT_TID)):
+        a, b = ops[op_col].to_numpy()[rows], runtime[rt_col].to_numpy()
+        if a.dtype == object or b.dtype == object:
+            same &= np.array([x == y for x, y in zip(a, b, strict=True)], dtype=bool)
+        else:
+            same &= a == b
+    return same
 
 
 def _containing_ops(calls: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
