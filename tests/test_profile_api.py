@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -209,12 +207,10 @@ def test_failing_report_keeps_the_trace_and_warns(
     assert result.report_error == "report not written: RuntimeError: template missing"
 
 
-def test_analysis_is_looked_up_lazily(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("tracekit.analyzers")
-    fake.analyze = lambda trace: ("analyzed", Path(trace.path).name)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tracekit.analyzers", fake)
+def test_analysis_of_the_written_trace(tmp_path: Path) -> None:
     result = profile_callable(torch.neg, torch.ones(1), warmup=0, iters=2,
                               output=tmp_path / "a.trace.json.gz", report=False)  # fmt: skip
-    assert result.analysis == ("analyzed", "a.trace.json.gz")
-    monkeypatch.setitem(sys.modules, "tracekit.analyzers", types.ModuleType("tracekit.analyzers"))
-    assert ProfileRun(trace_path=result.trace_path).analysis is None  # no analyze(): None
+    summary = result.analysis.summary_dict()
+    assert summary["verdict"] == "cpu-only" and summary["steps"] == 2
+    assert result.analysis is result.analysis  # computed once
+

@@ -8,23 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.summary import busy_time_us
-
-
-def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [ts, end) intervals as sorted, disjoint (starts, ends)."""
-    if len(ts) == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(ts, kind="stable")
-    s, e = ts[order], np.maximum(end[order], ts[order])
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    group = np.cumsum(new) - 1
-    starts = s[new]
-    ends = np.full(len(starts), -np.inf)  # times may be negative (before the trace origin)
-    np.maximum.at(ends, group, e)
-    return starts, ends
+from tracekit.trace.summary import busy_time_us, merge_intervals  # noqa: F401  (re-exported)
 
 
 def busy_in_windows(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
 from tracekit.trace import tables as T
+from tracekit.trace.summary import busy_time_us
 
 PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
 DATALOADER = re.compile(r"DataLoader")
@@ -146,11 +147,6 @@ def find_dataloader(rank) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _union(ts: np.ndarray, end: np.ndarray) -> float:
-    s, e = merge_intervals(ts, end)
-    return float((e - s).sum())
-
-
 def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
     """Per step: communication kernel time, how much of it overlaps compute kernels, and the rest."""
     gpu = rank.gpu
@@ -167,9 +163,9 @@ def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
     for s in np.unique(step[is_comm]).tolist():
         c = is_comm & (step == s)
         k = is_compute & (step == s)
-        comm = _union(ts[c], end[c])
-        compute = _union(ts[k], end[k])
-        both = _union(np.concatenate([ts[c], ts[k]]), np.concatenate([end[c], end[k]]))
+        comm = busy_time_us(ts[c], end[c])
+        compute = busy_time_us(ts[k], end[k])
+        both = busy_time_us(np.concatenate([ts[c], ts[k]]), np.concatenate([end[c], end[k]]))
         exposed = both - compute
         ks, ke = merge_intervals(ts[k], end[k])
         idx = np.flatnonzero(c)

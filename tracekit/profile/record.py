@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import os
 import platform
 import sys
@@ -29,27 +28,19 @@ class ProfileRun:
     report_error: str | None = None  # why the report could not be written (the trace was)
 
     @cached_property
-    def analysis(self) -> Any | None:
-        """`tracekit.analyzers.analyze(trace)` of this trace, or None where that is not available."""
-        try:
-            analyzers = importlib.import_module("tracekit.analyzers")
-        except ImportError:
-            return None
-        analyze = getattr(analyzers, "analyze", None)
-        if analyze is None:
-            return None
-        load_trace = importlib.import_module("tracekit").load_trace
+    def analysis(self) -> Any:
+        """`tracekit.analyze(load_trace(trace_path))` of this trace, computed on first use."""
+        from tracekit.analyzers import analyze
+        from tracekit.trace.load import load_trace
+
         return analyze(load_trace(self.trace_path))
 
 
-def report_writer() -> Callable[..., Any] | None:
-    """`tracekit.report.write_report(trace_path, out_path, force=...)` if this install has it."""
-    try:
-        module = importlib.import_module("tracekit.report")
-    except ImportError:
-        return None
-    writer = getattr(module, "write_report", None)
-    return writer if callable(writer) else None
+def report_writer() -> Callable[..., Any]:
+    """`tracekit.report.write_report` (imported on first use: the report is the last step)."""
+    from tracekit.report import write_report
+
+    return write_report
 
 
 def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
@@ -58,7 +49,7 @@ def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
     An existing report is not an error: write_report picks a numbered name beside it.
     """
     check_output(trace_path, force)
-    if not report or report_writer() is None:
+    if not report:
         return None
     return report_path_for(trace_path)
 

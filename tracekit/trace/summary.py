@@ -11,22 +11,24 @@ from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace, Trace
 
 
+def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [ts, end) intervals as sorted, disjoint (starts, ends)."""
+    if len(ts) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(ts, kind="stable")
+    s, e = ts[order], np.maximum(end[order], ts[order])
+    run_end = np.maximum.accumulate(e)  # only grows, so a block ends at its last row's value
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = s[1:] > run_end[:-1]
+    starts = np.flatnonzero(first)
+    last = np.append(starts[1:] - 1, len(s) - 1)
+    return s[starts], run_end[last]
+
+
 def busy_time_us(starts: np.ndarray, ends: np.ndarray) -> float:
     """Length of the union of [start, end) intervals, in the units given."""
-    if len(starts) == 0:
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    running_end = np.maximum.accumulate(e)
-    # a new busy block starts where the interval begins after everything before it has ended
-    new_block = np.empty(len(s), dtype=bool)
-    new_block[0] = True
-    new_block[1:] = s[1:] > running_end[:-1]
-    first = np.flatnonzero(new_block)
-    last = np.append(first[1:] - 1, len(s) - 1)  # running_end only grows: a block ends at its last row
-    block_start = s[first]
-    block_end = running_end[last]
-    return float((block_end - block_start).sum())
+    s, e = merge_intervals(starts, ends)
+    return float((e - s).sum())
 
 
 def span_us(rank: RankTrace) -> float:
