@@ -41,6 +41,20 @@ from tracekit.errors import ProfileError
 @click.option(
     "-q", "--quiet", is_flag=True, help="Print nothing but errors and the script's output."
 )
+@click.option(
+    "--try",
+    "try_knobs",
+    metavar="KNOB[,KNOB...]",
+    default=None,
+    help="Run SCRIPT as a baseline and once per knob, each in fresh processes, profiled and timed; "
+    "print the table. Knobs: tf32, bf16, dataloader, cudnn_benchmark, compile, cudagraphs.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="With --try: stop a run after this many seconds (it is marked failed).",
+)
 @click.argument("target", required=False, metavar="SCRIPT")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--] [ARGS]...")
 def command(
@@ -53,6 +67,8 @@ def command(
     active: int | None,
     no_report: bool,
     quiet: bool,
+    try_knobs: str | None,
+    timeout: float | None,
     target: str | None,
     args: tuple[str, ...],
 ) -> None:
@@ -73,6 +89,13 @@ def command(
         script_args.insert(0, target)
     if script_args[:1] == ["--"]:
         script_args.pop(0)
+    if try_knobs is not None:
+        from tracekit.cli.try_knobs import run_try
+
+        run_try(Target(script=None if module else target, module=module, args=tuple(script_args)),
+                try_knobs, output=output, force=force, warmup=warmup, active=active, timeout=timeout,
+                quiet=quiet)
+        return
     status = profile_target(
         Target(script=None if module else target, module=module, args=tuple(script_args)),
         ProfileOptions(with_stack=with_stack, memory=memory, warmup=warmup, active=active),

@@ -56,18 +56,7 @@ def profile_target(
     session.start()
     if not session.cuda:
         say("CUDA is not available: recording CPU activity only")
-    error: BaseException | None = None
-    try:
-        with _sigterm_as_exit():
-            target.run()
-    except BaseException as exc:  # the script's own exit: reported below as Python would
-        error = exc
-    finally:
-        session.stop()
-    status = exit_status(error)
-    if error is not None:
-        report_exception(error)
-        del error  # drop the script's frames before exporting
+    status = run_target(target, session)
     meta = provenance(
         session,
         mode="module" if target.module is not None else "script",
@@ -87,6 +76,23 @@ def profile_target(
     if result.report_error is not None:
         print(f"tracekit: error: {result.report_error}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
+    return status
+
+
+def run_target(target: Target, session: Session) -> int:
+    """Run the target in the started `session`, stop it, show the script's error; return its status."""
+    error: BaseException | None = None
+    try:
+        with _sigterm_as_exit():
+            target.run()
+    except BaseException as exc:  # the script's own exit: reported below as Python would
+        error = exc
+    finally:
+        session.stop()
+    status = exit_status(error)
+    if error is not None:
+        report_exception(error)
+        del error  # drop the script's frames before exporting
     return status
 
 

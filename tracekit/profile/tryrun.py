@@ -1,0 +1,246 @@
+"""`tracekit profile --try KNOB,...`: run the script as a baseline and once per knob, each in fresh processes.
+
+Every run (the baseline, then each knob) is two child processes (`tracekit.profile.trychild`): one
+under the profiler, writing BASE.trace.json.gz / BASE.try-KNOB.trace.json.gz, and one timed without
+the profiler (the same step marks, `timed.TimedSession`). The steady steps of the profiled run (the
+analysis's steady steps) pick which steps of the timed run are averaged, so both columns describe the
+same steps. The predicted saving is the baseline's suggestion that the knob answers
+(`knobs.Knob.answers`, the largest per-step saving among those that fired).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tracekit.profile.export import TRACE_SUFFIX
+from tracekit.profile.knobs import KNOBS
+from tracekit.profile.runner import Target
+
+SCHEMA = "tracekit.try/1"
+OK, FAILED, SKIPPED, NOT_APPLIED = "ok", "failed", "skipped", "not applied"
+
+
+@dataclass(frozen=True)
+class TryRow:
+    """One line of the --try table (times in µs per steady step; None where not measured)."""
+
+    knob: str  # "baseline" for the unchanged run
+    answers: str | None  # the suggestion id it answers (the fired one when one fired)
+    predicted_us_per_step: float | None  # that suggestion's per-step saving on the baseline
+    profiled_us_per_step: float | None  # mean span of the profiled run's steady steps
+    profiled_speedup: float | None  # baseline / this, profiled
+    unprofiled_us_per_step: float | None  # the same steps, timed without the profiler
+    unprofiled_speedup: float | None
+    clock: str | None  # 'gpu' (CUDA events) or 'wall' for the unprofiled column
+    steps: int  # steady steps averaged
+    status: str  # OK, FAILED, SKIPPED (cannot apply here), NOT_APPLIED (nothing to change)
+    reason: str  # why it failed / was skipped; what the knob changed when it ran
+    trace: str | None
+    diff_command: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class TryResult:
+    """The whole --try table; `to_dict()` is the BASE.try.json document (schema tracekit.try/1)."""
+
+    target: str
+    rows: tuple[TryRow, ...]
+
+    @property
+    def baseline_ok(self) -> bool:
+        return bool(self.rows) and self.rows[0].status == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "target": self.target, "rows": [r.to_dict() for r in self.rows]}
+
+
+def output_paths(base_trace: Path, knobs: list[str]) -> dict[str | None, Path]:
+    """Trace path per run: BASE.trace.json.gz for the baseline (None), BASE.try-KNOB.trace.json.gz."""
+    name = base_trace.name
+    stem = name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else base_trace.stem
+    out: dict[str | None, Path] = {None: base_trace}
+    for k in knobs:
+        out[k] = base_trace.with_name(f"{stem}.try-{k}{TRACE_SUFFIX}")
+    return out
+
+
+def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Path, log: Any,
+           warmup: int, active: int | None, timeout: float | None) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "tracekit.profile.trychild", "--mode", mode, "--result", str(result),
+           "--trace", str(trace), "--warmup", str(warmup)]
+    cmd += ["--knob", knob] if knob else []
+    cmd += ["--active", str(active)] if active else []
+    cmd += ["--module", target.module] if target.module else ["--script", str(target.script)]
+    cmd += ["--", *target.args]
+    result.unlink(missing_ok=True)
+    log.write(f"$ {shlex.join(cmd)}\n")
+    log.flush()
+    try:
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"status": None, "error": f"timed out after {timeout:g} s"}
+    try:
+        data = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"status": proc.returncode, "error": f"the run ended with status {proc.returncode} "
+                                                    "before it started the script (see the log)"}
+    finally:
+        result.unlink(missing_ok=True)
+    return data
+
+
+def steady_steps(analysis: Any) -> tuple[list[int], float | None]:
+    """(steady step numbers, mean steady-step span in µs) of a profiled run's analysis (first rank)."""
+    if not analysis.ranks:
+        return [], None
+    lo = analysis.ranks[0].launch
+    numbers = [int(s) for s in lo.steps["step"]]
+    steady = getattr(lo, "steady_steps", None)
+    if steady is None:  # before steady-state detection: every step but the first and the last
+        steady = numbers[1:-1] if len(numbers) >= 3 else numbers
+    steady = [int(s) for s in steady]
+    spans = lo.steps.loc[lo.steps["step"].isin(steady), "span_us"]
+    return steady, (float(spans.mean()) if len(spans) else None)
+
+
+def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None, str | None]:
+    gpu, wall = timing.get("gpu_us") or [], timing.get("wall_us") or []
+    clock, bounds = ("gpu", gpu) if len(gpu) >= 2 else ("wall", wall)
+    if len(bounds) < 2:
+        return None, None
+    n = len(bounds) - 1
+    chosen = [s for s in steady if 0 <= s < n] if steady and steady[0] >= 0 else []
+    if not chosen:  # no steps marked, or none in common: the whole run without its first and last step
+        chosen = list(range(1, n - 1)) if n >= 3 else list(range(n))
+    return sum(bounds[s + 1] - bounds[s] for s in chosen) / len(chosen), clock
+
+
+def _analyse(trace: Path, with_suggestions: bool) -> tuple[Any, list[Any]]:
+    from tracekit.analyzers import analyze
+    from tracekit.suggestions import suggest
+    from tracekit.trace.load import load_trace
+
+    analysis = analyze(load_trace(trace))
+    return analysis, (suggest(analysis) if with_suggestions else [])
+
+
+def _prediction(knob: str, suggestions: list[Any]) -> tuple[str | None, float | None]:
+    answers = KNOBS[knob].answers
+    fired = [s for s in suggestions if s.id in answers and s.per_step_us is not None]
+    if not fired:
+        return (answers[0] if answers else None), None
+    best = max(fired, key=lambda s: s.per_step_us)
+    return best.id, float(best.per_step_us)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int = 0,
+              active: int | None = None, timeout: float | None = None,
+              say: Callable[[str], None] = lambda m: None,
+              on_row: Callable[[TryResult], None] = lambda r: None) -> TryResult:
+    """Run the baseline and each knob (profiled, then timed); analyse the traces; build the table.
+
+    `on_row` gets the table so far after each run (to save partial results of a long --try)."""
+    paths = output_paths(base_trace, knobs)
+    rows: list[TryRow] = []
+    base: dict[str, float | None] = {}
+    suggestions: list[Any] = []
+    for knob, trace in paths.items():
+        label = knob or "baseline"
+        log_path = trace.with_name(trace.name[: -len(TRACE_SUFFIX)] + ".log") \
+            if trace.name.endswith(TRACE_SUFFIX) else trace.with_suffix(".log")
+        result_path = trace.with_name(trace.name + f".{os.getpid()}.result.json")
+        runs: dict[str, dict[str, Any]] = {}
+        with open(log_path, "w", encoding="utf-8") as log:
+            for mode in ("profile", "time"):
+                say(f"{label}: {'profiled' if mode == 'profile' else 'timed'} run")
+                runs[mode] = _child(target, mode, knob, trace, result_path, log, warmup, active, timeout)
+                if runs[mode].get("applied") is False:
+                    break  # the knob cannot apply here: one run said so
+        row = _row(label, knob, trace, runs, suggestions, base, base_trace, log_path)
+        if knob is None and row.status == OK:
+            try:
+                _, suggestions = _analyse(trace, True)
+            except Exception:  # the table still has the times
+                suggestions = []
+            base.update(profiled=row.profiled_us_per_step, unprofiled=row.unprofiled_us_per_step)
+        rows.append(row)
+        on_row(TryResult(target.display, tuple(rows)))
+    return TryResult(target.display, tuple(rows))
+
+
+def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, Any]],
+         suggestions: list[Any], base: dict[str, float | None], base_trace: Path,
+         log_path: Path) -> TryRow:
+    answers, predicted = _prediction(knob, suggestions) if knob else (None, None)
+    prof, timed = runs.get("profile", {}), runs.get("time", {})
+    empty = TryRow(label, answers, predicted, None, None, None, None, None, 0, OK, "", None, None)
+    if prof.get("applied") is False:
+        return _replace(empty, status=SKIPPED, reason=str(prof.get("reason", "")))
+    errors = [f"{m}: {r['error']}" for m, r in (("profiled", prof), ("timed", timed)) if r.get("error")]
+    errors += [f"{m}: the script exited with status {r['status']}" for m, r in
+               (("profiled", prof), ("timed", timed)) if not r.get("error") and r.get("status")]
+    if errors or not trace.exists():
+        why = "; ".join(errors) or "no trace was written"
+        return _replace(empty, status=FAILED, reason=f"{why} (log: {log_path.name})")
+    try:
+        analysis, _ = _analyse(trace, False)
+    except Exception as exc:
+        return _replace(empty, status=FAILED, reason=f"{trace.name}: {exc}")
+    steady, span = steady_steps(analysis)
+    timed_mean, clock = _timed_mean(timed, steady)
+    applied = prof.get("applied", True) and timed.get("applied", True)
+    notes = "; ".join(dict.fromkeys(prof.get("notes", []) + timed.get("notes", [])))
+    diff = None if knob is None else f"tracekit diff {shlex.quote(str(base_trace))} {shlex.quote(str(trace))}"
+    base_prof, base_timed = (span, timed_mean) if knob is None else (base.get("profiled"), base.get("unprofiled"))
+    return TryRow(
+        label, answers, predicted, span, _ratio(base_prof, span), timed_mean,
+        _ratio(base_timed, timed_mean), clock, len(steady),
+        OK if applied else NOT_APPLIED, notes if applied else str(prof.get("reason", "")), str(trace), diff,
+    )
+
+
+def _replace(row: TryRow, **changes: Any) -> TryRow:
+    return TryRow(**{**asdict(row), **changes})
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000:.3f} ms"
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def render_text(result: TryResult) -> str:
+    """The --try table as text, then one `tracekit diff` command per knob that ran."""
+    head = (f"{'knob':16s} {'answers':18s} {'predicted':>11s} {'profiled':>11s} {'speedup':>7s} "
+            f"{'unprofiled':>11s} {'speedup':>7s} status")
+    lines = [f"tracekit --try: {result.target} (per steady step; predicted = the baseline's suggestion)",
+             head]
+    for r in result.rows:
+        pred = "-" if r.predicted_us_per_step is None else "-" + _ms(r.predicted_us_per_step)
+        clock = f" ({r.clock})" if r.clock == "wall" else ""
+        lines.append(f"{r.knob:16s} {r.answers or '-':18s} {pred:>11s} {_ms(r.profiled_us_per_step):>11s} "
+                     f"{_x(r.profiled_speedup):>7s} {_ms(r.unprofiled_us_per_step) + clock:>11s} "
+                     f"{_x(r.unprofiled_speedup):>7s} {r.status}" + (f": {r.reason}" if r.reason else ""))
+    diffs = [r.diff_command for r in result.rows if r.diff_command]
+    if diffs:
+        lines += ["", "compare each knob with the baseline:"] + [f"  {d}" for d in diffs]
+    return "\n".join(lines)
