@@ -92,7 +92,9 @@ def model_roots(params: set[int]) -> list[Any]:
     """The outermost live nn.Modules that hold any of the parameters whose ids are in `params`."""
     import torch
 
-    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    module_cls = torch.nn.Module
+    # type(o), not isinstance: isinstance reads __class__, which some lazy/deprecated objects warn on
+    modules = [o for o in gc.get_objects() if issubclass(type(o), module_cls)]
     children = {id(c) for m in modules for c in m.children()}
     return [m for m in modules
             if id(m) not in children and any(id(p) in params for p in m.parameters())]

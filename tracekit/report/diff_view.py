@@ -1,0 +1,125 @@
+"""The `tracekit diff --html` page: a TraceDiff turned into strings, rendered with the report's environment.
+
+Same rules as the report: the jinja2 environment of `report.html` (autoescape on), the report's CSS
+inlined, a Content-Security-Policy that forbids every network request (and, here, every script: the
+page has none), written atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
+from tracekit.report.format import fmt_time
+from tracekit.report.html import asset, environment
+from tracekit.report.write import write_atomic
+
+TEMPLATE = "diff.html.j2"
+_LABELS = {
+    "span_us": "Step span", "gpu_busy_us": "GPU busy", "gpu_idle_us": "GPU idle", "kernels": "Kernels",
+    "launches": "Launches", "cpu_launch_us": "CPU launch time", "syncs": "Syncs", "sync_us": "Sync time",
+    "host_wait_us": "Host-wait gaps",
+}
+_COUNTS = {"kernels", "launches", "syncs"}
+TABLE_ROWS = 40
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: cells already formatted; `css` marks faster / slower."""
+
+    cells: tuple[str, ...]
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """Everything the diff template shows, as strings."""
+
+    version: str
+    title: str
+    before: str
+    after: str
+    headline: str
+    attributed: str
+    metrics: tuple[Row, ...]
+    classes: tuple[Row, ...]
+    idle: tuple[Row, ...]
+    moved: tuple[Row, ...]
+    kernels: tuple[Row, ...]
+    suggestions: tuple[Row, ...]
+    warnings: tuple[str, ...]
+
+
+def _signed(us: float) -> str:
+    return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_time(abs(us))
+
+
+def _css(delta: float | None) -> str:
+    return "" if not delta else ("faster" if delta < 0 else "slower")
+
+
+def _cell(name: str, v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.1f}" if name in _COUNTS else fmt_time(v)
+
+
+def _rows(table: Any, label: Any, limit: int = TABLE_ROWS) -> tuple[Row, ...]:
+    return tuple(Row((*label(r), fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA])), _css(r[DELTA]))
+                 for r in table.head(limit).to_dict("records"))
+
+
+def diff_view(d: TraceDiff, version: str) -> DiffView:
+    """The view model of one TraceDiff."""
+    metrics = []
+    for m in d.metrics:
+        pct = "–" if m.pct is None else f"{m.pct:+.1f}%"
+        ratio = "–" if not m.ratio or not m.delta else (f"{m.ratio:.2f}× less" if m.ratio > 1
+                                                       else f"{1 / m.ratio:.2f}× more")
+        delta = "–" if m.delta is None else (f"{m.delta:+.1f}" if m.name in _COUNTS else _signed(m.delta))
+        metrics.append(Row((_LABELS.get(m.name, m.name), _cell(m.name, m.before), _cell(m.name, m.after),
+                            delta, pct, ratio), _css(m.delta)))
+    step = d.step
+    headline = (f"Steady step {fmt_time(step.before or 0)} → {fmt_time(step.after or 0)}"
+                + ("" if step.pct is None else f" ({step.pct:+.1f}%)")
+                + f"; verdict {d.verdict[0]} → {d.verdict[1]}")
+    share = d.attributed_share
+    attributed = "" if share is None else (
+        f"Named kernel classes and GPU-idle causes account for {100 * share:.0f}% of the step change.")
+    checks = []
+    for s in d.suggestions:
+        verdict = {True: "came true", False: "did not come true", None: "–"}[s.came_true]
+        checks.append(Row((s.id, s.target, "–" if s.predicted_us_per_step is None else fmt_time(s.predicted_us_per_step),
+                           "–" if s.realised_us_per_step is None else fmt_time(s.realised_us_per_step), verdict),
+                          {True: "faster", False: "slower", None: ""}[s.came_true]))
+    kernels = d.kernels[d.kernels["match"] != "name"]
+    return DiffView(
+        version=version, title=f"tracekit diff: {Path(d.before_path).name} → {Path(d.after_path).name}",
+        before=f"{d.before_path} ({d.before_steps} steps, {d.verdict[0]})",
+        after=f"{d.after_path} ({d.after_steps} steps, {d.verdict[1]})",
+        headline=headline, attributed=attributed, metrics=tuple(metrics),
+        classes=_rows(d.classes, lambda r: (r["class"],)),
+        idle=_rows(d.idle, lambda r: (r["part"],)),
+        moved=_rows(d.moved, lambda r: (r["op"], r["shapes"], r["match"], r["kernels_before"], r["kernels_after"]),
+                    MOVED_ROWS),
+        kernels=_rows(kernels, lambda r: (r["match"], r["class"], r["name"])),
+        suggestions=tuple(checks), warnings=d.warnings,
+    )
+
+
+def render_diff(d: TraceDiff) -> str:
+    """The diff page HTML (one self-contained file)."""
+    from tracekit import __version__
+
+    return environment().get_template(TEMPLATE).render(view=diff_view(d, __version__),
+                                                       css=Markup(asset("report.css")))
+
+
+def write_diff_html(d: TraceDiff, out: Path, *, force: bool = False) -> Path:
+    """Write the page atomically (an existing file only with force; else a numbered name beside it)."""
+    return write_atomic(Path(out), lambda: render_diff(d), force=force)
