@@ -21,6 +21,7 @@ from tracekit.analyzers import kernels as K
 SCHEMA = "tracekit.diff/1"
 CAME_TRUE_TOLERANCE = 0.35  # realised within ±35 % of the predicted saving
 MOVED_ROWS = 10
+_TRANSFERS = ("Memcpy", "Memset")  # activity names shared by unrelated ops: not a kernel match
 
 # --- columns of the per-step tables (classes, ops, kernels, idle, attribution) -------------------
 BEFORE = "before_us_per_step"
@@ -236,8 +237,8 @@ def _ops(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
     out[O_KERNELS_BEFORE] = [", ".join(names_b.get(k, ())) for k in keys]
     out[O_KERNELS_AFTER] = [", ".join(names_a.get(k, ())) for k in keys]
     ops_b, ops_a = set(b[O_OP]), set(a[O_OP])
-    kernels_b = {n for names in names_b.values() for n in names}
-    kernels_a = {n for names in names_a.values() for n in names}
+    kernels_b = {n for names in names_b.values() for n in names if not n.startswith(_TRANSFERS)}
+    kernels_a = {n for names in names_a.values() for n in names if not n.startswith(_TRANSFERS)}
 
     def match(k: tuple[str, str]) -> str:
         if k in names_b and k in names_a:

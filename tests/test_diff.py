@@ -1,0 +1,171 @@
+"""tracekit diff: per-step deltas by class / op+shapes / kernel name on synthetic traces with known answers,
+the CLI (text, JSON, HTML, --fail-if-slower exit codes, bad input)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tracebuilder import TraceBuilder
+
+from tracekit.analyzers import analyze
+from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, diff
+from tracekit.suggestions import suggest
+from tracekit.trace.load import load_trace
+
+SHAPES = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+FP32_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3"
+TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+STEPS = 6
+
+
+def step_span(gemm_us: float, n_add: int, add_us: float) -> float:
+    """The step length the builder below lays out: 100 µs lead-in, the GEMM, the adds, 50 µs tail."""
+    return 100 + gemm_us + n_add * (add_us + 12) + 50
+
+
+def build(path: Path, gemm: str, gemm_us: float, n_add: int, add_us: float, *, add_name: str = ADD) -> Path:
+    """STEPS identical ProfilerSteps: one aten::mm GEMM then n_add aten::add kernels, back to back."""
+    b = TraceBuilder()
+    span = step_span(gemm_us, n_add, add_us)
+    for s in range(STEPS):
+        t0 = s * span
+        b.annotation(f"ProfilerStep#{s}", t0, span)
+        ext = b.op("aten::mm", t0 + 10, 20, **SHAPES)
+        b.launch(t0 + 12, 5, gemm, t0 + 100, gemm_us, ext=ext)
+        t = t0 + 100 + gemm_us
+        for _ in range(n_add):
+            ext = b.op("aten::add", t - 8, 6, **SHAPES)
+            b.launch(t - 7, 4, add_name, t + 12, add_us, ext=ext)
+            t += add_us + 12
+    return b.write(path)
+
+
+def analysed(path: Path):
+    a = analyze(load_trace(path))
+    return a.with_suggestions(suggest(a))
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    # before: fp32 GEMM 400 µs + 4 adds of 30 µs; after: TF32 GEMM 100 µs + 1 add of 40 µs
+    return (build(tmp_path / "before.json", FP32_GEMM, 400, 4, 30),
+            build(tmp_path / "after.json", TF32_GEMM, 100, 1, 40))
+
+
+def test_per_step_metrics_and_classes(pair: tuple[Path, Path]) -> None:
+    d = diff(analysed(pair[0]), analysed(pair[1]))
+    # every step is identical, so per-step values do not depend on which steps are steady
+    assert d.step.before == pytest.approx(step_span(400, 4, 30))  # 718
+    assert d.step.after == pytest.approx(step_span(100, 1, 40))  # 302
+    assert d.step.pct == pytest.approx(100 * (302 - 718) / 718)
+    assert d.step.ratio == pytest.approx(718 / 302)
+    assert d.metric("gpu_busy_us").before == pytest.approx(400 + 4 * 30)
+    assert d.metric("gpu_busy_us").after == pytest.approx(100 + 40)
+    assert d.metric("kernels").before == pytest.approx(5) and d.metric("kernels").after == pytest.approx(1 + 1)
+    classes = d.classes.set_index("class")
+    assert classes.loc["gemm", BEFORE] == pytest.approx(400)
+    assert classes.loc["gemm", AFTER] == pytest.approx(100)
+    assert classes.loc["gemm", DELTA] == pytest.approx(-300)
+    assert classes.loc["elementwise", DELTA] == pytest.approx(40 - 120)
+    assert d.classes["class"].iloc[0] == "gemm"  # largest |delta| first
+    idle = d.idle.set_index("part")
+    assert idle.loc["gpu_idle", BEFORE] == pytest.approx(718 - 520)
+    assert idle.loc["gpu_idle", AFTER] == pytest.approx(302 - 140)
+    # span = busy + idle, and the busy part is all named classes here (one stream, no overlap)
+    assert d.attributed_share is not None and d.attributed_share > 0.8
+
+
+def test_ops_matched_by_op_and_shapes_and_kernels_by_name(pair: tuple[Path, Path]) -> None:
+    d = diff(analysed(pair[0]), analysed(pair[1]))
+    ops = d.ops.set_index("op")
+    mm = ops.loc["aten::mm"]
+    assert mm["match"] == "op+shapes"  # same op, same shapes, another kernel
+    assert mm["kernels_before"] == FP32_GEMM and mm["kernels_after"] == TF32_GEMM
+    assert mm[DELTA] == pytest.approx(-300)
+    assert ops.loc["aten::add", "match"] == "op+shapes"
+    kernels = d.kernels.set_index("name")
+    assert kernels.loc[FP32_GEMM, "match"] == "vanished" and kernels.loc[TF32_GEMM, "match"] == "new"
+    assert kernels.loc[ADD, "match"] == "name"
+    assert kernels.loc[ADD, DELTA] == pytest.approx(40 - 120)
+    assert d.moved["op"].iloc[0] == "aten::mm"
+
+
+def test_kernel_match_across_ops(tmp_path: Path) -> None:
+    """The same kernel launched by another op (a graph replay has none) is matched by its name."""
+    before = build(tmp_path / "b.json", FP32_GEMM, 200, 0, 0)
+    b = TraceBuilder()
+    span = step_span(200, 0, 0)
+    for s in range(STEPS):
+        t0 = s * span
+        b.annotation(f"ProfilerStep#{s}", t0, span)
+        b.launch(t0 + 12, 5, FP32_GEMM, t0 + 100, 200, api="cudaGraphLaunch")
+    after = b.write(tmp_path / "a.json")
+    d = diff(analysed(before), analysed(after))
+    assert set(d.ops["match"]) == {"kernel"}
+    assert d.kernels.set_index("name").loc[FP32_GEMM, "match"] == "name"
+
+
+def tk(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracekit", *map(str, args)], capture_output=True,
+                          text=True, env=os.environ.copy(), check=False)
+
+
+def test_cli_fail_if_slower(pair: tuple[Path, Path]) -> None:
+    before, after = pair
+    faster = tk("diff", "-q", before, after, "--fail-if-slower", "5")
+    assert faster.returncode == 0, faster.stderr
+    slower = tk("diff", "-q", after, before, "--fail-if-slower", "5")
+    assert slower.returncode == 1
+    # 302 -> 718 µs: +137.7 %, and gemm grew most (+300 µs per step)
+    assert "137.7% slower" in slower.stderr and "gemm grew most" in slower.stderr
+    within = tk("diff", "-q", after, before, "--fail-if-slower", "200")
+    assert within.returncode == 0
+
+
+def test_cli_bad_input(tmp_path: Path, pair: tuple[Path, Path]) -> None:
+    missing = tk("diff", pair[0], tmp_path / "nope.json")
+    assert missing.returncode == 2 and "nope.json" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    bad = tk("diff", empty, pair[1], "--fail-if-slower", "5")
+    assert bad.returncode == 2 and "empty.json" in bad.stderr and "Traceback" not in bad.stderr
+    negative = tk("diff", pair[0], pair[1], "--fail-if-slower", "-3")
+    assert negative.returncode == 2
+
+
+def test_cli_json_schema(pair: tuple[Path, Path]) -> None:
+    out = tk("diff", "--json", *pair)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "tracekit.diff/1"
+    gemm = next(r for r in doc["classes"] if r["class"] == "gemm")
+    assert (gemm["before_us_per_step"], gemm["after_us_per_step"], gemm["delta_us_per_step"]) == \
+        pytest.approx((400, 100, -300))
+    idle = next(r for r in doc["idle"] if r["part"] == "gpu_idle")
+    assert idle["before_us_per_step"] == pytest.approx(198) and idle["delta_us_per_step"] == pytest.approx(162 - 198)
+    for s in doc["suggestions"]:
+        assert {"id", "predicted_us_per_step", "realised_us_per_step", "came_true"} <= set(s)
+    assert doc["step"]["before"] == pytest.approx(718)
+
+
+def test_cli_text_and_html_escaped(tmp_path: Path) -> None:
+    evil = "<script>alert(1)</script>\x1b[31m"
+    before = build(tmp_path / "b.json", FP32_GEMM, 400, 2, 30, add_name=evil)
+    after = build(tmp_path / "a.json", FP32_GEMM, 400, 1, 30)
+    page = tmp_path / "d.html"
+    out = tk("diff", before, after, "--html", page)
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "ops that moved most" in out.stdout
+    html = page.read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Content-Security-Policy" in html and "script-src 'none'" in html
+    assert "http://" not in html and "https://" not in html
+    again = tk("diff", "-q", before, after, "--html", page)  # exists, no --force: a numbered file beside
+    assert again.returncode == 0 and (tmp_path / "d-1.html").exists()

@@ -1,0 +1,103 @@
+"""tracekit diff on H200 before/after sample pairs; expected numbers recomputed from the raw JSON events.
+
+The steady steps are the analysis's own choice (read from it); every time is recomputed here from the
+trace's events: ProfilerStep windows, kernels assigned to the step of their launch call (correlation).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracekit.analyzers import analyze
+from tracekit.analyzers import diff_parts as P
+from tracekit.analyzers.diff import AFTER, BEFORE, diff
+from tracekit.suggestions import suggest
+from tracekit.trace.load import load_trace
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+GEMM_NAME = re.compile(r"gemm|nvjet|xmma", re.I)
+
+
+def raw(path: Path) -> tuple[dict[int, tuple[float, float]], list[tuple[str, float, float, int]]]:
+    """{step: (start, end)} of the ProfilerStep annotations and (name, ts, dur, step) per kernel."""
+    with gzip.open(path, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    steps = {int(e["name"].split("#")[1]): (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+             for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    launch_ts = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kernels = []
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        t = launch_ts.get(e["args"].get("correlation"), float(e["ts"]))
+        step = next((s for s, (a, b) in steps.items() if a <= t < b), -1)
+        kernels.append((e["name"], float(e["ts"]), float(e["dur"]), step))
+    return steps, kernels
+
+
+def analysed(name: str):
+    a = analyze(load_trace(SAMPLES / f"{name}.trace.json.gz"))
+    return a.with_suggestions(suggest(a))
+
+
+def selected(a) -> list[int]:
+    return sorted(P.steady(a).by_rank[0])
+
+
+def test_fp32_to_tf32_gemm_time_and_prediction() -> None:
+    before, after = analysed("linear_fp32"), analysed("linear_tf32")
+    d = diff(before, after)
+    per_step = []
+    for name, a in (("linear_fp32", before), ("linear_tf32", after)):
+        steps = selected(a)
+        _, kernels = raw(SAMPLES / f"{name}.trace.json.gz")
+        total = sum(dur for n, _, dur, s in kernels if s in steps and GEMM_NAME.search(n))
+        per_step.append(total / len(steps))
+    gemm = d.classes.set_index("class").loc["gemm"]
+    assert gemm[BEFORE] == pytest.approx(per_step[0], rel=1e-6)
+    assert gemm[AFTER] == pytest.approx(per_step[1], rel=1e-6)
+    check = next(s for s in d.suggestions if s.id == "lower_precision")
+    assert check.realised_us_per_step == pytest.approx(per_step[0] - per_step[1], rel=1e-6)
+    assert check.came_true  # the rule's TF32 estimate is within ±35 % of the GEMM time saved
+    assert check.realised_us_per_step / check.predicted_us_per_step == pytest.approx(1.0, abs=0.1)
+
+
+def _busy(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -np.inf
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def test_loop_to_cuda_graph_idle_and_prediction() -> None:
+    before, after = analysed("small_matmul_loop"), analysed("small_matmul_graph")
+    d = diff(before, after)
+    idle, span = [], []
+    for name, a in (("small_matmul_loop", before), ("small_matmul_graph", after)):
+        windows, kernels = raw(SAMPLES / f"{name}.trace.json.gz")
+        last = max(windows)  # the last step's window runs to the end of the GPU work it launched
+        ends = [ts + dur for _, ts, dur, s in kernels if s == last]
+        windows[last] = (windows[last][0], max([windows[last][1], *ends]))
+        steps = selected(a)
+        spans = [windows[s][1] - windows[s][0] for s in steps]
+        busy = [_busy([(max(ts, windows[s][0]), min(ts + dur, windows[s][1])) for _, ts, dur, _ in kernels
+                       if ts < windows[s][1] and ts + dur > windows[s][0]]) for s in steps]
+        span.append(float(np.mean(spans)))
+        idle.append(float(np.mean(spans) - np.mean(busy)))
+    assert d.step.before == pytest.approx(span[0], rel=0.02)
+    assert d.step.after == pytest.approx(span[1], rel=0.02)
+    gaps = d.idle.set_index("part").loc["gpu_idle"]
+    assert gaps[BEFORE] == pytest.approx(idle[0], rel=0.02)
+    check = next(s for s in d.suggestions if s.id == "cuda_graphs")
+    assert check.realised_us_per_step == pytest.approx(idle[0] - idle[1], rel=0.03)
+    assert check.came_true
+    assert d.attributed_share > 0.8
