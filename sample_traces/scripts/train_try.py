@@ -6,7 +6,7 @@ Each sample runs a Python loop (`--work` iterations, like per-sample decoding/au
 DataLoader, which the script creates with its defaults (num_workers=0, pageable memory), so on a
 GPU the loader starves the model; the model is fp32 residual blocks (LayerNorm → Linear → GELU → +)
 whose GEMMs TF32/bf16 speed up. `--work 0` takes the samples from a tensor (no Python work): the
-GPU-bound variant. On the GPU: batch 512, 1024 → 4096 features, 4 blocks, 60 steps; on the CPU a
+GPU-bound variant. On the GPU: batch 512, 1024 → 4096 features, 4 blocks, 40 steps; on the CPU a
 tiny version (batch 8, 32 → 64, 2 blocks, 6 steps) so that it runs anywhere.
 """
 
@@ -57,7 +57,7 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     big = cuda
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=60 if big else 6)
+    p.add_argument("--steps", type=int, default=40 if big else 6)
     p.add_argument("--batch", type=int, default=512 if big else 8)
     p.add_argument("--features", type=int, default=1024 if big else 32)
     p.add_argument("--hidden", type=int, default=4096 if big else 64)

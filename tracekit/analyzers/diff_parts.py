@@ -22,7 +22,8 @@ from tracekit.analyzers import sequences as S
 IDLE_TOTAL = "gpu_idle"
 IDLE_DATA = "data_loading"  # GPU idle inside DataLoader ops on the main thread
 IDLE_SYNC = "sync"  # GPU idle after host syncs (until the next GPU work)
-IDLE_LAUNCH = "launch_gaps"  # the rest of the host-wait gaps: the GPU waits for launches
+IDLE_COPIES = "pageable_copies"  # CPU blocked in pageable host-to-device copies (capped by the idle left)
+IDLE_HOST = "host_wait"  # the rest of the host-wait gaps: the GPU waits for the CPU (launches, CPU work)
 IDLE_KERNEL = "kernel_gaps"  # short gaps between already-launched kernels
 IDLE_OTHER = "other"
 
@@ -147,7 +148,8 @@ def target(suggestion_id: str) -> tuple[str, Callable[[Any, Selection], float]]:
 
 
 def idle_parts(analysis: Any, sel: Selection) -> dict[str, float]:
-    """GPU idle per step and its parts, in order: data loading, syncs, launch gaps, kernel gaps, other."""
+    """GPU idle per step and its parts, in order: data loading, syncs, pageable copies, other host-wait
+    gaps, kernel gaps, other (each part capped by the idle time the earlier parts left)."""
     total = gpu_idle(analysis, sel)
     left = total
     parts: dict[str, float] = {IDLE_TOTAL: total}
@@ -155,11 +157,13 @@ def idle_parts(analysis: Any, sel: Selection) -> dict[str, float]:
     left -= data
     sync = min(sync_idle(analysis, sel), left)
     left -= sync
+    copies = min(pageable_copy_block(analysis, sel), left)
+    left -= copies
     host_rest = max(per_step(sel.totals.host_wait_us, sel.steps) - data - sync, 0.0)
-    launch = min(host_rest, left)
-    left -= launch
+    host = min(host_rest, left)
+    left -= host
     kernel = min(per_step(sel.totals.kernel_wait_us, sel.steps), left)
     left -= kernel
-    parts.update({IDLE_DATA: data, IDLE_SYNC: sync, IDLE_LAUNCH: launch, IDLE_KERNEL: kernel,
-                  IDLE_OTHER: max(left, 0.0)})
+    parts.update({IDLE_DATA: data, IDLE_SYNC: sync, IDLE_COPIES: copies, IDLE_HOST: host,
+                  IDLE_KERNEL: kernel, IDLE_OTHER: max(left, 0.0)})
     return parts

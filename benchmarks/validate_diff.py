@@ -1,0 +1,50 @@
+"""Print `tracekit diff` on before/after pairs: step change, attributed share, predicted vs realised, CI gate.
+
+    python benchmarks/validate_diff.py BEFORE AFTER [BEFORE AFTER ...]
+
+One markdown row per pair and per suggestion that fired on BEFORE. The gate columns say what
+`tracekit diff --fail-if-slower 5` exits with in each direction (1: slower by more than 5 %).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tracekit.analyzers.diff import diff
+from tracekit.cli.diff import _analysed, slower_message
+from tracekit.units import fmt_us
+
+GATE_PCT = 5.0
+
+
+def main(paths: list[str]) -> int:
+    if len(paths) < 2 or len(paths) % 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print("| pair | steady step before → after | change | named share | gate b→a | gate a→b | "
+          "suggestion | predicted / step | realised / step | realised / predicted | came true |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
+    for before_path, after_path in zip(paths[::2], paths[1::2], strict=True):
+        before, after = _analysed(before_path, True, None), _analysed(after_path, True, None)
+        forward, backward = diff(before, after), diff(after, before)
+        step = forward.step
+        gate_ab = 1 if slower_message(forward, GATE_PCT) else 0
+        gate_ba = 1 if slower_message(backward, GATE_PCT) else 0
+        share = forward.attributed_share
+        head = (f"| {Path(before_path).name} → {Path(after_path).name} | {fmt_us(step.before or 0)} → "
+                f"{fmt_us(step.after or 0)} ({forward.before_steps}/{forward.after_steps} steps) | "
+                f"{step.pct:+.1f}% | {'-' if share is None else f'{100 * share:.0f}%'} | {gate_ab} | {gate_ba} |")
+        checks = forward.suggestions or ()
+        if not checks:
+            print(head + " (none fired) | | | | |")
+        for c in checks:
+            p, r = c.predicted_us_per_step, c.realised_us_per_step
+            ratio = "-" if not p or r is None else f"{r / p:.2f}"
+            print(f"{head} `{c.id}` ({c.target}) | {fmt_us(p) if p is not None else '-'} | "
+                  f"{fmt_us(r) if r is not None else '-'} | {ratio} | {c.came_true} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
