@@ -36,6 +36,7 @@ class TryRow:
     knob: str  # "baseline" for the unchanged run
     answers: str | None  # the suggestion id it answers (the fired one when one fired)
     predicted_us_per_step: float | None  # that suggestion's per-step saving on the baseline
+    realised_us_per_step: float | None  # baseline - this run, profiled (what the prediction is about)
     profiled_us_per_step: float | None  # mean span of the profiled run's steady steps
     profiled_speedup: float | None  # baseline / this, profiled
     unprofiled_us_per_step: float | None  # the same steps, timed without the profiler
@@ -190,7 +191,7 @@ def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, An
          log_path: Path) -> TryRow:
     answers, predicted = _prediction(knob, suggestions) if knob else (None, None)
     prof, timed = runs.get("profile", {}), runs.get("time", {})
-    empty = TryRow(label, answers, predicted, None, None, None, None, None, 0, OK, "", None, None)
+    empty = TryRow(label, answers, predicted, None, None, None, None, None, None, 0, OK, "", None, None)
     if prof.get("applied") is False:
         return _replace(empty, status=SKIPPED, reason=str(prof.get("reason", "")))
     errors = [f"{m}: {r['error']}" for m, r in (("profiled", prof), ("timed", timed)) if r.get("error")]
@@ -209,8 +210,9 @@ def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, An
     notes = "; ".join(dict.fromkeys(prof.get("notes", []) + timed.get("notes", [])))
     diff = None if knob is None else f"tracekit diff {shlex.quote(str(base_trace))} {shlex.quote(str(trace))}"
     base_prof, base_timed = (span, timed_mean) if knob is None else (base.get("profiled"), base.get("unprofiled"))
+    realised = None if base_prof is None or span is None or knob is None else base_prof - span
     return TryRow(
-        label, answers, predicted, span, _ratio(base_prof, span), timed_mean,
+        label, answers, predicted, realised, span, _ratio(base_prof, span), timed_mean,
         _ratio(base_timed, timed_mean), clock, len(steady),
         OK if applied else NOT_APPLIED, notes if applied else str(prof.get("reason", "")), str(trace), diff,
     )
@@ -230,14 +232,16 @@ def _x(v: float | None) -> str:
 
 def render_text(result: TryResult) -> str:
     """The --try table as text, then one `tracekit diff` command per knob that ran."""
-    head = (f"{'knob':16s} {'answers':18s} {'predicted':>11s} {'profiled':>11s} {'speedup':>7s} "
+    head = (f"{'knob':16s} {'answers':18s} {'predicted':>11s} {'realised':>11s} {'profiled':>11s} {'speedup':>7s} "
             f"{'unprofiled':>11s} {'speedup':>7s} status")
-    lines = [f"tracekit --try: {result.target} (per steady step; predicted = the baseline's suggestion)",
+    lines = [f"tracekit --try: {result.target} (per steady step; predicted: the saving the baseline's "
+             "suggestion estimates; realised: baseline - knob, both profiled)",
              head]
     for r in result.rows:
         pred = "-" if r.predicted_us_per_step is None else "-" + _ms(r.predicted_us_per_step)
         clock = f" ({r.clock})" if r.clock == "wall" else ""
-        lines.append(f"{r.knob:16s} {r.answers or '-':18s} {pred:>11s} {_ms(r.profiled_us_per_step):>11s} "
+        real = "-" if r.realised_us_per_step is None else f"{-r.realised_us_per_step / 1000:+.3f} ms"
+        lines.append(f"{r.knob:16s} {r.answers or '-':18s} {pred:>11s} {real:>11s} {_ms(r.profiled_us_per_step):>11s} "
                      f"{_x(r.profiled_speedup):>7s} {_ms(r.unprofiled_us_per_step) + clock:>11s} "
                      f"{_x(r.unprofiled_speedup):>7s} {r.status}" + (f": {r.reason}" if r.reason else ""))
     diffs = [r.diff_command for r in result.rows if r.diff_command]
