@@ -25,7 +25,7 @@ GEMM_NAME = re.compile(r"gemm|nvjet|xmma", re.I)
 
 
 def raw(path: Path) -> tuple[dict[int, tuple[float, float]], list[tuple[str, float, float, int]]]:
-    """{step: (start, end)} of the ProfilerStep annotations and (name, ts, dur, step) per kernel."""
+    """{step: (start, end)} of the ProfilerStep annotations and (name, ts, dur, step) per GPU activity."""
     with gzip.open(path, "rt") as fh:
         events = json.load(fh)["traceEvents"]
     steps = {int(e["name"].split("#")[1]): (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
@@ -34,7 +34,7 @@ def raw(path: Path) -> tuple[dict[int, tuple[float, float]], list[tuple[str, flo
                  if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     kernels = []
     for e in events:
-        if e.get("cat") != "kernel":
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
         t = launch_ts.get(e["args"].get("correlation"), float(e["ts"]))
         step = next((s for s, (a, b) in steps.items() if a <= t < b), -1)
@@ -101,3 +101,37 @@ def test_loop_to_cuda_graph_idle_and_prediction() -> None:
     assert check.realised_us_per_step == pytest.approx(idle[0] - idle[1], rel=0.03)
     assert check.came_true
     assert d.attributed_share > 0.8
+
+
+ELEMENTWISE_NAME = re.compile(r"elementwise_kernel|triton_poi_fused")
+
+
+def test_eager_to_compiled_elementwise_time_and_prediction() -> None:
+    before, after = analysed("elementwise_eager"), analysed("elementwise_compiled")
+    d = diff(before, after)
+    per_step = []
+    for name, a in (("elementwise_eager", before), ("elementwise_compiled", after)):
+        steps = selected(a)
+        _, kernels = raw(SAMPLES / f"{name}.trace.json.gz")
+        total = sum(dur for n, _, dur, s in kernels if s in steps and ELEMENTWISE_NAME.search(n))
+        per_step.append(total / len(steps))
+    check = next(s for s in d.suggestions if s.id == "fuse_elementwise")
+    assert check.before_part_us == pytest.approx(per_step[0], rel=1e-6)
+    assert check.after_part_us == pytest.approx(per_step[1], rel=1e-6)
+    assert check.came_true
+
+
+def test_naive_attention_to_sdpa_chain_time() -> None:
+    """attention_naive.py runs only the attention: its chain is (nearly) every GPU activity of a step."""
+    before, after = analysed("attention_naive"), analysed("attention_sdpa")
+    d = diff(before, after)
+    check = next(s for s in d.suggestions if s.id == "use_sdpa")
+    _, kernels = raw(SAMPLES / "attention_naive.trace.json.gz")
+    steps = selected(before)
+    every = sum(dur for _, _, dur, s in kernels if s in steps) / len(steps)
+    assert check.before_part_us == pytest.approx(every, rel=0.05)
+    _, kernels = raw(SAMPLES / "attention_sdpa.trace.json.gz")
+    steps = selected(after)
+    fused = sum(dur for n, _, dur, s in kernels if s in steps and "sdpa" in n) / len(steps)
+    assert check.after_part_us == pytest.approx(fused, rel=1e-6)
+    assert check.came_true
