@@ -135,3 +135,12 @@ def test_naive_attention_to_sdpa_chain_time() -> None:
     fused = sum(dur for n, _, dur, s in kernels if s in steps and "sdpa" in n) / len(steps)
     assert check.after_part_us == pytest.approx(fused, rel=1e-6)
     assert check.came_true
+
+
+def test_ci_gate_on_a_real_pair() -> None:
+    from tracekit.cli.diff import slower_message
+
+    fp32, tf32 = analysed("linear_fp32"), analysed("linear_tf32")
+    assert slower_message(diff(fp32, tf32), 5) is None
+    message = slower_message(diff(tf32, fp32), 5)
+    assert message is not None and "gemm grew most" in message
