@@ -1,7 +1,8 @@
 """tracekit diff on H200 before/after sample pairs; expected numbers recomputed from the raw JSON events.
 
 The steady steps are the analysis's own choice (read from it); every time is recomputed here from the
-trace's events: ProfilerStep windows, kernels assigned to the step of their launch call (correlation).
+trace's events: ProfilerStep ranges, GPU activities assigned to the step of their launch call
+(correlation), step windows as the README defines them.
 """
 
 from __future__ import annotations
@@ -84,9 +85,14 @@ def test_loop_to_cuda_graph_idle_and_prediction() -> None:
     idle, span = [], []
     for name, a in (("small_matmul_loop", before), ("small_matmul_graph", after)):
         windows, kernels = raw(SAMPLES / f"{name}.trace.json.gz")
-        last = max(windows)  # the last step's window runs to the end of the GPU work it launched
-        ends = [ts + dur for _, ts, dur, s in kernels if s == last]
-        windows[last] = (windows[last][0], max([windows[last][1], *ends]))
+        # a step ends when its CPU range and the GPU work it launched have both ended (never before
+        # the previous step's end), and the next step starts there: steps tile the recording
+        order = sorted(windows)
+        ends, prev = {}, -np.inf
+        for s in order:
+            gpu_end = max([ts + dur for _, ts, dur, k in kernels if k == s], default=-np.inf)
+            prev = ends[s] = max(prev, windows[s][1], gpu_end)
+        windows = {s: (windows[s][0] if i == 0 else ends[order[i - 1]], ends[s]) for i, s in enumerate(order)}
         steps = selected(a)
         spans = [windows[s][1] - windows[s][0] for s in steps]
         busy = [_busy([(max(ts, windows[s][0]), min(ts + dur, windows[s][1])) for _, ts, dur, _ in kernels

@@ -296,7 +296,7 @@ def diff(before: Any, after: Any) -> TraceDiff:
     return TraceDiff(
         before_path=str(before.path), after_path=str(after.path), before_steps=nb, after_steps=na,
         metrics=metrics, verdict=(before.verdict, after.verdict),
-        cause=(getattr(before, "cause", None), getattr(after, "cause", None)),
+        cause=(before.cause, after.cause),
         classes=classes, idle=idle, ops=_ops(before, after, nb, na),
         kernels=_kernels(before, after, nb, na), attribution=_attribution(classes, idle),
         suggestions=checks, warnings=tuple(warnings),

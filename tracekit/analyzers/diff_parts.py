@@ -1,9 +1,9 @@
 """The parts of a step that `tracekit diff` names: GPU idle by cause, and the part each suggestion targets.
 
-All values are µs per step of the analysis's own step selection (its steady steps; `analysis.totals`).
-Per-step tables of the patterns (DataLoader, syncs, copies, communication) are restricted to those
-steps. Chain, loop and attention tables are totals over every step of the trace: they are divided by
-the trace's step count (the same work repeats each step, so that is its per-step time).
+All values are µs per step of the analysis's own step selection (its steady steps: `analysis.totals`,
+`launch.steady_steps`). GPU idle is split as `tracekit.analyzers.idle` splits it (the totals'
+`*_wait_us` / `*_gap_us` fields, which add up to the idle time); the pattern tables (chains, loops,
+attention) already cover only the selected steps.
 """
 
 from __future__ import annotations
@@ -13,19 +13,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from tracekit.analyzers import hostside as H
 from tracekit.analyzers import kernels as K
 from tracekit.analyzers import sequences as S
 
 IDLE_TOTAL = "gpu_idle"
-IDLE_DATA = "data_loading"  # GPU idle inside DataLoader ops on the main thread
-IDLE_SYNC = "sync"  # GPU idle after host syncs (until the next GPU work)
-IDLE_COPIES = "pageable_copies"  # CPU blocked in pageable host-to-device copies (capped by the idle left)
-IDLE_HOST = "host_wait"  # the rest of the host-wait gaps: the GPU waits for the CPU (launches, CPU work)
-IDLE_KERNEL = "kernel_gaps"  # short gaps between already-launched kernels
-IDLE_OTHER = "other"
+IDLE_OTHER = "other"  # what the parts below leave unexplained (rounding; nothing by construction)
+# part name -> LaunchTotals field (tracekit.analyzers.idle), in the order shown
+IDLE_PARTS: dict[str, str] = {
+    "data_loading": "data_wait_us",  # the main thread is in the DataLoader
+    "sync": "sync_wait_us",  # from a host sync until the CPU launched again
+    "copies": "copy_wait_us",  # the CPU is blocked in a synchronous or pageable copy call
+    "launch_gaps": "launch_gap_us",  # short CPU-late gaps: the eager launch path
+    "cpu_work": "cpu_wait_us",  # longer CPU-late gaps: Python or CPU ops between launches
+    "gpu_gaps": "gpu_gap_us",  # the next activity was already launched: a GPU-side wait
+}
 
 
 @dataclass(frozen=True)
@@ -35,34 +37,12 @@ class Selection:
     steps: int
     totals: Any  # LaunchTotals
     by_rank: dict[int, frozenset[int]]
-    all_steps: int  # every step of every rank (what chain/loop/attention totals cover)
 
 
 def steady(analysis: Any) -> Selection:
     """The analysis's step selection: `launch.steady_steps` per rank, totals from `analysis.totals`."""
-    by_rank: dict[int, frozenset[int]] = {}
-    all_steps = 0
-    for r in analysis.ranks:
-        lo = r.launch
-        numbers = getattr(lo, "steady_steps", None)
-        if numbers is None:
-            numbers = lo.steps["step"].tolist()
-        by_rank[r.rank] = frozenset(int(s) for s in numbers)
-        all_steps += len(lo.steps)
-    totals = analysis.totals
-    return Selection(int(totals.steps), totals, by_rank, all_steps)
-
-
-def _sum_selected(analysis: Any, sel: Selection, table: str, step_col: str,
-                  value: Callable[[pd.DataFrame], np.ndarray]) -> float:
-    total = 0.0
-    for r in analysis.ranks:
-        t = getattr(r.patterns, table, None) if r.patterns is not None else None
-        if t is None or not len(t):
-            continue
-        keep = t[step_col].isin(sel.by_rank.get(r.rank, frozenset())).to_numpy()
-        total += float(np.nansum(value(t[keep])))
-    return total
+    by_rank = {r.rank: frozenset(int(s) for s in r.launch.steady_steps) for r in analysis.ranks}
+    return Selection(int(analysis.totals.steps), analysis.totals, by_rank)
 
 
 def _patterns_total(analysis: Any, table: str, column: str) -> float:
@@ -84,25 +64,14 @@ def class_time(analysis: Any, sel: Selection, *classes: str) -> float:
     return per_step(float(c.loc[c[K.SUM_KEY].isin(classes), K.SUM_TIME].sum()), sel.steps)
 
 
-def dataloader_idle(analysis: Any, sel: Selection) -> float:
-    return per_step(_sum_selected(analysis, sel, "dataloader", H.DL_STEP,
-                                  lambda t: t[H.DL_GPU_IDLE_US].to_numpy(dtype=float)), sel.steps)
+def total(field: str) -> Callable[[Any, Selection], float]:
+    """A LaunchTotals field of the selection, per step."""
+    return lambda analysis, sel: per_step(float(getattr(sel.totals, field)), sel.steps)
 
 
-def sync_idle(analysis: Any, sel: Selection) -> float:
-    """Σ min(CPU wait in the sync, GPU idle after it) per step (what `avoid_sync` estimates)."""
-    return per_step(_sum_selected(analysis, sel, "syncs", H.SY_STEP, lambda t: np.minimum(
-        t[H.SY_WAIT_US].to_numpy(dtype=float), t[H.SY_BUBBLE_US].to_numpy(dtype=float))), sel.steps)
-
-
-def pageable_copy_block(analysis: Any, sel: Selection) -> float:
-    return per_step(_sum_selected(analysis, sel, "copies", H.CP_STEP,
-                                  lambda t: t[H.CP_CALL_US].to_numpy(dtype=float)), sel.steps)
-
-
-def exposed_comm(analysis: Any, sel: Selection) -> float:
-    return per_step(_sum_selected(analysis, sel, "comm", H.CM_STEP,
-                                  lambda t: t[H.CM_EXPOSED_US].to_numpy(dtype=float)), sel.steps)
+def copies(analysis: Any, sel: Selection) -> float:
+    """Copy GPU time plus GPU idle while the CPU was blocked in copy calls (what pinned memory cuts)."""
+    return class_time(analysis, sel, K.MEMCPY) + per_step(sel.totals.copy_wait_us, sel.steps)
 
 
 def gpu_idle(analysis: Any, sel: Selection) -> float:
@@ -111,14 +80,14 @@ def gpu_idle(analysis: Any, sel: Selection) -> float:
 
 def attention_chain(analysis: Any, sel: Selection) -> float:
     """Unfused attention chains (scores GEMM → softmax → GEMM) plus fused attention kernels, per step."""
-    chains = per_step(_patterns_total(analysis, "attention", S.AT_TIME_US), sel.all_steps)
+    chains = per_step(_patterns_total(analysis, "attention", S.AT_TIME_US), sel.steps)
     return chains + class_time(analysis, sel, K.ATTENTION)
 
 
 def gemm_loop(analysis: Any, sel: Selection) -> float:
     """Wall time of same-shape GEMM loops plus the GEMM time outside them, per step."""
-    wall = per_step(_patterns_total(analysis, "loops", S.LP_WALL_US), sel.all_steps)
-    busy = per_step(_patterns_total(analysis, "loops", S.LP_BUSY_US), sel.all_steps)
+    wall = per_step(_patterns_total(analysis, "loops", S.LP_WALL_US), sel.steps)
+    busy = per_step(_patterns_total(analysis, "loops", S.LP_BUSY_US), sel.steps)
     return wall + max(class_time(analysis, sel, K.GEMM) - busy, 0.0)
 
 
@@ -134,10 +103,10 @@ TARGETS: dict[str, tuple[str, Callable[[Any, Selection], float]]] = {
     "fuse_elementwise": ("elementwise + normalization time",
                          lambda a, s: class_time(a, s, K.ELEMENTWISE, K.NORMALIZATION)),
     "batch_bmm": ("the same-shape GEMM loop", gemm_loop),
-    "dataloader_workers": ("GPU idle inside DataLoader calls", dataloader_idle),
-    "avoid_sync": ("GPU idle after host syncs", sync_idle),
-    "pinned_memory": ("CPU time blocked in pageable host-to-device copies", pageable_copy_block),
-    "overlap_comm": ("exposed communication", exposed_comm),
+    "dataloader_workers": ("GPU idle while the main thread loads data", total("data_wait_us")),
+    "avoid_sync": ("GPU idle after host syncs", total("sync_wait_us")),
+    "pinned_memory": ("copy time + GPU idle while the CPU is blocked in copies", copies),
+    "overlap_comm": ("exposed communication", total("comm_exposed_us")),
 }
 DEFAULT_TARGET = ("the step span", step_span)
 
@@ -148,22 +117,7 @@ def target(suggestion_id: str) -> tuple[str, Callable[[Any, Selection], float]]:
 
 
 def idle_parts(analysis: Any, sel: Selection) -> dict[str, float]:
-    """GPU idle per step and its parts, in order: data loading, syncs, pageable copies, other host-wait
-    gaps, kernel gaps, other (each part capped by the idle time the earlier parts left)."""
-    total = gpu_idle(analysis, sel)
-    left = total
-    parts: dict[str, float] = {IDLE_TOTAL: total}
-    data = min(dataloader_idle(analysis, sel), left)
-    left -= data
-    sync = min(sync_idle(analysis, sel), left)
-    left -= sync
-    copies = min(pageable_copy_block(analysis, sel), left)
-    left -= copies
-    host_rest = max(per_step(sel.totals.host_wait_us, sel.steps) - data - sync, 0.0)
-    host = min(host_rest, left)
-    left -= host
-    kernel = min(per_step(sel.totals.kernel_wait_us, sel.steps), left)
-    left -= kernel
-    parts.update({IDLE_DATA: data, IDLE_SYNC: sync, IDLE_COPIES: copies, IDLE_HOST: host,
-                  IDLE_KERNEL: kernel, IDLE_OTHER: max(left, 0.0)})
-    return parts
+    """GPU idle per step, then its parts (IDLE_PARTS, which add up to it), then what is left."""
+    idle = gpu_idle(analysis, sel)
+    parts = {name: per_step(float(getattr(sel.totals, field)), sel.steps) for name, field in IDLE_PARTS.items()}
+    return {IDLE_TOTAL: idle, **parts, IDLE_OTHER: idle - sum(parts.values())}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, Change, TraceDiff, diff
 from tracekit.cli.analyze import _safe
-from tracekit.cli.common import load_for_cli, quiet_option
+from tracekit.cli.common import analyze_for_cli, load_for_cli, quiet_option, steps_option
 from tracekit.suggestions import suggest
 from tracekit.units import fmt_us
 
@@ -91,8 +91,8 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def _analysed(path: str, quiet: bool, rank: int | None) -> Analysis:
-    result = analyze(load_for_cli(path, quiet=quiet), rank=rank)
+def _analysed(path: str, quiet: bool, rank: int | None, steps: str = "steady") -> Analysis:
+    result = analyze_for_cli(load_for_cli(path, quiet=quiet), steps=steps, rank=rank)
     return result.with_suggestions(suggest(result))
 
 
@@ -121,12 +121,13 @@ def slower_message(d: TraceDiff, pct: float) -> str | None:
               help="Exit 1 when the steady step got slower by more than PCT percent.")
 @click.option("--rank", type=int, default=None, help="Compare only this rank (default: all ranks).")
 @click.option("--top", default=10, show_default=True, help="How many rows per table in the text.")
+@steps_option
 @quiet_option
 def command(before: str, after: str, as_json: bool, html: Path | None, force: bool, fail_pct: float | None,
-            rank: int | None, top: int, quiet: bool) -> None:
+            rank: int | None, top: int, steps: str, quiet: bool) -> None:
     """Compare two traces (files or rank directories) over their steady steps; check BEFORE's suggestions."""
-    a = _analysed(before, quiet or as_json, rank)
-    b = _analysed(after, quiet or as_json, rank)
+    a = _analysed(before, quiet or as_json, rank, steps)
+    b = _analysed(after, quiet or as_json, rank, steps)
     result = diff(a, b)
     if html is not None:
         from tracekit.report.diff_view import write_diff_html

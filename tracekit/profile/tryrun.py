@@ -108,13 +108,8 @@ def steady_steps(analysis: Any) -> tuple[list[int], float | None]:
     if not analysis.ranks:
         return [], None
     lo = analysis.ranks[0].launch
-    numbers = [int(s) for s in lo.steps["step"]]
-    steady = getattr(lo, "steady_steps", None)
-    if steady is None:  # before steady-state detection: every step but the first and the last
-        steady = numbers[1:-1] if len(numbers) >= 3 else numbers
-    steady = [int(s) for s in steady]
-    spans = lo.steps.loc[lo.steps["step"].isin(steady), "span_us"]
-    return steady, (float(spans.mean()) if len(spans) else None)
+    span = lo.totals.span_us / lo.totals.steps if lo.totals.steps else None
+    return [int(s) for s in lo.steady_steps], span
 
 
 def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None, str | None]:
