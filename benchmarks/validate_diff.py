@@ -22,8 +22,8 @@ def main(paths: list[str]) -> int:
     if len(paths) < 2 or len(paths) % 2:
         print(__doc__, file=sys.stderr)
         return 2
-    print("| pair | steady step before → after | change | named share | gate b→a | gate a→b | "
-          "suggestion | predicted / step | realised / step | realised / predicted | came true |")
+    print("| pair | steady step before → after | change | named share | gate before→after | "
+          "gate after→before | suggestion | predicted / step | realised / step | realised / predicted | outcome |")
     print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for before_path, after_path in zip(paths[::2], paths[1::2], strict=True):
         before, after = _analysed(before_path, True, None), _analysed(after_path, True, None)
@@ -42,7 +42,7 @@ def main(paths: list[str]) -> int:
             p, r = c.predicted_us_per_step, c.realised_us_per_step
             ratio = "-" if not p or r is None else f"{r / p:.2f}"
             print(f"{head} `{c.id}` ({c.target}) | {fmt_us(p) if p is not None else '-'} | "
-                  f"{fmt_us(r) if r is not None else '-'} | {ratio} | {c.came_true} |")
+                  f"{fmt_us(r) if r is not None else '-'} | {ratio} | {c.outcome or '-'} |")
     return 0
 
 

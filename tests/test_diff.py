@@ -169,3 +169,18 @@ def test_cli_text_and_html_escaped(tmp_path: Path) -> None:
     assert "http://" not in html and "https://" not in html
     again = tk("diff", "-q", before, after, "--html", page)  # exists, no --force: a numbered file beside
     assert again.returncode == 0 and (tmp_path / "d-1.html").exists()
+
+
+def test_suggestion_outcomes() -> None:
+    from tracekit.analyzers.diff import SuggestionCheck
+
+    def outcome(predicted: float, before: float, after: float) -> tuple[bool | None, str | None]:
+        c = SuggestionCheck("x", "x", "part", predicted, before, after)
+        return c.came_true, c.outcome
+
+    assert outcome(100, 500, 370) == (True, "came true")  # realised 130: +30 %
+    assert outcome(100, 500, 360) == (False, "exceeded")  # 140: +40 %
+    assert outcome(100, 500, 440) == (False, "fell short")  # 60
+    assert outcome(100, 500, 495) == (False, "untouched")  # 5: the change did not act on it
+    assert outcome(100, 500, 530) == (False, "worse")
+    assert outcome(0, 500, 400) == (None, None)

@@ -150,3 +150,30 @@ def test_ci_gate_on_a_real_pair() -> None:
     assert slower_message(diff(fp32, tf32), 5) is None
     message = slower_message(diff(tf32, fp32), 5)
     assert message is not None and "gemm grew most" in message
+
+
+@pytest.mark.parametrize(("pair", "fired"), [
+    (("train_dataloader", "train_dataloader_fixed"), "dataloader_workers"),
+    (("train_sync", "train_sync_fixed"), "avoid_sync"),
+    (("train_copies", "train_copies_fixed"), "pinned_memory"),
+])
+def test_host_bound_fixes(pair: tuple[str, str], fired: str) -> None:
+    """H200 training loops and their fixes: the suggestion the fix answers came true, the step change is
+    explained by named parts, and the CI gate fires in the slower direction only."""
+    from tracekit.cli.diff import slower_message
+
+    before, after = analysed(pair[0]), analysed(pair[1])
+    d = diff(before, after)
+    memcpy = []
+    for name, a in zip(pair, (before, after), strict=True):
+        steps = selected(a)
+        _, activities = raw(SAMPLES / f"{name}.trace.json.gz")
+        memcpy.append(sum(dur for n, _, dur, s in activities if s in steps and n.startswith("Memcpy")) / len(steps))
+    classes = d.classes.set_index("class")
+    assert classes.loc["memcpy", BEFORE] == pytest.approx(memcpy[0], rel=1e-6)
+    assert classes.loc["memcpy", AFTER] == pytest.approx(memcpy[1], rel=1e-6)
+    check = next(s for s in d.suggestions if s.id == fired)
+    assert check.outcome == "came true"
+    assert d.attributed_share >= 0.8
+    assert d.step.delta < 0
+    assert slower_message(d, 5) is None and slower_message(diff(after, before), 5) is not None

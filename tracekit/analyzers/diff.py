@@ -20,6 +20,7 @@ from tracekit.analyzers import kernels as K
 
 SCHEMA = "tracekit.diff/1"
 CAME_TRUE_TOLERANCE = 0.35  # realised within ±35 % of the predicted saving
+UNTOUCHED = 0.10  # a target part that moved by less than 10 % of the prediction: the change left it alone
 MOVED_ROWS = 10
 _TRANSFERS = ("Memcpy", "Memset")  # activity names shared by unrelated ops: not a kernel match
 
@@ -102,8 +103,21 @@ class SuggestionCheck:
             return None
         return abs(r - p) <= CAME_TRUE_TOLERANCE * p
 
+    @property
+    def outcome(self) -> str | None:
+        """'came true'; 'untouched' (the part moved by under UNTOUCHED of the prediction: the change
+        did not act on it); 'fell short', 'exceeded' or 'worse' (the part grew); None: nothing to compare."""
+        p, r = self.predicted_us_per_step, self.realised_us_per_step
+        if p is None or r is None or p <= 0:
+            return None
+        if self.came_true:
+            return "came true"
+        if abs(r) <= UNTOUCHED * p:
+            return "untouched"
+        return "worse" if r < 0 else ("fell short" if r < p else "exceeded")
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "target": self.target,
+        return {"id": self.id, "title": self.title, "target": self.target, "outcome": self.outcome,
                 "predicted_us_per_step": self.predicted_us_per_step,
                 "realised_us_per_step": self.realised_us_per_step,
                 "before_part_us_per_step": self.before_part_us, "after_part_us_per_step": self.after_part_us,

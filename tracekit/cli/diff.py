@@ -83,7 +83,7 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
         for s in d.suggestions:
             pred = "-" if s.predicted_us_per_step is None else fmt_us(s.predicted_us_per_step)
             real = "-" if s.realised_us_per_step is None else _signed(-s.realised_us_per_step)
-            verdict = {True: "came true", False: "did not (off by more than 35%)", None: "-"}[s.came_true]
+            verdict = s.outcome or "-"
             lines.append(f"  {s.id:18s} predicted -{pred:>10s}  realised {real:>10s}  {verdict}  "
                          f"({s.target})")
     for w in d.warnings:

@@ -93,7 +93,7 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
         f"Named kernel classes and GPU-idle causes account for {100 * share:.0f}% of the step change.")
     checks = []
     for s in d.suggestions:
-        verdict = {True: "came true", False: "did not come true", None: "–"}[s.came_true]
+        verdict = s.outcome or "–"
         checks.append(Row((s.id, s.target, "–" if s.predicted_us_per_step is None else fmt_time(s.predicted_us_per_step),
                            "–" if s.realised_us_per_step is None else fmt_time(s.realised_us_per_step), verdict),
                           {True: "faster", False: "slower", None: ""}[s.came_true]))
