@@ -43,13 +43,21 @@ def run_try(target, knobs_text: str, *, output: Path | None, force: bool, warmup
         if not quiet:
             click.echo(f"tracekit: --try {message}", err=True)
 
+    done: list[TryResult] = []
+
     def save(result: TryResult) -> None:
+        done[:] = [result]
         tmp = table_path.with_name(table_path.name + ".tmp")
         tmp.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=False), encoding="utf-8")
         os.replace(tmp, table_path)
 
-    result = try_knobs(target, knobs, base, warmup=warmup, active=active, timeout=timeout, say=say,
-                       on_row=save)
+    try:
+        result = try_knobs(target, knobs, base, warmup=warmup, active=active, timeout=timeout, say=say,
+                           on_row=save)
+    except KeyboardInterrupt:  # stopped (Ctrl-C, a time limit): show the runs that finished
+        if done:
+            click.echo(render_text(done[0]))
+        raise
     click.echo(render_text(result))
     say(f"table written to {table_path}")
     if not result.baseline_ok:
