@@ -120,4 +120,5 @@ def idle_parts(analysis: Any, sel: Selection) -> dict[str, float]:
     """GPU idle per step, then its parts (IDLE_PARTS, which add up to it), then what is left."""
     idle = gpu_idle(analysis, sel)
     parts = {name: per_step(float(getattr(sel.totals, field)), sel.steps) for name, field in IDLE_PARTS.items()}
-    return {IDLE_TOTAL: idle, **parts, IDLE_OTHER: idle - sum(parts.values())}
+    other = idle - sum(parts.values())
+    return {IDLE_TOTAL: idle, **parts, IDLE_OTHER: 0.0 if abs(other) < 1e-6 * max(idle, 1.0) else other}

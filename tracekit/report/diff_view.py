@@ -59,8 +59,13 @@ def _signed(us: float) -> str:
     return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_time(abs(us))
 
 
-def _css(delta: float | None) -> str:
-    return "" if not delta else ("faster" if delta < 0 else "slower")
+NOISE = 0.005  # changes under 0.5 % of the BEFORE step are not coloured
+
+
+def _css(delta: float | None, scale: float = 0.0) -> str:
+    if not delta or abs(delta) < NOISE * scale:
+        return ""
+    return "faster" if delta < 0 else "slower"
 
 
 def _cell(name: str, v: float | None) -> str:
@@ -69,13 +74,18 @@ def _cell(name: str, v: float | None) -> str:
     return f"{v:.1f}" if name in _COUNTS else fmt_time(v)
 
 
-def _rows(table: Any, label: Any, limit: int = TABLE_ROWS) -> tuple[Row, ...]:
-    return tuple(Row((*label(r), fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA])), _css(r[DELTA]))
-                 for r in table.head(limit).to_dict("records"))
+def _rows(table: Any, label: Any, scale: float, limit: int = TABLE_ROWS) -> tuple[Row, ...]:
+    return tuple(Row((*label(r), fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA])),
+                     _css(r[DELTA], scale)) for r in table.head(limit).to_dict("records"))
+
+
+def _verdict(verdict: str, cause: str | None) -> str:
+    return f"{verdict}: {cause}" if cause else verdict
 
 
 def diff_view(d: TraceDiff, version: str) -> DiffView:
     """The view model of one TraceDiff."""
+    scale = abs(d.step.before or 0.0)
     metrics = []
     for m in d.metrics:
         pct = "–" if m.pct is None else f"{m.pct:+.1f}%"
@@ -83,7 +93,7 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
                                                        else f"{1 / m.ratio:.2f}× more")
         delta = "–" if m.delta is None else (f"{m.delta:+.1f}" if m.name in _COUNTS else _signed(m.delta))
         metrics.append(Row((_LABELS.get(m.name, m.name), _cell(m.name, m.before), _cell(m.name, m.after),
-                            delta, pct, ratio), _css(m.delta)))
+                            delta, pct, ratio), _css(m.delta, abs(m.before or 0.0))))
     step = d.step
     headline = (f"Steady step {fmt_time(step.before or 0)} → {fmt_time(step.after or 0)}"
                 + ("" if step.pct is None else f" ({step.pct:+.1f}%)")
@@ -96,18 +106,18 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
         verdict = s.outcome or "–"
         checks.append(Row((s.id, s.target, "–" if s.predicted_us_per_step is None else fmt_time(s.predicted_us_per_step),
                            "–" if s.realised_us_per_step is None else fmt_time(s.realised_us_per_step), verdict),
-                          {True: "faster", False: "slower", None: ""}[s.came_true]))
+                          {"came true": "faster", "untouched": None}.get(s.outcome or "", "slower") or ""))
     kernels = d.kernels[d.kernels["match"] != "name"]
     return DiffView(
         version=version, title=f"tracekit diff: {Path(d.before_path).name} → {Path(d.after_path).name}",
-        before=f"{d.before_path} ({d.before_steps} steps, {d.verdict[0]})",
-        after=f"{d.after_path} ({d.after_steps} steps, {d.verdict[1]})",
+        before=f"{d.before_path} ({d.before_steps} steps, {_verdict(d.verdict[0], d.cause[0])})",
+        after=f"{d.after_path} ({d.after_steps} steps, {_verdict(d.verdict[1], d.cause[1])})",
         headline=headline, attributed=attributed, metrics=tuple(metrics),
-        classes=_rows(d.classes, lambda r: (r["class"],)),
-        idle=_rows(d.idle, lambda r: (r["part"],)),
+        classes=_rows(d.classes, lambda r: (r["class"],), scale),
+        idle=_rows(d.idle, lambda r: (r["part"],), scale),
         moved=_rows(d.moved, lambda r: (r["op"], r["shapes"], r["match"], r["kernels_before"], r["kernels_after"]),
-                    MOVED_ROWS),
-        kernels=_rows(kernels, lambda r: (r["match"], r["class"], r["name"])),
+                    scale, MOVED_ROWS),
+        kernels=_rows(kernels, lambda r: (r["match"], r["class"], r["name"]), scale),
         suggestions=tuple(checks), warnings=d.warnings,
     )
 
