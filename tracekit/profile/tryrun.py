@@ -163,18 +163,23 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
             if trace.name.endswith(TRACE_SUFFIX) else trace.with_suffix(".log")
         result_path = trace.with_name(trace.name + f".{os.getpid()}.result.json")
         runs: dict[str, dict[str, Any]] = {}
+        trace.unlink(missing_ok=True)  # never read an older run's trace as this one's
         with open(log_path, "w", encoding="utf-8") as log:
             for mode in ("profile", "time"):
                 say(f"{label}: {'profiled' if mode == 'profile' else 'timed'} run")
                 runs[mode] = _child(target, mode, knob, trace, result_path, log, warmup, active, timeout)
                 if runs[mode].get("applied") is False:
                     break  # the knob cannot apply here: one run said so
-        row = _row(label, knob, trace, runs, suggestions, base, base_trace, log_path)
-        if knob is None and row.status == OK:
+        analysed: tuple[Any, list[Any]] | str | None = None
+        if trace.exists():
             try:
-                _, suggestions = _analyse(trace, True)
-            except Exception:  # the table still has the times
-                suggestions = []
+                analysed = _analyse(trace, knob is None)
+            except Exception as exc:  # an unreadable trace is a failed run, said in the table
+                analysed = f"{trace.name}: {exc}"
+        if knob is None and isinstance(analysed, tuple):
+            suggestions = analysed[1]
+        row = _row(label, knob, trace, runs, suggestions, base, base_trace, log_path, analysed)
+        if knob is None and row.status == OK:
             base.update(profiled=row.profiled_us_per_step, unprofiled=row.unprofiled_us_per_step)
         rows.append(row)
         on_row(TryResult(target.display, tuple(rows)))
@@ -183,7 +188,7 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
 
 def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, Any]],
          suggestions: list[Any], base: dict[str, float | None], base_trace: Path,
-         log_path: Path) -> TryRow:
+         log_path: Path, analysed: tuple[Any, list[Any]] | str | None) -> TryRow:
     answers, predicted = _prediction(knob, suggestions) if knob else (None, None)
     prof, timed = runs.get("profile", {}), runs.get("time", {})
     empty = TryRow(label, answers, predicted, None, None, None, None, None, None, 0, OK, "", None, None)
@@ -192,13 +197,12 @@ def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, An
     errors = [f"{m}: {r['error']}" for m, r in (("profiled", prof), ("timed", timed)) if r.get("error")]
     errors += [f"{m}: the script exited with status {r['status']}" for m, r in
                (("profiled", prof), ("timed", timed)) if not r.get("error") and r.get("status")]
-    if errors or not trace.exists():
+    if errors or analysed is None:
         why = "; ".join(errors) or "no trace was written"
         return _replace(empty, status=FAILED, reason=f"{why} (log: {log_path.name})")
-    try:
-        analysis, _ = _analyse(trace, False)
-    except Exception as exc:
-        return _replace(empty, status=FAILED, reason=f"{trace.name}: {exc}")
+    if isinstance(analysed, str):
+        return _replace(empty, status=FAILED, reason=analysed)
+    analysis = analysed[0]
     steady, span = steady_steps(analysis)
     timed_mean, clock = _timed_mean(timed, steady)
     applied = prof.get("applied", True) and timed.get("applied", True)
