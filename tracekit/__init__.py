@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tracekit._version import __version__
+from tracekit._version import __version__ as __version__
 
 # public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
 from tracekit.analyzers.analysis import Analysis, analyze
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.cli.common import fmt_us, load_for_cli, max_bytes_option, quiet_option
 from tracekit.suggestions import suggest
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from tracekit.terminal import visible
 
 
 def _safe(text: object, width: int | None = None) -> str:
-    """Trace names are untrusted: no terminal control characters, truncated to `width`."""
-    s = _CONTROL.sub("?", str(text))
+    """Trace names are untrusted: control characters made visible, truncated to `width`."""
+    s = str(text)
     if width is not None and len(s) > width:
         s = s[: width - 3] + "..."
-    return s
+    return visible(s)
 
 
 def _pct(x: float | None) -> str:
@@ -99,11 +97,12 @@ def with_suggestions(result: Analysis) -> Analysis:
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
+@max_bytes_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            quiet: bool) -> None:
+            max_bytes: int | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
     result = with_suggestions(analyze(loaded, rank=rank, tokens_per_step=tokens_per_step))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TraceFormatError
+from tracekit.terminal import visible
 from tracekit.trace import build, files, link
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
@@ -322,7 +323,7 @@ def stderr_progress(quiet: bool = False, after_s: float = 1.0) -> Progress | Non
 
     def report(message: str) -> None:
         if time.monotonic() - start >= after_s:
-            sys.stderr.write(f"\rtracekit: {message}\x1b[K")
+            sys.stderr.write(f"\rtracekit: {visible(message)}\x1b[K")
             sys.stderr.flush()
 
     return report
