@@ -62,15 +62,21 @@ def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False
         raise OutputError(f"{path}: exists and is not a regular file")
 
 
-def temp_beside(target: Path) -> Path:
-    """A new empty file '.NAME.XXXX.tmp' beside `target`, created with O_EXCL (mkstemp)."""
-    parent = target.parent
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot write in {parent} ({exc.strerror}); choose another path with -o") from None
+def make_temp(target: Path, suffix: str = ".tmp") -> Path:
+    """A new empty file '.NAME.XXXX<suffix>' beside `target`, created with O_EXCL (mkstemp) and
+    mode 0600 (publish() sets the final mode); OSError when the folder cannot take it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     os.close(fd)
     return Path(tmp)
+
+
+def temp_beside(target: Path) -> Path:
+    """make_temp(target), failing with a one-line OutputError."""
+    try:
+        return make_temp(target)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write in {target.parent} ({exc.strerror}); "
+                          "choose another path with -o") from None
 
 
 def _umask() -> int:
