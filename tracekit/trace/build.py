@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -376,7 +377,10 @@ def _extra(raw: bytes | None) -> dict | None:
     """All other args of a kernel-launching op (Inductor / Triton metadata), else None."""
     if raw is None:
         return None
-    full = ANY.decode(raw)
+    try:
+        full = ANY.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # e.g. a 400-digit number: no extra args
+        return None
     return {k: v for k, v in full.items() if k not in OP_COLUMN_KEYS} if isinstance(full, dict) else None
 
 

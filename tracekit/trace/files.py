@@ -18,7 +18,7 @@ LOAD_BYTES_PER_JSON_BYTE = 6  # load_trace peaks near 5.7x the JSON size (benchm
 FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory is free
 # Without an explicit limit, a gzip stream that has inflated past BOMB_FLOOR bytes at more than
 # BOMB_RATIO times its compressed size is refused: Kineto JSON compresses 10-20x, a bomb ~1000x.
-BOMB_FLOOR = 256 << 20
+BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
 _IN_CHUNK = 1 << 20
 _OUT_CHUNK = 16 << 20
@@ -39,6 +39,8 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
             if not files:
                 raise TraceFormatError(f"{p}: directory holds no trace files (*.json, *.json.gz)")
             return files
+        if not p.is_file():  # a FIFO or device would block or never end
+            raise TraceFormatError(f"{p}: not a regular file")
     except OSError as exc:
         raise TraceFormatError(f"{p}: cannot read directory ({exc.strerror or type(exc).__name__})") from None
     return [p]

@@ -103,13 +103,29 @@ class OpInputStore:
                     k = slot[key] = len(uniques)
                     uniques.append(key)
                 index.append(k)
-            values = _DECODER.decode(b"[" + b",".join(uniques) + b"]") if uniques else []
+            values = self._decode(uniques)
             for i, v in enumerate(values):
                 if not valid_input(col, v):
                     values[i] = None
                     self.rejected += 1
             out[col] = [values[k] if k >= 0 else None for k in index]
         return out
+
+    def _decode(self, raws: list[memoryview]) -> list[Any]:
+        """Decoded raw values; one that msgspec cannot hold (a 400-digit number) becomes None."""
+        if not raws:
+            return []
+        try:
+            return _DECODER.decode(b"[" + b",".join(raws) + b"]")
+        except (msgspec.DecodeError, RecursionError):
+            values: list[Any] = []
+            for raw in raws:
+                try:
+                    values.append(_DECODER.decode(raw))
+                except (msgspec.DecodeError, RecursionError):
+                    values.append(None)
+                    self.rejected += 1
+            return values
 
     def has_values(self, column: str) -> bool:
         """Whether any op recorded a (non-null) value for `column`."""
