@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ SAMPLES = ("triton_vector_add", "linear_bf16", "attention_sdpa", "elementwise_co
 CI_EXAMPLES = 24
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample_text(name: str) -> str:
     with gzip.open(REPO / "sample_traces" / f"{name}.trace.json.gz", "rt", encoding="utf-8") as fh:
         return fh.read()

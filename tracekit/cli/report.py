@@ -16,7 +16,7 @@ from tracekit.terminal import visible
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # checked by report.write.check_target: one line, before loading
     help="HTML file to write (default: TRACE_STEM.report.html beside the trace).",
 )
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")

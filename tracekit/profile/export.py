@@ -51,14 +51,15 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
     beside it (tracekit.report.write, the package's one atomic writer), then published; without
     `force` a file that appeared meanwhile is kept and the trace goes to a numbered name.
     """
-    from tracekit.report.write import make_temp, publish
+    from tracekit.report.write import make_temp, publish, signals_deferred
 
     made: list[Path] = []
     try:
-        raw = make_temp(path, ".raw.json")
-        made.append(raw)
-        tmp = make_temp(path)
-        made.append(tmp)
+        with signals_deferred():  # each temp file is created and registered for cleanup at once
+            raw = make_temp(path, ".raw.json")
+            made.append(raw)
+            tmp = make_temp(path)
+            made.append(tmp)
         try:
             prof.export_chrome_trace(str(raw))
         except OSError:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from tracekit.errors import OutputError
@@ -62,6 +63,23 @@ def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False
         raise OutputError(f"{path}: exists and is not a regular file")
 
 
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends (they are then handled as usual): a file
+    is created and given to its cleanup, or published and its temp name removed, all or nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def make_temp(target: Path, suffix: str = ".tmp") -> Path:
     """A new empty file '.NAME.XXXX<suffix>' beside `target`, created with O_EXCL (mkstemp) and
     mode 0600 (publish() sets the final mode); OSError when the folder cannot take it."""
@@ -92,6 +110,11 @@ def publish(tmp: Path, target: Path, *, force: bool = False, inputs: Iterable[Pa
     name of target, target-1, ... is claimed with os.link, which fails rather than replace a file
     created meanwhile. `tmp` is gone afterwards, whatever happens."""
     inputs = tuple(inputs)
+    with signals_deferred():
+        return _publish(tmp, target, force, inputs)
+
+
+def _publish(tmp: Path, target: Path, force: bool, inputs: tuple[Path, ...]) -> Path:
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         if force:
@@ -107,8 +130,7 @@ def publish(tmp: Path, target: Path, *, force: bool = False, inputs: Iterable[Pa
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({exc.strerror or type(exc).__name__})") from None
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _remove(tmp)
 
 
 def _claim(tmp: Path, candidate: Path) -> bool:
@@ -141,14 +163,19 @@ def write_atomic(path: Path, produce: Callable[[], str], *, force: bool = False,
     inputs = tuple(inputs)
     check_target(path, inputs=inputs, force=force)
     text = produce()  # may raise: nothing has been created yet
-    tmp = temp_beside(path)
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
+    with contextlib.ExitStack() as cleanup:
+        with signals_deferred():
+            tmp = temp_beside(path)
+            cleanup.callback(_remove, tmp)
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+        except OSError as exc:
             raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
-        raise
-    return publish(tmp, path, force=force, inputs=inputs)
+        return publish(tmp, path, force=force, inputs=inputs)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

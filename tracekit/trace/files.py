@@ -153,7 +153,7 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
             out += chunk
-            _check(len(out), pos, limit, bomb_guard)
+            _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
             pos += 1
