@@ -15,7 +15,7 @@ from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 from tracekit.trace.summary import busy_time_us
 
-PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
+PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
 DATALOADER = re.compile(r"DataLoader")
 SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
 COMM_CLASS = "communication"

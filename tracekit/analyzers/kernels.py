@@ -137,6 +137,7 @@ def classify_name(
     kernel_patterns.OP_CHAIN_SEP ("aten::index_select < aten::embedding"): op-restricted rules
     search the whole chain, the op-class fallback looks at the innermost op only."""
     lib_rules, class_rules, op_rules, driver_re = _compiled()
+    name, op = name[:kp.MAX_NAME_CHARS], op[:kp.MAX_NAME_CHARS]
     innermost = op.split(kp.OP_CHAIN_SEP, 1)[0]
     if kind in _KIND_CLASS:
         return _KIND_CLASS[kind], LIB_CUDA, -1

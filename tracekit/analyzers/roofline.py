@@ -60,14 +60,14 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (r"f16f16|fp16|c10::Half|__half|nvjet_(?:sm\d+_)?h[a-z]h_|_h\d{3,5}gemm|hgemm|^Cijk_\w+?_HHS_",
      "fp16"),
     (r"dgemm|f64f64|\bdouble\b", "fp64"),
-    (r"sgemm|ffma|f32f32_f32f32|gemv[^<]*<[^>]*float, float|scudnn", "fp32"),  # CUDA-core fp32
+    (r"sgemm|ffma|f32f32_f32f32|gemv[^<]{0,256}<[^>]{0,256}float, float|scudnn", "fp32"),  # CUDA-core fp32
 )
 _KERNEL_PRECISION = tuple((re.compile(p), v) for p, v in KERNEL_PRECISION)
 
 # When a device lacks a precision's units, the next one down the list is its ceiling.
 FALLBACK = {"fp8": "fp16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp32_matrix": "fp32",
             "int8": "fp16"}
-HOST_TRANSFER = re.compile(r"Memcpy (?:HtoD|DtoH|HtoH|PtoP)|Memcpy.*Host|Pageable|Pinned")
+HOST_TRANSFER = re.compile(r"Memcpy (?:HtoD|DtoH|HtoH|PtoP)|^(?=.*Memcpy)(?=.*Host)|Pageable|Pinned")
 
 
 @dataclass(frozen=True)

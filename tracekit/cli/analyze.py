@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.cli.common import analyze_for_cli, fmt_us, load_for_cli, quiet_option, steps_option
+from tracekit.cli.common import (
+    analyze_for_cli,
+    fmt_us,
+    load_for_cli,
+    max_bytes_option,
+    quiet_option,
+    steps_option,
+)
 from tracekit.suggestions import suggest
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from tracekit.terminal import visible
 
 
 def _safe(text: object, width: int | None = None) -> str:
-    """Trace names are untrusted: no terminal control characters, truncated to `width`."""
-    s = _CONTROL.sub("?", str(text))
+    """Trace names are untrusted: control characters made visible, truncated to `width`."""
+    s = str(text)
     if width is not None and len(s) > width:
         s = s[: width - 3] + "..."
-    return s
+    return visible(s)
 
 
 def _pct(x: float | None) -> str:
@@ -117,11 +122,12 @@ def with_suggestions(result: Analysis) -> Analysis:
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
 @steps_option
+@max_bytes_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, quiet: bool) -> None:
+            steps: str, max_bytes: int | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
     result = with_suggestions(analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))

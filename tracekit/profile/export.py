@@ -42,15 +42,24 @@ def report_path_for(trace_path: Path) -> Path:
     return trace_path.with_name(name + ".html")
 
 
-def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool) -> Path:
-    """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object.
+def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
+    """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object; return
+    the path written.
 
     `drop_step0` removes the ProfilerStep#0 annotation that spans the whole run when the script
-    marked no steps. The file appears complete or not at all (temp file + os.replace).
+    marked no steps. The file appears complete or not at all: temp files are created with O_EXCL
+    beside it (tracekit.report.write, the package's one atomic writer), then published; without
+    `force` a file that appeared meanwhile is kept and the trace goes to a numbered name.
     """
-    raw = path.with_name(f".{path.name}.{os.getpid()}.raw.json")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from tracekit.report.write import make_temp, publish, signals_deferred
+
+    made: list[Path] = []
     try:
+        with signals_deferred():  # each temp file is created and registered for cleanup at once
+            raw = make_temp(path, ".raw.json")
+            made.append(raw)
+            tmp = make_temp(path)
+            made.append(tmp)
         try:
             prof.export_chrome_trace(str(raw))
         except OSError:
@@ -64,11 +73,11 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
                 _rewrite(raw, out, meta, path.name)
             else:
                 _splice(raw, out, meta, path.name)
-        os.replace(tmp, path)
+        path = publish(tmp, path, force=force)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
     finally:
-        for leftover in (raw, tmp):
+        for leftover in made:
             with contextlib.suppress(OSError):
                 leftover.unlink()
     return path

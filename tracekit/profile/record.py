@@ -76,8 +76,13 @@ def provenance(
     command: Sequence[str],
     warmup_calls: int = 0,
     exit_status: int = 0,
+    record_command: bool = False,
 ) -> dict[str, Any]:
-    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions."""
+    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions.
+
+    Traces get shared: the command line and working directory (arguments can hold tokens, paths
+    can be private) are written only with `record_command`; otherwise `target` is cut to the
+    script's file name (or the module name)."""
     import torch
 
     from tracekit import __version__
@@ -92,10 +97,8 @@ def provenance(
         "triton": getattr(triton, "__version__", None),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "command": list(command),
-        "cwd": os.getcwd(),
         "mode": mode,
-        "target": target,
+        "target": target if record_command or mode != "script" else os.path.basename(target.rstrip("/\\")),
         "cuda": session.cuda,
         "device": torch.cuda.get_device_name() if session.cuda else None,
         "options": {
@@ -116,6 +119,9 @@ def provenance(
         "exit_status": exit_status,
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    if record_command:
+        meta["command"] = list(command)
+        meta["cwd"] = os.getcwd()
     if recorder is not None:
         meta["triton_kernels"] = recorder.kernels
         if recorder.mode == "top_level":
@@ -134,7 +140,7 @@ def finish(
     """Write the trace (and the report when planned); None when the schedule recorded nothing."""
     if not session.trace_ready:
         return None
-    write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step)
+    trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
     writer = report_writer() if report_path is not None else None
     if writer is None:

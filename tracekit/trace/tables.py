@@ -153,4 +153,4 @@ def runtime_kind(name: str) -> str:
     return "other"
 
 
-STEP_NAME_RE = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAME_RE = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # past int64: not a step
