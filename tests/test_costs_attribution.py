@@ -8,7 +8,7 @@ import numpy as np
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.analyzers.costs import (
+from tracekit.analyzers.costs.attribution import (
     BYTES,
     DTYPE,
     FLOPS,

@@ -6,7 +6,7 @@ import pytest
 from conftest import SHARED_TRACES
 
 import tracekit
-from tracekit.analyzers.costs import BYTES, FLOPS, OP, ROLE, SHAPES, estimate_costs
+from tracekit.analyzers.costs.attribution import BYTES, FLOPS, OP, ROLE, SHAPES, estimate_costs
 from tracekit.analyzers.devices import match_device
 from tracekit.analyzers.kernels import classify
 from tracekit.analyzers.roofline import BOUND, COUNT, NAME, ROOF, ROOFLINE_PCT, roofline

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import kernels as K
+from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
+from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
+from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
 from tracekit.analyzers.launch import (
     LaunchOverhead,
@@ -20,6 +22,7 @@ from tracekit.analyzers.launch import (
     launch_overhead,
     step_records,
 )
+from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -40,9 +43,9 @@ class RankAnalysis:
     classification: K.KernelClassification
     launch: LaunchOverhead
     temporal: TemporalBreakdown
-    costs: Any | None  # tracekit.analyzers.costs.KernelCosts, None when that module is absent
-    roofline: Any | None  # tracekit.analyzers.roofline.Roofline, None when that module is absent
-    patterns: Any | None = None  # tracekit.analyzers.patterns.Patterns: what the suggestion rules read
+    costs: KernelCosts
+    roofline: Roofline
+    patterns: Patterns  # what the suggestion rules read
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class Analysis:
 
     path: str
     ranks: tuple[RankAnalysis, ...]
-    device: Any | None  # tracekit.analyzers.devices.Device or None
+    device: Device | None  # None: the device is not in the peak table
     totals: LaunchTotals  # summed over the selected ranks
     queue: QueueStats  # over all ranks' launched GPU activities inside the steps
     classes: pd.DataFrame  # kernels.SUM_* columns, keyed by class, over the selected ranks
@@ -147,39 +150,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _optional(module: str):
-    """A sibling analyzer module written by another part of the team, or None while it is absent."""
-    name = f"tracekit.analyzers.{module}"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name == name:
-            return None
-        raise
-
-
-def _basic_rows(rank, kc: K.KernelClassification) -> pd.DataFrame:
-    """Kernel rows without costs: grouped by name, class, library and launching op."""
-    gpu = rank.gpu
-    ops = rank.ops
-    op_pos = gpu["op"].to_numpy()
-    names = ops["name"].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
-    frame = pd.DataFrame({
-        "name": gpu["name"].to_numpy(dtype=object), "class": kc.table[K.CLASS].to_numpy(dtype=object),
-        "library": kc.table[K.LIBRARY].to_numpy(dtype=object),
-        "op": [names[i] if i >= 0 else "" for i in op_pos], "dur": gpu["dur"].to_numpy(dtype=float),
-    })
-    out = frame.groupby(["name", "class", "library", "op"], sort=False)["dur"].agg(["count", "sum"])
-    out = out.reset_index().rename(columns={"sum": "time_us"})
-    out["op"] = out["op"].replace("", None)
-    for col in ("shapes", "dtype", "bound"):
-        out[col] = None
-    for col in ("flops", "bytes", "intensity", "achieved_tflops", "achieved_gbps", "roofline_pct"):
-        out[col] = np.nan
-    return out
-
-
-def _combine_rows(tables: list[pd.DataFrame], roofline_mod, device) -> pd.DataFrame:
+def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:
     if len(tables) == 1:
         out = tables[0]
     else:
@@ -193,12 +164,7 @@ def _combine_rows(tables: list[pd.DataFrame], roofline_mod, device) -> pd.DataFr
         for k in _GROUP_KEYS:
             col = out[k].astype(object)
             out[k] = col.where(col != "\x00", None)
-        if roofline_mod is not None:
-            out = roofline_mod.roofline_rows(out, device)
-        else:
-            for col in ("intensity", "achieved_tflops", "achieved_gbps", "roofline_pct"):
-                out[col] = np.nan
-            out["bound"] = None
+        out = roofline_rows(out, device)
     out = out.sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)
 
@@ -208,11 +174,9 @@ def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> R
     kc = K.classify(rank)
     lo = launch_overhead(rank) if kernel_wait_us is None else launch_overhead(rank, kernel_wait_us=kernel_wait_us)
     tb = temporal_breakdown(rank, kc.table[K.CLASS])
-    costs_mod, roof_mod = _optional("costs"), _optional("roofline")
-    costs = costs_mod.estimate_costs(rank, kc) if costs_mod is not None else None
-    roof = roof_mod.roofline(rank, kc, costs, device) if (roof_mod and costs is not None) else None
-    patterns_mod = _optional("patterns")
-    patterns = patterns_mod.find_patterns(rank, kc, costs) if patterns_mod is not None else None
+    costs = estimate_costs(rank, kc)
+    roof = roofline(rank, kc, costs, device)
+    patterns = find_patterns(rank, kc, costs)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns)
 
@@ -220,28 +184,23 @@ def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> R
 def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None) -> Analysis:
     """Analyze every rank of `trace` (or only `rank`) and combine the results."""
     selected = [trace.rank(rank)] if rank is not None else list(trace.ranks.values())
-    devices_mod = _optional("devices")
-    device = None
-    if devices_mod is not None:
-        with_gpu = [r for r in selected if r.has_gpu] or selected
-        device = devices_mod.match_device(with_gpu[0].meta)
+    with_gpu = [r for r in selected if r.has_gpu] or selected
+    device = match_device(with_gpu[0].meta)
     results = tuple(analyze_rank(r, device=device) for r in selected)
     totals = sum((r.launch.totals for r in results), LaunchTotals())
     queues = [r.launch.activities["queue_us"].to_numpy()[_in_steps(r.launch)] for r in results]
     all_keys = pd.concat([r.classification.table[K.CLASS] for r in results], ignore_index=True)
     all_libs = pd.concat([r.classification.table[K.LIBRARY] for r in results], ignore_index=True)
     all_dur = pd.concat([s.gpu["dur"].astype(float) for s in selected], ignore_index=True)
-    roof_mod = _optional("roofline")
-    tables = [r.roofline.table if r.roofline is not None else _basic_rows(s, r.classification)
-              for r, s in zip(results, selected, strict=True)]
+    tables = [r.roofline.table for r in results]
     warnings = list(trace.warnings)
     for r in results:
-        warnings.extend(getattr(r.roofline, "notes", ()) or ())
+        warnings.extend(r.roofline.notes)
     return Analysis(
         path=str(trace.path), ranks=results, device=device, totals=totals,
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),
         classes=K.summarize(all_keys, all_dur), libraries=K.summarize(all_libs, all_dur),
-        kernels=_combine_rows(tables, roof_mod, device), tokens_per_step=tokens_per_step,
+        kernels=_combine_rows(tables, device), tokens_per_step=tokens_per_step,
         warnings=tuple(dict.fromkeys(warnings)),
     )
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import costs as C
+from tracekit.analyzers.costs import attribution as C
 from tracekit.analyzers.devices import Device
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import hostside as H
+from tracekit.analyzers.detectors import hostside as H
 from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
-from tracekit.analyzers.op_shapes import DTYPE_SIZE
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE
+from tracekit.analyzers.detectors import sequences as S
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.detectors import sequences as S
 from tracekit.analyzers.roofline import roof_for
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import hostside as H
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.detectors import hostside as H
+from tracekit.analyzers.detectors import sequences as S
 
 
 @dataclass(frozen=True)

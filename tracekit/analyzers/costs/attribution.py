@@ -16,9 +16,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.op_costs import USER_TRITON_KEY, model_for, op_cost, parent_cost
-from tracekit.analyzers.op_models_matmul import PARENT_MODELS
-from tracekit.analyzers.op_shapes import LONGEST, OpArgs, OpCost, format_shapes
+from tracekit.analyzers.costs.models import USER_TRITON_KEY, model_for, op_cost, parent_cost
+from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
+from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, format_shapes
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 

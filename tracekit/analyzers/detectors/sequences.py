@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import costs as C
-from tracekit.analyzers.op_shapes import DTYPE_SIZE, OpArgs, broadcast, widest_float
+from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
 from tracekit.trace import tables as T
 
 FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})

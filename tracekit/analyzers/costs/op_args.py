@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,3 +238,7 @@ class OpCost:
     work: tuple[str, ...] | None = None
     pick: str = SPLIT
     list_elems: float | None = None
+
+
+# The one signature of every per-op model: (op name without `aten::`, its recorded args) -> cost.
+Model = Callable[[str, OpArgs], "OpCost | None"]
