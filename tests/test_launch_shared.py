@@ -9,7 +9,7 @@ from conftest import SHARED_TRACES
 
 import tracekit
 from tracekit.analyzers.launch import launch_overhead
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_time_us
 
 # rel path: scope, steps, kernels, GPU activities, launch calls, GPU busy µs (0.1 %), verdict
 EXPECTED = {

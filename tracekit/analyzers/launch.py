@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.gputime import busy_in_windows, intervals, merge_intervals
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_in_windows, intervals, merge_intervals
 from tracekit.trace.summary import span_us
 
 # Verdict thresholds (see `verdict` and `launch_overhead`).

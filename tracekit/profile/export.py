@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from tracekit.errors import OutputError, ProfileError
+from tracekit.trace.files import trace_stem
+from tracekit.trace.tables import TRACEKIT_KEY
 
-TRACE_SUFFIX = ".trace.json.gz"
-META_KEY = "tracekit"
+META_KEY = TRACEKIT_KEY
 STEP0_NAME = "ProfilerStep#0"
 _CHUNK = 1 << 20
 _TAIL = 4096
 _TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"')
-_TRACE_EXTENSIONS = (TRACE_SUFFIX, ".json.gz", ".json", ".gz")
 
 
 def check_output(path: Path, force: bool) -> None:
@@ -35,11 +35,7 @@ def check_output(path: Path, force: bool) -> None:
 
 def report_path_for(trace_path: Path) -> Path:
     """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.html, beside it."""
-    name = trace_path.name
-    for ext in _TRACE_EXTENSIONS:
-        if name.endswith(ext) and len(name) > len(ext):
-            return trace_path.with_name(name[: -len(ext)] + ".html")
-    return trace_path.with_name(name + ".html")
+    return trace_path.with_name(trace_stem(trace_path.name) + ".html")
 
 
 def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool) -> Path:

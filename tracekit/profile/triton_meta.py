@@ -7,9 +7,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md).
-KERNEL_BACKEND_KEY = "kernel_backend"  # "triton", as on Inductor's ops
-USER_KERNEL_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of the trace's tracekit.triton_kernels
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY
+from tracekit.trace.tables import USER_TRITON_KEY as USER_KERNEL_KEY
+
+# Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md), besides
+# KERNEL_BACKEND_KEY and USER_KERNEL_KEY (defined with the trace schema).
 GRID_KEY = "grid"  # "[x, y, z]"
 NUM_WARPS_KEY = "num_warps"
 NUM_STAGES_KEY = "num_stages"
@@ -58,7 +60,7 @@ class _KernelInfo:
             "name": self.name,
             "file": file,
             "line": code.co_firstlineno if code is not None else None,
-            "arg_names": list(self.params),
+            ARG_NAMES_KEY: list(self.params),
             "constexpr_names": [self.params[i] for i in self.const_idx],
         }
 

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs.models import USER_TRITON_KEY, model_for, op_cost, parent_cost
+from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, format_shapes
 from tracekit.trace import tables as T
@@ -175,10 +175,10 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
 def _triton_arg_names(rank: RankTrace) -> list[Any]:
     """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
     (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
-    table = (rank.meta.tracekit or {}).get("triton_kernels")
+    table = (rank.meta.tracekit or {}).get(T.TRITON_TABLE_KEY)
     if not isinstance(table, list):
         return []
-    return [k.get("arg_names") if isinstance(k, dict) else None for k in table]
+    return [k.get(T.ARG_NAMES_KEY) if isinstance(k, dict) else None for k in table]
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
@@ -208,13 +208,13 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
                 costs[r] = (cost, SOURCE_MODEL)
                 continue
         ex = extra[r] if isinstance(extra[r], dict) else None
-        user = ex.get(USER_TRITON_KEY) if ex else None
-        if isinstance(user, int) and 0 < user <= len(arg_names) and "arg_names" not in ex:
-            ex = {**ex, "arg_names": arg_names[user - 1]}
+        user = ex.get(T.USER_TRITON_KEY) if ex else None
+        if isinstance(user, int) and 0 < user <= len(arg_names) and T.ARG_NAMES_KEY not in ex:
+            ex = {**ex, T.ARG_NAMES_KEY: arg_names[user - 1]}
         if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
             continue
         key = encode((name, dkey, types[r], strides[r], concrete[r],
-                      ex.get("arg_names") if ex else None))
+                      ex.get(T.ARG_NAMES_KEY) if ex else None))
         if key not in cache:
             cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
             cache[key] = None if cost is None else (cost, _source(name, ex))
@@ -229,9 +229,9 @@ def _model(name: str) -> object:
 
 
 def _source(name: str, extra: dict | None) -> str:
-    if extra and extra.get(USER_TRITON_KEY):
+    if extra and extra.get(T.USER_TRITON_KEY):
         return SOURCE_TRITON
-    if name.startswith("triton_") or (extra and extra.get("kernel_backend") == "triton"):
+    if name.startswith("triton_") or (extra and extra.get(T.KERNEL_BACKEND_KEY) == "triton"):
         return SOURCE_INDUCTOR
     return SOURCE_MODEL
 

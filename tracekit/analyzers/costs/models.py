@@ -20,12 +20,11 @@ from tracekit.analyzers.costs.models_pointwise import (
     foreach,
 )
 from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
 TRITON_PREFIX = "triton_"
 TRITON_TEMPLATE_PREFIX = "triton_tem_"  # Inductor's GEMM templates
-USER_TRITON_KEY = "tracekit_user_kernel"  # set by tracekit.profile on user Triton launch ops
-ARG_NAMES_KEY = "arg_names"
 
 
 # The registry: op name (without `aten::`) -> its model. `model_for` adds the name families
@@ -60,7 +59,7 @@ def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any
     if not dims:
         return None
     args = OpArgs.of(dims, types, strides, concrete)
-    if extra and (extra.get("kernel_backend") == "triton" or extra.get(USER_TRITON_KEY)):
+    if extra and (extra.get(KERNEL_BACKEND_KEY) == "triton" or extra.get(USER_TRITON_KEY)):
         return triton_cost(name, args, extra)
     if name.startswith(TRITON_PREFIX):
         return triton_cost(name, args, extra or {})

@@ -7,9 +7,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
 from tracekit.trace import tables as T
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
 
 PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
 DATALOADER = re.compile(r"DataLoader")
