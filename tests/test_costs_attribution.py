@@ -21,7 +21,6 @@ from tracekit.analyzers.costs.attribution import (
     SHAPES,
     SOURCE,
     estimate_costs,
-    kernel_costs,
 )
 from tracekit.analyzers.kernels import classify
 
@@ -90,7 +89,7 @@ def test_gemm_gets_the_flops_helpers_get_nothing(tmp_path):
 
 def test_without_classification_the_longest_kernel_does_the_work(tmp_path):
     rank = _trace(tmp_path)
-    t = kernel_costs(rank, None).table
+    t = estimate_costs(rank, None).table
     assert t[rank.gpu["name"] == GEMM][FLOPS].iloc[0] == 2 * 4096**3
     assert t[rank.gpu["name"] == SPLITK][ROLE].iloc[0] == ROLE_HELPER
 

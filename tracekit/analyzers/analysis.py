@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ from tracekit.analyzers.launch import (
     step_records,
 )
 from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
+from tracekit.jsonsafe import plain
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -111,7 +111,7 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         device = self.device.to_dict() if self.device is not None else None
-        return _clean({
+        return plain({
             "schema": SCHEMA,
             "trace": self.path,
             "ranks": [_rank_dict(r) for r in self.ranks],
@@ -133,21 +133,6 @@ def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
             "gpu_busy_us": r.launch.totals.gpu_busy_us, "span_us": r.launch.totals.span_us,
             "kernels": r.launch.totals.kernels, "other_share": r.classification.other_share,
             "temporal": r.temporal.to_dict(), "streams": launch["streams"], "apis": launch["apis"]}
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
 
 
 def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:

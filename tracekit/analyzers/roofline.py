@@ -7,7 +7,6 @@ hint); every other kernel uses the fp32 (vector) roof. Memory ceiling: the devic
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,6 +17,7 @@ import pandas as pd
 
 from tracekit.analyzers.costs import attribution as C
 from tracekit.analyzers.devices import Device
+from tracekit.jsonsafe import records
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 
@@ -88,23 +88,6 @@ class Roofline:
             "notes": list(self.notes),
             "kernels": records(self.table),
         }
-
-
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: NaN -> None, numpy scalars -> Python numbers."""
-    out = []
-    for row in table.to_dict("records"):
-        out.append({k: _plain(v) for k, v in row.items()})
-    return out
-
-
-def _plain(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, np.generic):
-        v = v.item()
-        return None if isinstance(v, float) and math.isnan(v) else v
-    return v
 
 
 def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,

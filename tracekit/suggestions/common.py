@@ -45,10 +45,6 @@ class Scope:
         return f"span of {what} ({fmt_us(self.span_us)}){per}"
 
 
-def fmt_rate(value: float, unit: str) -> str:
-    return f"{value:.3g} {unit}"
-
-
 def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula: str,
                evidence: Iterable[Mapping[str, Any]], *, min_pct: float = MIN_SAVING_PCT,
                snippet: str | None = None) -> Suggestion | None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from tracekit.jsonsafe import plain
 
 
 @dataclass(frozen=True)
@@ -35,20 +34,11 @@ class Suggestion:
         return {
             "id": self.id,
             "title": self.title,
-            "saving_us": _plain(self.saving_us),
-            "saving_pct": _plain(self.saving_pct),
-            "per_step_us": _plain(self.per_step_us),
+            "saving_us": plain(self.saving_us),
+            "saving_pct": plain(self.saving_pct),
+            "per_step_us": plain(self.per_step_us),
             "basis": self.basis,
             "formula": self.formula,
             "snippet": self.snippet,
-            "evidence": [{k: _plain(v) for k, v in row.items()} for row in self.evidence],
+            "evidence": [{k: plain(v) for k, v in row.items()} for row in self.evidence],
         }
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -149,9 +149,6 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
     )
 
 
-kernel_costs = estimate_costs  # alias used by analysis.py
-
-
 # memcpy under these ops moves argument N of the op (when the trace records no `bytes`, as some
 # ROCm traces do not): copy_(dst, src) moves src, item() moves its one-element tensor
 TRANSFER_SOURCE_ARG = {"aten::copy_": 1, "aten::_local_scalar_dense": 0}

@@ -23,7 +23,7 @@ SYNC_ORIGINS = (
     "aten::to", "aten::_to_copy", "aten::copy_", "aten::allclose", "aten::equal", "aten::is_nonzero",
 )
 
-# --- columns of HostSide.syncs (one row per host synchronisation call) ----------------------------
+# --- columns of Patterns.syncs (one row per host synchronisation call) ----------------------------
 SY_STEP = "step"
 SY_API = "api"  # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize...
 SY_ORIGIN = "origin"  # the user-facing op that synced (SYNC_ORIGINS), the innermost op, or "" (explicit)
@@ -31,20 +31,20 @@ SY_WAIT_US = "wait_us"  # the call's duration: CPU time spent waiting
 SY_BUBBLE_US = "bubble_us"  # GPU idle from the call's end to the next GPU activity's start
 SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable host-to-device copy
 
-# --- columns of HostSide.copies (one row per pageable host-to-device memcpy) ---------------------
+# --- columns of Patterns.copies (one row per pageable host-to-device memcpy) ---------------------
 CP_STEP = "step"
 CP_BYTES = "bytes"
 CP_COPY_US = "copy_us"  # GPU-side duration
 CP_CALL_US = "call_us"  # the cudaMemcpy* call's duration (the CPU is blocked for pageable copies)
 
-# --- columns of HostSide.dataloader (one row per step with DataLoader time) ----------------------
+# --- columns of Patterns.dataloader (one row per step with DataLoader time) ----------------------
 DL_STEP = "step"
 DL_CALLS = "calls"
 DL_US = "dataloader_us"  # union of top-level DataLoader op windows
 DL_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside those windows
 DL_SINGLE = "single_process"  # num_workers=0 (_SingleProcessDataLoaderIter)
 
-# --- columns of HostSide.comm (one row per step with communication kernels) ----------------------
+# --- columns of Patterns.comm (one row per step with communication kernels) ----------------------
 CM_STEP = "step"
 CM_COLLECTIVES = "collectives"
 CM_COMM_US = "comm_us"  # union of communication kernels

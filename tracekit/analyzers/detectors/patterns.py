@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +10,7 @@ import pandas as pd
 
 from tracekit.analyzers.detectors import hostside as H
 from tracekit.analyzers.detectors import sequences as S
+from tracekit.jsonsafe import records
 
 
 @dataclass(frozen=True)
@@ -30,19 +30,7 @@ class Patterns:
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
         return {"rank": self.rank, "num_sms": self.num_sms,
-                **{name: _records(getattr(self, name)) for name in tables}}
-
-
-def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    out = []
-    for row in table.to_dict("records"):
-        clean = {}
-        for k, v in row.items():
-            if isinstance(v, np.generic):
-                v = v.item()
-            clean[k] = None if isinstance(v, float) and math.isnan(v) else v
-        out.append(clean)
-    return out
+                **{name: records(getattr(self, name)) for name in tables}}
 
 
 def _num_sms(meta) -> int | None:

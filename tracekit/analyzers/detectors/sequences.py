@@ -27,12 +27,11 @@ NO_CHAIN_ANCESTOR = re.compile(r"^Optimizer\.|AccumulateGrad|zero_grad|^aten::_f
 ANCESTOR_DEPTH = 6
 
 LOOP_MIN_RUN = 8  # consecutive same-shape GEMM kernels that count as a loop
-GEMM_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$")
 SCORE_GEMM_OPS = re.compile(r"^aten::(bmm|baddbmm|matmul|mm|einsum)$")
 ATTN_LOOKBACK = 6  # GPU activities between the scores GEMM and the softmax (scale, mask, clone copy, cast...)
 ATTN_LOOKAHEAD = 3  # activities between the softmax and the probs @ V GEMM (dropout, cast)
 
-# --- columns of Sequences.chains (one row per distinct elementwise chain) -------------------------
+# --- columns of Patterns.chains (one row per distinct elementwise chain) -------------------------
 CH_OPS = "ops"  # "aten::mul → aten::add → aten::gelu"
 CH_SHAPE = "shape"  # the shape flowing along the chain, e.g. "[8192, 8192]"
 CH_DTYPE = "dtype"
@@ -43,7 +42,7 @@ CH_BYTES = "bytes"  # summed estimated kernel bytes (NaN if any unknown)
 CH_AVOIDED_BYTES = "avoided_bytes"  # 2 x intermediate bytes per link, over all occurrences
 CH_STEPS = "steps"  # distinct steps the chain ran in
 
-# --- columns of Sequences.loops (one row per GEMM signature that ran in loops) -------------------
+# --- columns of Patterns.loops (one row per GEMM signature that ran in loops) -------------------
 LP_NAME = "name"
 LP_OP = "op"
 LP_SHAPES = "shapes"
@@ -58,7 +57,7 @@ LP_BLOCKS = "blocks"  # median thread blocks per kernel (grid x*y*z), -1 unknown
 LP_FLOPS = "flops"  # total, NaN unknown
 LP_BYTES = "bytes"  # total, NaN unknown
 
-# --- columns of Sequences.attention (one row per distinct unfused attention pattern) -------------
+# --- columns of Patterns.attention (one row per distinct unfused attention pattern) -------------
 AT_OPS = "ops"
 AT_SCORES = "scores"  # shape of the score matrix the softmax reads
 AT_DTYPE = "dtype"
