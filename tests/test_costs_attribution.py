@@ -80,7 +80,7 @@ def test_gemm_gets_the_flops_helpers_get_nothing(tmp_path):
     assert gemm[FLOPS] == 2 * 4096**3
     assert gemm[BYTES] == 2 * (4096 + 3 * 4096 * 4096)
     assert gemm[ROLE] == ROLE_MAIN and gemm[DTYPE] == "bf16" and gemm[OP] == "aten::addmm"
-    assert gemm[SHAPES] == "[4096], [4096, 4096], [4096, 4096]"
+    assert gemm[SHAPES] == ((4096,), (4096, 4096), (4096, 4096))
     splitk = t[name == SPLITK].iloc[0]
     assert splitk[ROLE] == ROLE_HELPER and math.isnan(splitk[FLOPS]) and math.isnan(splitk[BYTES])
     memset = t[name == "Memset (Device)"].iloc[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,15 @@ def plain(value: Any) -> Any:
     return value
 
 
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table's rows as JSON-safe dicts, column name -> value."""
-    return [{k: plain(v) for k, v in row.items()} for row in table.to_dict("records")]
+def records(table: pd.DataFrame,
+            text: Mapping[str, Callable[[Any], Any]] | None = None) -> list[dict[str, Any]]:
+    """A table's rows as JSON-safe dicts, column name -> value; `text` maps a column to the
+    function that writes its values for JSON (e.g. shapes tuples -> their text)."""
+    return [plain_row(row, text) for row in table.to_dict("records")]
+
+
+def plain_row(row: Mapping[str, Any],
+              text: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    """One row (mapping) made JSON-safe, with the `text` converters of records() applied."""
+    text = text or {}
+    return {k: plain(text[k](v) if k in text else v) for k, v in row.items()}

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tracekit.analyzers import kernels as K
 from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
+from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
@@ -22,7 +23,7 @@ from tracekit.analyzers.launch import (
     step_records,
 )
 from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
-from tracekit.jsonsafe import plain
+from tracekit.jsonsafe import plain, records
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -120,8 +121,7 @@ class Analysis:
             "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
             "classes": K.summary_records(self.classes, "class"),
             "libraries": K.summary_records(self.libraries, "library"),
-            "kernels": [dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
-                        self.kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)],
+            "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
             "warnings": list(self.warnings),
             "suggestions": None if self.suggestions is None else [s.to_dict() for s in self.suggestions],
         })

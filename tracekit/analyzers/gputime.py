@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.trace.intervals import busy_time_us, intervals
+from tracekit.trace.model import RankTrace
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class TemporalBreakdown:
         return asdict(self)
 
 
-def temporal_breakdown(rank, classes: pd.Series | None = None) -> TemporalBreakdown:
+def temporal_breakdown(rank: RankTrace, classes: pd.Series | None = None) -> TemporalBreakdown:
     """Idle / compute / non-compute time of `rank`'s GPU activities; `classes` are the kernel
     classes aligned with rank.gpu (default: from kernels.classify)."""
     gpu = rank.gpu

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracekit.analyzers import kernel_patterns as kp
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 
 # --- classes and libraries --------------------------------------------------------------------
 GEMM = "gemm"
@@ -190,7 +191,7 @@ def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
     return out
 
 
-def classify(rank) -> KernelClassification:
+def classify(rank: RankTrace) -> KernelClassification:
     """Classify every GPU activity of `rank` (a RankTrace) with the pattern tables in kernel_patterns."""
     gpu = rank.gpu
     n = len(gpu)

@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.devices import Device
+from tracekit.analyzers.kernels import KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
@@ -86,16 +88,16 @@ class Roofline:
             "device_name": self.device_name,
             "device": self.device.to_dict() if self.device else None,
             "notes": list(self.notes),
-            "kernels": records(self.table),
+            "kernels": records(self.table, {SHAPES: format_shapes}),
         }
 
 
-def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,
+def roofline(rank: RankTrace, classification: KernelClassification | None, costs: C.KernelCosts,
              device: Device | None) -> Roofline:
     """Group `rank`'s GPU rows by (kernel name, op, shapes, dtype), sum time/FLOPs/bytes, and place
     each group under the device's ceilings. device None: rates without bound or roofline_pct."""
     gpu = rank.gpu
-    table = getattr(classification, "table", None)
+    table = classification.table if classification is not None else None
     n = len(gpu)
     none = np.full(n, None, dtype=object)
     index = pd.RangeIndex(n)
@@ -187,7 +189,7 @@ def roofline_rows(rows: pd.DataFrame, device: Device | None) -> pd.DataFrame:
     return out[[c for c in COLUMNS if c in out.columns]]
 
 
-def roof_for(cls: Any, dtype: Any, kernel: str, device: Device | None) -> tuple[str | None, str]:
+def roof_for(cls: str | None, dtype: str | None, kernel: str, device: Device | None) -> tuple[str | None, str]:
     """(precision of the ceiling, where it came from) for one kernel row."""
     hint = kernel_precision(kernel) if kernel else None
     if cls in MATMUL_CLASSES:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
+from tracekit.analyzers.costs.op_args import Shapes
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
@@ -60,25 +60,14 @@ def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula
                       per_step_us=float(saving_us / scope.steps), basis=scope.basis)
 
 
-def parse_shapes(text: Any) -> list[Any] | None:
-    """'[1, 768], [768, 2304]' (the analyzers' shapes column) -> [[1, 768], [768, 2304]]."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = json.loads("[" + text + "]")
-    except ValueError:
-        return None
-    return value if isinstance(value, list) else None
+def _is_dims(v: object) -> bool:
+    return isinstance(v, tuple) and len(v) >= 1 and all(isinstance(x, int) for x in v)
 
 
-def _is_dims(v: Any) -> bool:
-    return isinstance(v, list) and len(v) >= 1 and all(isinstance(x, int) for x in v)
-
-
-def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
+def gemm_dims(op: str | None, shapes: Shapes | None) -> tuple[int, int, int] | None:
     """(M, N, K) of a GEMM kernel row from its launching op and shapes (M folds batch/leading dims
     for linear/matmul; bmm's batch is left out). None when the op is not a matrix product."""
-    dims = [d for d in (parse_shapes(shapes) or []) if _is_dims(d)]
+    dims = [d for d in (shapes or ()) if _is_dims(d)]
     name = str(op or "").removeprefix("aten::")
     if name in ("addmm", "baddbmm", "addmv", "addbmm") and len(dims) >= 3:
         dims = dims[1:]

@@ -6,7 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.jsonsafe import plain
+from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.jsonsafe import plain, plain_row
+
+# Evidence values kept as data (shapes as tuples) and written as text in JSON.
+EVIDENCE_TEXT = {"shapes": format_shapes}
 
 
 @dataclass(frozen=True)
@@ -40,5 +44,5 @@ class Suggestion:
             "basis": self.basis,
             "formula": self.formula,
             "snippet": self.snippet,
-            "evidence": [{k: plain(v) for k, v in row.items()} for row in self.evidence],
+            "evidence": [plain_row(row, EVIDENCE_TEXT) for row in self.evidence],
         }

@@ -18,7 +18,8 @@ import pandas as pd
 
 from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
-from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, format_shapes
+from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
+from tracekit.analyzers.kernels import CLASS, KernelClassification
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 
@@ -27,7 +28,7 @@ FLOPS = "flops"  # float, NaN = unknown
 BYTES = "bytes"  # float, NaN = unknown
 DTYPE = "dtype"  # short dtype name of the op ("bf16", "fp32", ...) or None
 OP = "op"  # name of the launching op, or None
-SHAPES = "shapes"  # the launching op's tensor shapes as text, or None
+SHAPES = "shapes"  # the launching op's tensor shapes (op_args.Shapes: tuples), or None
 ROLE = "role"  # ROLE_* below
 SOURCE = "source"  # SOURCE_* below
 
@@ -87,7 +88,7 @@ class KernelCosts:
         }
 
 
-def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
+def estimate_costs(rank: RankTrace, classification: KernelClassification | None = None) -> KernelCosts:
     """FLOPs/bytes per GPU row of `rank`. `classification` (kernels.classify's result, or None)
     tells which kernel of a multi-kernel op call does the work; without it, the longest does."""
     gpu, ops = rank.gpu, rank.ops
@@ -119,7 +120,10 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
         names = ops[T.OP_NAME].to_numpy()[rows]
         info = _op_info(ops, rows, names, costs, _triton_arg_names(rank))
         op_name[linked] = ops[T.OP_NAME].to_numpy()[op[linked]]
-        shapes[linked] = [info.get(r) for r in op[linked].tolist()]
+        by_row = np.full(len(ops), None, dtype=object)  # tuples stay elements (a list would not)
+        for r, value in info.items():
+            by_row[r] = value
+        shapes[linked] = by_row[op[linked]]
         uncosted = linked & ~transfer & ~np.isin(op, list(costs))
         shaped = np.zeros(n, dtype=bool)
         shaped[uncosted] = [info.get(r) is not None for r in op[uncosted]]
@@ -179,8 +183,8 @@ def _triton_arg_names(rank: RankTrace) -> list[Any]:
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
-             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, str | None]:
-    """Cost each linked op row (once per distinct signature); return op row -> shapes text."""
+             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, Shapes | None]:
+    """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
     dims = ops[T.OP_INPUT_DIMS].to_numpy()
     types = ops[T.OP_INPUT_TYPES].to_numpy()
     strides = ops[T.OP_INPUT_STRIDES].to_numpy()
@@ -189,15 +193,15 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
     parents = ops[T.OP_PARENT].to_numpy()
     all_names = ops[T.OP_NAME].to_numpy()
     cache: dict[bytes, tuple[OpCost, str] | None] = {}
-    shapes: dict[int, str | None] = {}
-    texts: dict[bytes, str | None] = {}
+    shapes: dict[int, Shapes | None] = {}
+    by_dims: dict[bytes, Shapes | None] = {}
     encode = msgspec.json.encode
     for r, name in zip(rows.tolist(), names.tolist(), strict=True):
         d = dims[r]
         dkey = encode(d)
-        if dkey not in texts:
-            texts[dkey] = format_shapes(d) if d else None
-        shapes[r] = texts[dkey]
+        if dkey not in by_dims:
+            by_dims[dkey] = shapes_of(d)
+        shapes[r] = by_dims[dkey]
         p = parents[r]
         if p >= 0 and name.removeprefix("aten::") in PARENT_MODELS and dims[p]:
             cost = parent_cost(name, all_names[p], dims[p], types[p], strides[p], concrete[p])
@@ -233,11 +237,10 @@ def _source(name: str, extra: dict | None) -> str:
     return SOURCE_MODEL
 
 
-def _classes(classification: Any, n: int) -> np.ndarray:
-    table = getattr(classification, "table", None)
-    if table is None or "class" not in table or len(table) != n:
+def _classes(classification: KernelClassification | None, n: int) -> np.ndarray:
+    if classification is None or len(classification.table) != n:
         return np.full(n, None, dtype=object)
-    return table["class"].to_numpy(dtype=object)
+    return classification.table[CLASS].to_numpy(dtype=object)
 
 
 def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarray,

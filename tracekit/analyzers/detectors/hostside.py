@@ -9,6 +9,7 @@ import pandas as pd
 
 from tracekit.trace import tables as T
 from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
+from tracekit.trace.model import RankTrace
 
 PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
 DATALOADER = re.compile(r"DataLoader")
@@ -75,7 +76,7 @@ def _origin(ops: pd.DataFrame, row: int) -> str:
     return chain[0]
 
 
-def find_syncs(rank) -> pd.DataFrame:
+def find_syncs(rank: RankTrace) -> pd.DataFrame:
     """Host synchronisation calls with the CPU wait and the GPU bubble that follows each."""
     rt, gpu, ops = rank.runtime, rank.gpu, rank.ops
     cols = [SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE]
@@ -120,12 +121,12 @@ def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame) -> pd.DataFrame:
                          T.RT_OP: op})
 
 
-def find_copies(rank) -> pd.DataFrame:
+def find_copies(rank: RankTrace) -> pd.DataFrame:
     """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
     return _pageable_h2d(rank.gpu, rank.runtime).drop(columns=[T.RT_OP])
 
 
-def find_dataloader(rank) -> pd.DataFrame:
+def find_dataloader(rank: RankTrace) -> pd.DataFrame:
     """Per step: time in top-level DataLoader ops on the main thread and the GPU idle time inside it."""
     ops, gpu = rank.ops, rank.gpu
     cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
@@ -146,7 +147,7 @@ def find_dataloader(rank) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
+def find_comm(rank: RankTrace, classes: np.ndarray) -> pd.DataFrame:
     """Per step: communication kernel time, how much of it overlaps compute kernels, and the rest."""
     gpu = rank.gpu
     cols = [CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US,

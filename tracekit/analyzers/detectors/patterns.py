@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from tracekit.analyzers import kernels as K
+from tracekit.analyzers.costs.attribution import KernelCosts
+from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import hostside as H
 from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.kernels import KernelClassification
 from tracekit.jsonsafe import records
+from tracekit.trace.model import RankTrace, TraceMeta
 
 
 @dataclass(frozen=True)
@@ -30,22 +34,22 @@ class Patterns:
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
         return {"rank": self.rank, "num_sms": self.num_sms,
-                **{name: records(getattr(self, name)) for name in tables}}
+                **{name: records(getattr(self, name), {S.LP_SHAPES: format_shapes})
+                   for name in tables}}
 
 
-def _num_sms(meta) -> int | None:
-    props = meta.device if hasattr(meta, "device") else None
+def _num_sms(meta: TraceMeta) -> int | None:
+    props = meta.device
     value = props.get("numSms") if isinstance(props, dict) else None
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def find_patterns(rank, classification: Any, costs: Any = None) -> Patterns:
+def find_patterns(rank: RankTrace, classification: KernelClassification,
+                  costs: KernelCosts | None = None) -> Patterns:
     """All patterns of one RankTrace; `classification` is kernels.classify(rank), `costs` the
-    costs.estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched)."""
-    n = len(rank.gpu)
-    table = getattr(classification, "table", None)
-    classes = table["class"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
-    libraries = table["library"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
+    estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched)."""
+    classes = classification.table[K.CLASS].to_numpy(dtype=object)
+    libraries = classification.table[K.LIBRARY].to_numpy(dtype=object)
     attention, covered = S.find_attention(rank, classes, costs)
     return Patterns(
         rank=int(rank.rank),

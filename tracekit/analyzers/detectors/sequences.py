@@ -16,6 +16,7 @@ import pandas as pd
 from tracekit.analyzers.costs import attribution as C
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 
 FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})
 PREFUSED_LIBRARIES = frozenset({"inductor", "triton"})  # generated kernels: already fused
@@ -100,7 +101,7 @@ def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[t
     return (shape, dtype or tensors[0][1]) if shape is not None else None
 
 
-def _stream_order(rank, kernels_only: bool = True) -> np.ndarray:
+def _stream_order(rank: RankTrace, kernels_only: bool = True) -> np.ndarray:
     """Kernel (or every GPU activity) row positions ordered by (stream, start); only those inside
     ProfilerSteps when the trace has steps (the window the launch analysis and the rules measure)."""
     gpu = rank.gpu
@@ -135,7 +136,7 @@ def _fmt_shape(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
+def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray, costs: C.KernelCosts | None,
                 skip: np.ndarray | None = None) -> pd.DataFrame:
     """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
     `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
@@ -236,7 +237,7 @@ LOOP_COLUMNS = (LP_NAME, LP_OP, LP_SHAPES, LP_DTYPE, LP_RUNS, LP_GEMMS, LP_PER_R
                 LP_BUSY_US, LP_KERNEL_US, LP_BLOCKS, LP_FLOPS, LP_BYTES)
 
 
-def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
+def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None) -> pd.DataFrame:
     """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
     launching op and input shapes: a Python loop of independent-looking small matmuls."""
     gpu = rank.gpu
@@ -309,7 +310,7 @@ def _gemm_io(inputs: _Inputs, row: int) -> tuple[tuple[int, ...], tuple[int, ...
     return a, b, (*a[:-1], b[-1])
 
 
-def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame, np.ndarray]:
+def find_attention(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None) -> tuple[pd.DataFrame, np.ndarray]:
     """Unfused attention: GEMM (scores) → up to ATTN_LOOKBACK kernels → softmax → up to
     ATTN_LOOKAHEAD kernels → GEMM reading the probabilities. Returns the patterns and a bool per GPU
     row marking the kernels they cover."""
