@@ -78,7 +78,7 @@ def _read_like_hta(table: pd.DataFrame, origin: int) -> pd.DataFrame:
     return out
 
 
-def hta_view(rank: RankTrace, *, include_last_profiler_step: bool = True):
+def hta_view(rank: RankTrace, *, include_last_profiler_step: bool = True) -> RankTrace:
     """`rank` as HTA sees it: its times rounded as HTA reads them, and only the GPU activities HTA
     analyses.
 

@@ -146,8 +146,10 @@ def classify_name(
     elif inductor:
         library = LIB_INDUCTOR
     else:
-        _, library = _first(lib_rules, name, op)
-        if library is None:
+        _, matched = _first(lib_rules, name, op)
+        if matched is not None:
+            library = matched
+        else:
             from_driver = bool(driver_re.match(api))
             library = LIB_TRITON if from_driver and not innermost.startswith("aten::") else LIB_OTHER
     library = kp.PLATFORM_LIBRARY.get((platform, library), library)
@@ -170,8 +172,8 @@ def _uses_dot(extra: Any, kernel_table: list) -> bool:
     if not isinstance(extra, dict):
         return False
     try:
-        entry = kernel_table[int(extra.get(T.USER_TRITON_KEY)) - 1]
-    except (TypeError, ValueError, IndexError):
+        entry = kernel_table[int(extra[T.USER_TRITON_KEY]) - 1]
+    except (KeyError, TypeError, ValueError, IndexError):
         return False
     return isinstance(entry, dict) and any(bool(entry.get(k)) for k in T.DOT_TABLE_KEYS)
 

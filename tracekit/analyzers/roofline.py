@@ -192,6 +192,7 @@ def roofline_rows(rows: pd.DataFrame, device: Device | None) -> pd.DataFrame:
 def roof_for(cls: str | None, dtype: str | None, kernel: str, device: Device | None) -> tuple[str | None, str]:
     """(precision of the ceiling, where it came from) for one kernel row."""
     hint = kernel_precision(kernel) if kernel else None
+    precision: str | None
     if cls in MATMUL_CLASSES:
         if dtype in ("fp32", "tf32", None):
             if hint in ("tf32", "fp32") or (dtype is None and hint is not None):

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers import launch as L
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
@@ -32,7 +33,7 @@ FUSED_ATTENTION_EFF = 0.35
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
-def _kernels(analysis: Any):
+def _kernels(analysis: Any) -> pd.DataFrame:
     return analysis.kernels
 
 
@@ -94,7 +95,7 @@ def _share_note(share: float) -> str:
     return "" if share > 0.999 else f"; × {share:.3f} (share of GPU time inside the profiled steps)"
 
 
-def _gemm_rows(analysis: Any):
+def _gemm_rows(analysis: Any) -> list[dict[str, Any]]:
     k = _kernels(analysis)
     if k is None or not len(k):
         return []
@@ -196,7 +197,8 @@ def align_dims(analysis: Any) -> Suggestion | None:
     scope = Scope.of(analysis)
     if analysis.device is None:
         return None
-    cands, refs = [], {}
+    cands: list[tuple[dict[str, Any], tuple[int, int, int], list[tuple[str, int, int]]]] = []
+    refs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
         if dims is None or row["dtype"] not in MATMUL_DTYPES or row.get("bound") != "compute":

@@ -208,9 +208,9 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
             if cost is not None:
                 costs[r] = (cost, SOURCE_MODEL)
                 continue
-        ex = extra[r] if isinstance(extra[r], dict) else None
+        ex: dict[str, Any] | None = extra[r] if isinstance(extra[r], dict) else None
         user = ex.get(T.USER_TRITON_KEY) if ex else None
-        if isinstance(user, int) and 0 < user <= len(arg_names) and T.ARG_NAMES_KEY not in ex:
+        if ex and isinstance(user, int) and 0 < user <= len(arg_names) and T.ARG_NAMES_KEY not in ex:
             ex = {**ex, T.ARG_NAMES_KEY: arg_names[user - 1]}
         if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
             continue
@@ -219,8 +219,9 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
         if key not in cache:
             cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
             cache[key] = None if cost is None else (cost, _source(name, ex))
-        if cache[key] is not None:
-            costs[r] = cache[key]
+        found = cache[key]
+        if found is not None:
+            costs[r] = found
     return shapes
 
 

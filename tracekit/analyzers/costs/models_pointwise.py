@@ -84,6 +84,7 @@ def elementwise(name: str, a: OpArgs) -> OpCost | None:
     if out_shape is None:
         return None
     n = math.prod(out_shape)
+    out_dtype: str | None
     if base in COMPARISON:
         out_dtype = "bool"
     elif inplace:

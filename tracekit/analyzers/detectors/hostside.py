@@ -59,7 +59,8 @@ CM_TOP = "top"  # name of the collective kernel with the most exposed time
 def _ancestor_names(ops: pd.DataFrame, row: int) -> list[str]:
     names = ops[T.OP_NAME].to_numpy(dtype=object)
     parent = ops[T.OP_PARENT].to_numpy()
-    out, p = [], row
+    out: list[str] = []
+    p = row
     while p >= 0 and len(out) <= ORIGIN_DEPTH:
         out.append(str(names[p]))
         p = int(parent[p])

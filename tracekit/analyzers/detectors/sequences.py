@@ -193,9 +193,11 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray, cos
     return _group_chains(chains)
 
 
-def _linked(a: tuple[str, Any, Any], b: tuple[str, Any, Any]) -> bool:
+def _linked(a: tuple[str, Any, Any] | None, b: tuple[str, Any, Any] | None) -> bool:
     """b reads a's output (by shape); the same op on the same shapes twice is a loop over different
     tensors (per-feature clamps, per-parameter updates), not a chain."""
+    if a is None or b is None:
+        return False
     if a[0] == b[0] and a[1] == b[1]:
         return False
     out_shape = a[2][0]
@@ -353,8 +355,11 @@ def find_attention(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | 
         rows = seq[first:last + 1]
         if any(stream[k] != stream[i] for k in rows):
             continue
-        q, kt, _ = gemm_at(seq[first])
-        _, v, o = gemm_at(seq[last])
+        before, after = gemm_at(seq[first]), gemm_at(seq[last])
+        if before is None or after is None:
+            continue
+        q, kt, _ = before
+        _, v, o = after
         size = DTYPE_SIZE.get(dtype, 2.0)
         io_bytes = (math.prod(q) + math.prod(kt) + math.prod(v) + math.prod(o)) * size
         gemm_rows = [seq[first], seq[last]]
