@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers import launch as L
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs.op_args import Shapes
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
@@ -29,7 +31,7 @@ class Scope:
     ranks: int
 
     @classmethod
-    def of(cls, analysis: Any) -> Scope:
+    def of(cls, analysis: Analysis) -> Scope:
         n = max(len(analysis.ranks), 1)
         t = analysis.totals
         return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n)
@@ -87,7 +89,7 @@ def gemm_dims(op: str | None, shapes: Shapes | None) -> tuple[int, int, int] | N
     return m, b[-1], a[-1]
 
 
-def in_step_share(analysis: Any) -> float:
+def in_step_share(analysis: Analysis) -> float:
     """Share of GPU activity time inside the analysed steps: analysis.kernels rows total every
     activity of the trace, the span only the steps; rules scale kernel-row savings by this."""
     inside = total = 0.0
@@ -102,12 +104,6 @@ def in_step_share(analysis: Any) -> float:
     return inside / total if total > 0 else 1.0
 
 
-def rank_tables(analysis: Any, name: str) -> list[tuple[Any, Any]]:
-    """(rank analysis, its patterns.<name> table) for ranks that carry patterns."""
-    out = []
-    for r in analysis.ranks:
-        patterns = getattr(r, "patterns", None)
-        table = getattr(patterns, name, None) if patterns is not None else None
-        if table is not None:
-            out.append((r, table))
-    return out
+def rank_tables(analysis: Analysis, name: str) -> list[tuple[RankAnalysis, pd.DataFrame]]:
+    """(rank analysis, its patterns.<name> table) for every rank (`name`: a Patterns table)."""
+    return [(r, getattr(r.patterns, name)) for r in analysis.ranks]

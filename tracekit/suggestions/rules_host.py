@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import hostside as H
 from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
@@ -26,14 +25,14 @@ ORIGIN_LABEL = {
 }
 
 
-def _in_scope(r: Any, steps: np.ndarray) -> np.ndarray:
+def _in_scope(r: RankAnalysis, steps: np.ndarray) -> np.ndarray:
     """Rows of a per-call table inside the rank's analysed steps (all rows when it has none)."""
     if r.launch.scope != "steps":
         return np.ones(len(steps), dtype=bool)
     return np.isin(steps, r.launch.steps["step"].to_numpy())
 
 
-def avoid_sync(analysis: Any) -> Suggestion | None:
+def avoid_sync(analysis: Analysis) -> Suggestion | None:
     """Host syncs repeated within steps: Σ min(CPU wait, GPU bubble after the sync) per call."""
     scope = Scope.of(analysis)
     frames = []
@@ -67,7 +66,7 @@ def avoid_sync(analysis: Any) -> Suggestion | None:
     return suggestion("avoid_sync", title, saving, scope, formula, rows)
 
 
-def pinned_memory(analysis: Any) -> Suggestion | None:
+def pinned_memory(analysis: Analysis) -> Suggestion | None:
     """Pageable host-to-device copies: CPU blocked in the copy, at most the step's host-wait time."""
     scope = Scope.of(analysis)
     rows, total, nbytes, count = [], 0.0, 0.0, 0
@@ -101,7 +100,7 @@ def pinned_memory(analysis: Any) -> Suggestion | None:
     return suggestion("pinned_memory", title, saving, scope, formula, rows)
 
 
-def dataloader_workers(analysis: Any) -> Suggestion | None:
+def dataloader_workers(analysis: Analysis) -> Suggestion | None:
     """DataLoader time on the main thread: the GPU idle time inside the loading windows."""
     scope = Scope.of(analysis)
     rows, total, load, single = [], 0.0, 0.0, False
@@ -127,7 +126,7 @@ def dataloader_workers(analysis: Any) -> Suggestion | None:
     return suggestion("dataloader_workers", title, saving, scope, formula, rows, min_pct=DATALOADER_MIN_PCT)
 
 
-def overlap_comm(analysis: Any) -> Suggestion | None:
+def overlap_comm(analysis: Analysis) -> Suggestion | None:
     """Exposed communication: min(exposed − last collective's exposed part, compute not yet overlapped)."""
     scope = Scope.of(analysis)
     rows, total, exposed = [], 0.0, 0.0

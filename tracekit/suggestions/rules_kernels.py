@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import launch as L
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.analyzers.detectors import sequences as S
 from tracekit.suggestions.common import (
@@ -33,11 +34,11 @@ FUSED_ATTENTION_EFF = 0.35
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
-def _kernels(analysis: Any) -> pd.DataFrame:
+def _kernels(analysis: Analysis) -> pd.DataFrame:
     return analysis.kernels
 
 
-def fuse_elementwise(analysis: Any) -> Suggestion | None:
+def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     """Elementwise/normalization chains: avoided intermediate bytes / the bandwidth the chain achieved
     (at most the device's; GPU-bound ranks), or the launches fusion removes × the mean launch call
     (launch-bound ranks)."""
@@ -95,7 +96,7 @@ def _share_note(share: float) -> str:
     return "" if share > 0.999 else f"; × {share:.3f} (share of GPU time inside the profiled steps)"
 
 
-def _gemm_rows(analysis: Any) -> list[dict[str, Any]]:
+def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
     k = _kernels(analysis)
     if k is None or not len(k):
         return []
@@ -103,7 +104,7 @@ def _gemm_rows(analysis: Any) -> list[dict[str, Any]]:
     return sel.to_dict("records")
 
 
-def batch_decode(analysis: Any) -> Suggestion | None:
+def batch_decode(analysis: Analysis) -> Suggestion | None:
     """Memory-bound GEMMs with M ≤ DECODE_MAX_M: per-token time at batch B = max(t, B × FLOPs / peak) / B."""
     scope = Scope.of(analysis)
     device = analysis.device
@@ -140,12 +141,12 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     return suggestion("batch_decode", title, saving, scope, formula, rows)
 
 
-def lower_precision(analysis: Any) -> Suggestion | None:
+def lower_precision(analysis: Analysis) -> Suggestion | None:
     """Compute-bound fp32 GEMMs on the fp32 roof: time at the same efficiency on the TF32 roof."""
     scope = Scope.of(analysis)
     device = analysis.device
     fast = device.peak_flops("tf32") if device is not None else None
-    if not fast:
+    if device is None or not fast:
         return None
     rows, total, before = [], 0.0, 0.0
     for row in _gemm_rows(analysis):
@@ -191,7 +192,7 @@ def _misaligned(dims: tuple[int, int, int], dtype: str) -> list[tuple[str, int, 
     return out
 
 
-def align_dims(analysis: Any) -> Suggestion | None:
+def align_dims(analysis: Analysis) -> Suggestion | None:
     """Compute-bound GEMMs with N or K off alignment: padded FLOPs at the roofline % aligned GEMMs of
     the same dtype reach in this trace."""
     scope = Scope.of(analysis)
@@ -240,7 +241,7 @@ def align_dims(analysis: Any) -> Suggestion | None:
     return suggestion("align_dims", title, saving, scope, formula, rows)
 
 
-def use_sdpa(analysis: Any) -> Suggestion | None:
+def use_sdpa(analysis: Analysis) -> Suggestion | None:
     """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth)."""
     scope = Scope.of(analysis)
     device = analysis.device
@@ -249,7 +250,7 @@ def use_sdpa(analysis: Any) -> Suggestion | None:
         for row in table.to_dict("records"):
             est = row[S.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
             peak = device.peak_flops(row[S.AT_DTYPE]) if device is not None and row[S.AT_DTYPE] in MATMUL_DTYPES else None
-            if peak and not math.isnan(row[S.AT_FLOPS]):
+            if peak and device is not None and not math.isnan(row[S.AT_FLOPS]):
                 est = max(row[S.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
                           row[S.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
             saving = row[S.AT_TIME_US] - est

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.devices import Device
 from tracekit.analyzers.roofline import roof_for
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
@@ -25,10 +27,11 @@ CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it p
 MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing)
 
 
-def cuda_graphs(analysis: Any) -> Suggestion | None:
+def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
     scope = Scope.of(analysis)
-    rows, total, gaps_total, n_total, resid_total = [], 0.0, 0.0, 0, 0.0
+    rows: list[dict[str, Any]] = []
+    total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
@@ -76,7 +79,7 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
-def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[float, str]:
+def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device | None) -> tuple[float, str]:
     """Time of one batched kernel doing one loop run's work, and how it was estimated."""
     n = row[S.LP_PER_RUN]
     one = row[S.LP_KERNEL_US]
@@ -102,7 +105,7 @@ def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[floa
     return est, how
 
 
-def batch_bmm(analysis: Any) -> Suggestion | None:
+def batch_bmm(analysis: Analysis) -> Suggestion | None:
     """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run."""
     scope = Scope.of(analysis)
     rows, parts, total = [], [], 0.0
