@@ -7,8 +7,11 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import msgspec
 
 from tracekit.errors import OutputError, ProfileError
 from tracekit.trace.files import trace_stem
@@ -71,7 +74,7 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
 
 
 @contextlib.contextmanager
-def _open_out(path: Path, *, gz: bool):
+def _open_out(path: Path, *, gz: bool) -> Iterator[IO[bytes]]:
     with path.open("wb") as raw_out:
         if not gz:
             yield raw_out
@@ -117,17 +120,8 @@ def _splice(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
 
 def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
     """Parse, drop the whole-run ProfilerStep#0, add the metadata, write (rare: no step marked)."""
-    try:
-        import msgspec
-
-        data = msgspec.json.decode(raw.read_bytes())
-        encode = msgspec.json.encode
-    except ImportError:  # pragma: no cover - msgspec is a core dependency
-        data = json.loads(raw.read_bytes())
-
-        def encode(obj: Any) -> bytes:
-            return json.dumps(obj).encode()
-
+    data = msgspec.json.decode(raw.read_bytes())
+    encode = msgspec.json.encode
     if not isinstance(data, dict):
         raise ProfileError(f"{raw}: torch.profiler wrote something that is not a JSON object")
     events = data.get("traceEvents")
