@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import msgspec
 
@@ -83,7 +83,7 @@ def _open_out(path: Path, *, gz: bool) -> Iterator[IO[bytes]]:
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=raw_out, compresslevel=6, mtime=0
         ) as out:
-            yield out
+            yield cast(IO[bytes], out)  # GzipFile writes bytes; typeshed does not call it IO[bytes]
 
 
 def _meta_bytes(meta: dict[str, Any]) -> bytes:
