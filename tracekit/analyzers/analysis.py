@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +19,12 @@ from tracekit.analyzers.launch import (
     LaunchTotals,
     QueueStats,
     launch_overhead,
+    steady_mask,
     step_records,
 )
 from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
 from tracekit.jsonsafe import plain, records
+from tracekit.trace.model import RankTrace, Trace
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -51,11 +52,8 @@ class RankAnalysis:
 
 @dataclass(frozen=True)
 class Analysis:
-    """A trace's analysis over the selected ranks; `to_dict()` is the `tracekit analyze --json` document.
-
-    `suggestions` is the hook for tracekit.suggestions: None until rules have run (JSON null), else a
-    sequence of objects with `to_dict()`; set it with `with_suggestions`.
-    """
+    """A trace's analysis over the selected ranks. `to_dict()` is its JSON; the `tracekit analyze
+    --json` document adds the suggestions (tracekit.suggestions.analysis_document)."""
 
     path: str
     ranks: tuple[RankAnalysis, ...]
@@ -67,11 +65,30 @@ class Analysis:
     kernels: pd.DataFrame  # KERNEL_COLUMNS, largest time first
     tokens_per_step: float | None = None
     warnings: tuple[str, ...] = ()
-    suggestions: tuple[Any, ...] | None = None
+    steps_mode: str = "steady"  # which steps the headline covers: steady, all or N-M
 
     @property
     def verdict(self) -> str:
         return self.totals.verdict
+
+    @property
+    def cause(self) -> str | None:
+        return self.totals.cause
+
+    @property
+    def evidence(self) -> str:
+        return self.totals.evidence
+
+    @property
+    def all_totals(self) -> LaunchTotals:
+        """Every step of every analysed rank (set-up, warm-up and partial ones included)."""
+        return sum((r.launch.all_totals or r.launch.totals for r in self.ranks), LaunchTotals())
+
+    def steady_steps(self) -> list[dict[str, int]]:
+        return [{"rank": r.rank, "step": s} for r in self.ranks for s in r.launch.steady_steps]
+
+    def excluded_steps(self) -> list[dict[str, Any]]:
+        return [{"rank": r.rank, **p.to_dict()} for r in self.ranks for p in r.launch.excluded]
 
     @property
     def other_share(self) -> float:
@@ -80,8 +97,10 @@ class Analysis:
 
     @property
     def kernels_per_step_median(self) -> float | None:
-        """Median kernels per step over all ranks' steps (robust to a prefill or warm-up step)."""
-        counts = [s.kernels for r in self.ranks for s in r.launch.step_totals]
+        """Median kernels per step over all ranks' headline steps."""
+        counts = [s.kernels for r in self.ranks
+                  for s, keep in zip(r.launch.step_totals, r.launch.selected or (True,) * len(r.launch.step_totals),
+                                     strict=True) if keep]
         return float(np.median(counts)) if counts else None
 
     @property
@@ -92,15 +111,14 @@ class Analysis:
             return None
         return per_step / self.tokens_per_step
 
-    def with_suggestions(self, suggestions: Any) -> Analysis:
-        return dataclasses.replace(self, suggestions=tuple(suggestions))
-
     def summary_dict(self) -> dict[str, Any]:
         t = self.totals
         scopes = sorted({r.launch.scope for r in self.ranks})
         return {
             **t.to_dict(),
             "scope": scopes[0] if len(scopes) == 1 else "mixed",
+            "steps_mode": self.steps_mode,
+            "steps_total": sum(len(r.launch.step_totals) for r in self.ranks),
             "kernels_per_step_median": self.kernels_per_step_median,
             "tokens_per_step": self.tokens_per_step,
             "kernels_per_token": self.kernels_per_token,
@@ -118,18 +136,20 @@ class Analysis:
             "ranks": [_rank_dict(r) for r in self.ranks],
             "device": device,
             "summary": self.summary_dict(),
+            "steady_steps": self.steady_steps(),
+            "excluded_steps": self.excluded_steps(),
             "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
             "classes": K.summary_records(self.classes, "class"),
             "libraries": K.summary_records(self.libraries, "library"),
             "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
             "warnings": list(self.warnings),
-            "suggestions": None if self.suggestions is None else [s.to_dict() for s in self.suggestions],
         })
 
 
 def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
     launch = r.launch.to_dict()
     return {"rank": r.rank, "scope": r.launch.scope, "verdict": r.launch.verdict,
+            "cause": r.launch.totals.cause, "steady_steps": list(r.launch.steady_steps),
             "gpu_busy_us": r.launch.totals.gpu_busy_us, "span_us": r.launch.totals.span_us,
             "kernels": r.launch.totals.kernels, "other_share": r.classification.other_share,
             "temporal": r.temporal.to_dict(), "streams": launch["streams"], "apis": launch["apis"]}
@@ -154,30 +174,40 @@ def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataF
     return out.reset_index(drop=True)
 
 
-def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> RankAnalysis:
-    """All analyzers on one RankTrace."""
+def analyze_rank(rank: RankTrace, *, device: Device | None = None,
+                 kernel_wait_us: float | None = None, steps: str = "steady") -> RankAnalysis:
+    """All analyzers on one RankTrace; the kernel rows and patterns cover the headline steps."""
     kc = K.classify(rank)
-    lo = launch_overhead(rank) if kernel_wait_us is None else launch_overhead(rank, kernel_wait_us=kernel_wait_us)
+    classes = kc.table[K.CLASS].to_numpy(dtype=object)
+    options = {} if kernel_wait_us is None else {"kernel_wait_us": kernel_wait_us}
+    lo = launch_overhead(rank, classes=classes, steps=steps, **options)
     tb = temporal_breakdown(rank, kc.table[K.CLASS])
+    rows = steady_mask(lo)
     costs = estimate_costs(rank, kc)
-    roof = roofline(rank, kc, costs, device)
-    patterns = find_patterns(rank, kc, costs)
+    roof = roofline(rank, kc, costs, device, rows=rows)
+    patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns)
 
 
-def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None) -> Analysis:
-    """Analyze every rank of `trace` (or only `rank`) and combine the results."""
+def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
+            steps: str = "steady") -> Analysis:
+    """Analyze every rank of `trace` (or only `rank`) and combine the results. `steps` picks the
+    steps the headline numbers cover: "steady" (default: set-up, warm-up, partial and outlier steps
+    left out, see tracekit.analyzers.steady), "all", or a range "N-M"."""
     selected = [trace.rank(rank)] if rank is not None else list(trace.ranks.values())
     with_gpu = [r for r in selected if r.has_gpu] or selected
     device = match_device(with_gpu[0].meta)
-    results = tuple(analyze_rank(r, device=device) for r in selected)
+    results = tuple(analyze_rank(r, device=device, steps=steps) for r in selected)
     totals = sum((r.launch.totals for r in results), LaunchTotals())
-    queues = [r.launch.activities["queue_us"].to_numpy()[_in_steps(r.launch)] for r in results]
-    all_keys = pd.concat([r.classification.table[K.CLASS] for r in results], ignore_index=True)
-    all_libs = pd.concat([r.classification.table[K.LIBRARY] for r in results], ignore_index=True)
-    all_dur = pd.concat([s.gpu["dur"].astype(float) for s in selected], ignore_index=True)
-    tables = [r.roofline.table for r in results]
+    queues = [r.launch.activities["queue_us"].to_numpy()[steady_mask(r.launch)] for r in results]
+    masks = [steady_mask(r.launch) for r in results]
+    all_keys = pd.concat([r.classification.table[K.CLASS][m] for r, m in zip(results, masks, strict=True)],
+                         ignore_index=True)
+    all_libs = pd.concat([r.classification.table[K.LIBRARY][m] for r, m in zip(results, masks, strict=True)],
+                         ignore_index=True)
+    all_dur = pd.concat([s.gpu["dur"].astype(float)[m] for s, m in zip(selected, masks, strict=True)],
+                        ignore_index=True)
     warnings = list(trace.warnings)
     for r in results:
         warnings.extend(r.roofline.notes)
@@ -185,13 +215,6 @@ def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = N
         path=str(trace.path), ranks=results, device=device, totals=totals,
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),
         classes=K.summarize(all_keys, all_dur), libraries=K.summarize(all_libs, all_dur),
-        kernels=_combine_rows(tables, device), tokens_per_step=tokens_per_step,
-        warnings=tuple(dict.fromkeys(warnings)),
+        kernels=_combine_rows([r.roofline.table for r in results], device), tokens_per_step=tokens_per_step,
+        warnings=tuple(dict.fromkeys(warnings)), steps_mode=results[0].launch.steps_mode if results else steps,
     )
-
-
-def _in_steps(lo: LaunchOverhead) -> np.ndarray:
-    steps = lo.activities["step"].to_numpy()
-    if lo.scope != "steps":
-        return np.ones(len(steps), dtype=bool)
-    return np.isin(steps, lo.steps["step"].to_numpy())
