@@ -172,7 +172,7 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
             CPU_WAIT: np.where(long, rest, 0.0),
         }
         for name, values in parts.items():
-            out[name] = np.bincount(pos, weights=values, minlength=n)
+            out[name] = np.bincount(pos, weights=values, minlength=n).astype(float)
     w0, w1 = windows.ts, windows.end
     pageable = _pageable(gpu)
     if pageable.any():

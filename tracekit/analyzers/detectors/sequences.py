@@ -151,11 +151,11 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     fusable &= op_pos >= 0
     if skip is not None:
         fusable &= ~skip
-    rows = {int(op_pos[i]) for i in order if fusable[i]}
-    excluded = _excluded_ops(ops, rows)
+    op_rows = {int(op_pos[i]) for i in order if fusable[i]}
+    excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
     info: dict[int, tuple[str, Any, Any] | None] = {}
-    for r in rows:
+    for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
             info[r] = None
@@ -288,16 +288,16 @@ def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None
                      LP_BLOCKS: float(np.median(blocks)) if (blocks > 0).all() else -1.0,
                      LP_FLOPS: float(flops[run].sum()), LP_BYTES: float(nbytes[run].sum())})
     frame = pd.DataFrame(recs)
-    rows = []
+    found: list[dict[str, Any]] = []
     for key, g in frame.groupby([LP_NAME, LP_OP, LP_SHAPES], sort=False, dropna=False):
         durs = [d for ds in g["durs"] for d in ds]
-        rows.append({LP_NAME: key[0], LP_OP: key[1], LP_SHAPES: key[2], LP_DTYPE: g[LP_DTYPE].iloc[0],
+        found.append({LP_NAME: key[0], LP_OP: key[1], LP_SHAPES: key[2], LP_DTYPE: g[LP_DTYPE].iloc[0],
                      LP_RUNS: len(g), LP_GEMMS: int(g["n"].sum()), LP_PER_RUN: float(g["n"].median()),
                      LP_WALL_US: float(g[LP_WALL_US].sum()), LP_BUSY_US: float(g[LP_BUSY_US].sum()),
                      LP_KERNEL_US: float(np.median(durs)), LP_BLOCKS: float(g[LP_BLOCKS].min()),
                      LP_FLOPS: float(g[LP_FLOPS].sum(min_count=1)) if g[LP_FLOPS].notna().all() else np.nan,
                      LP_BYTES: float(g[LP_BYTES].sum()) if g[LP_BYTES].notna().all() else np.nan})
-    out = pd.DataFrame(rows, columns=list(LOOP_COLUMNS))
+    out = pd.DataFrame(found, columns=list(LOOP_COLUMNS))
     return out.sort_values(LP_WALL_US, ascending=False, kind="stable").reset_index(drop=True)
 
 
