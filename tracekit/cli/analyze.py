@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import click
 
@@ -15,7 +16,7 @@ from tracekit.cli.common import (
     quiet_option,
     steps_option,
 )
-from tracekit.suggestions import suggest
+from tracekit.suggestions import Suggestion, analysis_document, suggest
 from tracekit.terminal import visible
 
 
@@ -39,7 +40,8 @@ def _text(x: object) -> str:
     return "-" if x is None or (isinstance(x, float) and x != x) or x == "" else _safe(x)
 
 
-def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
+def render_text(a: Analysis, suggestions: Sequence[Suggestion] = (), top: int = 15,
+                max_steps: int = 10) -> str:
     """A compact, human-readable rendering of an Analysis."""
     s = a.summary_dict()
     ranks = ", ".join(str(r.rank) for r in a.ranks)
@@ -78,9 +80,9 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"  {fmt_us(r['time_us']):>12s} {100 * r['time_us'] / total:5.1f}% {int(r['count']):7d} "
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
-    if a.suggestions:
+    if suggestions:
         lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
-        for sug in a.suggestions[:top]:
+        for sug in suggestions[:top]:
             lines.append(f"  {fmt_us(sug.per_step_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
     steps = [rec for r in a.ranks for rec in r.launch.steps.to_dict("records")]
     if steps and steps[0]["step"] >= 0:
@@ -109,11 +111,6 @@ def _steps_line(a: Analysis) -> str:
     return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
 
 
-def with_suggestions(result: Analysis) -> Analysis:
-    """The analysis with the suggestion rules' results attached (ranked by saving)."""
-    return result.with_suggestions(suggest(result))
-
-
 @click.command("analyze")
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/1).")
@@ -128,8 +125,9 @@ def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float 
             steps: str, max_bytes: int | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
     loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
-    result = with_suggestions(analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps))
+    result = analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
+    found = suggest(result)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        click.echo(json.dumps(analysis_document(result, found), indent=2, allow_nan=False))
     else:
-        click.echo(render_text(result, top=top))
+        click.echo(render_text(result, found, top=top))

@@ -55,7 +55,7 @@ class OpInputStore:
     """One bytes buffer holding, per op and input column, the raw JSON value (or nothing)."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = bytearray()
         self._starts: list[np.ndarray] = []
         self._ends: list[np.ndarray] = []
         self.starts = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
