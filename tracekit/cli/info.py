@@ -6,7 +6,8 @@ import json
 
 import click
 
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.cli.common import fmt_us, load_for_cli, max_bytes_option, quiet_option
+from tracekit.terminal import visible
 from tracekit.trace.summary import RankSummary, summarize
 
 INFO_SCHEMA = "tracekit.info/1"
@@ -45,8 +46,8 @@ def _pct(part: int, whole: int) -> str:
 
 
 def render_text(info: dict) -> str:
-    lines = [f"trace     {info['path']}",
-             f"device    {info['device'] or 'unknown'} ({info['platform']})",
+    lines = [f"trace     {visible(info['path'])}",
+             f"device    {visible(info['device'] or 'unknown')} ({info['platform']})",
              f"ranks     {', '.join(map(str, info['ranks']))}",
              f"steps     {info['steps'] or 'none marked (whole trace = one step)'}"]
     if info["cpu_only"]:
@@ -63,6 +64,7 @@ def render_text(info: dict) -> str:
             lines.append("  top kernels by time:")
             for k in r["top_kernels"]:
                 name = k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..."
+                name = visible(name)
                 lines.append(f"    {100 * k['share']:5.1f}%  {fmt_us(k['time_us']):>12s}  {k['count']:6d}x  {name}")
     return "\n".join(lines)
 
@@ -71,9 +73,10 @@ def render_text(info: dict) -> str:
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
+@max_bytes_option
 @quiet_option
-def command(trace: str, as_json: bool, top: int, quiet: bool) -> None:
+def command(trace: str, as_json: bool, top: int, max_bytes: int | None, quiet: bool) -> None:
     """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
     info = info_dict(trace, summarize(loaded, top=top), loaded.warnings)
     click.echo(json.dumps(info, indent=2) if as_json else render_text(info))

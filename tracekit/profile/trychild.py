@@ -1,7 +1,7 @@
 """One `--try` run in a fresh process: apply a knob, run the script profiled or timed, write a result JSON.
 
     python -m tracekit.profile.trychild --mode profile|time [--knob NAME] --result R.json
-        [--trace T.trace.json.gz] [--warmup N] [--active N] (--script PATH | --module NAME) [-- ARGS...]
+        [--trace T.trace.json.gz] [--warmup N] [--active N] (--script PATH | --module NAME) -- ARGS...
 
 The parent (`tracekit.profile.tryrun`) reads R.json: the script's exit status, whether the knob
 applied (and what it changed, or why not), and in `time` mode the step boundaries (`StepClock`).
@@ -34,10 +34,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--active", type=int, default=None)
     p.add_argument("--script", default=None)
     p.add_argument("--module", default=None)
-    args, rest = p.parse_known_args(argv)
-    if rest[:1] == ["--"]:
-        rest = rest[1:]
-    return args, rest
+    # the script's arguments follow the first `--` as they are (a `--` of their own included)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return p.parse_args(argv[:cut]), argv[cut + 1:]
 
 
 def _timed(target: Target) -> tuple[int, dict[str, Any]]:

@@ -1,34 +1,14 @@
-"""Trace-level facts every command shows: GPU busy time (interval union), span, counts, top kernels."""
+"""Trace-level facts every command shows: GPU busy time, span, counts, top kernels."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace, Trace
-
-
-def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [ts, end) intervals as sorted, disjoint (starts, ends)."""
-    if len(ts) == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(ts, kind="stable")
-    s, e = ts[order], np.maximum(end[order], ts[order])
-    run_end = np.maximum.accumulate(e)  # only grows, so a block ends at its last row's value
-    first = np.ones(len(s), dtype=bool)
-    first[1:] = s[1:] > run_end[:-1]
-    starts = np.flatnonzero(first)
-    last = np.append(starts[1:] - 1, len(s) - 1)
-    return s[starts], run_end[last]
-
-
-def busy_time_us(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Length of the union of [start, end) intervals, in the units given."""
-    s, e = merge_intervals(starts, ends)
-    return float((e - s).sum())
 
 
 def span_us(rank: RankTrace) -> float:
