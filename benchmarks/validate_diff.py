@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tracekit.analyzers.diff import diff
 from tracekit.cli.diff import _analysed, slower_message
+from tracekit.suggestions import suggest
 from tracekit.units import fmt_us
 
 GATE_PCT = 5.0
@@ -27,7 +28,7 @@ def main(paths: list[str]) -> int:
     print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for before_path, after_path in zip(paths[::2], paths[1::2], strict=True):
         before, after = _analysed(before_path, True, None), _analysed(after_path, True, None)
-        forward, backward = diff(before, after), diff(after, before)
+        forward, backward = diff(before, after, suggest(before)), diff(after, before, suggest(after))
         step = forward.step
         gate_ab = 1 if slower_message(forward, GATE_PCT) else 0
         gate_ba = 1 if slower_message(backward, GATE_PCT) else 0

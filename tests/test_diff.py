@@ -46,9 +46,10 @@ def build(path: Path, gemm: str, gemm_us: float, n_add: int, add_us: float, *, a
     return b.write(path)
 
 
-def analysed(path: Path):
-    a = analyze(load_trace(path))
-    return a.with_suggestions(suggest(a))
+def compare(before: Path, after: Path):
+    """diff of the two traces' analyses, with BEFORE's suggestions."""
+    a = analyze(load_trace(before))
+    return diff(a, analyze(load_trace(after)), suggest(a))
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_per_step_metrics_and_classes(pair: tuple[Path, Path]) -> None:
-    d = diff(analysed(pair[0]), analysed(pair[1]))
+    d = compare(*pair)
     # every step is identical, so per-step values do not depend on which steps are steady
     assert d.step.before == pytest.approx(step_span(400, 4, 30))  # 718
     assert d.step.after == pytest.approx(step_span(100, 1, 40))  # 302
@@ -82,7 +83,7 @@ def test_per_step_metrics_and_classes(pair: tuple[Path, Path]) -> None:
 
 
 def test_ops_matched_by_op_and_shapes_and_kernels_by_name(pair: tuple[Path, Path]) -> None:
-    d = diff(analysed(pair[0]), analysed(pair[1]))
+    d = compare(*pair)
     ops = d.ops.set_index("op")
     mm = ops.loc["aten::mm"]
     assert mm["match"] == "op+shapes"  # same op, same shapes, another kernel
@@ -106,7 +107,7 @@ def test_kernel_match_across_ops(tmp_path: Path) -> None:
         b.annotation(f"ProfilerStep#{s}", t0, span)
         b.launch(t0 + 12, 5, FP32_GEMM, t0 + 100, 200, api="cudaGraphLaunch")
     after = b.write(tmp_path / "a.json")
-    d = diff(analysed(before), analysed(after))
+    d = compare(before, after)
     assert set(d.ops["match"]) == {"kernel"}
     assert d.kernels.set_index("name").loc[FP32_GEMM, "match"] == "name"
 

@@ -44,8 +44,7 @@ def raw(path: Path) -> tuple[dict[int, tuple[float, float]], list[tuple[str, flo
 
 
 def analysed(name: str):
-    a = analyze(load_trace(SAMPLES / f"{name}.trace.json.gz"))
-    return a.with_suggestions(suggest(a))
+    return analyze(load_trace(SAMPLES / f"{name}.trace.json.gz"))
 
 
 def selected(a) -> list[int]:
@@ -54,7 +53,7 @@ def selected(a) -> list[int]:
 
 def test_fp32_to_tf32_gemm_time_and_prediction() -> None:
     before, after = analysed("linear_fp32"), analysed("linear_tf32")
-    d = diff(before, after)
+    d = diff(before, after, suggest(before))
     per_step = []
     for name, a in (("linear_fp32", before), ("linear_tf32", after)):
         steps = selected(a)
@@ -81,7 +80,7 @@ def _busy(intervals: list[tuple[float, float]]) -> float:
 
 def test_loop_to_cuda_graph_idle_and_prediction() -> None:
     before, after = analysed("small_matmul_loop"), analysed("small_matmul_graph")
-    d = diff(before, after)
+    d = diff(before, after, suggest(before))
     idle, span = [], []
     for name, a in (("small_matmul_loop", before), ("small_matmul_graph", after)):
         windows, kernels = raw(SAMPLES / f"{name}.trace.json.gz")
@@ -114,7 +113,7 @@ ELEMENTWISE_NAME = re.compile(r"elementwise_kernel|triton_poi_fused")
 
 def test_eager_to_compiled_elementwise_time_and_prediction() -> None:
     before, after = analysed("elementwise_eager"), analysed("elementwise_compiled")
-    d = diff(before, after)
+    d = diff(before, after, suggest(before))
     per_step = []
     for name, a in (("elementwise_eager", before), ("elementwise_compiled", after)):
         steps = selected(a)
@@ -130,7 +129,7 @@ def test_eager_to_compiled_elementwise_time_and_prediction() -> None:
 def test_naive_attention_to_sdpa_chain_time() -> None:
     """attention_naive.py runs only the attention: its chain is (nearly) every GPU activity of a step."""
     before, after = analysed("attention_naive"), analysed("attention_sdpa")
-    d = diff(before, after)
+    d = diff(before, after, suggest(before))
     check = next(s for s in d.suggestions if s.id == "use_sdpa")
     _, kernels = raw(SAMPLES / "attention_naive.trace.json.gz")
     steps = selected(before)
@@ -147,8 +146,8 @@ def test_ci_gate_on_a_real_pair() -> None:
     from tracekit.cli.diff import slower_message
 
     fp32, tf32 = analysed("linear_fp32"), analysed("linear_tf32")
-    assert slower_message(diff(fp32, tf32), 5) is None
-    message = slower_message(diff(tf32, fp32), 5)
+    assert slower_message(diff(fp32, tf32, suggest(fp32)), 5) is None
+    message = slower_message(diff(tf32, fp32, suggest(tf32)), 5)
     assert message is not None and "gemm grew most" in message
 
 
@@ -163,7 +162,7 @@ def test_host_bound_fixes(pair: tuple[str, str], fired: str) -> None:
     from tracekit.cli.diff import slower_message
 
     before, after = analysed(pair[0]), analysed(pair[1])
-    d = diff(before, after)
+    d = diff(before, after, suggest(before))
     memcpy = []
     for name, a in zip(pair, (before, after), strict=True):
         steps = selected(a)
@@ -176,4 +175,4 @@ def test_host_bound_fixes(pair: tuple[str, str], fired: str) -> None:
     assert check.outcome == "came true"
     assert d.attributed_share >= 0.8
     assert d.step.delta < 0
-    assert slower_message(d, 5) is None and slower_message(diff(after, before), 5) is not None
+    assert slower_message(d, 5) is None and slower_message(diff(after, before, suggest(after)), 5) is not None

@@ -1,7 +1,7 @@
 """Two analyses compared over their steady steps: per-step metrics, classes, ops, kernels, idle, suggestions.
 
-`diff(before, after)` takes two `Analysis` results (suggestions attached to `before` are checked against
-what changed) and returns a `TraceDiff`. Every time is µs per steady step (summed over ranks, divided
+`diff(before, after, suggestions)` takes two `Analysis` results and BEFORE's suggestions (each is
+checked against what changed) and returns a `TraceDiff`. Every time is µs per steady step (summed over ranks, divided
 by the steady steps of all ranks). Work is matched by what it is: by kernel class, by the launching op
 and its input shapes, and by kernel name where names match (new and vanished kernels are listed).
 """
@@ -9,6 +9,7 @@ and its input shapes, and by kernel name where names match (new and vanished ker
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,8 +293,9 @@ def _attribution(classes: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
     return _by_delta(out)
 
 
-def diff(before: Any, after: Any) -> TraceDiff:
-    """Compare two `Analysis` results over their steady steps (see the module docstring)."""
+def diff(before: Any, after: Any, suggestions: Sequence[Any] = ()) -> TraceDiff:
+    """Compare two `Analysis` results over their steady steps (see the module docstring);
+    `suggestions` (BEFORE's, from tracekit.suggestions.suggest) are checked against what changed."""
     sb, sa = P.steady(before), P.steady(after)
     nb, na = sb.steps, sa.steps
     metrics = tuple(Change(name, _per(sb.totals, attr, nb), _per(sa.totals, attr, na))
@@ -303,7 +305,7 @@ def diff(before: Any, after: Any) -> TraceDiff:
     idle = pd.DataFrame({I_PART: list(idle_b), BEFORE: list(idle_b.values()),
                          AFTER: [idle_a[k] for k in idle_b]})
     idle[DELTA] = idle[AFTER] - idle[BEFORE]
-    checks = tuple(_check(s, before, after, sb, sa) for s in (before.suggestions or ()))
+    checks = tuple(_check(s, before, after, sb, sa) for s in suggestions)
     warnings = []
     if not nb or not na:
         warnings.append("a trace has no steady steps: per-step numbers are over the whole trace")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import kernels as K
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.detectors import sequences as S
 
 IDLE_TOTAL = "gpu_idle"
 IDLE_OTHER = "other"  # what the parts below leave unexplained (rounding; nothing by construction)

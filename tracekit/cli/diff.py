@@ -92,8 +92,15 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
 
 
 def _analysed(path: str, quiet: bool, rank: int | None, steps: str = "steady") -> Analysis:
-    result = analyze_for_cli(load_for_cli(path, quiet=quiet), steps=steps, rank=rank)
-    return result.with_suggestions(suggest(result))
+    return analyze_for_cli(load_for_cli(path, quiet=quiet), steps=steps, rank=rank)
+
+
+def compare(before: str, after: str, *, quiet: bool = False, rank: int | None = None,
+            steps: str = "steady") -> TraceDiff:
+    """Load and analyse both traces, run the rules on BEFORE, and diff them."""
+    a = _analysed(before, quiet, rank, steps)
+    b = _analysed(after, quiet, rank, steps)
+    return diff(a, b, suggest(a))
 
 
 def slower_message(d: TraceDiff, pct: float) -> str | None:
@@ -126,9 +133,7 @@ def slower_message(d: TraceDiff, pct: float) -> str | None:
 def command(before: str, after: str, as_json: bool, html: Path | None, force: bool, fail_pct: float | None,
             rank: int | None, top: int, steps: str, quiet: bool) -> None:
     """Compare two traces (files or rank directories) over their steady steps; check BEFORE's suggestions."""
-    a = _analysed(before, quiet or as_json, rank, steps)
-    b = _analysed(after, quiet or as_json, rank, steps)
-    result = diff(a, b)
+    result = compare(before, after, quiet=quiet or as_json, rank=rank, steps=steps)
     if html is not None:
         from tracekit.report.diff_view import write_diff_html
 

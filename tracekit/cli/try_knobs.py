@@ -16,11 +16,11 @@ from tracekit.profile.tryrun import TryResult
 def run_try(target, knobs_text: str, *, output: Path | None, force: bool, warmup: int,
             active: int | None, timeout: float | None, quiet: bool) -> None:
     """Run `--try`; exit 1 when the baseline run failed, 0 otherwise (knob failures are in the table)."""
-    from tracekit.profile.export import TRACE_SUFFIX
     from tracekit.profile.knobs import parse_knobs
     from tracekit.profile.record import default_output
     from tracekit.profile.session import require_torch
     from tracekit.profile.tryrun import output_paths, render_text, try_knobs
+    from tracekit.trace.files import PROFILE_SUFFIX
 
     try:
         knobs = parse_knobs(knobs_text)
@@ -30,7 +30,7 @@ def run_try(target, knobs_text: str, *, output: Path | None, force: bool, warmup
     target.check()
     base = Path(output).expanduser().absolute() if output else default_output(target.name, unique=False)
     paths = output_paths(base, knobs)
-    name = base.name[: -len(TRACE_SUFFIX)] if base.name.endswith(TRACE_SUFFIX) else base.stem
+    name = base.name[: -len(PROFILE_SUFFIX)] if base.name.endswith(PROFILE_SUFFIX) else base.stem
     table_path = base.with_name(f"{name}.try.json")
     if not force:
         existing = [p for p in (*paths.values(), table_path) if p.exists()]

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.profile.export import TRACE_SUFFIX
 from tracekit.profile.knobs import KNOBS
 from tracekit.profile.runner import Target
+from tracekit.trace.files import PROFILE_SUFFIX
 
 SCHEMA = "tracekit.try/1"
 OK, FAILED, SKIPPED, NOT_APPLIED = "ok", "failed", "skipped", "not applied"
@@ -71,10 +71,10 @@ class TryResult:
 def output_paths(base_trace: Path, knobs: list[str]) -> dict[str | None, Path]:
     """Trace path per run: BASE.trace.json.gz for the baseline (None), BASE.try-KNOB.trace.json.gz."""
     name = base_trace.name
-    stem = name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else base_trace.stem
+    stem = name[: -len(PROFILE_SUFFIX)] if name.endswith(PROFILE_SUFFIX) else base_trace.stem
     out: dict[str | None, Path] = {None: base_trace}
     for k in knobs:
-        out[k] = base_trace.with_name(f"{stem}.try-{k}{TRACE_SUFFIX}")
+        out[k] = base_trace.with_name(f"{stem}.try-{k}{PROFILE_SUFFIX}")
     return out
 
 
@@ -159,8 +159,8 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
     suggestions: list[Any] = []
     for knob, trace in paths.items():
         label = knob or "baseline"
-        log_path = trace.with_name(trace.name[: -len(TRACE_SUFFIX)] + ".log") \
-            if trace.name.endswith(TRACE_SUFFIX) else trace.with_suffix(".log")
+        log_path = trace.with_name(trace.name[: -len(PROFILE_SUFFIX)] + ".log") \
+            if trace.name.endswith(PROFILE_SUFFIX) else trace.with_suffix(".log")
         result_path = trace.with_name(trace.name + f".{os.getpid()}.result.json")
         runs: dict[str, dict[str, Any]] = {}
         trace.unlink(missing_ok=True)  # never read an older run's trace as this one's

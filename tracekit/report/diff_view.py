@@ -124,7 +124,7 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
 
 def render_diff(d: TraceDiff) -> str:
     """The diff page HTML (one self-contained file)."""
-    from tracekit import __version__
+    from tracekit._version import __version__
 
     return environment().get_template(TEMPLATE).render(view=diff_view(d, __version__),
                                                        css=Markup(asset("report.css")))
