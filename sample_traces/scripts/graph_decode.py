@@ -92,15 +92,9 @@ class Layer(nn.Module):
         self.up = nn.Linear(c.hidden, c.ffn, bias=False)
         self.down = nn.Linear(c.ffn, c.hidden, bias=False)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        pos: torch.Tensor,
-        mask: torch.Tensor,
-        kc: torch.Tensor,
-        vc: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.mlp(self.attention(x, pos, mask, kc, vc))
+    def forward(self, x: torch.Tensor, *attention_args: torch.Tensor) -> torch.Tensor:
+        """attention_args: pos, mask, k cache, v cache (see attention)."""
+        return self.mlp(self.attention(x, *attention_args))
 
     def attention(
         self,

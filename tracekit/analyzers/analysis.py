@@ -13,6 +13,7 @@ import pandas as pd
 
 from tracekit.analyzers import kernels as K
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
+from tracekit.analyzers.graphs import GraphReplays, graph_replays
 from tracekit.analyzers.launch import (
     LaunchOverhead,
     LaunchTotals,
@@ -43,6 +44,7 @@ class RankAnalysis:
     costs: Any | None  # tracekit.analyzers.costs.KernelCosts, None when that module is absent
     roofline: Any | None  # tracekit.analyzers.roofline.Roofline, None when that module is absent
     patterns: Any | None = None  # tracekit.analyzers.patterns.Patterns: what the suggestion rules read
+    graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Analysis:
             "libraries": K.summary_records(self.libraries, "library"),
             "kernels": [dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
                         self.kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)],
+            "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
             "warnings": list(self.warnings),
             "suggestions": None if self.suggestions is None else [s.to_dict() for s in self.suggestions],
         })
@@ -214,7 +217,7 @@ def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> R
     patterns_mod = _optional("patterns")
     patterns = patterns_mod.find_patterns(rank, kc, costs) if patterns_mod is not None else None
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns)
+                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs))
 
 
 def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None) -> Analysis:

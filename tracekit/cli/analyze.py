@@ -8,7 +8,7 @@ import re
 import click
 
 from tracekit.analyzers.analysis import Analysis, analyze
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.cli.common import capture_option, fmt_us, load_for_cli, quiet_option
 from tracekit.suggestions import suggest
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -69,6 +69,7 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"  {fmt_us(r['time_us']):>12s} {100 * r['time_us'] / total:5.1f}% {int(r['count']):7d} "
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
+    lines += [_safe(r.graphs.line()) for r in a.ranks if r.graphs is not None]
     if a.suggestions:
         lines += ["", "what to change (estimated saving over the profiled steps):"]
         for sug in a.suggestions[:top]:
@@ -99,11 +100,12 @@ def with_suggestions(result: Analysis) -> Analysis:
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
+@capture_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            quiet: bool) -> None:
+            captures: tuple[str, ...], quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, captures=captures)
     result = with_suggestions(analyze(loaded, rank=rank, tokens_per_step=tokens_per_step))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))

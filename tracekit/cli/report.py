@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import load_for_cli, quiet_option
+from tracekit.cli.common import capture_option, load_for_cli, quiet_option
 
 
 @click.command("report")
@@ -21,8 +21,10 @@ from tracekit.cli.common import load_for_cli, quiet_option
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
+@capture_option
 @quiet_option
-def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, quiet: bool) -> None:
+def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None,
+            captures: tuple[str, ...], quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).
 
     The report is one file with everything inlined: it opens offline from disk. An existing file
@@ -30,7 +32,7 @@ def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int
     """
     from tracekit.report import build_view, default_output, write_view
 
-    loaded = load_for_cli(trace, quiet=quiet)
+    loaded = load_for_cli(trace, quiet=quiet, captures=captures)
     view = build_view(loaded, rank=rank)
     wanted = output if output is not None else default_output(trace)
     written = write_view(view, wanted, force=force)

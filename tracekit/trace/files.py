@@ -30,6 +30,18 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     return [p]
 
 
+CAPTURE_DIR = "capture_traces"
+
+
+def capture_files(path: str | os.PathLike) -> list[Path]:
+    """Trace files of the capture_traces/ folder inside directory `path`, or beside file `path`."""
+    p = Path(path)
+    folder = (p if p.is_dir() else p.parent) / CAPTURE_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.iterdir() if f.is_file() and is_trace_name(f))
+
+
 def rank_from_name(path: Path) -> int | None:
     """The rank a file name states (`rank-3`, `rank_3`, `sampled_rank-1`), if any."""
     match = _RANK_IN_NAME.search(path.name)
@@ -85,4 +97,4 @@ def _gunzip(data: bytes) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)  # one member: no second copy
 
 
-__all__ = ["is_trace_name", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["capture_files", "is_trace_name", "rank_from_name", "read_bytes", "trace_files"]

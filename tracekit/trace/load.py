@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TraceFormatError
-from tracekit.trace import build, files, link
+from tracekit.trace import build, files, graphs, link
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 from tracekit.trace.reader import BadJSON, NotATrace, open_document
@@ -27,9 +27,13 @@ _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version",
                  "hip_driver_version", "roctracer_version")
 
 
-def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> Trace:
+def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
+               captures: Sequence[str | os.PathLike] = ()) -> Trace:
     """Load a PyTorch profiler trace (.json, .json.gz, or a directory of per-rank traces).
 
+    `captures`: traces recorded around CUDA/HIP graph capture (files or directories); a
+    `capture_traces/` folder beside the trace (or inside its directory) is used too. Graph-replayed
+    kernels get the ops of the launches captured there (trace.graphs).
     Raises TraceFormatError (one line naming the file and the problem) when it cannot."""
     paths = files.trace_files(path)
     loaded: list[RankTrace] = []
@@ -47,12 +51,40 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> 
         raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
                                f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
     ranks = _assign_ranks(_common_origin(loaded))
+    ranks = _join_graphs(ranks, _load_captures(path, captures, progress), warnings)
     for r in ranks.values():
         if r.skipped:
             warnings.append(f"{r.path}: skipped {r.skipped} malformed events")
         if not r.has_gpu:
             warnings.append(f"{r.path}: CPU-only trace (no GPU kernels, memcpy or memset)")
     return Trace(path=str(path), ranks=ranks, warnings=tuple(warnings))
+
+
+def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike],
+                   progress: Progress | None) -> list[RankTrace]:
+    """The capture traces named (errors are fatal) plus those of a capture_traces/ folder found
+    beside or inside `path`."""
+    named = [p for c in captures for p in files.trace_files(c)]
+    found = files.capture_files(path)
+    out = []
+    for p in dict.fromkeys([*named, *found]):
+        if progress:
+            progress(f"reading capture {p.name}")
+        out.append(load_file(p, progress=progress))
+    return out
+
+
+def _join_graphs(ranks: dict[int, RankTrace], captures: list[RankTrace],
+                 warnings: list[str]) -> dict[int, RankTrace]:
+    """Each rank with its graph replays joined to `captures` (trace.graphs); notes go to warnings."""
+    notes: dict[str, None] = {}
+    out = {}
+    for k, r in ranks.items():
+        result = graphs.join_graphs(r, captures)
+        out[k] = result.rank
+        notes.update(dict.fromkeys(result.notes))
+    warnings.extend(notes)
+    return out
 
 
 def _common_origin(loaded: list[RankTrace]) -> list[RankTrace]:
