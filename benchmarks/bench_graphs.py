@@ -32,8 +32,7 @@ CASES = (  # (label, execution trace, capture traces) under a graph_traces.sh OU
     ("inline b8", "graph_decode_inline_b8.trace.json.gz", ()),
     ("piecewise b8", "graph_decode_piecewise_b8.trace.json.gz", ()),
     ("split b1+b8", "graph_decode_split", ()),
-    ("split, mismatched capture", "graph_decode_split/exec.trace.json.gz",
-     ("graph_decode_mismatch/capture_traces",)),
+    ("split, mismatched capture", "graph_decode_mismatch", ()),
 )
 
 

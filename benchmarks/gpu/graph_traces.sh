@@ -8,6 +8,7 @@
 #   OUTDIR/graph_decode_split/exec.trace.json.gz          replays of the batch-1 and batch-8 graphs
 #   OUTDIR/graph_decode_split/capture_traces/capture_b{1,8}.trace.json.gz   one capture session each
 #   OUTDIR/graph_decode_mismatch/capture_traces/capture_b1.trace.json.gz    a hidden-512 model's capture
+#                                (beside a copy of the split exec trace: must not be joined to it)
 #   OUTDIR/graph_decode_shapes.json                       the GEMM shapes of one decode step per batch
 #   OUTDIR/graph_traces.log                               versions, device, every command and its output
 set -u
@@ -39,6 +40,8 @@ run python3 -m tracekit profile --warmup 0 --no-report --force \
 run python3 "$SCRIPT" split --batch 1 8 --out "$OUT/graph_decode_split" \
     --shapes "$OUT/graph_decode_shapes.json"
 run python3 "$SCRIPT" split --batch 1 --hidden 512 --out "$OUT/graph_decode_mismatch"
+# the mismatch case: the batch-1/8 execution trace beside the hidden-512 model's capture only
+cp "$OUT/graph_decode_split/exec.trace.json.gz" "$OUT/graph_decode_mismatch/" 2>>"$LOG"
 # what tracekit makes of them (best effort: the traces above are the deliverable)
 if [ -f benchmarks/bench_graphs.py ]; then
     LIMIT=30 run python3 benchmarks/bench_graphs.py "$OUT"
