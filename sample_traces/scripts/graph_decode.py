@@ -50,6 +50,7 @@ except ImportError:
 
 
 PROMPT, NEW_TOKENS, WARMUP = 16, 16, 3
+CAPTURE_MODE = "thread_local"  # the profiler's own threads may call CUDA while this one captures
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def capture(s: State) -> torch.cuda.CUDAGraph:
             decode_step(s)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode=CAPTURE_MODE):
         decode_step(s)
     torch.cuda.synchronize()
     return graph
@@ -312,7 +313,7 @@ def piecewise(batch: int) -> None:
         graphs, outs = [], []
         for f in run_mlp:
             graphs.append(torch.cuda.CUDAGraph())
-            with torch.cuda.graph(graphs[-1]):
+            with torch.cuda.graph(graphs[-1], capture_error_mode=CAPTURE_MODE):
                 outs.append(f())
 
         def mlp(i: int) -> torch.Tensor:
@@ -378,15 +379,18 @@ def split(batches: list[int], out: str, hidden: int | None = None) -> None:
         prefill(s)
     if cuda:
         torch.cuda.synchronize()
+    mark = torch.profiler.record_function  # ProfilerStep#N ranges, as a scheduled profiler writes
     with _session() as prof:
-        for s in states.values():
-            prefill(s)
-        for _ in range(NEW_TOKENS):
-            for b, s in states.items():
-                if cuda:
-                    graphs[b].replay()
-                else:
-                    decode_step(s)
+        with mark("ProfilerStep#0"):  # the prefills
+            for s in states.values():
+                prefill(s)
+        for t in range(1, NEW_TOKENS + 1):  # one token of every batch size per step
+            with mark(f"ProfilerStep#{t}"):
+                for b, s in states.items():
+                    if cuda:
+                        graphs[b].replay()
+                    else:
+                        decode_step(s)
         if cuda:
             torch.cuda.synchronize()
     _export(prof, os.path.join(out, "exec.trace.json.gz"))
