@@ -3,7 +3,7 @@ replayed kernels got an op (from a capture trace, or inferred from an eager run)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class GraphReplays:
     gpu_us: float
     matched: dict[str, tuple[int, float]]  # MATCH_* -> (activities, GPU µs)
     flops_known_us: float | None
+    replayed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool), repr=False, compare=False)
+    # ^ bool per GPU row of the rank (rank.gpu order): run by a graph replay
 
     @property
     def matched_count(self) -> int:
@@ -102,7 +104,8 @@ def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
     return GraphReplays(
         rank=int(rank.rank), launches=len(np.unique(launch[rows])), graphs=tuple(stats),
         activities=len(rows), gpu_us=float(dur[rows].sum()), matched=matched,
-        flops_known_us=float(dur[rows][known[rows]].sum()) if known is not None else None)
+        flops_known_us=float(dur[rows][known[rows]].sum()) if known is not None else None,
+        replayed=graph >= 0)
 
 
 def _graph_stats(g: int, rows: np.ndarray, gpu: Any, dur: np.ndarray, how: np.ndarray, launch: np.ndarray,

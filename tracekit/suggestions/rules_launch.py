@@ -29,6 +29,7 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
     scope = Scope.of(analysis)
     rows, total, gaps_total, n_total, resid_total = [], 0.0, 0.0, 0, 0.0
+    n_graphed = 0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
@@ -41,6 +42,10 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
         # (activities are in rank.gpu order, sorted by start)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
+        graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
+        if graphed is not None and len(graphed.replayed) == len(host):
+            host &= ~graphed.replayed
+            n_graphed += int(graphed.replayed.sum())
         for st, t in zip(lo.steps["step"].tolist(), lo.step_totals, strict=True):
             mine = host & (steps == st)
             n = int(mine.sum())
@@ -73,6 +78,9 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
              f"{fmt_us(per_step)} per step for kernel launches")
+    if n_graphed:
+        title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
+                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
