@@ -52,3 +52,30 @@ def test_speaks_about_the_eager_rest(tmp_path):
     # the gaps counted are the eager kernels' host waits only: 29 after the first eager kernel plus
     # the first eager kernel itself (it follows a replay), 30 in all
     assert sum(row["launch_gaps"] for row in s.evidence) == 30
+
+
+def test_report_section_lists_each_graph_escaped(tmp_path):
+    """The graphs partial (rendered from this checkout's templates/) shows launches and per-replay
+    time, and escapes kernel names."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import jinja2
+
+    from tracekit.report.graphs_view import graph_section
+
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    for i in range(3):
+        corr = b.launch(10 + 300 * i, 5, "<script>k</script>", 30 + 300 * i, 7, api="cudaGraphLaunch")
+        b.gpu(ADD, 40 + 300 * i, 3, corr)
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "g.json")))
+    section = graph_section(a.to_dict())
+    assert section is not None and len(section.rows) == 1
+    row = section.rows[0]
+    assert (row.launches, row.activities, row.gpu_time) == ("3", "2", "10.0 µs")  # 7 + 3 µs per replay
+    templates = Path(tracekit.__file__).resolve().parents[1] / "templates"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    html = env.get_template("_graphs.html.j2").render(r=SimpleNamespace(anchor="r0", graphs=section))
+    assert "&lt;script&gt;k&lt;/script&gt;" in html and "<script>k" not in html

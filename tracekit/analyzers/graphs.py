@@ -29,9 +29,10 @@ class GraphStats:
     matched_share: float  # share of its GPU time whose activities have an op
     flops_known_share: float | None  # share of its GPU time with known FLOPs (None without costs)
     source: str  # capture file (or this trace) its ops came from, "inferred", or ""
+    kernels: tuple[dict[str, Any], ...] = ()  # its top activities by time: name, op, count, time_us
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "kernels": [dict(k) for k in self.kernels]}
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class GraphReplays:
                 "gpu_us": self.gpu_us, "matched": self.matched_count, "matched_us": self.matched_us,
                 "matched_share": self.matched_share,
                 "by": {k: {"activities": n, "gpu_us": us} for k, (n, us) in self.matched.items()},
-                "flops_known_us": self.flops_known_us,
+                "flops_known_us": self.flops_known_us, "summary": self.line(),
                 "graphs": [g.to_dict() for g in self.graphs]}
 
 
@@ -95,8 +96,9 @@ def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
     known = ~np.isnan(costs.table["flops"].to_numpy(dtype=float)) if costs is not None else None
     op = gpu[T.GPU_OP].to_numpy()
     origin = rank.ops[T.OP_ORIGIN].to_numpy(dtype=object) if T.OP_ORIGIN in rank.ops else None
-    stats = [_graph_stats(g, rows[graph[rows] == g], gpu, dur, how, launch, known, op, origin, rank.path)
-             for g in np.unique(graph[rows]).tolist()]
+    op_names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
+    stats = [_graph_stats(g, rows[graph[rows] == g], gpu, dur, how, launch, known, op, origin, rank.path,
+                          op_names) for g in np.unique(graph[rows]).tolist()]
     matched = {}
     for k in MATCH_LABELS:
         sel = rows[how[rows] == k]
@@ -108,8 +110,25 @@ def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
         replayed=graph >= 0)
 
 
+TOP_KERNELS = 10  # activities listed per graph
+
+
+def _top_kernels(rows: np.ndarray, gpu: Any, dur: np.ndarray, op: np.ndarray,
+                 op_names: np.ndarray) -> tuple[dict[str, Any], ...]:
+    names = gpu[T.GPU_NAME].to_numpy(dtype=object)[rows]
+    ops = [str(op_names[o]) if o >= 0 else "" for o in op[rows].tolist()]
+    table: dict[tuple[str, str], list[float]] = {}
+    for key, d in zip(zip(names.tolist(), ops, strict=True), dur[rows].tolist(), strict=True):
+        acc = table.setdefault(key, [0, 0.0])
+        acc[0] += 1
+        acc[1] += d
+    top = sorted(table.items(), key=lambda kv: -kv[1][1])[:TOP_KERNELS]
+    return tuple({"name": k[0], "op": k[1] or None, "count": int(v[0]), "time_us": float(v[1])} for k, v in top)
+
+
 def _graph_stats(g: int, rows: np.ndarray, gpu: Any, dur: np.ndarray, how: np.ndarray, launch: np.ndarray,
-                 known: np.ndarray | None, op: np.ndarray, origin: np.ndarray | None, path: str) -> GraphStats:
+                 known: np.ndarray | None, op: np.ndarray, origin: np.ndarray | None, path: str,
+                 op_names: np.ndarray) -> GraphStats:
     launches = np.unique(launch[rows])
     ts, end = gpu[T.GPU_TS].to_numpy(dtype=float)[rows], gpu[T.GPU_END].to_numpy(dtype=float)[rows]
     spans = [float(end[launch[rows] == x].max() - ts[launch[rows] == x].min()) for x in launches.tolist()]
@@ -130,4 +149,4 @@ def _graph_stats(g: int, rows: np.ndarray, gpu: Any, dur: np.ndarray, how: np.nd
         matched_share=float(dur[rows][matched].sum()) / total if total > 0 else 0.0,
         flops_known_share=(float(dur[rows][known[rows]].sum()) / total if total > 0 else 0.0)
         if known is not None else None,
-        source=source)
+        source=source, kernels=_top_kernels(rows, gpu, dur, op, op_names))

@@ -9,6 +9,7 @@ from typing import Any
 
 from tracekit.report import charts
 from tracekit.report.format import DASH, fmt_int, fmt_pct, fmt_time, num
+from tracekit.report.graphs_view import GraphSection, graph_section
 from tracekit.report.headline import Tile, sentence, tiles, verdict_rule
 from tracekit.report.meta import SHAPES_WARNING, cpu_ops, meta_rows, warnings
 from tracekit.report.palette import VERDICTS
@@ -52,6 +53,7 @@ class RankView:
     cpu_ops: tuple[Bar, ...]
     meta: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
 
     @property
     def shapes_missing(self) -> bool:
@@ -140,6 +142,7 @@ def rank_view(
         cpu_ops=cpu_ops(rank) if not has_gpu else (),
         meta=meta_rows(a, rank, has_gpu),
         warnings=warnings(a, rank, shown),
+        graphs=graph_section(a),
     )
 
 
