@@ -104,6 +104,12 @@ def run(label: str, exe: Path, caps: list[Path], model: dict[int, float]) -> Non
                   f"op {_share(g.matched_share * 1, 1)} from {g.source or '-'}")
         print(f"   replayed GEMM FLOPs: {flops:.4g} over {gr.launches} replays"
               + (f"; model per step: {', '.join(f'b{b}: {f:.4g}' for b, f in model.items())}" if model else ""))
+    if not cap_ranks:  # what the inferred path alone gives (a capture inside the trace ignored)
+        for r in [load.load_file(p) for p in files.trace_files(exe)]:
+            rank = graphs.join_graphs(r, [], own_capture=False).rank
+            gr = graph_replays(rank, estimate_costs(rank, classify(rank)))
+            if gr is not None:
+                print(f"   without its own capture: {gr.line()}")
     t0 = time.perf_counter()
     from tracekit.report import build_view, write_view
 

@@ -189,3 +189,16 @@ def test_cli_capture_option_and_bad_capture_path(tmp_path):
     bad = subprocess.run([*run, "analyze", str(exe), "--capture", str(tmp_path / "nope.json")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "nope.json" in bad.stderr
+
+
+def test_own_capture_can_be_ignored_to_measure_the_inferred_path(tmp_path):
+    step = decode_step(8)
+    b = GraphTrace()
+    b.eager(step)
+    b.capture(step)
+    b.replay(step)
+    from tracekit.trace import graphs
+    from tracekit.trace.load import load_file
+
+    rank = graphs.join_graphs(load_file(b.write(tmp_path / "t.json")), [], own_capture=False).rank
+    assert (_replayed(rank)[T.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()

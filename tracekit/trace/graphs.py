@@ -211,9 +211,10 @@ class JoinResult:
     notes: tuple[str, ...]
 
 
-def join_graphs(rank: RankTrace, captures: list[RankTrace]) -> JoinResult:
+def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool = True) -> JoinResult:
     """`rank` with every graph-replayed GPU row given an op where a capture (in `rank` itself or in
-    `captures`) or an eager run of the same kernels explains it; one note per capture not joined."""
+    `captures`) or an eager run of the same kernels explains it; one note per capture not joined.
+    own_capture=False ignores captures recorded in `rank` itself (to measure the inferred path)."""
     gpu, ops = rank.gpu, rank.ops  # fresh from the loader: columns are added in place
     ops[T.OP_ORIGIN] = ""
     match = np.full(len(gpu), "", dtype=object)
@@ -227,7 +228,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace]) -> JoinResult:
         return JoinResult(rank, notes)
     sources = [rank, *captures]
     evidence: dict = {}
-    captured = [c for s, r in enumerate(sources) for c in _scan(s, r, evidence)]
+    captured = [c for s, r in enumerate(sources) for c in _scan(s, r, evidence) if s or own_capture]
     _resolve(captured, evidence)
     by_kinds: dict[tuple, list[_Captured]] = {}
     for c in captured:
