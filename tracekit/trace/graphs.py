@@ -11,6 +11,7 @@ Columns written: gpu T.GPU_GRAPH, T.GPU_GRAPH_MATCH (MATCH_* values), ops T.OP_O
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,12 @@ GEMM_OP = re.compile(r"^aten::(_?(add)?mm|bmm|baddbmm|matmul|linear|addmv|mv|_sc
 def _coarse(kind: str, gemm: bool) -> str:
     """Kind of a launch for alignment without kernel names: 'kernel:gemm', 'kernel', 'memcpy'..."""
     return f"{kind}:gemm" if gemm and kind == "kernel" else kind
+
+
+@functools.lru_cache(maxsize=4096)
+def _kernel_kind(kind: str, name: str) -> str:
+    """_coarse of a GPU activity, by its kernel name (names repeat: searched once each)."""
+    return _coarse(kind, bool(GEMM_KERNEL.search(name)))
 
 
 @dataclass
@@ -94,7 +101,7 @@ def _graphs(rank: RankTrace, launch_kind: np.ndarray) -> tuple[list[_Graph], np.
         g = by_sig.get(sig)
         if g is None:
             g = by_sig[sig] = len(graphs)
-            graphs.append(_Graph(sig, tuple(_coarse(t[0], bool(GEMM_KERNEL.search(t[1]))) for t in sig)))
+            graphs.append(_Graph(sig, tuple(_kernel_kind(t[0], t[1]) for t in sig)))
         graphs[g].launches.append(rows[lo:hi])
         graph_id[rows[lo:hi]] = g
     return graphs, graph_id
@@ -294,7 +301,7 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
         return
     eager = eager[np.lexsort((gpu[T.GPU_TS].to_numpy()[eager], gpu[T.GPU_STREAM].to_numpy()[eager]))]
     tokens = _gpu_tokens(gpu, eager)
-    kinds = [_coarse(t[0], bool(GEMM_KERNEL.search(t[1]))) for t in tokens]
+    kinds = [_kernel_kind(t[0], t[1]) for t in tokens]
     index = SeedIndex(tokens)
     eager_op = gpu[T.GPU_OP].to_numpy()[eager]
     for g in graphs:
