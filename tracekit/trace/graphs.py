@@ -209,6 +209,8 @@ def _best_capture(g: _Graph, captured: list[_Captured], by_kinds: dict) -> _Choi
         s = _score(c, g)
         if (s.accepted, s.agree, s.aligned) > (best.accepted, best.agree, best.aligned):
             best = s
+            if s.accepted and s.agree == len(g.tokens):  # every kernel confirmed: none can do better
+                break
     return best
 
 
