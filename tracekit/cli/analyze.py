@@ -70,7 +70,7 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
     graph_lines = [_safe(r.graphs.line()) for r in a.ranks if r.graphs is not None]
-    lines += [""] + graph_lines if graph_lines else []
+    lines += ["", *graph_lines] if graph_lines else []
     if a.suggestions:
         lines += ["", "what to change (estimated saving over the profiled steps):"]
         for sug in a.suggestions[:top]:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from tracekit.trace import tables as T
 from tracekit.trace.align import SeedIndex, align
+from tracekit.trace.graph_ops import append_capture_ops, decode_linked
 from tracekit.trace.model import RankTrace
 
 MATCH_NAME = "capture:name"  # aligned to a captured launch; kernel name and grid agree with the capture
@@ -246,16 +247,11 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     wanted: dict[int, dict[int, int]] = {}  # source -> its op row -> row in `ops` (filled below)
     assigned: list[tuple[np.ndarray, np.ndarray, int, str]] = []  # gpu rows, source op rows, source, how
     used_sources: set[int] = set()
-    best_rejected: dict[int, _Choice] = {}
     unmatched = []
     for g in graphs:
         ch = _best_capture(g, captured, by_kinds)
         if not ch.accepted or ch.captured is None:
             unmatched.append(g)
-            if ch.captured is not None:
-                s = ch.captured.source
-                if s not in best_rejected or ch.aligned > best_rejected[s].aligned:
-                    best_rejected[s] = ch
             continue
         c = ch.captured
         used_sources.add(c.source)
@@ -269,7 +265,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     if unmatched:
         _infer(rank, unmatched, op_col, match)
     if wanted:
-        ops, store = _append_capture_ops(rank, ops, sources, wanted)
+        ops, store = append_capture_ops(rank, ops, sources, wanted)
     else:
         store = rank.op_input_store
     for rows, src_ops, source, how in assigned:
@@ -277,21 +273,31 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
         match[rows] = how
     gpu[T.GPU_OP] = op_col
     gpu[T.GPU_GRAPH_MATCH] = match
-    _decode_linked(ops, store, op_col[match != ""])
-    notes = []
-    for s, cap in enumerate(captures, start=1):
-        if s in used_sources:
-            continue
-        ch = best_rejected.get(s)
-        if not any(c.source == s for c in captured):
-            why = "it holds no graph capture (no launch without GPU work)"
-        elif ch is None:
-            why = f"none of its captured sequences resembles the {len(graphs)} graph(s) replayed"
-        else:
-            why = (f"best fit aligns {ch.aligned} launches, of which {ch.agree} of {ch.evidenced} "
-                   "with a known kernel agree in name and grid")
-        notes.append(f"{cap.path}: capture trace not joined to {Path(rank.path).name}: {why}")
-    return JoinResult(_replace(rank, gpu=gpu, ops=ops, op_input_store=store), tuple(notes))
+    decode_linked(ops, store, op_col[match != ""])
+    notes = tuple(_not_joined(s, cap, rank, captured, graphs) for s, cap in enumerate(captures, start=1)
+                  if s not in used_sources)
+    return JoinResult(_replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
+
+
+def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Captured],
+                graphs: list[_Graph]) -> str:
+    """The one line saying why capture trace `cap` explains none of the graphs."""
+    mine = [c for c in captured if c.source == source]
+    best = _Choice()
+    for c in mine:
+        for g in graphs:
+            if len(g.kinds) / 2 <= len(c.kinds) <= 2 * len(g.kinds):
+                sc = _score(c, g)
+                if (sc.agree, sc.aligned) > (best.agree, best.aligned):
+                    best = sc
+    if not mine:
+        why = "it holds no graph capture (no launch without GPU work)"
+    elif best.captured is None:
+        why = f"none of its {len(mine)} captured sequence(s) has the length of the {len(graphs)} graph(s) replayed"
+    else:
+        why = (f"its best fit aligns {best.aligned} launches, of which {best.agree} of the {best.evidenced} "
+               "with a known kernel agree in name and grid")
+    return f"{cap.path}: capture trace not joined to {Path(rank.path).name}: {why}"
 
 
 def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.ndarray) -> None:
@@ -320,68 +326,6 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
         for rows in g.launches:
             op_col[rows[js]] = src
             match[rows[js]] = MATCH_INFERRED
-
-
-def _append_capture_ops(rank: RankTrace, ops: pd.DataFrame, sources: list[RankTrace],
-                        wanted: dict[int, dict[int, int]]):
-    """Copy the wanted capture ops and their ancestors into `ops` (times unknown on this clock: NaN;
-    step -1; origin = the capture file); fill `wanted` with their new rows. Returns ops, input store."""
-    frames = [ops]
-    store = rank.op_input_store
-    base = len(ops)
-    for s, rows_map in sorted(wanted.items()):
-        src = sources[s]
-        parent = src.ops[T.OP_PARENT].to_numpy()
-        keep = set(rows_map)
-        frontier = list(keep)
-        while frontier:
-            p = parent[frontier]
-            frontier = [int(x) for x in p[p >= 0] if int(x) not in keep]
-            keep.update(frontier)
-        rows = np.array(sorted(keep), dtype=np.int64)
-        new_row = {int(r): base + k for k, r in enumerate(rows.tolist())}
-        part = src.ops.iloc[rows].copy().reset_index(drop=True)
-        for col in (T.OP_TS, T.OP_DUR, T.OP_END):
-            part[col] = np.nan
-        part[T.OP_STEP] = -1
-        part[T.OP_EXTERNAL_ID] = -1
-        part[T.OP_PARENT] = [new_row.get(int(p), -1) for p in parent[rows]]
-        part[T.OP_ORIGIN] = src.path
-        if src.op_input_store is not None:
-            decoded = src.op_input_store.decode_rows(rows)
-            for col, values in decoded.items():
-                part[col] = pd.Series(values, dtype=object)
-            if store is not None:
-                store = store.appended(src.op_input_store, rows)
-        for r in rows_map:
-            rows_map[r] = new_row[r]
-        frames.append(part)
-        base += len(rows)
-    out = pd.concat(frames, ignore_index=True)
-    return out, store
-
-
-def _decode_linked(ops: pd.DataFrame, store, rows: np.ndarray) -> None:
-    """Decode the input columns of op `rows` (and their ancestors) the loader left undecoded."""
-    if store is None or len(store.starts) != len(ops):
-        return
-    parent = ops[T.OP_PARENT].to_numpy()
-    rows = np.unique(rows[rows >= 0])
-    seen = [rows]
-    while len(rows):
-        rows = np.unique(parent[rows])
-        rows = rows[rows >= 0]
-        seen.append(rows)
-    rows = np.unique(np.concatenate(seen))
-    dims = ops[T.OP_INPUT_DIMS].to_numpy(dtype=object)
-    rows = rows[[dims[r] is None for r in rows.tolist()]] if len(rows) else rows
-    if not len(rows):
-        return
-    for col, values in store.decode_rows(rows).items():
-        column = ops[col].to_numpy(dtype=object).copy()
-        for r, v in zip(rows.tolist(), values, strict=True):
-            column[r] = v
-        ops[col] = column
 
 
 def _replace(rank: RankTrace, **changes) -> RankTrace:
