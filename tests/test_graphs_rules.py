@@ -79,3 +79,30 @@ def test_report_section_lists_each_graph_escaped(tmp_path):
                              undefined=jinja2.StrictUndefined)
     html = env.get_template("_graphs.html.j2").render(r=SimpleNamespace(anchor="r0", graphs=section))
     assert "&lt;script&gt;k&lt;/script&gt;" in html and "<script>k" not in html
+
+
+def test_whole_report_has_the_graph_section(tmp_path, monkeypatch):
+    """`tracekit report` of a trace with graph replays: the page (this checkout's templates) holds
+    the graph table and the join line."""
+    from pathlib import Path
+
+    import jinja2
+
+    from tracekit.report import build_view, html
+
+    templates = Path(tracekit.__file__).resolve().parents[1] / "templates"
+    monkeypatch.setattr(html, "_loader", lambda: jinja2.FileSystemLoader(templates))
+    html.environment.cache_clear()
+    html.asset.cache_clear()
+    try:
+        b = TraceBuilder()
+        b.annotation("ProfilerStep#1", 0, 1000)
+        for i in range(4):
+            corr = b.launch(10 + 200 * i, 5, ADD, 30 + 200 * i, 7, api="cudaGraphLaunch")
+            b.gpu(ADD, 40 + 200 * i, 3, corr)
+        page = html.render(build_view(tracekit.load_trace(b.write(tmp_path / "g.json"))))
+    finally:
+        html.environment.cache_clear()
+        html.asset.cache_clear()
+    assert 'id="r0-graphs"' in page
+    assert "graph replays: 8 GPU activities from 4 launches of 1 graph(s); 0 (0.0% of their GPU time)" in page
