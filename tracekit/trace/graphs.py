@@ -260,16 +260,16 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
         src_ops = np.array([c.ops[i] for i, _ in ch.pairs if c.ops[i] >= 0], dtype=np.int64)
         if c.source:
             wanted.setdefault(c.source, {}).update(dict.fromkeys(src_ops.tolist(), -1))
-        for rows in g.launches:
-            assigned.append((rows[js], src_ops, c.source, how))
+        assigned.append((np.concatenate([rows[js] for rows in g.launches]), src_ops, c.source, how))
     if unmatched:
         _infer(rank, unmatched, op_col, match)
     if wanted:
         ops, store = append_capture_ops(rank, ops, sources, wanted)
     else:
         store = rank.op_input_store
-    for rows, src_ops, source, how in assigned:
-        op_col[rows] = [wanted[source][o] for o in src_ops.tolist()] if source else src_ops
+    for rows, src_ops, source, how in assigned:  # rows: every launch's, in turn
+        mapped = np.array([wanted[source][o] for o in src_ops.tolist()]) if source else src_ops
+        op_col[rows] = np.tile(mapped, len(rows) // max(len(mapped), 1))
         match[rows] = how
     gpu[T.GPU_OP] = op_col
     gpu[T.GPU_GRAPH_MATCH] = match
