@@ -97,3 +97,19 @@ def test_piecewise_graphs_between_eager_attention():
     assert matched >= 0.95
     flops, launches = _replayed_gemm_flops(rank)
     assert flops == pytest.approx(launches * 2 * 8 * 3 * H * FFN, rel=1e-6)  # gate, up, down per replay
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_inferred_path_without_the_capture(batch):
+    """The inline traces also run the decode step eagerly (the reference tokens and the warm-up):
+    with the in-trace capture ignored, every replayed kernel finds its eager twin."""
+    from tracekit.trace import graphs
+    from tracekit.trace.graphs import MATCH_INFERRED
+    from tracekit.trace.load import load_file
+
+    (path,) = _need(f"graph_decode_inline_b{batch}.trace.json.gz")
+    rank = graphs.join_graphs(load_file(path), [], own_capture=False).rank
+    rep = rank.gpu[rank.gpu[T.GPU_GRAPH] >= 0]
+    assert (rep[T.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
+    flops, launches = _replayed_gemm_flops(rank)
+    assert flops == pytest.approx(launches * step_gemm_flops(batch), rel=1e-6)

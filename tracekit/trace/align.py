@@ -15,7 +15,8 @@ def align(a: Sequence[Hashable], b: Sequence[Hashable], a_kinds: Sequence[str],
           b_kinds: Sequence[str]) -> list[tuple[int, int]]:
     """Pairs (i, j) aligning a[i] with b[j], in order: equal tokens first (longest common blocks),
     then, inside each gap between them, items of the same kind (memcpy with memcpy, kernel with
-    kernel) by a second alignment of the kinds. Tolerates extra or missing items on either side."""
+    kernel): in order when the gap has the same kinds on both sides, else by a second alignment of
+    the kinds (kinds may carry a class, 'kernel:gemm'). Tolerates extra or missing items."""
     pairs: list[tuple[int, int]] = []
     i0 = j0 = 0
     for i, j, n in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
@@ -31,11 +32,16 @@ def _fill(pairs: list[tuple[int, int]], i0: int, i1: int, j0: int, j1: int,
     if i1 <= i0 or j1 <= j0:
         return
     ka, kb = a_kinds[i0:i1], b_kinds[j0:j1]
-    if i1 - i0 == j1 - j0 and list(ka) == list(kb):
-        pairs.extend((i0 + k, j0 + k) for k in range(i1 - i0))
+    if i1 - i0 == j1 - j0 and [_base(k) for k in ka] == [_base(k) for k in kb]:
+        pairs.extend((i0 + k, j0 + k) for k in range(i1 - i0))  # same count, same kinds: in order
         return
     for i, j, n in SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks():
         pairs.extend((i0 + i + k, j0 + j + k) for k in range(n))
+
+
+def _base(kind: str) -> str:
+    """'kernel' of 'kernel:gemm': a finer class of a kind only breaks ties."""
+    return kind.split(":", 1)[0]
 
 
 class SeedIndex:
