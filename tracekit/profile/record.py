@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -66,6 +66,28 @@ def default_output(stem: str, *, unique: bool) -> Path:
         path = Path.cwd() / f"{safe}-{stamp}-{n}{TRACE_SUFFIX}"
         n += 1
     return path
+
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+def per_rank_path(path: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The trace path of this process: `{rank}` in the file name becomes the launcher's RANK (0 when
+    unset); under a multi-process launcher (torchrun sets RANK and WORLD_SIZE > 1) a name without
+    the placeholder gets `.rank<R>` before its extension, so ranks never write the same file."""
+    env = os.environ if environ is None else environ
+    rank = env.get("RANK", "").strip()
+    if RANK_PLACEHOLDER in path.name:
+        return path.with_name(path.name.replace(RANK_PLACEHOLDER, rank if rank.isdigit() else "0"))
+    if not rank.isdigit() or int(env.get("WORLD_SIZE", "1") or 1) <= 1:
+        return path
+    name = path.name
+    stem, ext = name, ""
+    for suffix in (TRACE_SUFFIX, ".json.gz", ".json"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            stem, ext = name[: -len(suffix)], suffix
+            break
+    return path.with_name(f"{stem}.rank{rank}{ext}")
 
 
 def provenance(
