@@ -130,10 +130,10 @@ def find_dataloader(rank) -> pd.DataFrame:
     """Per step: time in top-level DataLoader ops on the main thread and the GPU idle time inside it."""
     ops, gpu = rank.ops, rank.gpu
     cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
-    if not len(ops):
-        return pd.DataFrame(columns=cols)
-    top = ops[ops[T.OP_PARENT].to_numpy() < 0]
+    top = ops[ops[T.OP_PARENT].to_numpy() < 0] if len(ops) else ops
     dl = top[top[T.OP_NAME].astype(str).str.contains(DATALOADER).to_numpy()]
+    ann = _dataloader_annotations(rank)
+    dl = pd.concat([dl, ann], ignore_index=True) if len(dl) and len(ann) else (dl if len(dl) else ann)
     if not len(dl):
         return pd.DataFrame(columns=cols)
     s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
@@ -145,6 +145,18 @@ def find_dataloader(rank) -> pd.DataFrame:
         rows.append({DL_STEP: int(step), DL_CALLS: len(g), DL_US: length, DL_GPU_IDLE_US: length - busy,
                      DL_SINGLE: bool(g[T.OP_NAME].astype(str).str.contains(SINGLE_PROCESS).any())})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _dataloader_annotations(rank) -> pd.DataFrame:
+    """DataLoader ranges recorded as CPU user annotations (torch >= 2.x writes
+    `enumerate(DataLoader)#...__next__` as a user_annotation, not a cpu_op)."""
+    ann = rank.annotations
+    if not len(ann) or T.OP_NAME not in ann:
+        return pd.DataFrame(columns=[T.OP_NAME, T.OP_TS, T.OP_END, T.OP_STEP])
+    keep = ann[T.OP_NAME].astype(str).str.contains(DATALOADER).to_numpy()
+    if "gpu" in ann:
+        keep = keep & ~ann["gpu"].to_numpy(dtype=bool)
+    return ann.loc[keep, [T.OP_NAME, T.OP_TS, T.OP_END, T.OP_STEP]]
 
 
 def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:

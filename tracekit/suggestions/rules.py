@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from tracekit.suggestions import rules_host, rules_kernels, rules_launch
+from tracekit.suggestions import rules_host, rules_kernels, rules_launch, rules_ranks
 from tracekit.suggestions.model import Suggestion
 
 
@@ -28,6 +28,7 @@ RULES: list[Rule] = [
     Rule("pinned_memory", rules_host.pinned_memory),
     Rule("dataloader_workers", rules_host.dataloader_workers),
     Rule("overlap_comm", rules_host.overlap_comm),
+    Rule("rank_imbalance", rules_ranks.rank_imbalance),  # reads the cross-rank view (pipeline)
 ]
 
 

@@ -1,7 +1,8 @@
-"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware)."""
+"""Find the trace files behind a path (file, per-rank directory, glob) and read their bytes (gzip aware)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import zlib
@@ -28,6 +29,23 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
             raise TraceFormatError(f"{p}: directory holds no trace files (*.json, *.json.gz)")
         return files
     return [p]
+
+
+def expand_inputs(inputs: list[str]) -> list[Path]:
+    """The trace files behind several inputs, each a file, a directory of rank traces, or a glob
+    ('run/*.json.gz'); in order, without duplicates. TraceFormatError (one line) for an input that
+    names nothing."""
+    out: dict[Path, None] = {}
+    for item in inputs:
+        if not Path(item).exists() and glob.has_magic(item):
+            matches = sorted(glob.glob(os.path.expanduser(item)))
+            if not matches:
+                raise TraceFormatError(f"{item}: no file matches this pattern")
+            for m in matches:
+                out.update(dict.fromkeys(trace_files(m) if Path(m).is_dir() else [Path(m)]))
+        else:
+            out.update(dict.fromkeys(trace_files(item)))
+    return list(out)
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -85,4 +103,4 @@ def _gunzip(data: bytes) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)  # one member: no second copy
 
 
-__all__ = ["is_trace_name", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["expand_inputs", "is_trace_name", "rank_from_name", "read_bytes", "trace_files"]

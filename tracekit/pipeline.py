@@ -1,0 +1,274 @@
+"""The one orchestration: load -> analyze -> suggest -> compact per-rank result, in parallel; merge; write."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.launch import LaunchTotals
+from tracekit.analyzers.rank_digest import RankDigest, rank_digest
+from tracekit.errors import TraceFormatError
+from tracekit.executor import Progress, run_tasks
+from tracekit.suggestions import Suggestion, suggest
+from tracekit.trace import files
+from tracekit.trace.load import load_trace
+from tracekit.trace.model import Trace
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """What a worker gets: one trace file and the options of the run."""
+
+    path: str
+    tokens_per_step: float | None = None
+    view: bool = False  # also build the rank's report section (view fragment)
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What a worker returns for one rank: numbers, suggestions and view, never the event tables."""
+
+    rank: int
+    path: str
+    origin_us: int  # the file's clock origin (µs): digest times are absolute on it
+    doc: dict[str, Any]  # this rank's tracekit.analysis/1 document, suggestions included
+    totals: LaunchTotals
+    queue: tuple[tuple[float, ...], int]  # queue-delay sketch (combine.queue_sketch)
+    device: Any | None  # tracekit.analyzers.devices.Device
+    digest: RankDigest
+    suggestions: tuple[Suggestion, ...]
+    view: Any | None  # tracekit.report.context.RankView, when the task asked for it
+    row: Any | None  # tracekit.report.context.RankRow, with the view
+    warnings: tuple[str, ...]  # what loading this file warned about
+    seconds: float  # wall time in the worker
+    peak_rss_kb: int  # the worker process's peak resident set so far
+    pid: int
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A file that is not a readable trace (skipped with a warning when other files load)."""
+
+    path: str
+    message: str
+
+
+def _peak_rss_kb() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
+    """The worker: load one rank's file, analyze it, run the rules, reduce to a RankResult."""
+    from tracekit.analyzers.combine import queue_sketch
+
+    t0 = time.perf_counter()
+    try:
+        trace = load_trace(task.path)
+    except TraceFormatError as exc:
+        return RankFailure(task.path, str(exc))
+    rank = trace.rank()
+    analysis = analyze(trace, tokens_per_step=task.tokens_per_step)
+    found = tuple(suggest(analysis))
+    analysis = analysis.with_suggestions(found)
+    doc = analysis.to_dict()
+    ra = analysis.ranks[0]
+    lo = ra.launch
+    mask = _steady_rows(lo)
+    digest = rank_digest(rank, ra, verdict=str(doc["summary"].get("verdict")),
+                         cause=doc["summary"].get("cause"))
+    view = row = None
+    if task.view:
+        from tracekit.report.context import rank_row, rank_view
+
+        view = rank_view(doc, rank, list(found), tuple(trace.warnings))
+        row = rank_row(doc, view)
+    return RankResult(
+        rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
+        totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),
+        device=analysis.device, digest=digest, suggestions=found, view=view, row=row,
+        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0, peak_rss_kb=_peak_rss_kb(),
+        pid=os.getpid())
+
+
+def _steady_rows(lo: Any) -> Any:
+    """GPU activity rows the headline numbers cover (steady steps when that analysis exists)."""
+    import numpy as np
+
+    try:
+        from tracekit.analyzers.steady import steady_mask
+    except ImportError:
+        steps = lo.activities["step"].to_numpy()
+        if lo.scope != "steps":
+            return np.ones(len(steps), dtype=bool)
+        return np.isin(steps, lo.steps["step"].to_numpy())
+    return steady_mask(lo)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Every rank's compact result (by rank), the load warnings, and the cross-rank view."""
+
+    path: str
+    results: tuple[RankResult, ...]
+    warnings: tuple[str, ...]
+    cross: Any | None  # tracekit.analyzers.ranks.CrossRank (two or more ranks)
+    cross_suggestions: tuple[Suggestion, ...] = ()
+
+    @property
+    def multi(self) -> bool:
+        return len(self.results) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `analyze --json` document: one rank's own, or the combination plus the cross-rank view."""
+        if not self.multi:
+            doc = dict(self.results[0].doc)
+            doc["trace"] = self.path
+            doc["warnings"] = list(dict.fromkeys([*self.warnings, *doc.get("warnings", ())]))
+            return doc
+        from tracekit.analyzers.combine import combined_doc
+
+        r = self.results
+        doc = combined_doc(self.path, [x.doc for x in r], [x.totals for x in r], [x.queue for x in r],
+                           next((x.device for x in r if x.device is not None), None),
+                           [*self.warnings, *(w for x in r for w in x.doc.get("warnings", ()))])
+        extra = [s.to_dict() for s in self.cross_suggestions]
+        doc["suggestions"] = sorted([*extra, *doc["suggestions"]], key=lambda s: -(s.get("saving_us") or 0.0))
+        if self.cross is not None:
+            doc.update(self.cross.to_dict())
+        return doc
+
+
+def resolve_inputs(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The trace files behind a path, a directory, a glob, or a list of them (TraceFormatError if none)."""
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    return files.expand_inputs([str(i) for i in items])
+
+
+def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str:
+    if isinstance(inputs, (str, os.PathLike)):
+        return str(inputs)
+    items = [str(i) for i in inputs]
+    return items[0] if len(items) == 1 else " ".join(items)
+
+
+def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
+        jobs: int | None = None, scheduler: Any = None, view: bool = False,
+        tokens_per_step: float | None = None, progress: Progress | None = None) -> RunResult:
+    """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
+
+    `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
+    scheduler address or Client (then the tasks run on that cluster). `rank`: keep only that rank
+    (files whose name states another rank are not even loaded). `view`: build report sections."""
+    paths = resolve_inputs(inputs)
+    if rank is not None:
+        named = [p for p in paths if files.rank_from_name(p) == rank]
+        paths = named or paths
+    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view) for p in paths]
+    outcomes: list[Any] = [None] * len(tasks)
+    for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
+                                    progress=progress):
+        outcomes[index] = outcome
+    return merge(display_path(inputs), outcomes, rank=rank)
+
+
+def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None) -> RunResult:
+    """Rank numbers made unique (as load_trace does), failures to warnings, the cross-rank view."""
+    failures = [o for o in outcomes if isinstance(o, RankFailure)]
+    ok = [o for o in outcomes if isinstance(o, RankResult)]
+    if not ok:
+        if len(outcomes) == 1:
+            raise TraceFormatError(failures[0].message)
+        raise TraceFormatError(f"{path}: none of the {len(outcomes)} files is a readable trace "
+                               f"({'; '.join(f.message for f in failures[:3])})")
+    warnings = [f"skipped {f.message}" for f in failures]
+    results: dict[int, RankResult] = {}
+    for r in sorted(ok, key=lambda x: x.path):
+        number = r.rank
+        while number in results:
+            number += 1
+        results[number] = r if number == r.rank else relabel(r, number)
+    if rank is not None:
+        if rank not in results:
+            known = ", ".join(str(k) for k in sorted(results))
+            raise TraceFormatError(f"{path}: no rank {rank} in this trace (ranks: {known})")
+        results = {rank: results[rank]}
+    ordered = tuple(results[k] for k in sorted(results))
+    for r in ordered:
+        warnings.extend(r.warnings)
+    cross, extra = None, ()
+    if len(ordered) > 1:
+        from tracekit.analyzers.ranks import cross_rank
+        from tracekit.suggestions.rules import RULES
+
+        cross = cross_rank([r.digest for r in ordered])
+        extra = tuple(sorted((s for rule in RULES if rule.id == "rank_imbalance"
+                              if (s := rule.check(cross)) is not None), key=lambda s: -s.saving_us))
+    return RunResult(path=path, results=ordered, warnings=tuple(dict.fromkeys(warnings)), cross=cross,
+                     cross_suggestions=extra)
+
+
+def relabel(r: RankResult, number: int) -> RankResult:
+    """The same result under another rank number (two files claimed the same rank)."""
+    doc = dict(r.doc)
+    doc["ranks"] = [{**x, "rank": number} for x in doc.get("ranks") or ()]
+    doc["steps"] = [{**x, "rank": number} for x in doc.get("steps") or ()]
+    view = dataclasses.replace(r.view, rank=number, anchor=f"r{number}") if r.view is not None else None
+    row = dataclasses.replace(r.row, rank=number, anchor=f"r{number}") if r.row is not None else None
+    return dataclasses.replace(r, rank=number, doc=doc, view=view, row=row,
+                               digest=dataclasses.replace(r.digest, rank=number))
+
+
+# --- in-memory traces (the Python API): the same steps without files ----------------------------
+
+def analyse_trace(trace: Trace, *, rank: int | None = None
+                  ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
+    """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`."""
+    ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
+    analyses = {r: analyze(trace, rank=r) for r in ranks}
+    return analyses, {r: suggest(a) for r, a in analyses.items()}
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+def report_of(result: RunResult) -> Any:
+    """The report's view model (tracekit.report.context.ReportView) of a run with views."""
+    from tracekit import __version__
+    from tracekit.report.context import ReportView, report_title
+    from tracekit.report.ranks_view import cross_rank_view
+
+    views = tuple(r.view for r in result.results)
+    rows = tuple(r.row for r in result.results) if result.multi else ()
+    cross = cross_rank_view(result.cross, result.cross_suggestions, result.results) if result.multi else None
+    title, source = report_title(result.path)
+    return ReportView(title=title, source=source, version=__version__, ranks=views,
+                      warnings=result.warnings, rank_rows=rows, cross=cross)
+
+
+def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
+                 *, force: bool = False, rank: int | None = None, jobs: int | None = None,
+                 scheduler: Any = None, progress: Progress | None = None) -> Path:
+    """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
+
+    Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
+    name beside it (compare the returned path with `out_path`)."""
+    from tracekit.report import default_output, write_view
+
+    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, progress=progress)
+    wanted = Path(out_path) if out_path is not None else default_output(display_path(trace_path).split(" ")[0])
+    return write_view(report_of(result), wanted, force=force)
+
+
+def stderr_note(quiet: bool) -> Callable[[str], None]:
+    """Print a tracekit warning line on stderr unless quiet."""
+    def note(message: str) -> None:
+        if not quiet:
+            print(f"tracekit: warning: {message}", file=sys.stderr)
+    return note
