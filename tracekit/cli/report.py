@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import load_for_cli, quiet_option
+from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options
 
 
 @click.command("report")
-@click.argument("trace", type=click.Path())
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option(
     "-o",
     "--output",
@@ -21,18 +21,23 @@ from tracekit.cli.common import load_for_cli, quiet_option
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
+@scheduler_options
 @quiet_option
-def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, quiet: bool) -> None:
-    """Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).
+def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
+            jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+    """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
+    several may be given). Ranks are analysed in parallel; a multi-rank report opens with the
+    cross-rank view (which rank holds the job back, and why).
 
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
-    from tracekit.report import build_view, default_output, write_view
+    from tracekit.pipeline import report_of
+    from tracekit.report import default_output, write_view
 
-    loaded = load_for_cli(trace, quiet=quiet)
-    view = build_view(loaded, rank=rank)
-    wanted = output if output is not None else default_output(trace)
+    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True)
+    view = report_of(result)
+    wanted = output if output is not None else default_output(traces[0])
     written = write_view(view, wanted, force=force)
     if written != wanted:
         click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)

@@ -1,4 +1,7 @@
-"""The HTML report: analyzer results -> view model (context) -> jinja2 templates -> one offline HTML file."""
+"""The HTML report: analyzer results -> view model (context) -> jinja2 templates -> one offline HTML file.
+
+Loading and analysing (per rank, in parallel) is tracekit.pipeline's job; `write_report` and
+`build_view` here are the documented entry points that call it."""
 
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def render_html(
     """
     combined = getattr(analysis, "ranks", None)
     if trace is not None and isinstance(combined, tuple) and len(combined) > 1:
-        from tracekit.report.pipeline import analyse_trace
+        from tracekit.pipeline import analyse_trace
 
         analysis, per_rank = analyse_trace(trace)
         if suggestions is None:
@@ -72,8 +75,8 @@ def default_output(trace_path: str | Path) -> Path:
 
 
 def build_view(trace: Any, *, rank: int | None = None) -> ReportView:
-    """Analyse a loaded Trace (every rank, or only `rank`) and build the report's view model."""
-    from tracekit.report.pipeline import analyse_trace
+    """The report's view model of an already loaded Trace (every rank, or only `rank`)."""
+    from tracekit.pipeline import analyse_trace
 
     analyses, suggestions = analyse_trace(trace, rank=rank)
     return report_view(analyses, trace, suggestions, version=_version())
@@ -85,19 +88,20 @@ def write_view(view: ReportView, out_path: str | Path, *, force: bool = False) -
 
 
 def write_report(
-    trace_path: str | Path,
+    trace_path: str | Path | Sequence[str | Path],
     out_path: str | Path | None = None,
     *,
     force: bool = False,
     rank: int | None = None,
+    jobs: int | None = None,
+    scheduler: Any = None,
 ) -> Path:
-    """Load, analyse and report a trace (file or directory of ranks); return the path written.
+    """Load, analyse and report traces (a file, a directory of ranks, a glob or a list); return the
+    path written. Ranks are analysed in parallel (`jobs` processes, or a Dask `scheduler`).
 
     The file is written atomically; an existing file is replaced only with force=True, else the
     report goes to a numbered name beside it (compare the returned path with `out_path`).
     """
-    from tracekit.trace.load import load_trace
+    from tracekit.pipeline import write_report as run_and_write
 
-    view = build_view(load_trace(trace_path), rank=rank)
-    out = Path(out_path) if out_path is not None else default_output(trace_path)
-    return write_view(view, out, force=force)
+    return run_and_write(trace_path, out_path, force=force, rank=rank, jobs=jobs, scheduler=scheduler)
