@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,14 +180,7 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
 
 def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None) -> RunResult:
     """Rank numbers made unique (as load_trace does), failures to warnings, the cross-rank view."""
-    failures = [o for o in outcomes if isinstance(o, RankFailure)]
-    ok = [o for o in outcomes if isinstance(o, RankResult)]
-    if not ok:
-        if len(outcomes) == 1:
-            raise TraceFormatError(failures[0].message)
-        raise TraceFormatError(f"{path}: none of the {len(outcomes)} files is a readable trace "
-                               f"({'; '.join(f.message for f in failures[:3])})")
-    warnings = [f"skipped {f.message}" for f in failures]
+    ok, warnings = _readable(path, outcomes)
     results: dict[int, RankResult] = {}
     for r in sorted(ok, key=lambda x: x.path):
         number = r.rank
@@ -215,6 +207,19 @@ def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int 
                      cross_suggestions=extra)
 
 
+def _readable(path: str, outcomes: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """(the outcomes that are not failures, a warning per failure); TraceFormatError when all failed
+    (the file's own message for one file), as load_trace does for a directory."""
+    failures = [o for o in outcomes if isinstance(o, RankFailure)]
+    ok = [o for o in outcomes if not isinstance(o, RankFailure)]
+    if not ok:
+        if len(outcomes) == 1:
+            raise TraceFormatError(failures[0].message)
+        raise TraceFormatError(f"{path}: none of the {len(outcomes)} files is a readable trace "
+                               f"({'; '.join(f.message for f in failures[:3])})")
+    return ok, [f"skipped {f.message}" for f in failures]
+
+
 def relabel(r: RankResult, number: int) -> RankResult:
     """The same result under another rank number (two files claimed the same rank)."""
     doc = dict(r.doc)
@@ -226,7 +231,50 @@ def relabel(r: RankResult, number: int) -> RankResult:
                                digest=dataclasses.replace(r.digest, rank=number))
 
 
+# --- tracekit info: per-file summaries, in parallel too ------------------------------------------
+
+@dataclass(frozen=True)
+class InfoTask:
+    path: str
+    top: int = 10
+
+
+def summarize_file(task: InfoTask) -> tuple[Any, tuple[str, ...]] | RankFailure:
+    """The worker of `tracekit info`: (RankSummary, load warnings) of one file."""
+    from tracekit.trace.summary import summarize_rank
+
+    try:
+        trace = load_trace(task.path)
+    except TraceFormatError as exc:
+        return RankFailure(task.path, str(exc))
+    return summarize_rank(trace.rank(), task.top), tuple(trace.warnings)
+
+
+def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: int = 10,
+              jobs: int | None = None, scheduler: Any = None, progress: Progress | None = None
+              ) -> tuple[list[Any], tuple[str, ...]]:
+    """([RankSummary] by rank, warnings) of every file of `inputs`, one worker task per file."""
+    tasks = [InfoTask(str(p), top) for p in resolve_inputs(inputs)]
+    outcomes: list[Any] = [None] * len(tasks)
+    for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress):
+        outcomes[index] = outcome
+    ok, warnings = _readable(display_path(inputs), outcomes)
+    out: dict[int, Any] = {}
+    for summary, notes in sorted(ok, key=lambda x: x[0].path):
+        number = summary.rank
+        while number in out:
+            number += 1
+        out[number] = dataclasses.replace(summary, rank=number)
+        warnings.extend(notes)
+    return [out[k] for k in sorted(out)], tuple(dict.fromkeys(warnings))
+
+
 # --- in-memory traces (the Python API): the same steps without files ----------------------------
+
+def analysis_of(path: str | os.PathLike) -> Analysis:
+    """`analyze(load_trace(path))`: the combined Analysis object of the Python API (all in memory)."""
+    return analyze(load_trace(path))
+
 
 def analyse_trace(trace: Trace, *, rank: int | None = None
                   ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
@@ -265,10 +313,3 @@ def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], ou
     wanted = Path(out_path) if out_path is not None else default_output(display_path(trace_path).split(" ")[0])
     return write_view(report_of(result), wanted, force=force)
 
-
-def stderr_note(quiet: bool) -> Callable[[str], None]:
-    """Print a tracekit warning line on stderr unless quiet."""
-    def note(message: str) -> None:
-        if not quiet:
-            print(f"tracekit: warning: {message}", file=sys.stderr)
-    return note

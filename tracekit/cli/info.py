@@ -6,8 +6,8 @@ import json
 
 import click
 
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
-from tracekit.trace.summary import RankSummary, summarize
+from tracekit.cli.common import _CONTROL, fmt_us, quiet_option, scheduler_options
+from tracekit.trace.summary import RankSummary
 
 INFO_SCHEMA = "tracekit.info/1"
 COUNT_KEYS = ("events", "kernels", "memcpy", "memset", "cpu_ops", "launches",
@@ -68,12 +68,22 @@ def render_text(info: dict) -> str:
 
 
 @click.command("info")
-@click.argument("trace", type=click.Path())
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
+@scheduler_options
 @quiet_option
-def command(trace: str, as_json: bool, top: int, quiet: bool) -> None:
-    """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
-    info = info_dict(trace, summarize(loaded, top=top), loaded.warnings)
+def command(traces: tuple[str, ...], as_json: bool, top: int, jobs: int | None, scheduler: str | None,
+            quiet: bool) -> None:
+    """Summarize TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob; several may be
+    given). Files are read in parallel (--jobs, or a Dask --scheduler)."""
+    from tracekit.executor import progress_bar, scheduler_from_env
+    from tracekit.pipeline import display_path, summaries
+
+    found, warnings = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
+                                progress=progress_bar(quiet or as_json))
+    if not (quiet or as_json):
+        for warning in warnings:
+            click.echo(f"tracekit: warning: {_CONTROL.sub('?', warning)}", err=True)
+    info = info_dict(display_path(list(traces)), found, warnings)
     click.echo(json.dumps(info, indent=2) if as_json else render_text(info))

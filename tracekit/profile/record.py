@@ -30,17 +30,19 @@ class ProfileRun:
     @cached_property
     def analysis(self) -> Any:
         """`tracekit.analyze(load_trace(trace_path))` of this trace, computed on first use."""
-        from tracekit.analyzers import analyze
-        from tracekit.trace.load import load_trace
+        from tracekit.pipeline import analysis_of
 
-        return analyze(load_trace(self.trace_path))
+        return analysis_of(self.trace_path)
 
 
 def report_writer() -> Callable[..., Any]:
-    """`tracekit.report.write_report` (imported on first use: the report is the last step)."""
-    from tracekit.report import write_report
+    """`tracekit.pipeline.write_report` in this process (imported on first use: the report is the
+    last step; a profiled run writes one trace per process, so there is nothing to spread)."""
+    from functools import partial
 
-    return write_report
+    from tracekit.pipeline import write_report
+
+    return partial(write_report, jobs=1)
 
 
 def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
