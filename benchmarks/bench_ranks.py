@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "__TRACEKIT_RANK__"
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 from tracekit import pipeline
 from tracekit.executor import scheduler_from_env
 path, jobs = sys.argv[1], int(sys.argv[2])
@@ -37,7 +37,7 @@ wall = time.perf_counter() - t
 workers = {}
 for r in result.results:
     workers[r.pid] = max(workers.get(r.pid, 0), r.peak_rss_kb)
-parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+parent = pipeline.peak_rss_kb()
 import os
 print(json.dumps({"pid": os.getpid(), "wall": wall, "parent_kb": parent, "workers_kb": workers, "ranks": len(result.results),
                   "worker_s": [r.seconds for r in result.results], "json_mb": len(text) / 1e6,

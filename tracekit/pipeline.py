@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +59,18 @@ class RankFailure:
     message: str
 
 
-def _peak_rss_kb() -> int:
+def peak_rss_kb() -> int:
+    """This process's peak resident set (kB): VmHWM on Linux (reset by exec, unlike ru_maxrss, which
+    keeps the peak of the process that exec'd this one), else ru_maxrss."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource  # Unix only
+
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
@@ -93,7 +103,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
         rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
         totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),
         device=analysis.device, digest=digest, suggestions=found, view=view, row=row,
-        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0, peak_rss_kb=_peak_rss_kb(),
+        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0, peak_rss_kb=peak_rss_kb(),
         pid=os.getpid())
 
 

@@ -86,7 +86,12 @@ def combined_doc(path: str, docs: Sequence[dict[str, Any]], totals: Sequence[Lau
                "other_share": other, "verdict": total.verdict}
     suggestions = [{**s, "rank": d["ranks"][0]["rank"]} for d in docs for s in d.get("suggestions") or ()
                    if d.get("ranks")]
+    handled = {"schema", "trace", "ranks", "device", "summary", "steps", "classes", "libraries", "kernels",
+               "warnings", "suggestions"}
+    per_rank_lists = {k: [x for d in docs for x in d.get(k) or ()] for d0 in docs[:1] for k, v in d0.items()
+                      if k not in handled and isinstance(v, list)}  # e.g. steady_steps, excluded_steps
     return _clean({
+        **per_rank_lists,
         "schema": SCHEMA, "trace": path,
         "ranks": [r for d in docs for r in d.get("ranks") or ()],
         "device": next((d["device"] for d in docs if d.get("device")), None),
