@@ -40,7 +40,8 @@ for r in result.results:
 parent = pipeline.peak_rss_kb()
 import os
 print(json.dumps({"pid": os.getpid(), "wall": wall, "parent_kb": parent, "workers_kb": workers, "ranks": len(result.results),
-                  "worker_s": [r.seconds for r in result.results], "json_mb": len(text) / 1e6,
+                  "worker_s": [r.seconds for r in result.results],
+                  "worker_cpu_s": [r.cpu_seconds for r in result.results], "json_mb": len(text) / 1e6,
                   "stragglers": [s.rank for s in result.cross.stragglers] if result.cross else []}))
 """
 
@@ -101,7 +102,7 @@ def main() -> None:
     text = template(source)
     print(f"source {args.source} grown to {len(text) / 1e6:.1f} MB per rank; jobs {args.jobs}; "
           f"cpus {os.cpu_count()}; python {sys.version.split()[0]}")
-    print(f"{'N':>4s} {'wall s':>8s} {'bound s':>8s} {'ok':>3s} {'per rank s':>10s} {'parent MB':>9s} "
+    print(f"{'N':>4s} {'wall s':>8s} {'bound s':>8s} {'ok':>3s} {'per rank s':>10s} {'cpu/rank s':>10s} {'parent MB':>9s} "
           f"{'worker max MB':>13s} {'rss sum MB':>10s} {'workers':>7s} {'json MB':>7s}")
     one_wall = one_rss = None
     for n in args.ranks:
@@ -115,9 +116,12 @@ def main() -> None:
         bound = math.ceil(n / args.jobs) * 1.3 * one_wall
         ok = m["wall"] <= bound and worker_max <= 1.2 * one_rss and (n < 64 or parent < 500)
         mean = sum(m["worker_s"]) / len(m["worker_s"])
-        print(f"{n:4d} {m['wall']:8.2f} {bound:8.2f} {'yes' if ok else 'NO':>3s} {mean:10.2f} {parent:9.0f} "
+        cpu = sum(m["worker_cpu_s"]) / len(m["worker_cpu_s"])
+        print(f"{n:4d} {m['wall']:8.2f} {bound:8.2f} {'yes' if ok else 'NO':>3s} {mean:10.2f} {cpu:10.2f} {parent:9.0f} "
               f"{worker_max:13.0f} {total:10.0f} {len(workers):7d} {m['json_mb']:7.2f}", flush=True)
-    print("bound = ceil(N/jobs) x 1.3 x the N=1 wall time; ok also needs worker max <= 1.2 x the N=1 "
+    print(f"load average before the last run: {os.getloadavg()[0]:.1f} (other processes share the cores)")
+    print("per rank s: a worker's wall time on one rank; cpu/rank s: its CPU time (contention-free); "
+          "bound = ceil(N/jobs) x 1.3 x the N=1 wall time; ok also needs worker max <= 1.2 x the N=1 "
           "peak and (N=64) parent < 500 MB. N=1 runs in one process (parent = worker).")
 
 

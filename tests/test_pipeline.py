@@ -124,3 +124,9 @@ def test_same_rank_twice_gets_the_next_free_number(tmp_path):
 def test_write_report_api(job, tmp_path):
     out = tracekit.write_report(job, tmp_path / "r.html", jobs=1)
     assert 'id="cross-ranks"' in out.read_text(encoding="utf-8")
+
+
+def test_default_report_path_of_a_glob_or_list(job):
+    assert pipeline.default_report_path(str(job / "rank*.json.gz")) == job.parent / "job.report.html"
+    assert pipeline.default_report_path([str(job / "rank1.json.gz")]) == job / "rank1.report.html"
+    assert pipeline.default_report_path(job) == job.parent / "job.report.html"

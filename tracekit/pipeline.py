@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import time
 from collections.abc import Sequence
@@ -47,6 +48,7 @@ class RankResult:
     row: Any | None  # tracekit.report.context.RankRow, with the view
     warnings: tuple[str, ...]  # what loading this file warned about
     seconds: float  # wall time in the worker
+    cpu_seconds: float  # CPU time of the worker on this rank
     peak_rss_kb: int  # the worker process's peak resident set so far
     pid: int
 
@@ -78,7 +80,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     """The worker: load one rank's file, analyze it, run the rules, reduce to a RankResult."""
     from tracekit.analyzers.combine import queue_sketch
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         trace = load_trace(task.path)
     except TraceFormatError as exc:
@@ -103,7 +105,8 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
         rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
         totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),
         device=analysis.device, digest=digest, suggestions=found, view=view, row=row,
-        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0, peak_rss_kb=peak_rss_kb(),
+        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - c0, peak_rss_kb=peak_rss_kb(),
         pid=os.getpid())
 
 
@@ -166,6 +169,17 @@ def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str
         return str(inputs)
     items = [str(i) for i in inputs]
     return items[0] if len(items) == 1 else " ".join(items)
+
+
+def default_report_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> Path:
+    """Where the report of `inputs` goes by default: beside the file or directory (for a glob: its
+    directory; for a list: its first item), named '<stem>.report.html'."""
+    from tracekit.report import default_output
+
+    first = str(inputs) if isinstance(inputs, (str, os.PathLike)) else str(next(iter(inputs)))
+    if not Path(first).exists() and glob.has_magic(first):
+        first = str(Path(first).parent)
+    return default_output(first)
 
 
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
@@ -317,9 +331,9 @@ def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], ou
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
     name beside it (compare the returned path with `out_path`)."""
-    from tracekit.report import default_output, write_view
+    from tracekit.report import write_view
 
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, progress=progress)
-    wanted = Path(out_path) if out_path is not None else default_output(display_path(trace_path).split(" ")[0])
+    wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     return write_view(report_of(result), wanted, force=force)
 

@@ -32,12 +32,12 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
-    from tracekit.pipeline import report_of
-    from tracekit.report import default_output, write_view
+    from tracekit.pipeline import default_report_path, report_of
+    from tracekit.report import write_view
 
     result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True)
     view = report_of(result)
-    wanted = output if output is not None else default_output(traces[0])
+    wanted = output if output is not None else default_report_path(list(traces))
     written = write_view(view, wanted, force=force)
     if written != wanted:
         click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
@@ -46,6 +46,8 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         head = view.ranks[0] if view.ranks else None
         verdict = f" · {head.verdict_label}" if head and head.verdict_label else ""
         top = f" · biggest win: {head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
-        click.echo(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{top}")
+        late = result.cross.stragglers if result.cross is not None else ()
+        straggler = f" · straggler: rank {late[0].rank}" if late else ""
+        click.echo(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}")
     if open_:
         webbrowser.open(written.resolve().as_uri())
