@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Record the 2-rank DDP sample traces (balanced, and rank 1 slowed) and run the many-rank benchmark.
-#   bash benchmarks/gpu/ddp_traces.sh OUTDIR
+#   bash benchmarks/gpu/ddp_traces.sh OUTDIR     (PYTHON=..., NPROC=2, SKIP_BENCH=1 to skip the benchmark)
 # Run from the repository root on a machine with 2 GPUs (NCCL). Writes into OUTDIR:
 #   ddp_balanced/rank{0,1}.trace.json.gz, ddp_slow_rank1/rank{0,1}.trace.json.gz, their
 #   `tracekit analyze --json` outputs, bench_ranks.txt, env.txt, logs/*.log, and DONE at the end.
@@ -42,9 +42,11 @@ record() {  # record NAME SCRIPT-ARGS...
 record ddp_balanced
 record ddp_slow_rank1 --slow-rank 1 --slow-ms 20
 
-# many ranks: N copies of a real trace analysed with --jobs = cores
+# many ranks: N copies of a real trace analysed with --jobs = cores (SKIP_BENCH=1 skips it)
+if [ -z "${SKIP_BENCH:-}" ]; then
 t0=$(date +%s)
 timeout --signal=INT --kill-after=10 150 $PY benchmarks/bench_ranks.py --ranks 1 4 16 64 \
     --jobs "$(nproc)" --workdir /tmp/bench_ranks >"$OUT/bench_ranks.txt" 2>"$OUT/logs/bench_ranks.err"
 echo "bench_ranks rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$OUT/logs/summary.txt"
+fi
 date -u >"$OUT/DONE"
