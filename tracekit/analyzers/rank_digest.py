@@ -136,12 +136,14 @@ def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) 
     comm_us = _per_step(comm, H.CM_STEP, H.CM_COMM_US)
     gpu_step = rank.gpu[T.GPU_STEP].to_numpy() if len(rank.gpu) else np.empty(0, int)
     dur = rank.gpu[T.GPU_DUR].to_numpy(dtype=float) if len(rank.gpu) else np.empty(0)
-    by_class = pd.DataFrame({"s": gpu_step, "c": classes, "d": dur}).groupby(["s", "c"])["d"].sum()
+    by_class: dict[int, dict[str, float]] = {}
+    for (st, c), v in pd.DataFrame({"s": gpu_step, "c": classes, "d": dur}).groupby(["s", "c"])["d"].sum().items():
+        by_class.setdefault(int(st), {})[str(c)] = float(v)
     phases = _phases(lo)
     steps = []
     for row in lo.steps.to_dict("records"):
         s = int(row["step"])
-        cls = {str(c): float(v) for (st, c), v in by_class.items() if st == s} if s >= 0 else {}
+        cls = by_class.get(s, {}) if s >= 0 else {}
         steps.append(StepDigest(
             step=s, phase=phases.get(s, "steady"), ts=float(row["ts"]),
             end=float(row["end"]), span_us=float(row["span_us"]),
