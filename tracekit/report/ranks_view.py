@@ -25,6 +25,7 @@ class StragglerRow:
     others_wait: str
     cause: str
     evidence: str
+    verdict: str
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,9 @@ def cross_rank_view(cross: Any, suggestions: Sequence[Any], results: Sequence[An
         wait_w=round(100 * float(np.mean([x.wait_us for x in v])) / top_wait, 2)) for k, v in sorted(by_rank.items()))
     stragglers = tuple(StragglerRow(
         rank=s.rank, anchor=f"r{s.rank}", late_steps=f"{s.late_steps_pct:.0f} %", late_by=fmt_time(s.late_us_per_step),
-        others_wait=fmt_time(s.others_wait_us_per_step), cause=_cause(s.cause), evidence=s.evidence)
+        others_wait=fmt_time(s.others_wait_us_per_step), cause=_cause(s.cause), evidence=s.evidence,
+        verdict=f"{VERDICTS.get(s.verdict, ('', s.verdict))[1]} (median rank: "
+                f"{VERDICTS.get(s.median_verdict, ('', s.median_verdict))[1]})")
         for s in cross.stragglers)
     verdicts = tuple(VerdictGroup(label=VERDICTS.get(v, ("neutral", v))[1], css=VERDICTS.get(v, ("neutral", v))[0],
                                   count=len(rs), ranks=tuple((r, f"r{r}") for r in rs)) for v, rs in cross.verdicts)
