@@ -17,7 +17,7 @@ COMM_CLASS = "communication"
 CPU_COLLECTIVE = re.compile(r"^(?:gloo|nccl|mpi|ucc):([A-Za-z_]+)$")
 _NCCL_PREFIX = re.compile(r"^(?:nccl(?:Dev)?Kernel_|ncclKernel)", re.IGNORECASE)
 # per-step host-side and GPU components compared between a late rank and the median rank
-HOST_COMPONENTS = ("dataloader_us", "sync_us", "cpu_launch_us")
+HOST_COMPONENTS = ("dataloader_us", "sync_us", "cpu_launch_us", "cpu_ops_us")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class StepDigest:
     dataloader_us: float
     sync_us: float
     cpu_launch_us: float
+    cpu_ops_us: float = 0.0  # top-level CPU ops (framework dispatch, CPU compute), summed over threads
     class_us: dict[str, float] = field(default_factory=dict)  # GPU time per kernel class (summed)
 
 
@@ -140,6 +141,9 @@ def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) 
     for (st, c), v in pd.DataFrame({"s": gpu_step, "c": classes, "d": dur}).groupby(["s", "c"])["d"].sum().items():
         by_class.setdefault(int(st), {})[str(c)] = float(v)
     phases = _phases(lo)
+    ops = rank.ops
+    top_ops = ops[ops[T.OP_PARENT].to_numpy() < 0] if len(ops) else ops
+    cpu_ops = _per_step(top_ops.assign(d=top_ops[T.OP_END] - top_ops[T.OP_TS]), T.OP_STEP, "d") if len(ops) else {}
     steps = []
     for row in lo.steps.to_dict("records"):
         s = int(row["step"])
@@ -149,6 +153,6 @@ def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) 
             end=float(row["end"]), span_us=float(row["span_us"]),
             gpu_busy_us=float(row["gpu_busy_us"]), exposed_comm_us=exposed.get(s, 0.0),
             comm_us=comm_us.get(s, 0.0), dataloader_us=dl.get(s, 0.0), sync_us=float(row["sync_us"]),
-            cpu_launch_us=float(row["cpu_launch_us"]), class_us=cls))
+            cpu_launch_us=float(row["cpu_launch_us"]), cpu_ops_us=cpu_ops.get(s, 0.0), class_us=cls))
     return RankDigest(rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us),
                       verdict=verdict, cause=cause, steps=tuple(steps), collectives=_collectives(rank, classes))

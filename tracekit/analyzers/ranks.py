@@ -21,6 +21,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "dataloader_us": ("data_loading", "its DataLoader takes"),
     "sync_us": ("sync", "its synchronising calls take"),
     "cpu_launch_us": ("launch", "its CPU launch calls take"),
+    "cpu_ops_us": ("cpu_work", "its CPU ops (dispatch, CPU compute) take"),
 }
 
 

@@ -13,7 +13,8 @@ from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
 
 MAX_SKEW_ROWS = 40
-CAUSE_LABEL = {"data_loading": "DataLoader", "sync": "host syncs", "launch": "CPU launch overhead"}
+CAUSE_LABEL = {"data_loading": "DataLoader", "sync": "host syncs", "launch": "CPU launch overhead",
+               "cpu_work": "CPU ops"}
 
 
 @dataclass(frozen=True)

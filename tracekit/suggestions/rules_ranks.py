@@ -12,6 +12,7 @@ ADVICE: dict[str | None, str] = {
     "data_loading": "load its batches in DataLoader worker processes (num_workers) or balance its data",
     "sync": "remove the host synchronisations on that rank",
     "launch": "cut its CPU launch overhead (CUDA graphs, torch.compile)",
+    "cpu_work": "give it more CPU (cores, threads per rank) or less CPU work per step",
     None: "find what that rank does differently (its own report section below)",
 }
 IMBALANCE_SNIPPET = '''\
