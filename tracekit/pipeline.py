@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.analyzers.analysis import Analysis, analyze
-from tracekit.analyzers.launch import LaunchTotals
+from tracekit.analyzers.launch import LaunchTotals, steady_mask
 from tracekit.analyzers.rank_digest import RankDigest, rank_digest
+from tracekit.analyzers.steady import parse_steps
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, run_tasks
 from tracekit.suggestions import Suggestion, suggest
 from tracekit.trace import files
-from tracekit.trace.load import load_trace
+from tracekit.trace.load import load_trace, stderr_progress
 from tracekit.trace.model import Trace
 
 
@@ -29,6 +31,8 @@ class RankTask:
     path: str
     tokens_per_step: float | None = None
     view: bool = False  # also build the rank's report section (view fragment)
+    steps: str = "steady"  # the headline steps: steady, all or N-M (tracekit.analyzers.analyze)
+    show_load: bool = False  # loading progress on stderr (a terminal; only for work in the caller's process)
 
 
 @dataclass(frozen=True)
@@ -81,18 +85,22 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     from tracekit.analyzers.combine import queue_sketch
 
     t0, c0 = time.perf_counter(), time.process_time()
+    progress = stderr_progress() if task.show_load else None
     try:
-        trace = load_trace(task.path)
+        trace = load_trace(task.path, progress=progress)
     except TraceFormatError as exc:
         return RankFailure(task.path, str(exc))
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[K")
     rank = trace.rank()
-    analysis = analyze(trace, tokens_per_step=task.tokens_per_step)
+    analysis = analyze(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
     found = tuple(suggest(analysis))
     analysis = analysis.with_suggestions(found)
     doc = analysis.to_dict()
     ra = analysis.ranks[0]
     lo = ra.launch
-    mask = _steady_rows(lo)
+    mask = steady_mask(lo)
     digest = rank_digest(rank, ra, verdict=str(doc["summary"].get("verdict")),
                          cause=doc["summary"].get("cause"))
     view = row = None
@@ -108,20 +116,6 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
         warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0, peak_rss_kb=peak_rss_kb(),
         pid=os.getpid())
-
-
-def _steady_rows(lo: Any) -> Any:
-    """GPU activity rows the headline numbers cover (steady steps when that analysis exists)."""
-    import numpy as np
-
-    try:
-        from tracekit.analyzers.steady import steady_mask
-    except ImportError:
-        steps = lo.activities["step"].to_numpy()
-        if lo.scope != "steps":
-            return np.ones(len(steps), dtype=bool)
-        return np.isin(steps, lo.steps["step"].to_numpy())
-    return steady_mask(lo)
 
 
 @dataclass(frozen=True)
@@ -184,17 +178,22 @@ def default_report_path(inputs: str | os.PathLike | Sequence[str | os.PathLike])
 
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
         jobs: int | None = None, scheduler: Any = None, view: bool = False,
-        tokens_per_step: float | None = None, progress: Progress | None = None) -> RunResult:
+        tokens_per_step: float | None = None, steps: str = "steady",
+        progress: Progress | None = None) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
 
     `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
     scheduler address or Client (then the tasks run on that cluster). `rank`: keep only that rank
-    (files whose name states another rank are not even loaded). `view`: build report sections."""
+    (files whose name states another rank are not even loaded). `view`: build report sections.
+    `steps`: the headline steps (steady, all, N-M; StepsError before any work when malformed)."""
+    parse_steps(steps)
     paths = resolve_inputs(inputs)
     if rank is not None:
         named = [p for p in paths if files.rank_from_name(p) == rank]
         paths = named or paths
-    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view) for p in paths]
+    here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
+    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=steps,
+                      show_load=here and progress is not None) for p in paths]
     outcomes: list[Any] = [None] * len(tasks)
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
                                     progress=progress):
@@ -248,7 +247,8 @@ def relabel(r: RankResult, number: int) -> RankResult:
     """The same result under another rank number (two files claimed the same rank)."""
     doc = dict(r.doc)
     doc["ranks"] = [{**x, "rank": number} for x in doc.get("ranks") or ()]
-    doc["steps"] = [{**x, "rank": number} for x in doc.get("steps") or ()]
+    for key in ("steps", "steady_steps", "excluded_steps"):
+        doc[key] = [{**x, "rank": number} for x in doc.get(key) or ()]
     view = dataclasses.replace(r.view, rank=number, anchor=f"r{number}") if r.view is not None else None
     row = dataclasses.replace(r.row, rank=number, anchor=f"r{number}") if r.row is not None else None
     return dataclasses.replace(r, rank=number, doc=doc, view=view, row=row,
@@ -300,11 +300,12 @@ def analysis_of(path: str | os.PathLike) -> Analysis:
     return analyze(load_trace(path))
 
 
-def analyse_trace(trace: Trace, *, rank: int | None = None
+def analyse_trace(trace: Trace, *, rank: int | None = None, steps: str = "steady"
                   ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
-    """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`."""
+    """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`;
+    `steps` picks the headline steps (see tracekit.analyzers.analyze)."""
     ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
-    analyses = {r: analyze(trace, rank=r) for r in ranks}
+    analyses = {r: analyze(trace, rank=r, steps=steps) for r in ranks}
     return analyses, {r: suggest(a) for r, a in analyses.items()}
 
 
@@ -326,14 +327,15 @@ def report_of(result: RunResult) -> Any:
 
 def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
                  *, force: bool = False, rank: int | None = None, jobs: int | None = None,
-                 scheduler: Any = None, progress: Progress | None = None) -> Path:
+                 scheduler: Any = None, steps: str = "steady", progress: Progress | None = None) -> Path:
     """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
     name beside it (compare the returned path with `out_path`)."""
     from tracekit.report import write_view
 
-    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, progress=progress)
+    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
+                 progress=progress)
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     return write_view(report_of(result), wanted, force=force)
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, _clean, _combine_rows, _optional
+from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, _clean, _combine_rows
 from tracekit.analyzers.launch import LaunchTotals, QueueStats
 
 QUANTILES = np.linspace(0.0, 1.0, 1001)  # queue-delay sketch carried per rank: 0.1 % steps
@@ -71,19 +71,23 @@ def combined_doc(path: str, docs: Sequence[dict[str, Any]], totals: Sequence[Lau
     for t in tables:
         for col in ("count", "time_us", "flops", "bytes"):
             t[col] = pd.to_numeric(t[col], errors="coerce")
-    kernels = _combine_rows(tables, _optional("roofline"), device)
+    kernels = _combine_rows(tables, device)
     queue = merged_queue(queues)
-    per_step = [s["kernels"] for s in steps if s.get("kernels") is not None]
+    chosen = {(x["rank"], x["step"]) for d in docs for x in d.get("steady_steps") or ()}
+    per_step = [s["kernels"] for s in steps if s.get("kernels") is not None
+                and (not chosen or (s["rank"], s["step"]) in chosen)]
     first = docs[0].get("summary") or {}
     tokens = first.get("tokens_per_step")
     median = float(np.median(per_step)) if per_step else None
     scopes = sorted({r.get("scope") for d in docs for r in d.get("ranks") or ()} - {None})
     other = next((c["share"] for c in classes if c["class"] == "other"), 0.0)
     summary = {**total.to_dict(), "scope": scopes[0] if len(scopes) == 1 else "mixed",
+               "steps_mode": first.get("steps_mode", "steady"),
+               "steps_total": sum((d.get("summary") or {}).get("steps_total") or 0 for d in docs),
                "kernels_per_step_median": median, "tokens_per_step": tokens,
                "kernels_per_token": median / tokens if median is not None and tokens else None,
                "queue_p50_us": queue.p50_us, "queue_p90_us": queue.p90_us, "queue_max_us": queue.max_us,
-               "other_share": other, "verdict": total.verdict}
+               "other_share": other}
     suggestions = [{**s, "rank": d["ranks"][0]["rank"]} for d in docs for s in d.get("suggestions") or ()
                    if d.get("ranks")]
     handled = {"schema", "trace", "ranks", "device", "summary", "steps", "classes", "libraries", "kernels",

@@ -113,11 +113,13 @@ def _collectives(rank: Any, classes: np.ndarray) -> tuple[CollectiveDigest, ...]
 
 
 def _phases(launch: Any) -> dict[int, str]:
-    """Step -> phase from the steady-state analysis when present (else every step is steady)."""
-    phases = getattr(launch, "phases", None)
-    if not phases:
-        return {}
-    return {int(p.step): str(p.phase) for p in phases}
+    """Step -> 'steady' for the steps the headline covers (launch.selected: the steady ones, or what
+    --steps picked), else its phase (setup, partial, outlier...)."""
+    steps = [int(s) for s in launch.steps["step"].tolist()]
+    selected = getattr(launch, "selected", ()) or (True,) * len(steps)
+    phases = getattr(launch, "phases", ()) or ()
+    names = [p.phase for p in phases] if len(phases) == len(steps) else ["excluded"] * len(steps)
+    return {s: "steady" if keep else name for s, keep, name in zip(steps, selected, names, strict=True)}
 
 
 def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) -> RankDigest:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli.common import fmt_us, quiet_option, run_for_cli, scheduler_options
+from tracekit.cli.common import fmt_us, quiet_option, run_for_cli, scheduler_options, steps_option
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -38,9 +38,15 @@ def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
     s = doc["summary"]
     ranks = ", ".join(str(r["rank"]) for r in doc["ranks"])
     device = (doc.get("device") or {}).get("name")
+    verdict = s["verdict"] + (f" ({s['cause']})" if s.get("cause") else "")
+    multi = len(doc["ranks"]) > 1
     lines = [f"trace     {_safe(doc['trace'])}", f"ranks     {ranks}",
              f"device    {_safe(device) if device else 'unknown (no roofline)'}",
-             f"verdict   {_safe(s['verdict'])}"]
+             f"verdict   {_safe(verdict)}", f"          {_safe(s.get('evidence') or '')}", _steps_line(doc)]
+    for ex in (doc.get("excluded_steps") or [])[:max_steps]:
+        rank = f"rank {ex['rank']} " if multi else ""
+        lines.append(f"          {rank}step {ex['step']} ({_safe(ex['phase'])}, {fmt_us(ex['span_us'])}): "
+                     f"{_safe(ex['reason'], 110)}")
     if doc.get("stragglers") is not None:
         lines += ["", *cross_rank_text(doc), ""]
     if s["verdict"] != "cpu-only":
@@ -72,25 +78,39 @@ def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
     if doc.get("suggestions"):
-        lines += ["", "what to change (estimated saving over the profiled steps):"]
+        lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
         for sug in doc["suggestions"][:top]:
             where = f"r{sug['rank']:<3d} " if "rank" in sug else ""
-            lines.append(f"  {fmt_us(sug['saving_us']):>12s} {sug['saving_pct']:5.1f}%  {where}"
+            lines.append(f"  {fmt_us(sug['per_step_us']):>12s} {sug['saving_pct']:5.1f}%  {where}"
                          f"{_safe(sug['id']):18s} {_safe(sug['title'], 90)}")
     steps = doc.get("steps") or []
     if steps and steps[0]["step"] >= 0:
-        multi = len(doc["ranks"]) > 1
-        lines += ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'span':>12s} {'GPU busy':>12s} "
-                  f"{'util':>6s} {'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
+        lines += ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'phase':8s} {'span':>12s} "
+                  f"{'GPU busy':>12s} {'util':>6s} {'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
         for st in steps[:max_steps]:
             util = st["gpu_busy_us"] / st["span_us"] if st["span_us"] > 0 else None
             who = f"{st['rank']:4d} " if multi else ""
-            lines.append(f"  {who}{st['step']:6d} {fmt_us(st['span_us']):>12s} "
+            cause = f" ({st['cause']})" if st.get("cause") else ""
+            lines.append(f"  {who}{st['step']:6d} {_safe(st.get('phase', '')):8s} {fmt_us(st['span_us']):>12s} "
                          f"{fmt_us(st['gpu_busy_us']):>12s} {_pct(util):>6s} {st['kernels']:7d} "
-                         f"{st['launches']:8d} {fmt_us(st['cpu_launch_us']):>12s} {_safe(st['verdict'])}")
+                         f"{st['launches']:8d} {fmt_us(st['cpu_launch_us']):>12s} {_safe(st['verdict'])}{_safe(cause)}")
         if len(steps) > max_steps:
             lines.append(f"  ... {len(steps) - max_steps} more (see --json)")
     return "\n".join(lines)
+
+
+def _steps_line(doc: dict[str, Any]) -> str:
+    """Which steps the numbers above describe."""
+    scopes = {r.get("scope") for r in doc["ranks"]}
+    s = doc["summary"]
+    total = s.get("steps_total") or len(doc.get("steps") or ())
+    used = len(doc.get("steady_steps") or ())
+    if scopes == {"trace"}:
+        return "steps     none marked: first GPU launch to the end of the last GPU activity"
+    how = "inferred from the repeating op sequence" if "inferred" in scopes else "ProfilerStep"
+    mode = s.get("steps_mode", "steady")
+    what = {"steady": "steady", "all": "all"}.get(mode, f"selected ({mode})")
+    return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
 
 
 def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
@@ -126,17 +146,18 @@ def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
+@steps_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+            steps: str, jobs: int | None, scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
 
     TRACE is a trace file, a directory of per-rank traces, or a glob ('run/*.json.gz'); several may
     be given. Ranks are analysed in parallel (--jobs) and compared: who holds the job back, and why.
     """
     result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler,
-                         tokens_per_step=tokens_per_step, progress_quiet=quiet or as_json)
+                         tokens_per_step=tokens_per_step, steps=steps, progress_quiet=quiet or as_json)
     doc = result.to_dict()
     if as_json:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))

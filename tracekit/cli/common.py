@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import re
-import sys
 
 import click
 
-from tracekit.trace.load import load_trace, stderr_progress
-from tracekit.trace.model import Trace
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -32,27 +29,28 @@ def scheduler_options(fn):
 
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
-                tokens_per_step: float | None = None, progress_quiet: bool | None = None):
-    """tracekit.pipeline.run over the inputs, with a rank counter on a terminal, then its warnings."""
+                tokens_per_step: float | None = None, steps: str = "steady",
+                progress_quiet: bool | None = None):
+    """tracekit.pipeline.run over the inputs, with a rank counter on a terminal, then its warnings;
+    a bad --steps value is a usage error."""
+    from tracekit.analyzers.steady import StepsError
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline import run
 
-    result = run(traces if isinstance(traces, str) else list(traces), rank=rank, jobs=jobs,
-                 scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
-                 progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
+    try:
+        result = run(traces if isinstance(traces, str) else list(traces), rank=rank, jobs=jobs,
+                     scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
+                     steps=steps, progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
     if not quiet:
         for warning in result.warnings:
             click.echo(f"tracekit: warning: {_CONTROL.sub('?', str(warning))}", err=True)
     return result
 
 
-def load_for_cli(path: str, quiet: bool = False) -> Trace:
-    """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
-    progress = stderr_progress(quiet)
-    trace = load_trace(path, progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[K")
-    if not quiet:
-        for warning in trace.warnings:
-            click.echo(f"tracekit: warning: {warning}", err=True)
-    return trace
+steps_option = click.option(
+    "--steps", default="steady", show_default=True, metavar="steady|all|N-M",
+    help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
+         "steps left out and listed), all of them, or a range of step numbers.",
+)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options
+from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options, steps_option
 
 
 @click.command("report")
@@ -21,10 +21,11 @@ from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
+@steps_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
-            jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+            steps: str, jobs: int | None, scheduler: str | None, quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
     several may be given). Ranks are analysed in parallel; a multi-rank report opens with the
     cross-rank view (which rank holds the job back, and why).
@@ -35,7 +36,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     from tracekit.pipeline import default_report_path, report_of
     from tracekit.report import write_view
 
-    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True)
+    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps)
     view = report_of(result)
     wanted = output if output is not None else default_report_path(list(traces))
     written = write_view(view, wanted, force=force)

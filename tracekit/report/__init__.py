@@ -74,11 +74,11 @@ def default_output(trace_path: str | Path) -> Path:
     return p.with_name(f"{name}.report.html")
 
 
-def build_view(trace: Any, *, rank: int | None = None) -> ReportView:
+def build_view(trace: Any, *, rank: int | None = None, steps: str = "steady") -> ReportView:
     """The report's view model of an already loaded Trace (every rank, or only `rank`)."""
     from tracekit.pipeline import analyse_trace
 
-    analyses, suggestions = analyse_trace(trace, rank=rank)
+    analyses, suggestions = analyse_trace(trace, rank=rank, steps=steps)
     return report_view(analyses, trace, suggestions, version=_version())
 
 
@@ -95,6 +95,7 @@ def write_report(
     rank: int | None = None,
     jobs: int | None = None,
     scheduler: Any = None,
+    steps: str = "steady",
 ) -> Path:
     """Load, analyse and report traces (a file, a directory of ranks, a glob or a list); return the
     path written. Ranks are analysed in parallel (`jobs` processes, or a Dask `scheduler`).
@@ -104,4 +105,5 @@ def write_report(
     """
     from tracekit.pipeline import write_report as run_and_write
 
-    return run_and_write(trace_path, out_path, force=force, rank=rank, jobs=jobs, scheduler=scheduler)
+    return run_and_write(trace_path, out_path, force=force, rank=rank, jobs=jobs, scheduler=scheduler,
+                         steps=steps)

@@ -9,7 +9,14 @@ from typing import Any
 
 from tracekit.report import charts
 from tracekit.report.format import DASH, fmt_int, fmt_pct, fmt_time, num
-from tracekit.report.headline import Tile, sentence, tiles, verdict_rule
+from tracekit.report.headline import (
+    Tile,
+    sentence,
+    steps_summary,
+    tiles,
+    verdict_label,
+    verdict_rule,
+)
 from tracekit.report.meta import SHAPES_WARNING, cpu_ops, meta_rows, warnings
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
@@ -39,6 +46,8 @@ class RankView:
     verdict_css: str
     verdict_rule: str
     sentence: str
+    steps_head: str
+    excluded: tuple[str, ...]
     top_change: SuggestionView | None
     tiles: tuple[Tile, ...]
     suggestions: tuple[SuggestionView, ...]
@@ -115,6 +124,8 @@ def rank_view(
     has_gpu = bool(kernels) or (gpu is not None and len(gpu) > 0)
     verdict = str(s.get("verdict") or ("cpu-only" if not has_gpu else ""))
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
+    label = verdict_label(verdict, s.get("cause"), label)
+    steps_head, excluded = steps_summary(a)
     classes = class_bars(a.get("classes") or (), kernels)
     cards = suggestion_views(suggestions)
     rank_no = int(getattr(rank, "rank", a.get("rank", 0)) or 0)
@@ -128,6 +139,8 @@ def rank_view(
         verdict_css=css,
         verdict_rule=verdict_rule(verdict),
         sentence=sentence(verdict, s, classes),
+        steps_head=steps_head,
+        excluded=excluded,
         top_change=cards[0] if cards else None,
         tiles=tiles(a, rank, has_gpu),
         suggestions=tuple(cards),
