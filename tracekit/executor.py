@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
@@ -50,13 +51,22 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = No
         yield index, result
 
 
-def _pool_tasks(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[tuple[int, R]]:
-    """A process pool of `workers` (forkserver: no thread state copied from this process)."""
+def _context() -> Any:
+    """How workers start: fork while this process runs one thread (a worker is ready in
+    milliseconds, with tracekit already imported), else forkserver (no thread state copied;
+    tracekit.pipeline preloaded once in the server), else spawn."""
     methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["tracekit.pipeline"])
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    return ctx
+
+
+def _pool_tasks(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[tuple[int, R]]:
+    """A process pool of `workers`."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
         pending: dict[Future, int] = {}
         queue = iter(enumerate(items))
         for index, item in queue:  # keep at most 2 tasks per worker queued: memory stays per-rank
