@@ -10,7 +10,7 @@ from tracebuilder import TraceBuilder
 
 from tracekit import pipeline
 from tracekit.analyzers.rank_digest import collective_kind
-from tracekit.analyzers.ranks import cross_rank
+from tracekit.analyzers.ranks import by_chance, cross_rank
 from tracekit.cli import main
 from tracekit.suggestions.rules import RULES
 from tracekit.suggestions.rules_ranks import rank_imbalance
@@ -114,6 +114,13 @@ def test_rule_silent_without_straggler(tmp_path):
     assert result.cross.stragglers == ()
     assert rank_imbalance(result.cross) is None
     assert rank_imbalance(result.results[0]) is None  # not a cross-rank result: silent
+
+
+def test_by_chance():
+    # P(X >= k), X ~ Binomial(n, 1/ranks), worked out by hand
+    assert by_chance(9, 12, 2) == pytest.approx((220 + 66 + 12 + 1) / 4096)
+    assert by_chance(4, 4, 3) == pytest.approx(1 / 81)
+    assert by_chance(0, 5, 2) == pytest.approx(1.0)
 
 
 def test_cross_rank_is_pure_over_digests(job):

@@ -62,7 +62,7 @@ def ddp_run(tmp_path_factory):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "tracekit", "profile", "-q", "--warmup", "2", "--no-report", "-o",
-           str(out / "rank{rank}.trace.json.gz"), str(SCRIPT), "--steps", "9", "--slow-rank", "1",
+           str(out / "rank{rank}.trace.json.gz"), str(SCRIPT), "--steps", "14", "--slow-rank", "1",
            "--slow-ms", str(SLOW_MS)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]

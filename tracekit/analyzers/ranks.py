@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from tracekit.analyzers.rank_digest import COMM_CLASS, HOST_COMPONENTS, RankDige
 from tracekit.units import fmt_us
 
 STRAGGLER_MIN_STEPS_PCT = 50.0  # a straggler arrives last in more than this share of the steps
+STRAGGLER_MAX_CHANCE = 0.05  # ... more often than chance: P(a rank is last that often at random) < 5 %
 STRAGGLER_MIN_LATE_US = 100.0  # ... by at least this much (µs) on average
 STRAGGLER_MIN_LATE_SHARE = 0.02  # ... and at least this share of the median step span
 CAUSE_MIN_SHARE = 0.5  # a component explains the lateness when its excess is >= half of it
@@ -59,6 +61,7 @@ class Straggler:
 
     rank: int
     late_steps_pct: float
+    chance: float  # probability of being last in that many steps by chance (each step: 1 / ranks)
     late_us_per_step: float  # how late it arrives (vs the median other rank), mean over its late steps
     others_wait_us_per_step: float  # the others' waiting for it, summed over ranks, per compared step
     cause: str | None  # 'data_loading' | 'sync' | 'launch' | 'gpu:<class>' | None (not explained)
@@ -68,7 +71,7 @@ class Straggler:
     components: dict[str, tuple[float, float]]  # component -> (this rank, median rank) µs per step
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "late_steps_pct": self.late_steps_pct,
+        return {"rank": self.rank, "late_steps_pct": self.late_steps_pct, "chance": self.chance,
                 "late_us_per_step": self.late_us_per_step,
                 "others_wait_us_per_step": self.others_wait_us_per_step, "cause": self.cause,
                 "evidence": self.evidence, "verdict": self.verdict, "median_verdict": self.median_verdict,
@@ -87,10 +90,12 @@ class CrossRank:
     verdicts: tuple[tuple[str, tuple[int, ...]], ...]  # (verdict, ranks), most ranks first
     span_us: float  # compared steps' spans summed over ranks (rank-µs)
     wait_us: float  # collective waiting summed over ranks and compared steps (rank-µs)
+    late_steps: tuple[tuple[int, int], ...] = ()  # (rank, steps in which it was the late rank)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "skew": [vars(s) for s in self.skew],
+            "late_steps": [{"rank": r, "steps": k} for r, k in self.late_steps],
             "stragglers": [s.to_dict() for s in self.stragglers],
             "rank_steps": [vars(s) for s in self.rank_steps],
             "rank_verdicts": [{"verdict": v, "count": len(r), "ranks": list(r)} for v, r in self.verdicts],
@@ -166,10 +171,12 @@ def cross_rank(digests: Sequence[RankDigest]) -> CrossRank:
             continue
         pct = 100.0 * len(mine) / len(with_coll)
         late = float(np.mean([late_by[s][i] for s in mine]))
-        if pct <= STRAGGLER_MIN_STEPS_PCT or late < max(STRAGGLER_MIN_LATE_US, STRAGGLER_MIN_LATE_SHARE * median_span):
+        chance = by_chance(len(mine), len(with_coll), n)
+        if (pct <= STRAGGLER_MIN_STEPS_PCT or chance >= STRAGGLER_MAX_CHANCE
+                or late < max(STRAGGLER_MIN_LATE_US, STRAGGLER_MIN_LATE_SHARE * median_span)):
             continue
         others_wait = float(sum(caused[s][i] for s in steps)) / len(steps)
-        stragglers.append(_straggler(i, digests, by_step, steps, pct, late, others_wait))
+        stragglers.append(_straggler(i, digests, by_step, steps, pct, chance, late, others_wait))
     stragglers.sort(key=lambda x: -x.others_wait_us_per_step)
     groups = Counter(d.verdict for d in digests)
     verdicts = tuple((v, tuple(d.rank for d in digests if d.verdict == v))
@@ -177,7 +184,16 @@ def cross_rank(digests: Sequence[RankDigest]) -> CrossRank:
     return CrossRank(ranks=ranks, steps=tuple(steps), rank_steps=tuple(rank_steps), skew=tuple(skew),
                      stragglers=tuple(stragglers), verdicts=verdicts,
                      span_us=float(sum(r.span_us for r in rank_steps)),
-                     wait_us=float(sum(r.wait_us for r in rank_steps)))
+                     wait_us=float(sum(r.wait_us for r in rank_steps)),
+                     late_steps=tuple((d.rank, sum(1 for s in with_coll if late_rank[s] == i))
+                                      for i, d in enumerate(digests)))
+
+
+def by_chance(k: int, n: int, ranks: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1 / ranks): how likely one rank is the late one in k of n steps
+    if every rank were equally likely to be late in each step."""
+    q = 1.0 / max(ranks, 1)
+    return float(sum(math.comb(n, j) * q**j * (1 - q) ** (n - j) for j in range(k, n + 1)))
 
 
 def _component_means(st: Sequence[StepDigest]) -> dict[str, float]:
@@ -191,7 +207,7 @@ def _component_means(st: Sequence[StepDigest]) -> dict[str, float]:
 
 
 def _straggler(i: int, digests: Sequence[RankDigest], by_step: list[dict[int, StepDigest]],
-               steps: list[int], pct: float, late: float, others_wait: float) -> Straggler:
+               steps: list[int], pct: float, chance: float, late: float, others_wait: float) -> Straggler:
     """The straggler's components against the median rank (per component, the median over the other ranks)."""
     means = [_component_means([by_step[j][s] for s in steps]) for j in range(len(digests))]
     keys = sorted(set().union(*means))
@@ -215,6 +231,6 @@ def _straggler(i: int, digests: Sequence[RankDigest], by_step: list[dict[int, St
         evidence = f"{head}: no host-side or kernel component explains it{what}"
     verdicts = sorted(x.verdict for x in digests if x.rank != digests[i].rank)
     shown = {k: (mine[k], median[k]) for k in keys if k in COMPONENTS or k == top}
-    return Straggler(rank=d.rank, late_steps_pct=pct, late_us_per_step=late, others_wait_us_per_step=others_wait,
+    return Straggler(rank=d.rank, late_steps_pct=pct, chance=chance, late_us_per_step=late, others_wait_us_per_step=others_wait,
                      cause=cause, evidence=evidence, verdict=d.verdict,
                      median_verdict=verdicts[(len(verdicts) - 1) // 2], components=shown)

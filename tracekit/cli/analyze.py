@@ -123,7 +123,11 @@ def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
             lines.append(f"straggler {_safe(s['evidence'])}; the others wait "
                          f"{fmt_us(s['others_wait_us_per_step'])} per step")
     else:
-        lines.append("straggler none: no rank arrives last at the collectives in most steps")
+        counts = sorted(doc.get("late_steps") or (), key=lambda x: -x["steps"])
+        top = f" (most often last: rank {counts[0]['rank']}, in {counts[0]['steps']} of {len(doc['skew'])} steps)" \
+            if counts and counts[0]["steps"] else ""
+        lines.append(f"straggler none: no rank arrives last at the collectives in most steps more often than "
+                     f"chance would{top}")
     skew = doc.get("skew") or []
     if skew:
         lines += ["skew per step:", f"  {'step':>6s} {'span min':>10s} {'median':>10s} {'max':>10s} "

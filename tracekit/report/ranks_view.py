@@ -115,7 +115,11 @@ def cross_rank_view(cross: Any, suggestions: Sequence[Any], results: Sequence[An
     elif not any(k.collectives for k in cross.skew):
         sentence = f"No collective matched on all {n} ranks: nothing to say about who waits for whom."
     else:
-        sentence = (f"No straggler: no rank arrives last at the collectives in most steps; the ranks wait "
+        counts = sorted(cross.late_steps, key=lambda x: -x[1])
+        top = (f" (most often last: rank {counts[0][0]}, in {counts[0][1]} of {len(cross.steps)} steps)"
+               if counts and counts[0][1] else "")
+        sentence = (f"No straggler: no rank arrives last at the collectives in most steps more often than "
+                    f"chance would{top}; the ranks wait "
                     f"{fmt_time(cross.wait_us / max(len(cross.steps), 1) / n)} per step on average.")
     note = f"{len(cross.steps)} step(s) compared (present and steady on every rank)"
     return CrossRankView(sentence=sentence, steps_note=note, stragglers=stragglers, verdicts=verdicts,
