@@ -130,3 +130,13 @@ def test_default_report_path_of_a_glob_or_list(job):
     assert pipeline.default_report_path(str(job / "rank*.json.gz")) == job.parent / "job.report.html"
     assert pipeline.default_report_path([str(job / "rank1.json.gz")]) == job / "rank1.report.html"
     assert pipeline.default_report_path(job) == job.parent / "job.report.html"
+
+
+def test_cli_scheduler_address(job, capsys, monkeypatch):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        monkeypatch.setenv("TRACEKIT_SCHEDULER", cluster.scheduler_address)
+        assert main(["analyze", "--json", "-q", str(job)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [s["rank"] for s in doc["stragglers"]] == [2]
