@@ -14,7 +14,8 @@ from tracekit import pipeline
 from tracekit.analyzers.analysis import analyze
 from tracekit.cli import main
 from tracekit.errors import TraceFormatError
-from tracekit.suggestions import suggest
+from tracekit.pipeline import reports
+from tracekit.suggestions import analysis_document, suggest
 
 DECODE = SAMPLE_TRACES / "gpt2_decode_graph.trace.json.gz"
 
@@ -27,7 +28,7 @@ def job(tmp_path):
 def in_memory(path) -> dict:
     """The reference: the whole trace loaded in this process and analysed at once."""
     a = analyze(tracekit.load_trace(path))
-    return a.with_suggestions(suggest(a)).to_dict()
+    return analysis_document(a, suggest(a))
 
 
 def test_one_rank_document_is_the_in_memory_one():
@@ -127,9 +128,9 @@ def test_write_report_api(job, tmp_path):
 
 
 def test_default_report_path_of_a_glob_or_list(job):
-    assert pipeline.default_report_path(str(job / "rank*.json.gz")) == job.parent / "job.report.html"
-    assert pipeline.default_report_path([str(job / "rank1.json.gz")]) == job / "rank1.report.html"
-    assert pipeline.default_report_path(job) == job.parent / "job.report.html"
+    assert reports.default_report_path(str(job / "rank*.json.gz")) == job.parent / "job.report.html"
+    assert reports.default_report_path([str(job / "rank1.json.gz")]) == job / "rank1.report.html"
+    assert reports.default_report_path(job) == job.parent / "job.report.html"
 
 
 def test_cli_scheduler_address(job, capsys, monkeypatch):

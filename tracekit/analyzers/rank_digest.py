@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import hostside as H
+from tracekit.analyzers.detectors import hostside as H
 from tracekit.trace import tables as T
 
 COMM_CLASS = "communication"

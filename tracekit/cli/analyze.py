@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import click
 
-from tracekit.cli.common import fmt_us, quiet_option, run_for_cli, scheduler_options, steps_option
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from tracekit.cli.common import (
+    capture_option,
+    fmt_us,
+    max_bytes_option,
+    quiet_option,
+    run_for_cli,
+    scheduler_options,
+    steps_option,
+)
+from tracekit.terminal import visible
 
 
 def _safe(text: object, width: int | None = None) -> str:
-    """Trace names are untrusted: no terminal control characters, truncated to `width`."""
-    s = _CONTROL.sub("?", str(text))
+    """Trace names are untrusted: control characters made visible, truncated to `width`."""
+    s = str(text)
     if width is not None and len(s) > width:
         s = s[: width - 3] + "..."
-    return s
+    return visible(s)
 
 
 def _pct(x: float | None) -> str:
@@ -151,17 +157,21 @@ def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
 @steps_option
+@max_bytes_option
+@capture_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
 
     TRACE is a trace file, a directory of per-rank traces, or a glob ('run/*.json.gz'); several may
     be given. Ranks are analysed in parallel (--jobs) and compared: who holds the job back, and why.
     """
     result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler,
-                         tokens_per_step=tokens_per_step, steps=steps, progress_quiet=quiet or as_json)
+                         tokens_per_step=tokens_per_step, steps=steps, max_bytes=max_bytes, captures=captures,
+                         progress_quiet=quiet or as_json)
     doc = result.to_dict()
     if as_json:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))

@@ -1,15 +1,79 @@
-"""Helpers shared by the commands: loading a trace with progress, formatting times."""
+"""Helpers shared by the commands: loading a trace with progress, options, output checks, escaping."""
 
 from __future__ import annotations
 
-import re
+import sys
+from typing import TYPE_CHECKING
 
 import click
 
+from tracekit.terminal import visible
+from tracekit.trace.files import MAX_BYTES_ENV, parse_size
+from tracekit.trace.load import load_trace, stderr_progress
+from tracekit.trace.model import Trace
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import Analysis
+
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+
+
+class SizeType(click.ParamType):
+    """A byte count: 2G, 500M, 1000000."""
+
+    name = "SIZE"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError:
+            self.fail(f"{visible(value)!r} is not a size (e.g. 2G, 500M, 1000000)", param, ctx)
+
+
+max_bytes_option = click.option(
+    "--max-trace-bytes", "max_bytes", type=SizeType(), default=None,
+    help=f"Refuse a trace whose JSON (after gunzip) is larger than SIZE (default: from available memory, "
+         f"or ${MAX_BYTES_ENV}).")
+
+
+capture_option = click.option(
+    "--capture", "captures", multiple=True, type=click.Path(), metavar="CAPTURE",
+    help="Trace recorded around CUDA-graph capture (file or directory; repeatable): replayed kernels "
+         "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
+
+
+def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
+                 captures: tuple[str, ...] = ()) -> Trace:
+    """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
+    progress = stderr_progress(quiet)
+    trace = load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
+    if progress is not None:
+        sys.stderr.write("\r\x1b[K")
+    if not quiet:
+        for warning in trace.warnings:
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+    return trace
+
+
+steps_option = click.option(
+    "--steps", default="steady", show_default=True, metavar="steady|all|N-M",
+    help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
+         "steps left out and listed), all of them, or a range of step numbers.",
+)
+
+
+def analyze_for_cli(trace: Trace, *, steps: str = "steady", **options: object) -> Analysis:
+    """analyze() with a bad --steps value turned into a usage error."""
+    from tracekit.analyzers.analysis import analyze
+    from tracekit.analyzers.steady import StepsError
+
+    try:
+        return analyze(trace, steps=steps, **options)  # type: ignore[arg-type]
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
 
 
 def _jobs(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -29,10 +93,10 @@ def scheduler_options(fn):
 
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
-                tokens_per_step: float | None = None, steps: str = "steady",
-                progress_quiet: bool | None = None):
-    """tracekit.pipeline.run over the inputs, with a rank counter on a terminal, then its warnings;
-    a bad --steps value is a usage error."""
+                tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+                captures: tuple[str, ...] = (), progress_quiet: bool | None = None):
+    """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
+    file), with a rank counter on a terminal, then its warnings; a bad --steps value is a usage error."""
     from tracekit.analyzers.steady import StepsError
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline import run
@@ -40,17 +104,11 @@ def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int
     try:
         result = run(traces if isinstance(traces, str) else list(traces), rank=rank, jobs=jobs,
                      scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
-                     steps=steps, progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
+                     steps=steps, max_bytes=max_bytes, captures=captures,
+                     progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     if not quiet:
         for warning in result.warnings:
-            click.echo(f"tracekit: warning: {_CONTROL.sub('?', str(warning))}", err=True)
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
     return result
-
-
-steps_option = click.option(
-    "--steps", default="steady", show_default=True, metavar="steady|all|N-M",
-    help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
-         "steps left out and listed), all of them, or a range of step numbers.",
-)

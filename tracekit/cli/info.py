@@ -1,4 +1,4 @@
-"""`tracekit info TRACE [--json]`: a one-screen summary of a trace."""
+"""`tracekit info TRACE... [--json] [--jobs N]`: a one-screen summary of a trace."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import json
 
 import click
 
-from tracekit.cli.common import _CONTROL, fmt_us, quiet_option, scheduler_options
+from tracekit.cli.common import (
+    capture_option,
+    fmt_us,
+    max_bytes_option,
+    quiet_option,
+    scheduler_options,
+)
+from tracekit.terminal import visible
 from tracekit.trace.summary import RankSummary
 
 INFO_SCHEMA = "tracekit.info/1"
@@ -45,8 +52,8 @@ def _pct(part: int, whole: int) -> str:
 
 
 def render_text(info: dict) -> str:
-    lines = [f"trace     {info['path']}",
-             f"device    {info['device'] or 'unknown'} ({info['platform']})",
+    lines = [f"trace     {visible(info['path'])}",
+             f"device    {visible(info['device'] or 'unknown')} ({info['platform']})",
              f"ranks     {', '.join(map(str, info['ranks']))}",
              f"steps     {info['steps'] or 'none marked (whole trace = one step)'}"]
     if info["cpu_only"]:
@@ -63,6 +70,7 @@ def render_text(info: dict) -> str:
             lines.append("  top kernels by time:")
             for k in r["top_kernels"]:
                 name = k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..."
+                name = visible(name)
                 lines.append(f"    {100 * k['share']:5.1f}%  {fmt_us(k['time_us']):>12s}  {k['count']:6d}x  {name}")
     return "\n".join(lines)
 
@@ -71,19 +79,27 @@ def render_text(info: dict) -> str:
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
+@max_bytes_option
+@capture_option
 @scheduler_options
 @quiet_option
-def command(traces: tuple[str, ...], as_json: bool, top: int, jobs: int | None, scheduler: str | None,
-            quiet: bool) -> None:
+def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | None, captures: tuple[str, ...],
+            jobs: int | None, scheduler: str | None, quiet: bool) -> None:
     """Summarize TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob; several may be
     given). Files are read in parallel (--jobs, or a Dask --scheduler)."""
     from tracekit.executor import progress_bar, scheduler_from_env
-    from tracekit.pipeline import display_path, summaries
+    from tracekit.pipeline import display_path
+    from tracekit.pipeline.info import summaries
 
-    found, warnings = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
-                                progress=progress_bar(quiet or as_json))
+    found, warnings, replays = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
+                                         max_bytes=max_bytes, captures=captures,
+                                         progress=progress_bar(quiet or as_json))
     if not (quiet or as_json):
         for warning in warnings:
-            click.echo(f"tracekit: warning: {_CONTROL.sub('?', warning)}", err=True)
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
     info = info_dict(display_path(list(traces)), found, warnings)
-    click.echo(json.dumps(info, indent=2) if as_json else render_text(info))
+    info["graphs"] = [g for g, _ in replays]
+    text = render_text(info)
+    if replays:
+        text += "\n\n" + "\n".join(line for _, line in replays)
+    click.echo(json.dumps(info, indent=2) if as_json else text)

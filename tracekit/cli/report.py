@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options, steps_option
+from tracekit.cli.common import (
+    capture_option,
+    max_bytes_option,
+    quiet_option,
+    run_for_cli,
+    scheduler_options,
+    steps_option,
+)
+from tracekit.terminal import visible
 
 
 @click.command("report")
@@ -15,17 +23,20 @@ from tracekit.cli.common import quiet_option, run_for_cli, scheduler_options, st
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # checked by report.write.check_target: one line, before loading
     help="HTML file to write (default: TRACE_STEM.report.html beside the trace).",
 )
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
 @steps_option
+@max_bytes_option
+@capture_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
-            steps: str, jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            scheduler: str | None, quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
     several may be given). Ranks are analysed in parallel; a multi-rank report opens with the
     cross-rank view (which rank holds the job back, and why).
@@ -33,15 +44,21 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
-    from tracekit.pipeline import default_report_path, report_of
+    from tracekit.pipeline import resolve_inputs
+    from tracekit.pipeline.reports import default_report_path, report_of
     from tracekit.report import write_view
+    from tracekit.report.write import check_target
 
-    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps)
-    view = report_of(result)
+    inputs = resolve_inputs(list(traces))
     wanted = output if output is not None else default_report_path(list(traces))
-    written = write_view(view, wanted, force=force)
+    check_target(wanted, inputs=inputs, force=force)  # before the long work
+    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
+                         max_bytes=max_bytes, captures=captures)
+    view = report_of(result)
+    written = write_view(view, wanted, force=force, inputs=inputs)
     if written != wanted:
-        click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+        click.echo(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)",
+                   err=True)
     if not quiet:
         size = written.stat().st_size
         head = view.ranks[0] if view.ranks else None
@@ -49,6 +66,6 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         top = f" · biggest win: {head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
         late = result.cross.stragglers if result.cross is not None else ()
         straggler = f" · straggler: rank {late[0].rank}" if late else ""
-        click.echo(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}")
+        click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}"))
     if open_:
         webbrowser.open(written.resolve().as_uri())

@@ -12,8 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tracekit.profile.export import TRACE_SUFFIX, check_output, report_path_for, write_trace
+from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
+from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
 
 
 @dataclass(frozen=True)
@@ -30,17 +31,17 @@ class ProfileRun:
     @cached_property
     def analysis(self) -> Any:
         """`tracekit.analyze(load_trace(trace_path))` of this trace, computed on first use."""
-        from tracekit.pipeline import analysis_of
+        from tracekit.pipeline.reports import analysis_of
 
         return analysis_of(self.trace_path)
 
 
 def report_writer() -> Callable[..., Any]:
-    """`tracekit.pipeline.write_report` in this process (imported on first use: the report is the
+    """`tracekit.pipeline.reports.write_report` in this process (imported on first use: the report is the
     last step; a profiled run writes one trace per process, so there is nothing to spread)."""
     from functools import partial
 
-    from tracekit.pipeline import write_report
+    from tracekit.pipeline.reports import write_report
 
     return partial(write_report, jobs=1)
 
@@ -60,12 +61,12 @@ def default_output(stem: str, *, unique: bool) -> Path:
     """STEM.trace.json.gz in the working directory; with unique, STEM-TIMESTAMP[-N] never clobbers."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "profile"
     if not unique:
-        return Path.cwd() / f"{safe}{TRACE_SUFFIX}"
+        return Path.cwd() / f"{safe}{PROFILE_SUFFIX}"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path.cwd() / f"{safe}-{stamp}{TRACE_SUFFIX}"
+    path = Path.cwd() / f"{safe}-{stamp}{PROFILE_SUFFIX}"
     n = 2
     while path.exists():
-        path = Path.cwd() / f"{safe}-{stamp}-{n}{TRACE_SUFFIX}"
+        path = Path.cwd() / f"{safe}-{stamp}-{n}{PROFILE_SUFFIX}"
         n += 1
     return path
 
@@ -83,13 +84,8 @@ def per_rank_path(path: Path, environ: Mapping[str, str] | None = None) -> Path:
         return path.with_name(path.name.replace(RANK_PLACEHOLDER, rank if rank.isdigit() else "0"))
     if not rank.isdigit() or int(env.get("WORLD_SIZE", "1") or 1) <= 1:
         return path
-    name = path.name
-    stem, ext = name, ""
-    for suffix in (TRACE_SUFFIX, ".json.gz", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            stem, ext = name[: -len(suffix)], suffix
-            break
-    return path.with_name(f"{stem}.rank{rank}{ext}")
+    stem = trace_stem(path.name)
+    return path.with_name(f"{stem}.rank{rank}{path.name[len(stem):]}")
 
 
 def provenance(
@@ -100,8 +96,13 @@ def provenance(
     command: Sequence[str],
     warmup_calls: int = 0,
     exit_status: int = 0,
+    record_command: bool = False,
 ) -> dict[str, Any]:
-    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions."""
+    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions.
+
+    Traces get shared: the command line and working directory (arguments can hold tokens, paths
+    can be private) are written only with `record_command`; otherwise `target` is cut to the
+    script's file name (or the module name)."""
     import torch
 
     from tracekit import __version__
@@ -116,10 +117,8 @@ def provenance(
         "triton": getattr(triton, "__version__", None),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "command": list(command),
-        "cwd": os.getcwd(),
         "mode": mode,
-        "target": target,
+        "target": target if record_command or mode != "script" else os.path.basename(target.rstrip("/\\")),
         "cuda": session.cuda,
         "device": torch.cuda.get_device_name() if session.cuda else None,
         "options": {
@@ -140,6 +139,9 @@ def provenance(
         "exit_status": exit_status,
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    if record_command:
+        meta["command"] = list(command)
+        meta["cwd"] = os.getcwd()
     if recorder is not None:
         meta["triton_kernels"] = recorder.kernels
         if recorder.mode == "top_level":
@@ -158,7 +160,7 @@ def finish(
     """Write the trace (and the report when planned); None when the schedule recorded nothing."""
     if not session.trace_ready:
         return None
-    write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step)
+    trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
     writer = report_writer() if report_path is not None else None
     if writer is None:

@@ -105,7 +105,7 @@ GENERIC_KERNEL_NAMES = frozenset({"Kernel", "Kernel2", "kernel", "device_kernel"
 
 
 _IDENT = re.compile(r"[A-Za-z_][\w:]*")
-_SIGNATURE = re.compile(r"[A-Za-z_][\w:]*[<(]")  # 'name(' or 'name<': a C++ function signature
+_SIGNATURE = re.compile(r"(?<![\w:])[A-Za-z_][\w:]*[<(]")  # 'name(' or 'name<': a C++ function signature
 _BUILTIN_TYPES = frozenset({"int", "long", "unsigned", "short", "char", "bool", "float", "double", "half", "void"})
 
 

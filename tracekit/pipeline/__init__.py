@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import sys
 import time
@@ -12,16 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.analysis import analyze
 from tracekit.analyzers.launch import LaunchTotals, steady_mask
 from tracekit.analyzers.rank_digest import RankDigest, rank_digest
 from tracekit.analyzers.steady import parse_steps
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, run_tasks
-from tracekit.suggestions import Suggestion, suggest
+from tracekit.suggestions import Suggestion, analysis_document, suggest
 from tracekit.trace import files
 from tracekit.trace.load import load_trace, stderr_progress
-from tracekit.trace.model import Trace
 
 
 @dataclass(frozen=True)
@@ -33,6 +31,8 @@ class RankTask:
     view: bool = False  # also build the rank's report section (view fragment)
     steps: str = "steady"  # the headline steps: steady, all or N-M (tracekit.analyzers.analyze)
     show_load: bool = False  # loading progress on stderr (a terminal; only for work in the caller's process)
+    max_bytes: int | None = None  # refuse a larger trace (tracekit.trace.load.load_trace)
+    captures: tuple[str, ...] = ()  # CUDA-graph capture traces (load_trace)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     t0, c0 = time.perf_counter(), time.process_time()
     progress = stderr_progress() if task.show_load else None
     try:
-        trace = load_trace(task.path, progress=progress)
+        trace = load_trace(task.path, progress=progress, max_bytes=task.max_bytes, captures=task.captures)
     except TraceFormatError as exc:
         return RankFailure(task.path, str(exc))
     finally:
@@ -96,8 +96,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     rank = trace.rank()
     analysis = analyze(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
     found = tuple(suggest(analysis))
-    analysis = analysis.with_suggestions(found)
-    doc = analysis.to_dict()
+    doc = analysis_document(analysis, found)
     ra = analysis.ranks[0]
     lo = ra.launch
     mask = steady_mask(lo)
@@ -165,21 +164,10 @@ def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str
     return items[0] if len(items) == 1 else " ".join(items)
 
 
-def default_report_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> Path:
-    """Where the report of `inputs` goes by default: beside the file or directory (for a glob: its
-    directory; for a list: its first item), named '<stem>.report.html'."""
-    from tracekit.report import default_output
-
-    first = str(inputs) if isinstance(inputs, (str, os.PathLike)) else str(next(iter(inputs)))
-    if not Path(first).exists() and glob.has_magic(first):
-        first = str(Path(first).parent)
-    return default_output(first)
-
-
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
         jobs: int | None = None, scheduler: Any = None, view: bool = False,
-        tokens_per_step: float | None = None, steps: str = "steady",
-        progress: Progress | None = None) -> RunResult:
+        tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+        captures: Sequence[str] = (), progress: Progress | None = None) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
 
     `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
@@ -193,7 +181,8 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
         paths = named or paths
     here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
     tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=steps,
-                      show_load=here and progress is not None) for p in paths]
+                      show_load=here and progress is not None, max_bytes=max_bytes,
+                      captures=tuple(str(c) for c in captures)) for p in paths]
     outcomes: list[Any] = [None] * len(tasks)
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
                                     progress=progress):
@@ -253,89 +242,3 @@ def relabel(r: RankResult, number: int) -> RankResult:
     row = dataclasses.replace(r.row, rank=number, anchor=f"r{number}") if r.row is not None else None
     return dataclasses.replace(r, rank=number, doc=doc, view=view, row=row,
                                digest=dataclasses.replace(r.digest, rank=number))
-
-
-# --- tracekit info: per-file summaries, in parallel too ------------------------------------------
-
-@dataclass(frozen=True)
-class InfoTask:
-    path: str
-    top: int = 10
-
-
-def summarize_file(task: InfoTask) -> tuple[Any, tuple[str, ...]] | RankFailure:
-    """The worker of `tracekit info`: (RankSummary, load warnings) of one file."""
-    from tracekit.trace.summary import summarize_rank
-
-    try:
-        trace = load_trace(task.path)
-    except TraceFormatError as exc:
-        return RankFailure(task.path, str(exc))
-    return summarize_rank(trace.rank(), task.top), tuple(trace.warnings)
-
-
-def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: int = 10,
-              jobs: int | None = None, scheduler: Any = None, progress: Progress | None = None
-              ) -> tuple[list[Any], tuple[str, ...]]:
-    """([RankSummary] by rank, warnings) of every file of `inputs`, one worker task per file."""
-    tasks = [InfoTask(str(p), top) for p in resolve_inputs(inputs)]
-    outcomes: list[Any] = [None] * len(tasks)
-    for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress):
-        outcomes[index] = outcome
-    ok, warnings = _readable(display_path(inputs), outcomes)
-    out: dict[int, Any] = {}
-    for summary, notes in sorted(ok, key=lambda x: x[0].path):
-        number = summary.rank
-        while number in out:
-            number += 1
-        out[number] = dataclasses.replace(summary, rank=number)
-        warnings.extend(notes)
-    return [out[k] for k in sorted(out)], tuple(dict.fromkeys(warnings))
-
-
-# --- in-memory traces (the Python API): the same steps without files ----------------------------
-
-def analysis_of(path: str | os.PathLike) -> Analysis:
-    """`analyze(load_trace(path))`: the combined Analysis object of the Python API (all in memory)."""
-    return analyze(load_trace(path))
-
-
-def analyse_trace(trace: Trace, *, rank: int | None = None, steps: str = "steady"
-                  ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
-    """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`;
-    `steps` picks the headline steps (see tracekit.analyzers.analyze)."""
-    ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
-    analyses = {r: analyze(trace, rank=r, steps=steps) for r in ranks}
-    return analyses, {r: suggest(a) for r, a in analyses.items()}
-
-
-# --- reports ------------------------------------------------------------------------------------
-
-def report_of(result: RunResult) -> Any:
-    """The report's view model (tracekit.report.context.ReportView) of a run with views."""
-    from tracekit import __version__
-    from tracekit.report.context import ReportView, report_title
-    from tracekit.report.ranks_view import cross_rank_view
-
-    views = tuple(r.view for r in result.results)
-    rows = tuple(r.row for r in result.results) if result.multi else ()
-    cross = cross_rank_view(result.cross, result.cross_suggestions, result.results) if result.multi else None
-    title, source = report_title(result.path)
-    return ReportView(title=title, source=source, version=__version__, ranks=views,
-                      warnings=result.warnings, rank_rows=rows, cross=cross)
-
-
-def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
-                 *, force: bool = False, rank: int | None = None, jobs: int | None = None,
-                 scheduler: Any = None, steps: str = "steady", progress: Progress | None = None) -> Path:
-    """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
-
-    Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
-    name beside it (compare the returned path with `out_path`)."""
-    from tracekit.report import write_view
-
-    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
-                 progress=progress)
-    wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
-    return write_view(report_of(result), wanted, force=force)
-
