@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, _clean, _combine_rows
+from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, _combine_rows
 from tracekit.analyzers.launch import LaunchTotals, QueueStats
+from tracekit.jsonsafe import plain
 
 QUANTILES = np.linspace(0.0, 1.0, 1001)  # queue-delay sketch carried per rank: 0.1 % steps
 
@@ -94,7 +95,7 @@ def combined_doc(path: str, docs: Sequence[dict[str, Any]], totals: Sequence[Lau
                "warnings", "suggestions"}
     per_rank_lists = {k: [x for d in docs for x in d.get(k) or ()] for d0 in docs[:1] for k, v in d0.items()
                       if k not in handled and isinstance(v, list)}  # e.g. steady_steps, excluded_steps
-    return _clean({
+    return plain({
         **per_rank_lists,
         "schema": SCHEMA, "trace": path,
         "ranks": [r for d in docs for r in d.get("ranks") or ()],
