@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +16,7 @@ from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 if TYPE_CHECKING:
     from tracekit.analyzers.analysis import Analysis
+    from tracekit.pipeline import RunResult
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
@@ -82,7 +84,7 @@ def _jobs(ctx: click.Context, param: click.Parameter, value: int | None) -> int 
     return value
 
 
-def scheduler_options(fn):
+def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--jobs N (local worker processes) and --scheduler ADDRESS (a Dask cluster)."""
     fn = click.option("--scheduler", default=None, metavar="ADDRESS",
                       help="Run the per-rank work on this Dask scheduler (env TRACEKIT_SCHEDULER); "
@@ -94,7 +96,7 @@ def scheduler_options(fn):
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
                 tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
-                captures: tuple[str, ...] = (), progress_quiet: bool | None = None):
+                captures: tuple[str, ...] = (), progress_quiet: bool | None = None) -> RunResult:
     """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
     file), with a rank counter on a terminal, then its warnings; a bad --steps value is a usage error."""
     from tracekit.analyzers.steady import StepsError
