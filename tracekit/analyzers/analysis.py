@@ -14,6 +14,7 @@ from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
+from tracekit.analyzers.graphs import GraphReplays, graph_replays
 from tracekit.analyzers.launch import (
     LaunchOverhead,
     LaunchTotals,
@@ -48,6 +49,7 @@ class RankAnalysis:
     costs: KernelCosts
     roofline: Roofline
     patterns: Patterns  # what the suggestion rules read
+    graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class Analysis:
             "classes": K.summary_records(self.classes, "class"),
             "libraries": K.summary_records(self.libraries, "library"),
             "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
+            "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
             "warnings": list(self.warnings),
         })
 
@@ -187,7 +190,7 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None,
     roof = roofline(rank, kc, costs, device, rows=rows)
     patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns)
+                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,

@@ -10,6 +10,7 @@ import click
 from tracekit.analyzers.analysis import Analysis
 from tracekit.cli.common import (
     analyze_for_cli,
+    capture_option,
     fmt_us,
     load_for_cli,
     max_bytes_option,
@@ -80,6 +81,8 @@ def render_text(a: Analysis, suggestions: Sequence[Suggestion] = (), top: int = 
                 f"  {fmt_us(r['time_us']):>12s} {100 * r['time_us'] / total:5.1f}% {int(r['count']):7d} "
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
+    graph_lines = [_safe(r.graphs.line()) for r in a.ranks if r.graphs is not None]
+    lines += ["", *graph_lines] if graph_lines else []
     if suggestions:
         lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
         for sug in suggestions[:top]:
@@ -120,11 +123,12 @@ def _steps_line(a: Analysis) -> str:
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
 @steps_option
 @max_bytes_option
+@capture_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, max_bytes: int | None, quiet: bool) -> None:
+            steps: str, max_bytes: int | None, captures: tuple[str, ...], quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes, captures=captures)
     result = analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
     found = suggest(result)
     if as_json:

@@ -39,10 +39,17 @@ max_bytes_option = click.option(
          f"or ${MAX_BYTES_ENV}).")
 
 
-def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None) -> Trace:
+capture_option = click.option(
+    "--capture", "captures", multiple=True, type=click.Path(), metavar="CAPTURE",
+    help="Trace recorded around CUDA-graph capture (file or directory; repeatable): replayed kernels "
+         "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
+
+
+def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
+                 captures: tuple[str, ...] = ()) -> Trace:
     """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
     progress = stderr_progress(quiet)
-    trace = load_trace(path, progress=progress, max_bytes=max_bytes)
+    trace = load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
     if progress is not None:
         sys.stderr.write("\r\x1b[K")
     if not quiet:

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import load_for_cli, max_bytes_option, quiet_option, steps_option
+from tracekit.cli.common import (
+    capture_option,
+    load_for_cli,
+    max_bytes_option,
+    quiet_option,
+    steps_option,
+)
 from tracekit.terminal import visible
 
 
@@ -24,9 +30,10 @@ from tracekit.terminal import visible
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
 @steps_option
 @max_bytes_option
+@capture_option
 @quiet_option
 def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, steps: str,
-            max_bytes: int | None,
+            max_bytes: int | None, captures: tuple[str, ...],
             quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).
 
@@ -41,7 +48,7 @@ def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int
     inputs = trace_files(trace)
     wanted = output if output is not None else default_output(trace)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
-    loaded = load_for_cli(trace, quiet=quiet, max_bytes=max_bytes)
+    loaded = load_for_cli(trace, quiet=quiet, max_bytes=max_bytes, captures=captures)
     try:
         view = build_view(loaded, rank=rank, steps=steps)
     except StepsError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tracekit.report import charts
 from tracekit.report.format import DASH, fmt_int, fmt_pct, fmt_time, num
+from tracekit.report.graphs_view import GraphSection, graph_section
 from tracekit.report.headline import (
     Tile,
     sentence,
@@ -61,6 +62,7 @@ class RankView:
     cpu_ops: tuple[Bar, ...]
     meta: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
 
     @property
     def shapes_missing(self) -> bool:
@@ -153,6 +155,7 @@ def rank_view(
         cpu_ops=cpu_ops(rank) if not has_gpu else (),
         meta=meta_rows(a, rank, has_gpu),
         warnings=warnings(a, rank, shown),
+        graphs=graph_section(a),
     )
 
 

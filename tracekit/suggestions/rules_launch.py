@@ -37,6 +37,7 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         return None  # the GPU is not waiting for launches: a graph would not shorten the step
     rows: list[dict[str, Any]] = []
     total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
+    n_graphed = 0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
@@ -49,6 +50,10 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         steps = L.step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
+        graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
+        if graphed is not None and len(graphed.replayed) == len(host):
+            host &= ~graphed.replayed
+            n_graphed += int(graphed.replayed.sum())
         for st, t, keep in zip(lo.steps["step"].tolist(), lo.step_totals, lo.selected, strict=True):
             if not keep:
                 continue
@@ -84,6 +89,9 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
              f"{fmt_us(per_step)} per step for kernel launches")
+    if n_graphed:
+        title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
+                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 

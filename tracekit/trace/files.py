@@ -61,6 +61,18 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     return [p]
 
 
+CAPTURE_DIR = "capture_traces"
+
+
+def capture_files(path: str | os.PathLike) -> list[Path]:
+    """Trace files of the capture_traces/ folder inside directory `path`, or beside file `path`."""
+    p = Path(path)
+    folder = (p if p.is_dir() else p.parent) / CAPTURE_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.iterdir() if f.is_file() and is_trace_name(f))
+
+
 def rank_from_name(path: Path) -> int | None:
     """The rank a file name states (`rank-3`, `rank_3`, `sampled_rank-1`), if any."""
     match = _RANK_IN_NAME.search(path.name)
@@ -185,4 +197,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]

@@ -11,6 +11,13 @@ from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace, Trace
 
 
+def own_ops(rank: RankTrace) -> int:
+    """CPU ops recorded in the rank's own file (not those copied from a graph capture trace)."""
+    if T.OP_ORIGIN in rank.ops:
+        return int((rank.ops[T.OP_ORIGIN] == "").sum())
+    return len(rank.ops)
+
+
 def span_us(rank: RankTrace) -> float:
     """Wall time covered by the rank's CPU and GPU events (first start to last end)."""
     starts, ends = [], []
@@ -62,7 +69,7 @@ def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
         rank=rank.rank, path=rank.path, device=rank.meta.device_name, platform=rank.meta.platform,
         events=int(sum(rank.counts.values())), kernels=len(kernels),
         memcpy=int((kinds == T.KIND_MEMCPY).sum()), memset=int((kinds == T.KIND_MEMSET).sum()),
-        cpu_ops=len(rank.ops), launches=len(rank.launches),
+        cpu_ops=own_ops(rank), launches=len(rank.launches),
         kernels_linked_to_launch=int((kernels[T.GPU_LAUNCH] >= 0).sum()),
         kernels_linked_to_op=int((kernels[T.GPU_OP] >= 0).sum()),
         gpu_busy_us=busy, span_us=span_us(rank), steps=len(rank.steps), skipped=rank.skipped,

@@ -25,6 +25,8 @@ GPU_BYTES = "bytes"
 GPU_LAUNCH = "launch"  # row position in RankTrace.runtime, -1 when unlinked
 GPU_OP = "op"  # row position in RankTrace.ops, -1 when unlinked
 GPU_STEP = "step"  # ProfilerStep number, -1 outside steps
+GPU_GRAPH = "graph"  # graph id of a CUDA/HIP graph replay (trace.graphs), -1 for eager work
+GPU_GRAPH_MATCH = "graph_match"  # how a replayed activity got its op: 'capture' | 'inferred' | ''
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -46,6 +48,7 @@ OP_INPUT_STRIDES = "input_strides"
 OP_CONCRETE_INPUTS = "concrete_inputs"
 OP_EXTRA = "extra"  # dict of the remaining args for kernel-launching ops (Inductor / Triton), else None
 OP_STEP = "step"
+OP_ORIGIN = "origin"  # '' for the trace's own ops, else the capture trace the op was copied from
 
 # --- runtime / driver API calls ---------------------------------------------------------------
 RT_NAME = "name"

@@ -135,7 +135,8 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
 
     _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
     cls = _classes(classification, n)
-    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source)
+    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
+            calls=_op_calls(gpu, op, len(ops)))
 
     table = pd.DataFrame({FLOPS: flops, BYTES: nbytes, **{
         col: pd.Series(values, dtype=object)  # None stays None (pandas 3 infers str and NaN)
@@ -244,10 +245,26 @@ def _classes(classification: KernelClassification | None, n: int) -> np.ndarray:
     return classification.table[CLASS].to_numpy(dtype=object)
 
 
+def _op_calls(gpu: pd.DataFrame, op: np.ndarray, n_ops: int) -> np.ndarray:
+    """One id per op call: the op row, except that a graph-replayed kernel's op (captured once,
+    run at every replay) makes one call per graph launch."""
+    if T.GPU_GRAPH not in gpu:
+        return op
+    replayed = (gpu[T.GPU_GRAPH].to_numpy() >= 0) & (op >= 0)
+    if not replayed.any():
+        return op
+    calls = op.copy()
+    pairs = pd.MultiIndex.from_arrays([op[replayed], gpu[T.GPU_LAUNCH].to_numpy()[replayed]])
+    calls[replayed] = n_ops + pd.factorize(pairs)[0]
+    return calls
+
+
 def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarray,
             kind: np.ndarray, cls: np.ndarray, kname: np.ndarray, flops: np.ndarray,
-            nbytes: np.ndarray, dtype: np.ndarray, role: np.ndarray, source: np.ndarray) -> None:
-    """Give each costed op call's cost to its working kernel(s); the rest become helpers."""
+            nbytes: np.ndarray, dtype: np.ndarray, role: np.ndarray, source: np.ndarray,
+            calls: np.ndarray | None = None) -> None:
+    """Give each costed op call's cost to its working kernel(s); the rest become helpers.
+    `calls` tells op calls apart where one op row runs several times (graph replays)."""
     keys = np.fromiter(costs, dtype=np.int64, count=len(costs))
     idx = np.flatnonzero((kind == T.KIND_KERNEL) & np.isin(op, keys))
     if not len(idx):
@@ -268,7 +285,8 @@ def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarra
     for work in {w for w in c_work if w is not None}:
         of_work = np.array([w == work for w in c_work])[pos]
         cand[of_work] = np.isin(cls[idx][of_work], list(work))
-    frame = pd.DataFrame({"op": op[idx], "dur": dur[idx], "cand": cand, "longest": c_longest[pos]})
+    call = (op if calls is None else calls)[idx]
+    frame = pd.DataFrame({"op": call, "dur": dur[idx], "cand": cand, "longest": c_longest[pos]})
     has_cand = frame.groupby("op")["cand"].transform("any").to_numpy()
     frame.loc[~has_cand, "cand"] = True  # no kernel of the expected class: any kernel works
     weight = np.zeros(len(idx))
