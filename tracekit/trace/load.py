@@ -327,7 +327,7 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
             or (len(runtime) > 0 and runtime[T.RT_NAME].str.startswith("hip").any()))
     platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
     info = _bounded(top.get("distributedInfo"))
-    tk = _bounded(top.get("tracekit"))
+    tk = _bounded(top.get(T.TRACEKIT_KEY))
     versions = {k: _bounded(top[k]) for k in _VERSION_KEYS if top.get(k) is not None}
     base = top.get("baseTimeNanoseconds")
     return TraceMeta(
