@@ -77,6 +77,9 @@
   rankButtons.forEach(function (b) {
     b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
   });
+  document.querySelectorAll(".rank-link").forEach(function (a) {  // cross-rank section: show that rank
+    a.addEventListener("click", function () { selectRank(a.getAttribute("data-rank")); });
+  });
   rankRows.forEach(function (b) {
     b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
     b.addEventListener("keydown", function (e) { if (e.key === "Enter") { selectRank(b.getAttribute("data-rank")); } });

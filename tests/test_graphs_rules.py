@@ -88,7 +88,8 @@ def test_whole_report_has_the_graph_section(tmp_path, monkeypatch):
 
     import jinja2
 
-    from tracekit.report import build_view, html
+    from tracekit.pipeline.reports import build_view
+    from tracekit.report import html
 
     templates = Path(tracekit.__file__).resolve().parents[1] / "templates"
     monkeypatch.setattr(html, "_loader", lambda: jinja2.FileSystemLoader(templates))

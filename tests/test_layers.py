@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "analyzers": 2, "hta_compat": 2,
     "suggestions": 3,
     "report": 4, "templates": 4,
-    "pipeline": 5,
+    "pipeline": 5, "executor": 5,
     "profile": 6, "cli": 6,
     "__main__": 7,
 }
@@ -49,12 +49,8 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
 KNOWN: set[tuple[str, str]] = {
     # __version__ read from the package root (issue 9 item 1: tracekit/_version.py)
     ("tracekit.profile.record", "tracekit"),
-    ("tracekit.report", "tracekit"),
     # the report loads and analyzes, and reads trace columns (issue 9 items 2 and 3: pipeline.py,
     # report renders typed results)
-    ("tracekit.report", "tracekit.trace.load"),
-    ("tracekit.report", "tracekit.trace.files"),  # write_report checks the output is not an input
-    ("tracekit.report.pipeline", "tracekit.trace.model"),
     ("tracekit.report.charts", "tracekit.trace"),
     ("tracekit.report.charts", "tracekit.trace.tables"),
     ("tracekit.report.headline", "tracekit.trace"),

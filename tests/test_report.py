@@ -12,7 +12,8 @@ from tracebuilder import TraceBuilder
 import tracekit
 from tracekit.cli import main
 from tracekit.errors import OutputError
-from tracekit.report import default_output, render_html, write_report, write_view
+from tracekit.pipeline.reports import render_html, write_report
+from tracekit.report import default_output, write_view
 from tracekit.report.context import SHAPES_WARNING, report_view
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"

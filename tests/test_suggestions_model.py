@@ -15,7 +15,7 @@ from tracekit.suggestions import RULES, Rule, Suggestion, suggest
 from tracekit.suggestions.common import Scope, gemm_dims, suggestion
 
 RULE_IDS = ["cuda_graphs", "fuse_elementwise", "batch_bmm", "batch_decode", "lower_precision", "align_dims",
-            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm"]
+            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm", "rank_imbalance"]
 
 
 def test_rule_ids_are_stable_and_ordered():

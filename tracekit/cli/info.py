@@ -1,4 +1,4 @@
-"""`tracekit info TRACE [--json]`: a one-screen summary of a trace."""
+"""`tracekit info TRACE... [--json] [--jobs N]`: a one-screen summary of a trace."""
 
 from __future__ import annotations
 
@@ -6,10 +6,15 @@ import json
 
 import click
 
-from tracekit.analyzers.graphs import graph_replays
-from tracekit.cli.common import capture_option, fmt_us, load_for_cli, max_bytes_option, quiet_option
+from tracekit.cli.common import (
+    capture_option,
+    fmt_us,
+    max_bytes_option,
+    quiet_option,
+    scheduler_options,
+)
 from tracekit.terminal import visible
-from tracekit.trace.summary import RankSummary, summarize
+from tracekit.trace.summary import RankSummary
 
 INFO_SCHEMA = "tracekit.info/1"
 COUNT_KEYS = ("events", "kernels", "memcpy", "memset", "cpu_ops", "launches",
@@ -71,19 +76,30 @@ def render_text(info: dict) -> str:
 
 
 @click.command("info")
-@click.argument("trace", type=click.Path())
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
 @max_bytes_option
 @capture_option
+@scheduler_options
 @quiet_option
-def command(trace: str, as_json: bool, top: int, max_bytes: int | None, captures: tuple[str, ...], quiet: bool) -> None:
-    """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes, captures=captures)
-    info = info_dict(trace, summarize(loaded, top=top), loaded.warnings)
-    replays = [g for g in (graph_replays(r) for r in loaded.ranks.values()) if g is not None]
-    info["graphs"] = [g.to_dict() for g in replays]
+def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | None, captures: tuple[str, ...],
+            jobs: int | None, scheduler: str | None, quiet: bool) -> None:
+    """Summarize TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob; several may be
+    given). Files are read in parallel (--jobs, or a Dask --scheduler)."""
+    from tracekit.executor import progress_bar, scheduler_from_env
+    from tracekit.pipeline import display_path
+    from tracekit.pipeline.info import summaries
+
+    found, warnings, replays = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
+                                         max_bytes=max_bytes, captures=captures,
+                                         progress=progress_bar(quiet or as_json))
+    if not (quiet or as_json):
+        for warning in warnings:
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+    info = info_dict(display_path(list(traces)), found, warnings)
+    info["graphs"] = [g for g, _ in replays]
     text = render_text(info)
     if replays:
-        text += "\n\n" + "\n".join(g.line() for g in replays)
+        text += "\n\n" + "\n".join(line for _, line in replays)
     click.echo(json.dumps(info, indent=2) if as_json else text)

@@ -14,6 +14,7 @@ from tracekit.profile.record import (
     default_output,
     finish,
     nothing_recorded,
+    per_rank_path,
     plan_outputs,
     provenance,
 )
@@ -43,7 +44,7 @@ def profile_target(
     """
     require_torch()
     target.check()
-    trace_path = (
+    trace_path = per_rank_path(
         Path(output).expanduser().absolute()
         if output
         else default_output(target.name, unique=False)

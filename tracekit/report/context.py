@@ -32,7 +32,8 @@ from tracekit.report.tables import (
     step_rows,
 )
 
-__all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_view", "report_view"]
+__all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_row", "rank_view", "report_title",
+           "report_view"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class ReportView:
     ranks: tuple[RankView, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
     rank_rows: tuple[RankRow, ...] = field(default_factory=tuple)
+    cross: Any = None  # tracekit.report.ranks_view.CrossRankView: the section at the top of multi-rank reports
 
     @property
     def multi(self) -> bool:
@@ -171,12 +173,10 @@ def report_view(
     shown = tuple(str(w) for w in (getattr(trace, "warnings", None) or ()))
     docs = {r: as_dict(analyses[r]) for r in sorted(analyses)}  # to_dict() once per rank
     views = tuple(rank_view(docs[r], ranks.get(r), (suggestions or {}).get(r), shown) for r in docs)
-    rows = tuple(_rank_row(docs[r], v) for r, v in zip(docs, views, strict=True))
-    path = str(getattr(trace, "path", "") or "")
-    path = os.path.normpath(path) if path else path
-    name = path.rstrip("/").rsplit("/", 1)[-1] if path else "trace"
+    rows = tuple(rank_row(docs[r], v) for r, v in zip(docs, views, strict=True))
+    title, path = report_title(str(getattr(trace, "path", "") or ""))
     return ReportView(
-        title=f"tracekit report · {name}",
+        title=title,
         source=path,
         version=version,
         ranks=views,
@@ -185,7 +185,15 @@ def report_view(
     )
 
 
-def _rank_row(a: Mapping[str, Any], view: RankView) -> RankRow:
+def report_title(path: str) -> tuple[str, str]:
+    """(page title, shown source path) of a report of `path` (a file, directory or list of inputs)."""
+    path = os.path.normpath(path) if path else path
+    name = path.rstrip("/").rsplit("/", 1)[-1] if path else "trace"
+    return f"tracekit report · {name}", path
+
+
+def rank_row(a: Mapping[str, Any], view: RankView) -> RankRow:
+    """The rank's line in the rank comparison table, from its analysis document and its view."""
     s = a.get("summary") or {}
     span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
     util = busy / span if span and busy is not None else None

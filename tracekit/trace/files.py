@@ -1,8 +1,9 @@
-"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware,
+"""Find the trace files behind a path (file, per-rank directory, glob) and read their bytes (gzip aware,
 streamed, within a byte budget)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import zlib
@@ -59,6 +60,23 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     except OSError as exc:
         raise TraceFormatError(f"{p}: cannot read directory ({exc.strerror or type(exc).__name__})") from None
     return [p]
+
+
+def expand_inputs(inputs: list[str]) -> list[Path]:
+    """The trace files behind several inputs, each a file, a directory of rank traces, or a glob
+    ('run/*.json.gz'); in order, without duplicates. TraceFormatError (one line) for an input that
+    names nothing."""
+    out: dict[Path, None] = {}
+    for item in inputs:
+        if not Path(item).exists() and glob.has_magic(item):
+            matches = sorted(glob.glob(os.path.expanduser(item)))
+            if not matches:
+                raise TraceFormatError(f"{item}: no file matches this pattern")
+            for m in matches:
+                out.update(dict.fromkeys(trace_files(m) if Path(m).is_dir() else [Path(m)]))
+        else:
+            out.update(dict.fromkeys(trace_files(item)))
+    return list(out)
 
 
 CAPTURE_DIR = "capture_traces"
@@ -197,4 +215,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "capture_files", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
