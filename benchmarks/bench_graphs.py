@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracekit.analyzers.costs import estimate_costs
+from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import CLASS, classify
 from tracekit.trace import files, graphs, load

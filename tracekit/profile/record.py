@@ -15,6 +15,7 @@ from typing import Any
 from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
 from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
+from tracekit.trace.tables import TRITON_TABLE_KEY
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def provenance(
         meta["command"] = list(command)
         meta["cwd"] = os.getcwd()
     if recorder is not None:
-        meta["triton_kernels"] = recorder.kernels
+        meta[TRITON_TABLE_KEY] = recorder.kernels
         if recorder.mode == "top_level":
             meta["triton_launches"] = recorder.records
     return meta
