@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracekit.report.charts import busy_fractions, peaks
-from tracekit.report.format import (
+from tracekit.units import (
     fmt_bytes,
     fmt_flops,
     fmt_gbps,

@@ -20,6 +20,8 @@ from tracekit.analyzers.launch import (
     launch_overhead,
     step_records,
 )
+from tracekit.analyzers.timeline import Timeline, timeline
+from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -43,6 +45,8 @@ class RankAnalysis:
     costs: Any | None  # tracekit.analyzers.costs.KernelCosts, None when that module is absent
     roofline: Any | None  # tracekit.analyzers.roofline.Roofline, None when that module is absent
     patterns: Any | None = None  # tracekit.analyzers.patterns.Patterns: what the suggestion rules read
+    timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
+    facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,8 @@ def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> R
     patterns_mod = _optional("patterns")
     patterns = patterns_mod.find_patterns(rank, kc, costs) if patterns_mod is not None else None
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns)
+                        roofline=roof, patterns=patterns,
+                        timeline=timeline(rank, lo.steps, kc.table[K.CLASS]), facts=trace_facts(rank))
 
 
 def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None) -> Analysis:

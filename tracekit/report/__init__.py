@@ -6,14 +6,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracekit.report.context import ReportView, report_view
+from tracekit.analyzers.analysis import Analysis
+from tracekit.report.context import ReportView, rank_view, report_view
 from tracekit.report.html import render
 from tracekit.report.write import write_atomic
+from tracekit.suggestions.model import Suggestion
 
 __all__ = [
     "ReportView",
     "build_view",
     "default_output",
+    "rank_view",
     "render_html",
     "report_view",
     "write_report",
@@ -30,33 +33,23 @@ def _version() -> str:
 
 
 def render_html(
-    analysis: Any,
+    analysis: Analysis | Mapping[int, Analysis],
     trace: Any = None,
     *,
-    suggestions: Sequence[Any] | Mapping[int, Sequence[Any] | None] | None = None,
+    suggestions: Sequence[Suggestion] | Mapping[int, Sequence[Suggestion] | None] | None = None,
 ) -> str:
-    """The report HTML for one Analysis (or a {rank: Analysis} mapping) of `trace`.
+    """The report HTML for the Analysis of one rank, or a {rank: Analysis} mapping (one rank each).
 
-    `suggestions` is a list of Suggestion objects for a single analysis, or {rank: list}; None means
-    the suggestions engine was not run (the report says so), [] means no rule fired. An Analysis
-    that combines several ranks (`analyze(trace)` of a multi-rank trace) is redone per rank, so
-    that each rank gets its own section.
+    `trace` (optional) gives the report its path and trace-level warnings. `suggestions` is a list for
+    a single analysis, or {rank: list}; None means the rules were not run (the report says so), []
+    means no rule fired. Nothing is re-analysed here: analyse each rank with analyze(trace, rank=r).
     """
-    combined = getattr(analysis, "ranks", None)
-    if trace is not None and isinstance(combined, tuple) and len(combined) > 1:
-        from tracekit.report.pipeline import analyse_trace
-
-        analysis, per_rank = analyse_trace(trace)
-        if suggestions is None:
-            suggestions = per_rank
-    if isinstance(analysis, Mapping) and analysis and all(isinstance(k, int) for k in analysis):
-        analyses = dict(analysis)
-        sugg = suggestions if isinstance(suggestions, Mapping) else dict.fromkeys(analyses, suggestions)
-    else:
-        rank = getattr(trace.rank(), "rank", 0) if trace is not None and hasattr(trace, "rank") else 0
-        analyses = {rank: analysis}
-        sugg = {rank: suggestions} if not isinstance(suggestions, Mapping) else suggestions
-    return render(report_view(analyses, trace, sugg, version=_version()))
+    analyses = dict(analysis) if isinstance(analysis, Mapping) else {analysis.ranks[0].rank: analysis}
+    sugg = suggestions if isinstance(suggestions, Mapping) else dict.fromkeys(analyses, suggestions)
+    shown = tuple(str(w) for w in (getattr(trace, "warnings", None) or ()))
+    views = [rank_view(a, sugg.get(r), shown) for r, a in analyses.items()]
+    path = str(getattr(trace, "path", "") or next(iter(analyses.values())).path)
+    return render(report_view(views, path=path, warnings=shown, version=_version()))
 
 
 def default_output(trace_path: str | Path) -> Path:
@@ -76,7 +69,9 @@ def build_view(trace: Any, *, rank: int | None = None) -> ReportView:
     from tracekit.report.pipeline import analyse_trace
 
     analyses, suggestions = analyse_trace(trace, rank=rank)
-    return report_view(analyses, trace, suggestions, version=_version())
+    shown = tuple(str(w) for w in trace.warnings)
+    views = [rank_view(analyses[r], suggestions[r], shown) for r in analyses]
+    return report_view(views, path=str(trace.path), warnings=shown, version=_version())
 
 
 def write_view(view: ReportView, out_path: str | Path, *, force: bool = False) -> Path:

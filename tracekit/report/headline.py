@@ -6,10 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.report import charts
-from tracekit.report.format import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, num
-from tracekit.report.tables import Bar, idle_parts, pick
-from tracekit.trace import tables as T
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.launch import LaunchTotals
+from tracekit.analyzers.tracefacts import TraceFacts
+from tracekit.report.meta import device_name, threads_text
+from tracekit.report.tables import Bar, idle_parts
+from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, num, plural
 
 
 @dataclass(frozen=True)
@@ -59,77 +61,56 @@ def sentence(verdict: str, s: Mapping[str, Any], classes: Sequence[Bar]) -> str:
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found
 
 
-def _device_tile(device: Mapping[str, Any], meta: Any, has_gpu: bool) -> Tile:
-    name = device.get("name") or getattr(meta, "device_name", None)
+def _device_tile(a: Analysis, facts: TraceFacts) -> Tile:
+    name = device_name(a.device, facts)
     if name is None:
-        sub = "no deviceProperties in the trace" if has_gpu else ""
-        return Tile("Device", "unknown GPU" if has_gpu else "no GPU", sub, text=True)
-    roofs, bandwidth = charts.peaks(device)
-    parts = []
+        sub = "the trace does not name it" if facts.has_gpu else ""
+        return Tile("Device", "unknown GPU" if facts.has_gpu else "no GPU", sub, text=True)
+    if a.device is None:
+        return Tile("Device", name, "not in tracekit's device table: no peaks", text=True)
+    roofs = a.device.peak_tflops
     dtype = next((d for d in HEADLINE_DTYPES if d in roofs), next(iter(roofs), None))
-    if dtype is not None:
-        parts.append(f"{fmt_tflops(roofs[dtype])} {dtype}")
-    if bandwidth:
-        parts.append(fmt_gbps(bandwidth))
-    if not parts and device.get("name") is None and getattr(meta, "device_name", None):
-        parts.append("not in the device table")
-    return Tile("Device", str(name), " · ".join(parts), text=True)
+    parts = [f"{fmt_tflops(roofs[dtype])} {dtype}"] if dtype is not None else []
+    parts.append(fmt_gbps(a.device.memory_gbps))
+    return Tile("Device", name, " · ".join(parts), text=True)
 
 
-def _idle_tile(a: Mapping[str, Any]) -> Tile:
-    s = a.get("summary") or {}
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    idle = num(s.get("gpu_idle_us"))
-    if idle is None and span is not None and busy is not None:
-        idle = max(0.0, span - busy)
-    host = next((p for p in idle_parts(s) if p[0] == "host wait"), None)
+def _idle_tile(t: LaunchTotals) -> Tile:
+    idle, span = t.gpu_idle_us, t.span_us
+    host = next((p for p in idle_parts(t) if p[0] == "host wait"), None)
     if host is not None:
         sub = f"{fmt_pct(host[1] / 100)} of gaps wait for the host"
     else:
-        sub = f"{fmt_pct(idle / span)} of span" if idle is not None and span else ""
+        sub = f"{fmt_pct(idle / span)} of span" if span else ""
     return Tile("GPU idle", fmt_time(idle), sub)
 
 
-def tiles(a: Mapping[str, Any], rank: Any, has_gpu: bool) -> tuple[Tile, ...]:
-    s = a.get("summary") or {}
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    steps = a.get("steps") or []
-    n_steps = sum(1 for st in steps if isinstance(pick(st, "step"), int) and pick(st, "step") >= 0)
-    kernels = num(s.get("kernels"))
-    launches, launch_us = num(s.get("launches")), num(s.get("cpu_launch_us"))
+def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
+    t = a.totals
+    span, busy = t.span_us, t.gpu_busy_us
+    n_steps = sum(1 for r in a.ranks for s in r.launch.steps["step"] if int(s) >= 0)
     steps_tile = Tile(
         "Steps",
         fmt_int(n_steps) if n_steps else "none",
         f"{fmt_time(span / n_steps)} per step" if n_steps and span else "no ProfilerStep marks",
     )
-    device_tile = _device_tile(a.get("device") or {}, getattr(rank, "meta", None), has_gpu)
-    if not has_gpu:
-        return (*_cpu_tiles(rank, span), steps_tile, device_tile)
-    tiles = [
-        Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span and busy is not None else DASH} of {fmt_time(span)} span"),
-        Tile(
-            "CPU launch time",
-            fmt_time(launch_us),
-            f"{fmt_int(launches)} launches · {fmt_time(launch_us / launches) if launches and launch_us is not None else DASH} each",
-        ),
-        _idle_tile(a),
-        Tile("Kernels", fmt_int(kernels), f"{fmt_int(kernels / n_steps)} per step" if n_steps and kernels else ""),
+    device_tile = _device_tile(a, facts)
+    if not facts.has_gpu:
+        cpu = facts.cpu
+        return (
+            Tile("Span", fmt_time(span), "whole trace"),
+            Tile("CPU ops", fmt_int(cpu.ops), threads_text(cpu)),
+            Tile("Top-level op time", fmt_time(cpu.top_level_us), "summed over threads"),
+            Tile("Kernels", "0", "no GPU activity"),
+            steps_tile,
+            device_tile,
+        )
+    each = fmt_time(t.cpu_launch_us / t.launches) if t.launches else DASH
+    return (
+        Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span else DASH} of {fmt_time(span)} span"),
+        Tile("CPU launch time", fmt_time(t.cpu_launch_us), f"{plural(t.launches, 'launch', 'launches')} · {each} each"),
+        _idle_tile(t),
+        Tile("Kernels", fmt_int(t.kernels), f"{fmt_int(t.kernels / n_steps)} per step" if n_steps and t.kernels else ""),
         steps_tile,
         device_tile,
-    ]
-    return tuple(tiles)
-
-
-def _cpu_tiles(rank: Any, span: float | None) -> tuple[Tile, ...]:
-    """Tiles of a trace without GPU activity: span, CPU ops and threads."""
-    ops = getattr(rank, "ops", None)
-    n_ops = len(ops) if ops is not None else 0
-    threads = ops[T.OP_TID].nunique() if n_ops and T.OP_TID in ops else 0
-    top = ops[ops[T.OP_DEPTH] == 0] if n_ops and T.OP_DEPTH in ops else None
-    busy = float(top[T.OP_DUR].sum()) if top is not None and len(top) else None
-    return (
-        Tile("Span", fmt_time(span), "whole trace"),
-        Tile("CPU ops", fmt_int(n_ops), f"on {fmt_int(threads)} thread{'s' if threads != 1 else ''}"),
-        Tile("Top-level op time", fmt_time(busy), "summed over threads"),
-        Tile("Kernels", "0", "no GPU activity"),
     )

@@ -17,15 +17,13 @@ ASSETS = ("report.css", "report.js")
 
 
 def _loader() -> jinja2.BaseLoader:
-    """The installed `tracekit.templates` package; from a source checkout (tracekit imported from the
-    working tree, where that mapped package is not importable) the top-level templates/ folder."""
-    try:
-        return jinja2.PackageLoader("tracekit.templates", ".")
-    except ModuleNotFoundError:
-        source = Path(__file__).resolve().parents[2] / "templates"
-        if not (source / TEMPLATE).is_file():
-            raise
+    """The templates/ folder of the source checkout this tracekit was imported from, when there is
+    one (so that a checkout never renders another checkout's templates), else the installed
+    `tracekit.templates` package."""
+    source = Path(__file__).resolve().parents[2] / "templates"
+    if (source / TEMPLATE).is_file():
         return jinja2.FileSystemLoader(source)
+    return jinja2.PackageLoader("tracekit.templates", ".")
 
 
 @functools.cache

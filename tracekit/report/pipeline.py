@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tracekit.analyzers import Analysis, analyze
 from tracekit.suggestions import Suggestion, suggest
-from tracekit.trace.model import Trace
 
 
-def analyse_trace(trace: Trace, *, rank: int | None = None
+def analyse_trace(trace: Any, *, rank: int | None = None
                   ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
     """({rank: Analysis}, {rank: suggestions}) for every rank of `trace`, or only `rank`."""
     ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
