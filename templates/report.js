@@ -153,8 +153,9 @@
     var H = top + d.rows.length * (rowH + gap) + 26;
     var cw = W - L - R, nb = d.bins, binUs = d.span_us / nb;
     var view = node._view || [0, d.span_us];
-    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, "class": "tl-svg" });
     var ncol = Math.max(1, Math.floor(cw / 2));
+    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, "class": "tl-svg",
+      "data-left": L, "data-width": cw, "data-columns": ncol });
     var colUs = (view[1] - view[0]) / ncol;
     var x = function (us) { return L + cw * (us - view[0]) / (view[1] - view[0]); };
     var card = node.closest(".card");
@@ -187,7 +188,7 @@
         if (!any) { continue; }
         var share = sum / (b1 - b0);
         el("rect", { x: L + c * cw / ncol, y: y, width: cw / ncol + 0.3, height: rowH, fill: color,
-          "fill-opacity": (0.12 + 0.88 * Math.min(1, share)).toFixed(2), "class": "tl-bin" }, g);
+          "fill-opacity": (0.12 + 0.88 * Math.min(1, share)).toFixed(2), "class": "tl-bin", "data-col": c }, g);
         if (i === 0) { drawn++; }
       }
     });

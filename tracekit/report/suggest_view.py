@@ -92,7 +92,7 @@ def _cell(key: str, value: Any) -> EvidenceCell:
     text = fmt_value(key, value)
     if len(text) > MAX_CELL:
         return EvidenceCell(text[: MAX_CELL - 1] + "…", text)
-    return EvidenceCell(text)
+    return EvidenceCell(text, text if isinstance(value, str) and len(text) > 12 else "")  # may be clipped
 
 
 def evidence_table(
