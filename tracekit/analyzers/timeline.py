@@ -136,3 +136,40 @@ def timeline(rank, steps: pd.DataFrame | None = None, classes: pd.Series | None 
                          launches[T.RT_END].to_numpy(float), lcodes + offset, edges))
     return Timeline(t0_us=t0, span_us=t1 - t0, bin_us=(t1 - t0) / bins, rows=tuple(rows),
                     steps=_marks(steps, t0), names=tuple(all_names), classes=tuple(all_classes))
+
+
+MAX_QUEUE_POINTS = 20_000  # above this, the depth is kept as the maximum per bin
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """Launched-but-not-started GPU activities over time (trace clock, µs): the depth from each ts on."""
+
+    ts: tuple[float, ...]
+    depth: tuple[int, ...]
+
+
+def launch_queue_depth(rank) -> QueueDepth:
+    """How many GPU activities have been launched (their launch call ended) and not started yet."""
+    gpu, rt = rank.gpu, rank.runtime
+    if not len(gpu) or not len(rt):
+        return QueueDepth((), ())
+    pos = gpu[T.GPU_LAUNCH].to_numpy()
+    linked = pos >= 0
+    if not linked.any():
+        return QueueDepth((), ())
+    issued = rt[T.RT_END].to_numpy(float)[pos[linked]]
+    start = gpu[T.GPU_TS].to_numpy(float)[linked]
+    issued = np.minimum(issued, start)  # clock skew: never a negative wait
+    times = np.concatenate([issued, start])
+    steps = np.concatenate([np.ones(len(issued), dtype=np.int64), -np.ones(len(start), dtype=np.int64)])
+    order = np.lexsort((steps, times))  # at a tie the start (-1) comes first
+    times, depth = times[order], np.cumsum(steps[order])
+    last = np.append(times[1:] != times[:-1], True)  # one value per distinct time
+    times, depth = times[last], depth[last]
+    if len(times) > MAX_QUEUE_POINTS:
+        edges = np.linspace(times[0], times[-1], MAX_QUEUE_POINTS + 1)
+        idx = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, MAX_QUEUE_POINTS - 1)
+        peak = pd.Series(depth).groupby(idx).max()
+        times, depth = edges[peak.index.to_numpy()], peak.to_numpy()
+    return QueueDepth(tuple(float(t) for t in times), tuple(int(d) for d in depth))

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "analyze",
     "report": "report",
     "profile": "profile",
+    "export": "export",
 }
 
 
