@@ -225,9 +225,3 @@ def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> I
     yield from rest
 
 
-def default_export_name(trace_path: str | Path) -> Path:
-    """'<trace stem>.annotated.json.gz' beside the trace."""
-    from tracekit.report import default_output
-
-    report = default_output(trace_path)
-    return report.with_name(report.name.replace(".report.html", ".annotated.json.gz"))

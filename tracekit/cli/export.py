@@ -27,9 +27,10 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
     queue depth, and the top suggestion over the slowest steady step. Open it at
     https://ui.perfetto.dev or in chrome://tracing.
     """
-    from tracekit.export import default_export_name, export
+    from tracekit.export import export
+    from tracekit.paths import export_path
 
-    wanted = output if output is not None else default_export_name(trace)
+    wanted = output if output is not None else export_path(trace)
     written, added = export(trace, wanted, force=force)
     if written != wanted:
         click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)

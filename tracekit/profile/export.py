@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tracekit.errors import OutputError, ProfileError
+from tracekit.paths import report_path
 
 TRACE_SUFFIX = ".trace.json.gz"
 META_KEY = "tracekit"
@@ -18,7 +19,6 @@ STEP0_NAME = "ProfilerStep#0"
 _CHUNK = 1 << 20
 _TAIL = 4096
 _TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"')
-_TRACE_EXTENSIONS = (TRACE_SUFFIX, ".json.gz", ".json", ".gz")
 
 
 def check_output(path: Path, force: bool) -> None:
@@ -34,12 +34,8 @@ def check_output(path: Path, force: bool) -> None:
 
 
 def report_path_for(trace_path: Path) -> Path:
-    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.html, beside it."""
-    name = trace_path.name
-    for ext in _TRACE_EXTENSIONS:
-        if name.endswith(ext) and len(name) > len(ext):
-            return trace_path.with_name(name[: -len(ext)] + ".html")
-    return trace_path.with_name(name + ".html")
+    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.report.html, beside it (as `tracekit report`)."""
+    return report_path(trace_path)
 
 
 def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
+from tracekit.paths import report_path
 from tracekit.report.context import ReportView, rank_view, report_view
 from tracekit.report.html import render
 from tracekit.report.write import write_atomic
@@ -22,9 +23,6 @@ __all__ = [
     "write_report",
     "write_view",
 ]
-
-TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".gz")
-
 
 def _version() -> str:
     from tracekit import __version__
@@ -54,14 +52,7 @@ def render_html(
 
 def default_output(trace_path: str | Path) -> Path:
     """Where a report goes by default: '<trace stem>.report.html' beside the trace file or directory."""
-    p = Path(trace_path)
-    name = p.name
-    if p.is_file():
-        for suffix in TRACE_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                break
-    return p.with_name(f"{name}.report.html")
+    return report_path(trace_path)
 
 
 def build_view(trace: Any, *, rank: int | None = None) -> ReportView:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchOverhead
+from tracekit.paths import export_path
 from tracekit.report import charts
 from tracekit.report.headline import Tile, sentence, tiles, verdict_rule
 from tracekit.report.meta import SHAPES_WARNING, cpu_bars, meta_rows, warnings
@@ -120,15 +121,10 @@ def _handoff(lo: LaunchOverhead, source: str) -> Handoff | None:
     steady = steps[steps["phase"] == "steady"] if "phase" in steps else steps
     pick = steady if len(steady) else steps
     row = pick.loc[(pick["end"] - pick["ts"]).idxmax()]
-    stem = os.path.basename(source.rstrip("/"))
-    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
     number = int(row["step"])
     zero = min(0.0, float(steps["ts"].min()))  # Perfetto counts from the first event
     return Handoff(
-        command=f"tracekit export {source} -o {stem}.annotated.json.gz",
+        command=f"tracekit export {source} -o {export_path(source).name}",
         step=step_label(number) if number >= 0 else "",
         start_ms=f"{(float(row['ts']) - zero) / 1e3:,.3f}",
         end_ms=f"{(float(row['end']) - zero) / 1e3:,.3f}",
