@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tracekit.analyzers.devices import Device
 from tracekit.trace import tables as T
+from tracekit.units import fmt_bytes
 
 MAX_CPU_OPS = 12  # top-level CPU ops listed for a trace without GPU activity
 
@@ -116,3 +118,12 @@ def trace_facts(rank) -> TraceFacts:
         cpu=cpu_ops(rank),
         origin_us=int(meta.origin_us),
     )
+
+
+def device_label(device: Device | None, facts: TraceFacts) -> str | None:
+    """The one device name every command shows: the device table's name when matched, else the
+    trace's, with the memory size the trace reports ('NVIDIA H200 SXM 141GB (150 GB reported)')."""
+    mem = f" ({fmt_bytes(facts.device_memory_bytes)} reported)" if facts.device_memory_bytes else ""
+    if device is not None:
+        return device.name + mem
+    return facts.device_name + mem if facts.device_name else None

@@ -92,7 +92,7 @@ def with_suggestions(result: Analysis) -> Analysis:
     return result.with_suggestions(suggest(result))
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Print what bounds TRACE (verdict, time by class, top kernels) and what to change.")
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/1).")
 @click.option("--rank", type=int, default=None, help="Analyze only this rank (default: all ranks).")

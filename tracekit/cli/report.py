@@ -10,7 +10,7 @@ import click
 from tracekit.cli.common import load_for_cli, quiet_option
 
 
-@click.command("report")
+@click.command("report", short_help="Write one self-contained HTML report of TRACE.")
 @click.argument("trace", type=click.Path())
 @click.option(
     "-o",

@@ -8,8 +8,8 @@ from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchTotals
-from tracekit.analyzers.tracefacts import TraceFacts
-from tracekit.report.meta import device_name, threads_text
+from tracekit.analyzers.tracefacts import TraceFacts, device_label
+from tracekit.report.meta import threads_text
 from tracekit.report.tables import Bar, idle_parts
 from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, num, plural
 
@@ -62,7 +62,7 @@ HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the dev
 
 
 def _device_tile(a: Analysis, facts: TraceFacts) -> Tile:
-    name = device_name(a.device, facts)
+    name = device_label(a.device, facts)
     if name is None:
         sub = "the trace does not name it" if facts.has_gpu else ""
         return Tile("Device", "unknown GPU" if facts.has_gpu else "no GPU", sub, text=True)

@@ -25,6 +25,26 @@ SHAPES_WARNING = "No input shapes in this trace: record with record_shapes=True 
 NO_COST_KINDS = (K.MEMCPY, K.MEMSET, K.COMMUNICATION)  # kernel classes that never get FLOPs
 
 
+# trace version fields -> label; CUDA/CUPTI numbers are 1000 * major + 10 * minor (13000 -> 13.0)
+VERSION_LABELS = {
+    "cuda_runtime_version": ("CUDA runtime", True),
+    "cuda_driver_version": ("CUDA driver", True),
+    "cupti_version": ("CUPTI API version", False),
+    "hip_runtime_version": ("HIP runtime", False),
+    "hip_driver_version": ("HIP driver", False),
+    "roctracer_version": ("roctracer", False),
+}
+
+
+def version_row(key: str, value: str) -> tuple[str, str]:
+    """('CUDA runtime', '13.0') for ('cuda_runtime_version', '13000'); unknown keys in words."""
+    label, cuda_style = VERSION_LABELS.get(key, (key.replace("_", " ").capitalize(), False))
+    if cuda_style and value.isdigit() and len(value) >= 4:
+        n = int(value)
+        value = f"{n // 1000}.{(n % 1000) // 10}"
+    return label, value
+
+
 def gpu_text(g: GpuInfo) -> str:
     """'NVIDIA H200 · 132 SMs · 150 GB · sm_90'."""
     parts = [g.name]
@@ -35,14 +55,6 @@ def gpu_text(g: GpuInfo) -> str:
     if g.compute:
         parts.append(g.compute)
     return " · ".join(parts)
-
-
-def device_name(device: Device | None, facts: TraceFacts) -> str | None:
-    """The one device name: the device table's when matched (with the memory the trace reports), else the trace's."""
-    mem = f" ({fmt_bytes(facts.device_memory_bytes)} reported)" if facts.device_memory_bytes else ""
-    if device is not None:
-        return device.name + mem
-    return facts.device_name + mem if facts.device_name else None
 
 
 def device_peaks(device: Device) -> str:
@@ -75,7 +87,7 @@ def meta_rows(a: Analysis, facts: TraceFacts) -> tuple[tuple[str, str], ...]:
     rows.append(("Trace format", f"{facts.schema}{version}"))
     for g in facts.gpus:
         rows.append(("GPUs in the machine", f"{g.count} × {gpu_text(g)}") if g.count > 1 else ("GPU", gpu_text(g)))
-    rows.extend(facts.versions)
+    rows.extend(version_row(k, v) for k, v in facts.versions)
     if facts.distributed:
         rows.append(("Distributed", ", ".join(f"{k}={v}" for k, v in facts.distributed)))
     if a.device is not None:
