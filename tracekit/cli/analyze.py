@@ -8,8 +8,10 @@ import re
 import click
 
 from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.tracefacts import device_label
 from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
 from tracekit.suggestions import suggest
+from tracekit.units import plural
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -38,9 +40,10 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
     """A compact, human-readable rendering of an Analysis."""
     s = a.summary_dict()
     ranks = ", ".join(str(r.rank) for r in a.ranks)
-    device = a.device.name if a.device is not None else None
+    facts = a.ranks[0].facts if a.ranks else None
+    device = device_label(a.device, facts) if facts is not None else None
     lines = [f"trace     {_safe(a.path)}", f"ranks     {ranks}",
-             f"device    {_safe(device) if device else 'unknown (no roofline)'}",
+             f"device    {_safe(device) if device else 'not named in the trace (no roofline)'}",
              f"verdict   {s['verdict']}"]
     if s["verdict"] != "cpu-only":
         per_step = _num(s["kernels_per_step_median"])
@@ -49,18 +52,18 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
             f"({_pct(s['gpu_util'])}), idle {fmt_us(s['gpu_idle_us'])}",
             f"CPU       {s['launches']} launches, {fmt_us(s['cpu_launch_us'])} in launch calls; "
             f"{s['syncs']} syncs, {fmt_us(s['sync_us'])}",
-            f"kernels   {s['kernels']} in {s['steps']} step(s) (median {per_step}/step"
+            f"kernels   {s['kernels']} in {plural(s['steps'], 'step')} (median {per_step}/step"
             + (f", {_num(s['kernels_per_token'])}/token" if s["kernels_per_token"] is not None else "")
             + f"), {s['short_kernels']} shorter than their launch call",
-            f"queue     delay p50 {_num(s['queue_p50_us'])} µs, p90 {_num(s['queue_p90_us'])} µs, "
-            f"max {_num(s['queue_max_us'])} µs",
+            f"queue     delay p50 {fmt_us(s['queue_p50_us'])}, p90 {fmt_us(s['queue_p90_us'])}, "
+            f"max {fmt_us(s['queue_max_us'])}",
             f"idle      per stream: host wait {fmt_us(s['host_wait_us'])}, kernel wait "
             f"{fmt_us(s['kernel_wait_us'])}, other {fmt_us(s['other_idle_us'])}",
             "", "time by class:",
         ]
         for r in a.classes.itertuples(index=False):
             lines.append(f"  {r.key:14s} {fmt_us(r.time_us):>12s} {100 * r.share:6.1f}% {r.count:8d}x")
-        lines += ["", f"top kernels (of {len(a.kernels)} rows):",
+        lines += ["", f"top kernel rows (grouped by name, op and shapes; of {len(a.kernels)} rows):",
                   f"  {'time':>12s} {'share':>6s} {'count':>7s} {'class':13s} {'library':10s} "
                   f"{'TFLOP/s':>8s} {'GB/s':>8s} {'bound':7s} name"]
         total = a.classes["time_us"].sum() or 1.0
@@ -73,13 +76,15 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
         lines += ["", "what to change (estimated saving over the profiled steps):"]
         for sug in a.suggestions[:top]:
             lines.append(f"  {fmt_us(sug.saving_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
-    steps = [rec for r in a.ranks for rec in r.launch.steps.to_dict("records")]
+    steps = [{**rec, "rank": r.rank} for r in a.ranks for rec in r.launch.steps.to_dict("records")]
+    multi = len(a.ranks) > 1  # rows from several ranks: say which
     if steps and steps[0]["step"] >= 0:
-        lines += ["", "steps:", f"  {'step':>6s} {'span':>12s} {'GPU busy':>12s} {'util':>6s} "
-                  f"{'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
+        lines += ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'span':>12s} {'GPU busy':>12s} "
+                  f"{'util':>6s} {'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
         for st in steps[:max_steps]:
             util = st["gpu_busy_us"] / st["span_us"] if st["span_us"] > 0 else None
-            lines.append(f"  {st['step']:6d} {fmt_us(st['span_us']):>12s} {fmt_us(st['gpu_busy_us']):>12s} "
+            rank = f"{st['rank']:4d} " if multi else ""
+            lines.append(f"  {rank}{st['step']:6d} {fmt_us(st['span_us']):>12s} {fmt_us(st['gpu_busy_us']):>12s} "
                          f"{_pct(util):>6s} {st['kernels']:7d} {st['launches']:8d} "
                          f"{fmt_us(st['cpu_launch_us']):>12s} {st['verdict']}")
         if len(steps) > max_steps:

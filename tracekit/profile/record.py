@@ -14,6 +14,7 @@ from typing import Any
 
 from tracekit.profile.export import TRACE_SUFFIX, check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
+from tracekit.units import plural
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,6 @@ def nothing_recorded(session: Session, flag: str = "--warmup ") -> str:
     """Why a run left no trace: the schedule's warm-up outlasted the steps the run marked."""
     warmup = session.options.warmup
     return (
-        f"no trace recorded: the run marked {session.marks} step(s), but {flag}{warmup} "
+        f"no trace recorded: the run marked {plural(session.marks, 'step')}, but {flag}{warmup} "
         f"skips the first {warmup}"
     )
