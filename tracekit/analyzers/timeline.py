@@ -67,13 +67,18 @@ def _top_per_bin(ts: np.ndarray, end: np.ndarray, codes: np.ndarray, edges: np.n
     return out
 
 
+def _share(x: float) -> float:
+    """A busy share to 3 decimals that never rounds work away: any busy bin keeps at least 0.001."""
+    return max(round(x, 3), 0.001) if x > 1e-9 else 0.0
+
+
 def _row(label: str, kind: str, ts: np.ndarray, end: np.ndarray, codes: np.ndarray, edges: np.ndarray) -> TimelineRow:
     s, e = merge_intervals(ts, end)
     busy = busy_in_windows(s, e, edges[:-1], edges[1:]) / np.diff(edges)
     return TimelineRow(
         label=label,
         kind=kind,
-        busy=tuple(round(float(x), 3) for x in np.clip(busy, 0.0, 1.0)),
+        busy=tuple(_share(float(x)) for x in np.clip(busy, 0.0, 1.0)),
         top=tuple(int(x) for x in _top_per_bin(ts, end, codes, edges)),
         busy_us=float((e - s).sum()),
     )
