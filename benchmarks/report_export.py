@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from report_scale import big_trace  # noqa: E402
+from report_scale import big_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
@@ -40,7 +40,11 @@ def _child(mode: str, path: Path, out: Path) -> tuple[float, float]:
 
 
 def measure(label: str, path: Path, tmp: Path) -> None:
-    raw = gzip.open(path).read() if path.name.endswith(".gz") else path.read_bytes()
+    if path.name.endswith(".gz"):
+        with gzip.open(path) as fh:
+            raw = fh.read()
+    else:
+        raw = path.read_bytes()
     out = tmp / "out.json.gz"
     t_load, rss_load = _child("load", path, out)
     t_exp, rss_exp = _child("export", path, out)

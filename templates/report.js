@@ -186,7 +186,7 @@
         var sum = 0, any = false;
         for (var k = b0; k < b1; k++) { sum += row.busy[k]; if (row.busy[k] > 0) { any = true; } }
         if (!any) { continue; }
-        var share = sum / (b1 - b0);
+        var share = sum / (b1 - b0) / 1000;
         el("rect", { x: L + c * cw / ncol, y: y, width: cw / ncol + 0.3, height: rowH, fill: color,
           "fill-opacity": (0.12 + 0.88 * Math.min(1, share)).toFixed(2), "class": "tl-bin", "data-col": c }, g);
         if (i === 0) { drawn++; }
@@ -246,7 +246,7 @@
       var b0 = Math.max(0, Math.floor(a / binUs)), b1 = Math.min(nb, Math.max(b0 + 1, Math.ceil(b / binUs)));
       var sum = 0, best = -1, bestBusy = 0;
       for (var k = b0; k < b1; k++) { sum += row.busy[k]; if (row.top[k] >= 0 && row.busy[k] >= bestBusy) { best = row.top[k]; bestBusy = row.busy[k]; } }
-      var lines = [fmtTime(a) + " – " + fmtTime(b), "busy " + Math.round(100 * sum / (b1 - b0)) + "%"];
+      var lines = [fmtTime(a) + " – " + fmtTime(b), "busy " + (sum / (b1 - b0) / 10).toFixed(1) + "%"];
       if (best >= 0) { lines.push("mostly " + d.names[best] + (d.classes[best] ? " (" + d.classes[best] + ")" : "")); }
       var st = d.steps.filter(function (s) { return s.start <= b && s.end >= a; })[0];
       if (st) { lines.push(st.label + (st.phase !== "steady" ? " · " + st.phase_text + ", left out of the headline" : "")); }

@@ -73,7 +73,7 @@ def test_view_headline_and_sections(tmp_path):
     # timeline: the GPU row is busy 30 of the 200 µs; the first steps' bins hold the gemm kernel
     gpu_row = r.timeline["rows"][0]
     assert gpu_row["label"] == "GPU (all streams)" and gpu_row["busy_text"] == "30.0 µs"
-    assert sum(gpu_row["busy"]) * r.timeline["bin_us"] == pytest.approx(30.0, abs=0.5)
+    assert sum(gpu_row["busy"]) / 1000 * r.timeline["bin_us"] == pytest.approx(30.0, abs=0.5)  # per mille
     named = {r.timeline["names"][i] for i in gpu_row["top"] if i >= 0}
     assert named == {"sm90_xmma_gemm_bf16", "vectorized_elementwise_kernel"}
     assert r.suggestions == () and r.suggestions_available

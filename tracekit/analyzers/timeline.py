@@ -11,7 +11,7 @@ from tracekit.analyzers.gputime import busy_in_windows
 from tracekit.trace import tables as T
 from tracekit.trace.summary import merge_intervals
 
-TIMELINE_BINS = 1200  # fine bins over the whole rank; the report merges them to pixels at any zoom
+TIMELINE_BINS = 2400  # fine bins over the whole rank; the report merges them to pixels at any zoom
 MAX_STREAM_ROWS = 12  # busiest streams get their own row; the rest are merged into one
 NO_KERNEL = -1  # index in Timeline.names of a bin where nothing ran
 

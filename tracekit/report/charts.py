@@ -19,13 +19,15 @@ PHASE_TEXT = {"steady": "", "setup": "one-time work", "partial": "partial", "out
 
 
 def timeline(tl: Timeline) -> dict[str, Any]:
-    """The timeline as JSON-ready data: per-row busy share and top-name index per fine bin, step marks."""
+    """The timeline as JSON-ready data: per-row busy share (per mille, ints: a smaller page) and top-name
+    index per fine bin, step marks."""
     return {
         "span_us": round(tl.span_us, 3),
         "bin_us": tl.bin_us,
         "bins": len(tl.rows[0].busy) if tl.rows else 0,
         "rows": [
-            {"label": r.label, "kind": r.kind, "busy": list(r.busy), "top": list(r.top), "busy_text": fmt_time(r.busy_us)}
+            {"label": r.label, "kind": r.kind, "busy": [round(1000 * b) for b in r.busy], "top": list(r.top),
+             "busy_text": fmt_time(r.busy_us)}
             for r in tl.rows
         ],
         "names": [short_name(n) for n in tl.names],
