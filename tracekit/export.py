@@ -162,7 +162,7 @@ def _raw_chunks(events: memoryview) -> Iterator[list[msgspec.Raw]]:
         start = cut + 1
 
 
-def _write_events(out: BinaryIO, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
+def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
                   by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> int:
     """The original events (kernel events annotated), then tracekit's, as one JSON array; returns how many added."""
     out.write(b"[")
@@ -209,7 +209,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
         start, end = _events_span(raw, doc.events_raw)
     out_path = Path(out_path)
     with atomic_file(out_path, force=force) as (fh, target):
-        stream: BinaryIO = gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if target.name.endswith(".gz") else fh
+        stream: BinaryIO | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if target.name.endswith(".gz") else fh)
         try:
             stream.write(raw[:start])
             added = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)

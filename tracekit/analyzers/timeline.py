@@ -9,6 +9,7 @@ import pandas as pd
 
 from tracekit.analyzers.gputime import busy_in_windows
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 from tracekit.trace.summary import merge_intervals
 
 TIMELINE_BINS = 2400  # fine bins over the whole rank; the report merges them to pixels at any zoom
@@ -95,7 +96,7 @@ def _marks(steps: pd.DataFrame | None, t0: float) -> tuple[StepMark, ...]:
     )
 
 
-def timeline(rank, steps: pd.DataFrame | None = None, classes: pd.Series | None = None,
+def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Series | None = None,
              bins: int = TIMELINE_BINS) -> Timeline | None:
     """Busy share and top kernel per bin for all streams, each busy stream and the CPU launch calls.
 
@@ -154,7 +155,7 @@ class QueueDepth:
     depth: tuple[int, ...]
 
 
-def launch_queue_depth(rank) -> QueueDepth:
+def launch_queue_depth(rank: RankTrace) -> QueueDepth:
     """How many GPU activities have been launched (their launch call ended) and not started yet."""
     gpu, rt = rank.gpu, rank.runtime
     if not len(gpu) or not len(rt):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tracekit.analyzers.devices import Device
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 from tracekit.units import fmt_bytes
 
 MAX_CPU_OPS = 12  # top-level CPU ops listed for a trace without GPU activity
@@ -72,7 +73,7 @@ def _gpus(props: tuple[dict, ...]) -> tuple[GpuInfo, ...]:
     return tuple(GpuInfo(n, sms, mem, cc, count) for (n, sms, mem, cc), count in seen.items())
 
 
-def has_shapes(rank) -> bool:
+def has_shapes(rank: RankTrace) -> bool:
     """Whether any CPU op in the rank recorded input shapes."""
     ops = rank.ops
     if T.OP_INPUT_DIMS not in ops:
@@ -83,7 +84,7 @@ def has_shapes(rank) -> bool:
     return store is not None and bool(store.has_values(T.OP_INPUT_DIMS))
 
 
-def cpu_ops(rank) -> CpuOps:
+def cpu_ops(rank: RankTrace) -> CpuOps:
     """Top-level CPU ops by total time, with op and thread counts."""
     ops = rank.ops
     if not len(ops):
@@ -95,7 +96,7 @@ def cpu_ops(rank) -> CpuOps:
     return CpuOps(ops=len(ops), threads=threads, top_level_us=float(top[T.OP_DUR].sum()), top=rows)
 
 
-def trace_facts(rank) -> TraceFacts:
+def trace_facts(rank: RankTrace) -> TraceFacts:
     """The facts of one RankTrace."""
     meta = rank.meta
     device = meta.device or {}

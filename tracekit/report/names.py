@@ -106,7 +106,8 @@ def _depth0(name: str) -> tuple[str, dict[int, str]]:
     """The name with <...> and (...) groups removed, and {position: text} of each removed <...> group."""
     out: list[str] = []
     groups: dict[int, str] = {}
-    depth, start, arg = 0, 0, []
+    depth, start = 0, 0
+    arg: list[str] = []
     for ch in name:
         if ch in "<(":
             if depth == 0:
