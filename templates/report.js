@@ -299,7 +299,7 @@
     var lx0 = Math.floor(Math.log10(Math.min.apply(null, xs))), lx1 = Math.ceil(Math.log10(Math.max.apply(null, xs) * 1.5));
     var pmin = Math.min.apply(null, pts.map(function (p) { return p.y; }));
     var ly1 = Math.ceil(Math.log10(Math.max.apply(null, ys) * 1.6));
-    var ly0 = Math.max(Math.floor(Math.log10(pmin)), ly1 - 6);  // at most six decades: a lone tiny point sits on the floor
+    var ly0 = Math.max(Math.floor(Math.log10(pmin)), ly1 - 7);  // at most seven decades: tinier points sit on the floor, hollow
     if (lx1 - lx0 < 2) { lx1 = lx0 + 2; }
     if (ly1 - ly0 < 2) { ly0 = ly1 - 2; }
     var cw = W - L - R, ch = H - T - B;
@@ -339,11 +339,12 @@
     var tmax = Math.max.apply(null, pts.map(function (p) { return p.t; }).concat([1e-9]));
     var g = el("g", {}, svg);
     pts.slice().reverse().forEach(function (p) {
-      var c = el("circle", { cx: X(p.x), cy: Y(Math.max(p.y, Math.pow(10, ly0))), "data-row": p.row, r: (2.5 + 9 * Math.sqrt(p.t / tmax)).toFixed(1), fill: p.color, "class": "pt" }, g);
+      var below = p.y < Math.pow(10, ly0);
+      var c = el("circle", { cx: X(p.x), cy: Y(Math.max(p.y, Math.pow(10, ly0))), "data-row": p.row, r: (2.5 + 9 * Math.sqrt(p.t / tmax)).toFixed(1), fill: below ? "none" : p.color, color: p.color, "class": below ? "pt below" : "pt" }, g);
       var title = el("title", {}, c);
       title.textContent = p.name + "\n" + p.label;
       c.addEventListener("mousemove", function (ev) { showTip(ev, p.name, [p.label, p.cls + " · " + sig(p.x) + " FLOP/B"]); });
-      c.addEventListener("mouseleave", hideTip);
+      c.addEventListener("mousemove", function (ev) { showTip(ev, p.name, [p.label, p.cls + " · " + sig(p.x) + " FLOP/B" + (below ? " · below the chart floor" : "")]); });
       c.addEventListener("click", function () {
         var t = tables[node.closest("section.rank").id];
         if (t) { t.highlight(p.row); }
