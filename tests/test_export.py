@@ -104,3 +104,25 @@ def test_export_sample_suggestion_range(tmp_path):
     assert top[0]["dur"] == max(d for _, d in steps)
     raw = _read(sample)
     assert len(doc["traceEvents"]) == len(raw["traceEvents"]) + len(ours)
+
+
+def test_kernel_events_keep_their_exact_text(tmp_path):
+    # epoch-µs timestamps with ns digits do not survive a float64 round trip: the kernel event is
+    # copied as text with only the class spliced into its args (and an args object made when absent)
+    doc = ('{"schemaVersion": 1, "traceEvents": [\n'
+           '{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, '
+           '"ts": 1700000000000000.125, "dur": 100},\n'
+           '{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "pid": 0, "tid": 7, '
+           '"ts": 1700000000000010.123, "dur": 20.001, "args": {"device": 0, "stream": 7}},\n'
+           '{"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, '
+           '"ts": 1700000000000040.987, "dur": 5}\n]}')
+    src = tmp_path / "exact.json"
+    src.write_text(doc)
+    out = tmp_path / "exact.out.json"
+    assert main(["export", str(src), "-o", str(out), "-q"]) == 0
+    text = out.read_text()
+    assert ('"ts": 1700000000000010.123, "dur": 20.001, "args": {"tracekit_class":"gemm","device": 0, "stream": 7}}'
+            in text)
+    assert '{"args":{"tracekit_class":"gemm"},"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn"' in text
+    assert text.startswith('{"schemaVersion": 1, "traceEvents": [\n{"ph": "X", "cat": "user_annotation"')
+    json.loads(text)

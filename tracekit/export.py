@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -116,23 +117,42 @@ def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str
     return by_corr, by_name
 
 
+class _KernelArgs(msgspec.Struct):
+    correlation: Any = None
+
+
+class _KernelView(msgspec.Struct):
+    """The fields of an event that say whether it is a kernel and which one (ts is left alone)."""
+
+    cat: Any = None
+    name: Any = None
+    args: _KernelArgs | None = None
+
+
+_KERNEL_VIEW = msgspec.json.Decoder(_KernelView)
+_ARGS_KEY = re.compile(rb'"args"\s*:\s*\{\s*')
+
+
 def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> bytes:
-    """A kernel event with args.tracekit_class added; any other event unchanged."""
+    """A kernel event with args.tracekit_class added, as bytes spliced into the original text (its
+    ts and every other field keep their exact digits); any other event unchanged."""
     if not any(cat in raw for cat in KERNEL_CATS):
         return raw
     try:
-        event = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+        view = _KERNEL_VIEW.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return raw
-    if not isinstance(event, dict) or str(event.get("cat", "")).lower() != "kernel":
+    if str(view.cat or "").lower() != "kernel":
         return raw
-    args = event.get("args")
-    args = args if isinstance(args, dict) else {}
-    corr = args.get("correlation")
+    corr = view.args.correlation if view.args is not None else None
     cls = by_corr.get(corr) if isinstance(corr, int) else None
-    args["tracekit_class"] = cls or by_name.get(str(event.get("name", "")), K.OTHER)
-    event["args"] = args
-    return _ENC.encode(event)
+    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), K.OTHER))
+    found = _ARGS_KEY.search(raw)
+    if found is not None:
+        sep = b"" if raw[found.end():found.end() + 1] == b"}" else b","
+        return raw[:found.end()] + field + sep + raw[found.end():]
+    brace = raw.index(b"{") + 1
+    return raw[:brace] + b'"args":{' + field + b"}," + raw[brace:]
 
 
 def _events_span(raw: bytes, events: memoryview) -> tuple[int, int]:
