@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,12 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import hostside as H
+from tracekit.analyzers import names as N
 from tracekit.analyzers import sequences as S
+from tracekit.analyzers.windows import StepWindows
+from tracekit.trace import tables as T
+
+TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,7 @@ class Patterns:
     copies: pd.DataFrame  # H.CP_*: pageable host-to-device copies
     dataloader: pd.DataFrame  # H.DL_*: DataLoader time per step
     comm: pd.DataFrame  # H.CM_*: communication vs compute per step
+    training: bool = False  # the trace runs a backward pass or an optimizer step
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -51,22 +58,27 @@ def _num_sms(meta) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def find_patterns(rank, classification: Any, costs: Any = None) -> Patterns:
+def find_patterns(rank, classification: Any, costs: Any = None, *, windows: StepWindows | None = None,
+                  rows: np.ndarray | None = None) -> Patterns:
     """All patterns of one RankTrace; `classification` is kernels.classify(rank), `costs` the
-    costs.estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched)."""
+    costs.estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched).
+    `windows` gives every row its step (default: the trace's ProfilerStep columns); `rows` (bool per
+    GPU row) limits the kernel sequences to those activities (the headline steps)."""
     n = len(rank.gpu)
+    steps = H.StepsOf.of(rank, windows)
     table = getattr(classification, "table", None)
     classes = table["class"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
     libraries = table["library"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
-    attention, covered = S.find_attention(rank, classes, costs)
+    attention, covered = S.find_attention(rank, classes, costs, rows=rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
-        chains=S.find_chains(rank, classes, libraries, costs, skip=covered),
-        loops=S.find_loops(rank, classes, costs),
+        chains=S.find_chains(rank, classes, libraries, costs, skip=covered, rows=rows),
+        loops=S.find_loops(rank, classes, costs, rows=rows),
         attention=attention,
-        syncs=H.find_syncs(rank),
-        copies=H.find_copies(rank),
-        dataloader=H.find_dataloader(rank),
-        comm=H.find_comm(rank, classes),
+        syncs=H.find_syncs(rank, steps),
+        copies=H.find_copies(rank, steps),
+        dataloader=H.find_dataloader(rank, steps),
+        comm=H.find_comm(rank, classes, steps),
+        training=bool(len(rank.ops)) and bool(N.matches(rank.ops[T.OP_NAME], TRAINING).any()),
     )

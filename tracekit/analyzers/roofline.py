@@ -109,9 +109,10 @@ def _plain(v: Any) -> Any:
 
 
 def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,
-             device: Device | None) -> Roofline:
+             device: Device | None, rows: np.ndarray | None = None) -> Roofline:
     """Group `rank`'s GPU rows by (kernel name, op, shapes, dtype), sum time/FLOPs/bytes, and place
-    each group under the device's ceilings. device None: rates without bound or roofline_pct."""
+    each group under the device's ceilings. device None: rates without bound or roofline_pct.
+    `rows` (bool per GPU row) keeps only those rows (the headline steps' activities)."""
     gpu = rank.gpu
     table = getattr(classification, "table", None)
     n = len(gpu)
@@ -129,11 +130,12 @@ def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,
         FLOPS: costs.table[C.FLOPS].to_numpy(dtype=float),
         BYTES: costs.table[C.BYTES].to_numpy(dtype=float),
     })
-    rows = group_rows(frame)
-    rows = roofline_rows(rows, device)
-    notes = _notes(rows, device, rank.meta.device_name) + _coverage_notes(costs)
+    if rows is not None:
+        frame = frame[rows].reset_index(drop=True)
+    table = roofline_rows(group_rows(frame), device)
+    notes = _notes(table, device, rank.meta.device_name) + _coverage_notes(costs)
     return Roofline(rank=rank.rank, device=device, device_name=rank.meta.device_name,
-                    table=rows, notes=notes)
+                    table=table, notes=notes)
 
 
 _NONE = "\u2400none\u2400"  # stands for None in group keys (groupby drops or mangles None)

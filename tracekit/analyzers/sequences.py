@@ -103,14 +103,16 @@ def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[t
     return (shape, dtype or tensors[0][1]) if shape is not None else None
 
 
-def _stream_order(rank, kernels_only: bool = True) -> np.ndarray:
-    """Kernel (or every GPU activity) row positions ordered by (stream, start); only those inside
-    ProfilerSteps when the trace has steps (the window the launch analysis and the rules measure)."""
+def _stream_order(rank, kernels_only: bool = True, rows: np.ndarray | None = None) -> np.ndarray:
+    """Kernel (or every GPU activity) row positions ordered by (stream, start); only `rows` (bool per
+    GPU row: the headline steps' activities) when given, else those inside ProfilerSteps."""
     gpu = rank.gpu
     keep = gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL
     if not kernels_only:
         keep = np.ones(len(gpu), dtype=bool)
-    if len(rank.steps):
+    if rows is not None:
+        keep &= rows
+    elif len(rank.steps):
         keep &= np.isin(gpu[T.GPU_STEP].to_numpy(), rank.steps[T.STEP_NUMBER].to_numpy())
     kernels = np.flatnonzero(keep)
     if not len(kernels):
@@ -139,11 +141,11 @@ def _fmt_shape(shape: tuple[int, ...]) -> str:
 
 
 def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
-                skip: np.ndarray | None = None) -> pd.DataFrame:
+                skip: np.ndarray | None = None, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
     `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
     gpu, ops = rank.gpu, rank.ops
-    order = _stream_order(rank)
+    order = _stream_order(rank, rows=rows)
     op_pos = gpu[T.GPU_OP].to_numpy()
     names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
     fusable = np.isin(classes, list(FUSABLE_CLASSES)) & ~np.isin(libraries, list(PREFUSED_LIBRARIES))
@@ -239,11 +241,11 @@ LOOP_COLUMNS = (LP_NAME, LP_OP, LP_SHAPES, LP_DTYPE, LP_RUNS, LP_GEMMS, LP_PER_R
                 LP_BUSY_US, LP_KERNEL_US, LP_BLOCKS, LP_FLOPS, LP_BYTES)
 
 
-def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
+def find_loops(rank, classes: np.ndarray, costs: Any, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
     launching op and input shapes: a Python loop of independent-looking small matmuls."""
     gpu = rank.gpu
-    order = _stream_order(rank)
+    order = _stream_order(rank, rows=rows)
     if not len(order) or costs is None:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
     key_name = gpu[T.GPU_NAME].to_numpy(dtype=object)
@@ -312,13 +314,14 @@ def _gemm_io(inputs: _Inputs, row: int) -> tuple[tuple[int, ...], tuple[int, ...
     return a, b, (*a[:-1], b[-1])
 
 
-def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame, np.ndarray]:
+def find_attention(rank, classes: np.ndarray, costs: Any,
+                   rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """Unfused attention: GEMM (scores) → up to ATTN_LOOKBACK kernels → softmax → up to
     ATTN_LOOKAHEAD kernels → GEMM reading the probabilities. Returns the patterns and a bool per GPU
     row marking the kernels they cover."""
     gpu, ops = rank.gpu, rank.ops
     covered = np.zeros(len(gpu), dtype=bool)
-    order = _stream_order(rank, kernels_only=False)  # the clone's device copy of masked_fill counts
+    order = _stream_order(rank, kernels_only=False, rows=rows)  # the clone's device copy of masked_fill counts
     if not len(order):
         return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
     op_pos = gpu[T.GPU_OP].to_numpy()

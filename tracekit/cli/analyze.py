@@ -7,9 +7,9 @@ import re
 
 import click
 
-from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.tracefacts import device_label
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.cli.common import analyze_for_cli, fmt_us, load_for_cli, quiet_option, steps_option
 from tracekit.suggestions import suggest
 from tracekit.units import plural
 
@@ -42,9 +42,13 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
     ranks = ", ".join(str(r.rank) for r in a.ranks)
     facts = a.ranks[0].facts if a.ranks else None
     device = device_label(a.device, facts) if facts is not None else None
+    verdict = s["verdict"] + (f" ({s['cause']})" if s.get("cause") else "")
     lines = [f"trace     {_safe(a.path)}", f"ranks     {ranks}",
              f"device    {_safe(device) if device else 'not named in the trace (no roofline)'}",
-             f"verdict   {s['verdict']}"]
+             f"verdict   {verdict}", f"          {_safe(a.evidence)}", _steps_line(a)]
+    for ex in a.excluded_steps()[:max_steps]:
+        rank = f"rank {ex['rank']} " if len(a.ranks) > 1 else ""
+        lines.append(f"          {rank}step {ex['step']} ({ex['phase']}, {fmt_us(ex['span_us'])}): {_safe(ex['reason'], 110)}")
     if s["verdict"] != "cpu-only":
         per_step = _num(s["kernels_per_step_median"])
         lines += [
@@ -73,23 +77,36 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
     if a.suggestions:
-        lines += ["", "what to change (estimated saving over the profiled steps):"]
+        lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
         for sug in a.suggestions[:top]:
-            lines.append(f"  {fmt_us(sug.saving_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
+            lines.append(f"  {fmt_us(sug.per_step_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
     steps = [{**rec, "rank": r.rank} for r in a.ranks for rec in r.launch.steps.to_dict("records")]
     multi = len(a.ranks) > 1  # rows from several ranks: say which
     if steps and steps[0]["step"] >= 0:
-        lines += ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'span':>12s} {'GPU busy':>12s} "
+        lines += ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'phase':8s} {'span':>12s} {'GPU busy':>12s} "
                   f"{'util':>6s} {'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
         for st in steps[:max_steps]:
             util = st["gpu_busy_us"] / st["span_us"] if st["span_us"] > 0 else None
+            cause = f" ({st['cause']})" if st.get("cause") else ""
             rank = f"{st['rank']:4d} " if multi else ""
-            lines.append(f"  {rank}{st['step']:6d} {fmt_us(st['span_us']):>12s} {fmt_us(st['gpu_busy_us']):>12s} "
-                         f"{_pct(util):>6s} {st['kernels']:7d} {st['launches']:8d} "
-                         f"{fmt_us(st['cpu_launch_us']):>12s} {st['verdict']}")
+            lines.append(f"  {rank}{st['step']:6d} {st['phase']:8s} {fmt_us(st['span_us']):>12s} "
+                         f"{fmt_us(st['gpu_busy_us']):>12s} {_pct(util):>6s} {st['kernels']:7d} "
+                         f"{st['launches']:8d} {fmt_us(st['cpu_launch_us']):>12s} {st['verdict']}{cause}")
         if len(steps) > max_steps:
             lines.append(f"  ... {len(steps) - max_steps} more (see --json)")
     return "\n".join(lines)
+
+
+def _steps_line(a: Analysis) -> str:
+    """Which steps the numbers above describe."""
+    scopes = {r.launch.scope for r in a.ranks}
+    total = sum(len(r.launch.step_totals) for r in a.ranks)
+    used = sum(len(r.launch.steady_steps) for r in a.ranks)
+    if scopes == {"trace"}:
+        return "steps     none marked: first GPU launch to the end of the last GPU activity"
+    how = "inferred from the repeating op sequence" if "inferred" in scopes else "ProfilerStep"
+    what = {"steady": "steady", "all": "all"}.get(a.steps_mode, f"selected ({a.steps_mode})")
+    return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
 
 
 def with_suggestions(result: Analysis) -> Analysis:
@@ -104,12 +121,13 @@ def with_suggestions(result: Analysis) -> Analysis:
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
+@steps_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            quiet: bool) -> None:
+            steps: str, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
     loaded = load_for_cli(trace, quiet=quiet or as_json)
-    result = with_suggestions(analyze(loaded, rank=rank, tokens_per_step=tokens_per_step))
+    result = with_suggestions(analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:

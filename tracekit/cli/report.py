@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import load_for_cli, quiet_option
+from tracekit.cli.common import load_for_cli, quiet_option, steps_option
 
 
 @click.command("report", short_help="Write one self-contained HTML report of TRACE.")
@@ -21,17 +21,23 @@ from tracekit.cli.common import load_for_cli, quiet_option
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @click.option("--rank", type=int, default=None, help="Report only this rank of a multi-rank trace.")
+@steps_option
 @quiet_option
-def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, quiet: bool) -> None:
+def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, steps: str,
+            quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).
 
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
+    from tracekit.analyzers.steady import StepsError
     from tracekit.report import build_view, default_output, write_view
 
     loaded = load_for_cli(trace, quiet=quiet)
-    view = build_view(loaded, rank=rank)
+    try:
+        view = build_view(loaded, rank=rank, steps=steps)
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
     wanted = output if output is not None else default_output(trace)
     written = write_view(view, wanted, force=force)
     if written != wanted:

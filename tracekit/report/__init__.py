@@ -55,11 +55,11 @@ def default_output(trace_path: str | Path) -> Path:
     return report_path(trace_path)
 
 
-def build_view(trace: Any, *, rank: int | None = None) -> ReportView:
+def build_view(trace: Any, *, rank: int | None = None, steps: str = "steady") -> ReportView:
     """Analyse a loaded Trace (every rank, or only `rank`) and build the report's view model."""
     from tracekit.report.pipeline import analyse_trace
 
-    analyses, suggestions = analyse_trace(trace, rank=rank)
+    analyses, suggestions = analyse_trace(trace, rank=rank, steps=steps)
     shown = tuple(str(w) for w in trace.warnings)
     views = [rank_view(analyses[r], suggestions[r], shown) for r in analyses]
     return report_view(views, path=str(trace.path), warnings=shown, version=_version())

@@ -15,7 +15,14 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchOverhead
 from tracekit.paths import export_path
 from tracekit.report import charts
-from tracekit.report.headline import Tile, sentence, tiles, verdict_rule
+from tracekit.report.headline import (
+    Tile,
+    sentence,
+    steps_summary,
+    tiles,
+    verdict_label,
+    verdict_rule,
+)
 from tracekit.report.meta import SHAPES_WARNING, cpu_bars, meta_rows, warnings
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, overlap_note, suggestion_views
@@ -73,6 +80,8 @@ class RankView:
     verdict_css: str
     verdict_rule: str
     sentence: str
+    steps_head: str  # which steps the headline numbers cover
+    excluded: tuple[str, ...]  # one line per step left out of them, with what it holds
     top_change: SuggestionView | None
     tiles: tuple[Tile, ...]
     suggestions: tuple[SuggestionView, ...]
@@ -165,6 +174,8 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         raise ValueError("rank_view needs RankAnalysis.facts (analyze() computes them)")
     verdict = analysis.verdict if facts.has_gpu else "cpu-only"
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
+    label = verdict_label(verdict, analysis.cause, label)
+    steps_head, excluded = steps_summary(analysis)
     classes = tuple(summary_bars(analysis.classes, colors=True)) if facts.has_gpu else ()
     cards = suggestion_views(suggestions, analysis.totals)
     steps, steps_note = step_rows(ra.launch)
@@ -176,7 +187,9 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         verdict_label=label,
         verdict_css=css,
         verdict_rule=verdict_rule(verdict),
-        sentence=sentence(verdict, analysis.summary_dict(), classes),
+        sentence=sentence(verdict, analysis.evidence, classes),
+        steps_head=steps_head,
+        excluded=excluded,
         top_change=cards[0] if cards else None,
         tiles=tiles(analysis, facts),
         suggestions=tuple(cards),

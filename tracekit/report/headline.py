@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchTotals
 from tracekit.analyzers.tracefacts import TraceFacts, device_label
 from tracekit.report.meta import threads_text
 from tracekit.report.tables import Bar, idle_parts
-from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, num, plural
+from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, plural
 
 
 @dataclass(frozen=True)
@@ -23,39 +22,62 @@ class Tile:
 
 
 def verdict_rule(verdict: str) -> str:
-    """The documented thresholds behind the verdicts (tracekit.analyzers.launch), in one line."""
-    from tracekit.analyzers import launch as L
+    """How the verdict is chosen (tracekit.analyzers.totals), in one plain sentence."""
+    from tracekit.analyzers import totals as V
 
-    if verdict == L.CPU_ONLY:
-        return "Verdict rule: cpu-only when the trace has no kernel, memcpy or memset."
+    if verdict == V.CPU_ONLY:
+        return "How this is decided: the trace holds no kernel, copy or memset, so only CPU work was recorded."
     return (
-        f"Verdict rule: gpu-bound when the GPU is busy ≥ {L.GPU_BOUND_UTIL:.0%} of the span; launch-bound "
-        f"under {L.LAUNCH_BOUND_UTIL:.0%} busy when CPU launch time ≥ {L.LAUNCH_BOUND_CPU_RATIO:.0%} of GPU "
-        f"busy time or ≥ {L.LAUNCH_BOUND_SHORT_SHARE:.0%} of kernels are shorter than their launch call; "
-        "mixed otherwise."
+        "How this is decided, over the steady steps: GPU-bound when the GPU computes (or waits only "
+        f"on itself) at least {V.GPU_BOUND_SHARE:.0%} of the step; otherwise the largest reason it "
+        f"waits names the verdict if it holds at least {V.DOMINANT_SHARE:.0%} of the rest — kernel "
+        "launches (launch-bound), the DataLoader, host syncs, pageable copies or other CPU work "
+        "(host-bound), collectives with no compute beside them (communication-bound) — and the "
+        "verdict is mixed when no reason dominates."
     )
 
 
-def sentence(verdict: str, s: Mapping[str, Any], classes: Sequence[Bar]) -> str:
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    busy_pct = fmt_pct(busy / span) if span and busy is not None else DASH
-    launch, launches = fmt_time(s.get("cpu_launch_us")), fmt_int(s.get("launches"))
+def verdict_label(verdict: str, cause: str | None, base: str) -> str:
+    """'Host-bound · data loading', 'Mixed · CPU work + host syncs', 'GPU-bound'."""
+    from tracekit.report.palette import CAUSE_LABELS
+
+    if not cause:
+        return base
+    words = " + ".join(CAUSE_LABELS.get(c, c.replace("_", " ")) for c in cause.split("+"))
+    return base if verdict == "launch-bound" or verdict == "communication-bound" else f"{base} · {words}"
+
+
+def sentence(verdict: str, evidence: str, classes: Sequence[Bar]) -> str:
+    """The analysis's evidence sentence, plus the largest kernel class when the kernels set the pace."""
     top = f" The largest class is {classes[0].label} ({classes[0].pct} of kernel time)." if classes else ""
-    if verdict == "launch-bound":
-        return (
-            f"The GPU is busy only {busy_pct} of the {fmt_time(span)} span while the CPU spends {launch} "
-            f"issuing {launches} launches: kernels wait for the host, not the other way round."
-        )
-    if verdict == "gpu-bound":
-        return f"The GPU is busy {busy_pct} of the {fmt_time(span)} span: the kernels set the pace.{top}"
-    if verdict == "mixed":
-        return (
-            f"The GPU is busy {busy_pct} of the {fmt_time(span)} span and the CPU spends {launch} "
-            f"in {launches} launches: both launch overhead and kernel time matter.{top}"
-        )
     if verdict == "cpu-only":
         return "No GPU activity in this trace: only CPU work was recorded."
-    return f"The GPU is busy {busy_pct} of the {fmt_time(span)} span.{top}"
+    return evidence + (top if verdict == "gpu-bound" else "")
+
+
+def steps_summary(a: Analysis) -> tuple[str, tuple[str, ...]]:
+    """Which steps the headline covers, and one line per step left out (with what it holds)."""
+    scopes = {r.launch.scope for r in a.ranks}
+    steady = sum(len(r.launch.steady_steps) for r in a.ranks)
+    total = sum(len(r.launch.step_totals) for r in a.ranks)
+    if scopes == {"trace"}:
+        return ("No step marks: the numbers cover the first GPU launch to the end of the last GPU "
+                "activity (the CPU work before and after is left out)."), ()
+    mode = a.steps_mode or "steady"
+    how = " (steps inferred from the repeating op sequence)" if "inferred" in scopes else ""
+    if mode == "steady":
+        head = f"Numbers per step over the {steady} steady steps of {total}{how}."
+    elif mode == "all":
+        head = f"Numbers per step over all {total} steps{how}."
+    else:
+        head = f"Numbers per step over steps {mode} ({steady} of {total}){how}."
+    multi = len(a.ranks) > 1
+    excluded = [(r.rank, p) for r in a.ranks for p in r.launch.excluded]
+    lines = tuple(
+        (f"rank {rank} " if multi else "") + f"step {p.step} ({p.phase}, {fmt_time(p.span_us)}): {p.reason}"
+        for rank, p in excluded[:12]
+    )
+    return head, lines
 
 
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found
@@ -88,11 +110,14 @@ def _idle_tile(t: LaunchTotals) -> Tile:
 def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
     t = a.totals
     span, busy = t.span_us, t.gpu_busy_us
-    n_steps = sum(1 for r in a.ranks for s in r.launch.steps["step"] if int(s) >= 0)
+    marked = all(r.launch.scope != "trace" for r in a.ranks)
+    n_steps = t.steps if marked else 0  # the steps the headline numbers cover (the steady ones)
+    recorded = sum(len(r.launch.step_totals) for r in a.ranks)
     steps_tile = Tile(
         "Steps",
         fmt_int(n_steps) if n_steps else "none",
-        f"{fmt_time(span / n_steps)} per step" if n_steps and span else "no ProfilerStep marks",
+        (f"{fmt_time(span / n_steps)} per step" + (f" · {recorded} recorded" if recorded != n_steps else ""))
+        if n_steps and span else "no ProfilerStep marks",
     )
     device_tile = _device_tile(a, facts)
     if not facts.has_gpu:

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.analyzers import launch as L
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
@@ -22,17 +21,19 @@ MIN_SAVING_US = 1.0
 
 @dataclass(frozen=True)
 class Scope:
-    """The analysed window per rank: span (sum of step spans) and number of steps."""
+    """The analysed window per rank: span (sum of the headline steps' spans) and number of steps."""
 
     span_us: float
     steps: float
     ranks: int
+    mode: str = "steady"  # Analysis.steps_mode: steady, all or N-M
 
     @classmethod
     def of(cls, analysis: Any) -> Scope:
         n = max(len(analysis.ranks), 1)
         t = analysis.totals
-        return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n)
+        return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n,
+                   mode=getattr(analysis, "steps_mode", "steady"))
 
     def pct(self, saving_us: float) -> float:
         return 100.0 * saving_us / self.span_us if self.span_us > 0 else 0.0
@@ -40,13 +41,12 @@ class Scope:
     @property
     def basis(self) -> str:
         steps = round(self.steps)
-        what = f"{steps} profiled step{'s' if steps != 1 else ''}"
+        kind = {"steady": "steady ", "all": "profiled "}.get(self.mode, "")
+        what = f"{steps} {kind}step{'s' if steps != 1 else ''}"
+        if self.mode not in ("steady", "all"):
+            what += f" ({self.mode})"
         per = f", per rank (mean of {self.ranks} ranks)" if self.ranks > 1 else ""
         return f"span of {what} ({fmt_us(self.span_us)}){per}"
-
-
-def fmt_rate(value: float, unit: str) -> str:
-    return f"{value:.3g} {unit}"
 
 
 def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula: str,
@@ -102,19 +102,10 @@ def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
     return m, b[-1], a[-1]
 
 
-def in_step_share(analysis: Any) -> float:
-    """Share of GPU activity time inside the analysed steps: analysis.kernels rows total every
-    activity of the trace, the span only the steps; rules scale kernel-row savings by this."""
-    inside = total = 0.0
-    for r in analysis.ranks:
-        act = r.launch.activities
-        dur = act[L.A_DUR].to_numpy(dtype=float)
-        total += float(dur.sum())
-        if r.launch.scope == "steps":
-            inside += float(dur[np.isin(act[L.A_STEP].to_numpy(), r.launch.steps["step"].to_numpy())].sum())
-        else:
-            inside += float(dur.sum())
-    return inside / total if total > 0 else 1.0
+def in_headline(r: Any, steps: np.ndarray) -> np.ndarray:
+    """Rows of a per-call table (by their step number) inside the rank's headline steps — the
+    steady ones unless --steps said otherwise; a trace without steps is one pseudo-step -1."""
+    return np.isin(np.asarray(steps), np.array(r.launch.steady_steps))
 
 
 def rank_tables(analysis: Any, name: str) -> list[tuple[Any, Any]]:

@@ -15,7 +15,6 @@ from tracekit.suggestions.common import (
     fmt_bytes,
     fmt_us,
     gemm_dims,
-    in_step_share,
     rank_tables,
     suggestion,
 )
@@ -89,11 +88,6 @@ def fuse_elementwise(analysis: Any) -> Suggestion | None:
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
 
 
-def _share_note(share: float) -> str:
-    """Formula suffix when kernel rows include GPU time outside the analysed steps."""
-    return "" if share > 0.999 else f"; × {share:.3f} (share of GPU time inside the profiled steps)"
-
-
 def _gemm_rows(analysis: Any):
     k = _kernels(analysis)
     if k is None or not len(k):
@@ -106,8 +100,8 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     """Memory-bound GEMMs with M ≤ DECODE_MAX_M: per-token time at batch B = max(t, B × FLOPs / peak) / B."""
     scope = Scope.of(analysis)
     device = analysis.device
-    if device is None:
-        return None
+    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks):
+        return None  # a training step's small GEMMs (weight gradients, heads) are not decode requests
     rows, total, before = [], 0.0, 0.0
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
@@ -128,12 +122,11 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = (f"GPU time per generated token: Σ (t − max(t, {DECODE_BATCH} × FLOPs / peak) / {DECODE_BATCH}) "
                f"over {len(rows)} memory-bound GEMM rows with M ≤ {DECODE_MAX_M} = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (the weights are read once for "
-               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)" + _share_note(share))
+               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)")
     title = (f"Batch decode requests: {sum(x['count'] for x in rows)} GEMV-shaped GEMM calls (M ≤ "
              f"{DECODE_MAX_M}) are memory-bound")
     return suggestion("batch_decode", title, saving, scope, formula, rows)
@@ -168,12 +161,11 @@ def lower_precision(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = (f"Σ t − max(FLOPs / (TF32 peak {fast / 1e12:.0f} TFLOP/s × the efficiency each GEMM reaches on "
                f"the fp32 roof), bytes / {device.memory_gbps:.0f} GB/s) = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (bf16 would halve the bytes too)"
-               + _share_note(share))
+              )
     title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
              f"running on the fp32 roof")
     return suggestion("lower_precision", title, saving, scope, formula, rows)
@@ -229,11 +221,10 @@ def align_dims(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = ("Σ t − t × padded FLOPs / FLOPs × (this GEMM's roofline % / the time-weighted roofline % of "
                f"aligned compute-bound GEMMs of the same dtype in this trace) = {fmt_us(total / scope.ranks)}"
-               + _share_note(share))
+              )
     title = f"Pad {len(rows)} GEMM shape(s) whose N or K is not a multiple of 8/16 (64 for vocabulary sizes)"
     return suggestion("align_dims", title, saving, scope, formula, rows)
 

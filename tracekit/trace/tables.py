@@ -114,9 +114,12 @@ RUNTIME_API_BY_CATEGORY: dict[str, str] = {
 }
 
 LAUNCH_KINDS = ("kernel", "memcpy", "memset", "graph")
+SYNC_COPY = "sync_copy"  # a copy the host waits for (cudaMemcpy, hipMemcpyWithStream): a sync, not a launch
+SYNC_KINDS = ("sync", SYNC_COPY)  # calls that block the host until the GPU catches up
+LINKED_KINDS = (*LAUNCH_KINDS, SYNC_COPY)  # calls linked to the GPU activity they started
 
 # Runtime/driver API name -> kind, first match wins. Launches put work on a GPU stream and are
-# linked to GPU activities by correlation id; 'sync' calls block the host on the GPU.
+# linked to GPU activities by correlation id; 'sync' and SYNC_COPY calls block the host on the GPU.
 LAUNCH_APIS: tuple[tuple[str, str], ...] = (
     (r"^cudaLaunchKernel(ExC)?(_v\d+)?$", "kernel"),
     (r"^cudaLaunchCooperativeKernel(MultiDevice)?$", "kernel"),
@@ -128,8 +131,11 @@ LAUNCH_APIS: tuple[tuple[str, str], ...] = (
     (r"^hipModuleLaunchKernel$", "kernel"),
     (r"^hipLaunchCooperativeKernel$", "kernel"),
     (r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$", "graph"),
-    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(Async|WithStream|ToSymbol|FromSymbol)?(Async)?(_v\d+)?$", "memcpy"),
-    (r"^cuMemcpy.*$", "memcpy"),
+    # synchronous copies block the host: syncs that also start a copy, never launch time
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(WithStream|ToSymbol|FromSymbol)?(_v\d+)?$", SYNC_COPY),
+    (r"^cuMemcpy(HtoD|DtoH|DtoD|HtoA|AtoH|2D|3D|Peer)?(_v\d+)?$", SYNC_COPY),
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(ToSymbol|FromSymbol)?Async(_v\d+)?$", "memcpy"),
+    (r"^cuMemcpy.*Async(_v\d+)?$", "memcpy"),
     (r"^(cuda|hip)Memset(D\d+|2D|3D)?(Async)?(_v\d+)?$", "memset"),
     (r"^cuMemset.*$", "memset"),
     (r"^(cuda|hip)(Device|Stream|Event)Synchronize$", "sync"),
