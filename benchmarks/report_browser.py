@@ -4,7 +4,7 @@ Usage: python benchmarks/report_browser.py TRACE [TRACE...] [--screenshot OUT.pn
 Each TRACE (file or directory) is reported to a temporary HTML file, opened from file:// three times;
 the median DOMContentLoaded / load times and the time of the report's own script are printed.
 --screenshot saves the first screen (--width x 900, default 1440) of the first report, e.g. docs/report.png;
---timeline-screenshot the first report's timeline card, zoomed (a brush) on its steps 3 to 6.
+--timeline-screenshot the first report's timeline card, zoomed (a brush) on its first four steps.
 Needs Debian's chromium and the playwright package (.ci/install-browser.sh).
 """
 
@@ -26,7 +26,7 @@ NAV = "(() => { const n = performance.getEntriesByType('navigation')[0]; return 
 
 
 def zoomed_timeline(page, out: Path) -> None:
-    """Brush the timeline from the start of its 4th step to the end of its 7th, then screenshot the card."""
+    """Brush the timeline over its first four steps (the set-up step among them), then screenshot the card."""
     card = page.locator("section.rank:not([data-hidden]) [id$=-timeline]").first
     card.scroll_into_view_if_needed()
     node = card.locator("[data-chart=timeline]")
@@ -35,7 +35,7 @@ def zoomed_timeline(page, out: Path) -> None:
     left, width = float(svg.get_attribute("data-left")), float(svg.get_attribute("data-width"))
     span = float(node.get_attribute("data-view").split(",")[1])
     box = svg.bounding_box()
-    a, b = (steps[3]["start"], steps[6]["end"]) if len(steps) > 6 else (0.3 * span, 0.45 * span)
+    a, b = (steps[0]["start"], steps[3]["end"]) if len(steps) > 3 else (0.0, 0.25 * span)
     y = box["y"] + 30
     page.mouse.move(box["x"] + left + width * a / span, y)
     page.mouse.down()

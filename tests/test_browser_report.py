@@ -104,8 +104,8 @@ def _sample(name: str) -> Path:
     return path
 
 
-EVIDENCE_TRACES = ["gpt2_decode.trace.json.gz", "small_matmul_loop.trace.json.gz", "gpt2_decode_graph.trace.json.gz",
-                   "train_transformer.trace.json.gz", "attention_naive.trace.json.gz", "linear_fp32.trace.json.gz"]
+EVIDENCE_TRACES = ["gpt2_decode.trace.json.gz", "small_matmul_loop.trace.json.gz", "train_copies.trace.json.gz",
+                   "train_dataloader.trace.json.gz", "train_sync.trace.json.gz", "gpt2_generate.trace.json.gz"]
 
 
 @pytest.mark.parametrize("name", EVIDENCE_TRACES)

@@ -157,7 +157,7 @@ def test_profile_callable_error_propagates_after_writing(tmp_path: Path) -> None
 
 def test_block_warmup_longer_than_its_steps(tmp_path: Path) -> None:
     out = tmp_path / "w.json.gz"
-    expected = r"marked 1 step\(s\), but warmup=3 skips the first 3"
+    expected = r"marked 1 step, but warmup=3 skips the first 3"
     with pytest.raises(ProfileError, match=expected), profile(out, warmup=3, report=False) as run:
         run.step()
     assert not out.exists()
