@@ -15,7 +15,7 @@ from tracekit.report.tables import by_time, fmt_shapes
 from tracekit.units import DASH, fmt_gbps, fmt_tflops, fmt_time
 
 MAX_ROOFLINE_POINTS = 1500  # the longest kernel rows; the note says how many were left off
-PHASE_TEXT = {"steady": "", "setup": "one-time work", "partial": "partial", "outlier": "outlier"}
+PHASE_TEXT = {"steady": "", "setup": "one-time work", "warmup": "warm-up", "partial": "partial", "outlier": "outlier"}
 
 
 def timeline(tl: Timeline) -> dict[str, Any]:

@@ -264,7 +264,7 @@ def idle_parts(t: LaunchTotals) -> tuple[tuple[str, float, str, str], ...]:
     )
 
 
-PHASE_LABELS = {"setup": "one-time work", "partial": "partial step", "outlier": "outlier"}
+PHASE_LABELS = {"setup": "one-time work", "warmup": "warm-up", "partial": "partial step", "outlier": "outlier"}
 
 
 def step_label(step: int) -> str:
