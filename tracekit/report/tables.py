@@ -299,7 +299,7 @@ def step_rows(lo: LaunchOverhead) -> tuple[list[StepRow], str]:
                 launch_w=_pct_of(t.cpu_launch_us, t.span_us),
                 span_w=_pct_of(t.span_us, longest),
                 idle_parts=idle_parts(t),
-                phase=PHASE_LABELS.get(phases[i], ""),
+                phase="" if phases[i] == "steady" else PHASE_LABELS.get(phases[i], phases[i]),
             )
         )
     note = f"Showing the first {n} of {len(frame)} steps." if len(frame) > n else ""
