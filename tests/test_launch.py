@@ -10,8 +10,9 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import launch as L
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals, temporal_breakdown
+from tracekit.analyzers.gputime import temporal_breakdown
 from tracekit.analyzers.launch import LaunchTotals, launch_overhead
+from tracekit.trace.intervals import busy_in_windows, merge_intervals
 
 
 def two_step_trace(tmp_path):

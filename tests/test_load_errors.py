@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 
@@ -146,3 +147,124 @@ def test_random_damage_never_escapes_as_another_exception(tmp_path):
             assert str(path) in str(exc) and "\n" not in str(exc)
             outcomes["error"] += 1
     assert outcomes["loaded"] > 10 and outcomes["error"] > 100
+
+
+# --- validation at the loader boundary (issue: hostile values) -------------------------------
+# Expected counts come from the events each test writes: N good kernels, M malformed ones.
+
+def _kernels(b: TraceBuilder, n: int) -> None:
+    for i in range(n):
+        ext = b.op("aten::mm", 100 * i, 50)
+        b.launch(100 * i + 5, 5, "ampere_sgemm_128x64_nn", 100 * i + 20, 10, ext=ext)
+
+
+def test_multi_member_gzip_is_one_trace(tmp_path):
+    b = TraceBuilder()
+    _kernels(b, 3)
+    text = json.dumps(b.document()).encode()
+    path = tmp_path / "two.json.gz"
+    path.write_bytes(gzip.compress(text[:50]) + gzip.compress(text[50:]))  # `cat a.gz b.gz`, as gzip accepts
+    assert len(tracekit.load_trace(path).rank().kernels) == 3
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "1e999", "sNaN", "abc", 1e300, -1e300])
+def test_bad_timestamps_are_skipped_and_counted(tmp_path, bad):
+    b = TraceBuilder()
+    _kernels(b, 3)
+    b.raw({"ph": "X", "cat": "kernel", "name": "bad_ts", "pid": 0, "tid": 7, "ts": bad, "dur": 1,
+           "args": {"device": 0, "stream": 7, "correlation": 5}})
+    b.raw({"ph": "X", "cat": "kernel", "name": "bad_dur", "pid": 0, "tid": 7, "ts": 10, "dur": "Infinity",
+           "args": {"device": 0, "stream": 7}})
+    t = tracekit.load_trace(b.write(tmp_path / "t.json"))
+    r = t.rank()
+    assert sorted(set(r.kernels["name"])) == ["ampere_sgemm_128x64_nn"] and len(r.kernels) == 3
+    assert r.skipped == 2 and any("skipped 2 malformed events" in w for w in t.warnings)
+
+
+def test_numbers_written_as_strings_are_numbers(tmp_path):
+    b = TraceBuilder()
+    b.raw({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": "20", "dur": "10.5"})
+    b.raw({"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 40, "dur": 5})
+    ops = tracekit.load_trace(b.write(tmp_path / "t.json")).rank().ops
+    # origin is the first op's integer µs (20): times are relative to it
+    assert ops["ts"].tolist() == [0.0, 20.0] and ops["dur"].tolist() == [10.5, 5.0]
+
+
+def test_ids_beyond_int64_still_link(tmp_path):
+    big, other = 2**70, 2**70 + 1
+    b = TraceBuilder()
+    b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+           "args": {"correlation": big, "External id": 2**65}})
+    b.raw({"ph": "X", "cat": "kernel", "name": "k_linked", "pid": 0, "tid": 7, "ts": 20, "dur": 5,
+           "args": {"device": 0, "stream": 7, "correlation": big}})
+    b.raw({"ph": "X", "cat": "kernel", "name": "k_unlinked", "pid": 0, "tid": 7, "ts": 30, "dur": 5,
+           "args": {"device": 0, "stream": 7, "correlation": other, "grid": [2**64, 1, 1]}})
+    gpu = tracekit.load_trace(b.write(tmp_path / "t.json")).rank().gpu.set_index("name")
+    assert gpu.loc["k_linked", "launch"] == 0 and gpu.loc["k_unlinked", "launch"] == -1
+    assert gpu.loc["k_unlinked", "grid_x"] == -1  # a size past int64 is unknown, not an error
+
+
+def test_profiler_step_past_int64_is_not_a_step(tmp_path):
+    b = TraceBuilder()
+    _kernels(b, 1)
+    b.annotation("ProfilerStep#" + "9" * 30, 0, 200)
+    b.annotation("ProfilerStep#١٢", 0, 200)  # Arabic-Indic digits: not a step number
+    b.annotation("ProfilerStep#3", 0, 200)
+    assert tracekit.load_trace(b.write(tmp_path / "t.json")).rank().steps["step"].tolist() == [3]
+
+
+@pytest.mark.parametrize("where", ["args", "name", "Input Dims", "deviceProperties"])
+def test_deep_nesting_is_one_line(tmp_path, where):
+    b = TraceBuilder()
+    _kernels(b, 1)
+    deep = "[" * 100_000 + "]" * 100_000
+    doc = json.dumps(b.document())
+    if where == "deviceProperties":
+        text = doc.replace('"deviceProperties": [', '"deviceProperties": [' + deep + ", ", 1)
+    elif where == "args":
+        text = doc.replace('"args": {', '"args": {"x": ' + deep + ", ", 1)
+    elif where == "name":
+        text = doc.replace('"name": "aten::mm"', '"name": ' + deep, 1)
+    else:
+        text = doc.replace('"args": {', '"args": {"Input Dims": ' + deep + ", ", 1)
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    with pytest.raises(tracekit.TraceFormatError, match="nested too deeply") as info:
+        tracekit.load_trace(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_wrong_typed_device_and_shape_fields_are_ignored_with_a_warning(tmp_path):
+    b = TraceBuilder()
+    b.top["deviceProperties"] = [{"id": 0, "name": ["H100"], "numSms": "many", "totalGlobalMem": 80e9}]
+    ext = b.op("aten::mm", 0, 50, **{"Input Dims": [[64, "x"], 7], "Input type": [["float"]]})
+    b.launch(5, 5, "ampere_sgemm_128x64_nn", 20, 10, ext=ext)
+    t = tracekit.load_trace(b.write(tmp_path / "t.json"))
+    r = t.rank()
+    assert r.meta.device_name is None and r.meta.device_properties == ({"id": 0, "totalGlobalMem": 80e9},)
+    assert r.ops["input_dims"].tolist() == [None] and r.ops["input_types"].tolist() == [None]
+    (warning,) = [w for w in t.warnings if "ignored" in w]
+    assert "deviceProperties fields of the wrong type (name, numSms)" in warning
+    assert "2 op input values" in warning
+
+
+def test_byte_budget_refuses_in_one_line(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    _kernels(b, 50)
+    path = b.write(tmp_path / "t.json.gz")
+    size = len(gzip.decompress(path.read_bytes()))
+    assert len(tracekit.load_trace(path, max_bytes=size).rank().kernels) == 50
+    with pytest.raises(tracekit.TraceFormatError, match=r"larger than the .* limit") as info:
+        tracekit.load_trace(path, max_bytes=size - 1)
+    assert str(path) in str(info.value) and "--max-trace-bytes" in str(info.value)
+    monkeypatch.setenv("TRACEKIT_MAX_TRACE_BYTES", "1K")
+    with pytest.raises(tracekit.TraceFormatError, match="larger than the"):
+        tracekit.load_trace(path)
+    assert main(["info", str(path), "--max-trace-bytes", "1M"]) == 0  # the option wins over the variable
+
+
+def test_fifo_is_refused_not_read(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(tracekit.TraceFormatError, match="not a regular file"):
+        tracekit.load_trace(fifo)

@@ -60,10 +60,10 @@ def last_json_line(stdout: str) -> dict:
 
 def test_script_gets_its_args_and_the_trace_has_its_ops(tmp_path: Path) -> None:
     script = DATA / "args_script.py"
-    res = run_cli(tmp_path, str(script), "--", "--lr", "3", "-x")
+    res = run_cli(tmp_path, "--record-command", str(script), "--", "--lr", "3", "-x")
     assert res.returncode == 0, res.stderr
     seen = last_json_line(res.stdout)
-    assert seen["argv"] == [str(script), "--lr", "3", "-x"]
+    assert seen["argv"] == [str(script), "--", "--lr", "3", "-x"]  # as `python SCRIPT -- --lr 3 -x` gives
     assert seen["name"] == "__main__"
     assert seen["path0"] == str(DATA)
     assert seen["sum"] == 64 * 16 * 32
@@ -71,8 +71,9 @@ def test_script_gets_its_args_and_the_trace_has_its_ops(tmp_path: Path) -> None:
     assert "trace written to args_script.trace.json.gz" in res.stderr
     doc = load(tmp_path / "args_script.trace.json.gz")
     meta = doc["tracekit"]
-    assert meta["mode"] == "script" and meta["target"] == str(script)
+    assert meta["mode"] == "script" and meta["target"] == str(script)  # as given (--record-command)
     assert meta["command"][:2] == ["tracekit", "profile"] and meta["command"][-3:] == ["--lr", "3", "-x"]
+    assert meta["cwd"] == str(tmp_path)
     assert meta["exit_status"] == 0 and meta["cuda"] is False
     assert meta["steps_marked"] == 0 and meta["steps_recorded"] == 0
     assert meta["options"]["record_shapes"] is True

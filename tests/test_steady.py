@@ -214,3 +214,52 @@ def test_sync_copies_are_syncs_not_launches(tmp_path):
     assert (t.launches, t.syncs) == (1, 1)
     assert t.cpu_launch_us == pytest.approx(5.0) and t.sync_us == pytest.approx(463.0)
     assert t.gpu_ops == 2  # the copy still links to its call
+
+
+def ten_gemms(tmp_path):
+    """No ProfilerStep: 1.99 ms of CPU prologue (aten::randn), then ten 4096³ bf16 aten::mm launched
+    back to back (each call 5 µs, every 10 µs) whose kernels run 176 µs each, one after the other
+    from 2010 µs on (512 blocks each: more than the H200's 132 SMs)."""
+    b = TraceBuilder()
+    b.op("aten::randn", 0, 1990)
+    dims = {"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}
+    for i in range(10):
+        t = 2000 + 10 * i
+        ext = b.op("aten::mm", t, 8, **dims)
+        b.launch(t + 1, 5, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 2010 + 176 * i, 176, ext=ext,
+                 grid=[16, 32, 1])
+    return _load(b, tmp_path, "gemms.json")
+
+
+def test_gemms_that_fill_the_gpu_are_gpu_bound_and_not_batched(tmp_path):
+    from tracekit.suggestions import suggest
+
+    a = analyze(ten_gemms(tmp_path))
+    # the 10 mm calls repeat: 10 inferred steps, each measured on the GPU (176 µs apart)
+    lo = a.ranks[0].launch
+    assert lo.scope == "inferred" and len(lo.steps) == 10
+    assert a.verdict == "gpu-bound"  # the 2 ms prologue is not GPU idle time
+    assert a.totals.span_us / a.totals.steps == pytest.approx(176.0)
+    assert "batch_bmm" not in {s.id for s in suggest(a)}
+
+
+def test_a_long_synchronous_copy_is_a_sync(tmp_path):
+    """A decode step: a 100 µs kernel, then a hipMemcpyWithStream (DtoH) that waits 463 ms for a
+    kernel on another stream (400 ms) and copies; 50 ms of Python before the next launch."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#0", 0, 1_000_000)
+    b.launch(0, 5, "k_small", 10, 100)
+    b.launch(20, 5, "k_long", 30, 400_000, stream=9)
+    b.launch(200, 463_000, "Memcpy DtoH (Device -> Pageable)", 400_100, 62_000, api="hipMemcpyWithStream",
+             kind="memcpy", bytes=1 << 20)
+    b.launch(513_200, 5, "k_next", 513_210, 100)
+    lo = launch_overhead(_load(b, tmp_path, "sglang.json").rank())
+    t = lo.totals
+    assert (t.launches, t.syncs) == (3, 1)  # the copy is a sync, not a launch
+    assert t.sync_us == pytest.approx(463_000.0)
+    # idle [400030, 400100] before the copy starts lies inside the blocking call (70 µs); idle
+    # [462100, 513210]: late until k_next's call returns (513205) + 20 µs: the call covers
+    # [462100, 463200] (1100 µs), the sync window (the call until the next GPU start) the rest
+    assert t.copy_wait_us == pytest.approx(70.0 + 1100.0)
+    assert t.sync_wait_us == pytest.approx(513_210 - 463_200)
+    assert (t.verdict, t.cause) != ("launch-bound", "launch")

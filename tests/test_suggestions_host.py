@@ -7,7 +7,7 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
-from tracekit.analyzers import hostside as H
+from tracekit.analyzers.detectors import hostside as H
 from tracekit.suggestions import rules_host
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"

@@ -66,5 +66,5 @@ def test_small_matmul_loop_evidence():
     row = found["batch_bmm"].evidence[0]
     # torch.mm(a[i], b[i], out=c[i]): the profiler records the out= tensor as a third input
     assert (row["op"], row["shapes"], row["runs"], row["gemms_per_run"]) == (
-        "aten::mm", "[64, 64], [64, 64], [64, 64]", 5, 256)
+        "aten::mm", ((64, 64), (64, 64), (64, 64)), 5, 256)
     assert row["batched_us"] < 30 and row["loop_wall_us"] > 9000  # 8 waves x 2.9 µs vs ~9.8 ms

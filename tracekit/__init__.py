@@ -1,35 +1,54 @@
-"""tracekit: why PyTorch and Triton code is slow on a GPU, and what to change."""
+"""tracekit: why PyTorch and Triton code is slow on a GPU, and what to change.
+
+The package root is light: importing it loads no pandas, jinja2 or torch. Each public name is
+imported from its layer on first use (PEP 562 module __getattr__). `tracekit.profile` is the
+subpackage; its context manager is `tracekit.profile_run` (also `tracekit.profile.profile`).
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
 
-from tracekit.analyzers import analyze
-from tracekit.errors import OutputError, ProfileError, TraceFormatError, TracekitError
-from tracekit.profile import ProfileRun, profile, profile_callable, step, step_range
-from tracekit.report import render_html, write_report
-from tracekit.suggestions import Suggestion, suggest
-from tracekit.trace.load import load_trace
-from tracekit.trace.model import RankTrace, Trace, TraceMeta
+from tracekit._version import __version__ as __version__
 
-__all__ = [
-    "OutputError",
-    "ProfileError",
-    "ProfileRun",
-    "RankTrace",
-    "Suggestion",
-    "Trace",
-    "TraceFormatError",
-    "TraceMeta",
-    "TracekitError",
-    "__version__",
-    "analyze",
-    "load_trace",
-    "profile",
-    "profile_callable",
-    "render_html",
-    "step",
-    "step_range",
-    "suggest",
-    "write_report",
-]
+# public name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "analyze": ("tracekit.analyzers", "analyze"),
+    "OutputError": ("tracekit.errors", "OutputError"),
+    "ProfileError": ("tracekit.errors", "ProfileError"),
+    "TraceFormatError": ("tracekit.errors", "TraceFormatError"),
+    "TracekitError": ("tracekit.errors", "TracekitError"),
+    "ProfileRun": ("tracekit.profile.record", "ProfileRun"),
+    "profile_run": ("tracekit.profile.api", "profile"),
+    "profile_callable": ("tracekit.profile.api", "profile_callable"),
+    "step": ("tracekit.profile.steps", "step"),
+    "step_range": ("tracekit.profile.steps", "step_range"),
+    "render_html": ("tracekit.report", "render_html"),
+    "write_report": ("tracekit.report", "write_report"),
+    "Suggestion": ("tracekit.suggestions", "Suggestion"),
+    "suggest": ("tracekit.suggestions", "suggest"),
+    "load_trace": ("tracekit.trace.load", "load_trace"),
+    "RankTrace": ("tracekit.trace.model", "RankTrace"),
+    "Trace": ("tracekit.trace.model", "Trace"),
+    "TraceMeta": ("tracekit.trace.model", "TraceMeta"),
+}
+
+__all__ = sorted([*_LAZY, "__version__", "profile"])
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its layer the first time it is used."""
+    if name == "profile":  # the subpackage (tracekit.profile.profile is the context manager)
+        return importlib.import_module("tracekit.profile")
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tracekit' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

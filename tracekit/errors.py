@@ -1,16 +1,28 @@
-"""One error hierarchy for tracekit; the CLI maps each class to an exit code in one place."""
+"""One error hierarchy for tracekit, and the one place that maps any exception to (exit code, line)."""
 
 from __future__ import annotations
+
+import signal
+
+# Exit statuses of the CLI.
+EXIT_OK = 0
+EXIT_ERROR = 2  # bad input, unwritable output, nothing recorded
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 
 
 class TracekitError(Exception):
     """Base of every error tracekit raises on purpose; its message is one line for the user."""
 
-    exit_code = 2
+    exit_code = EXIT_ERROR
 
 
 class TraceFormatError(TracekitError):
     """A trace file (or directory) is missing, unreadable, or not a PyTorch profiler trace."""
+
+
+class TraceTooLarge(TraceFormatError):
+    """A trace inflates past the decompression budget (--max-trace-bytes / TRACEKIT_MAX_TRACE_BYTES)."""
 
 
 class ProfileError(TracekitError):
@@ -18,4 +30,36 @@ class ProfileError(TracekitError):
 
 
 class OutputError(TracekitError):
-    """An output file could not be written (exists without --force, unwritable directory)."""
+    """An output file could not be written (exists without --force, unwritable directory, is the input)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM (or SIGHUP) arrived: unwinds like KeyboardInterrupt so that temp files are removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """A signal handler that turns SIGTERM into a Terminated exception in the main thread."""
+    raise Terminated(signum)
+
+
+def exit_status(exc: BaseException) -> tuple[int, str] | None:
+    """(exit code, one-line message without prefix) for an exception the CLI reports in one line;
+    None for exceptions that are bugs (the CLI lets those show their traceback)."""
+    if isinstance(exc, TracekitError):
+        return exc.exit_code, f"error: {exc}"
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_SIGINT, "interrupted"
+    if isinstance(exc, Terminated):
+        return 128 + exc.signum, "terminated"
+    if isinstance(exc, MemoryError):
+        return EXIT_ERROR, ("error: out of memory (the trace is too large for this machine; "
+                            "try --max-trace-bytes or a machine with more memory)")
+    if isinstance(exc, RecursionError):
+        return EXIT_ERROR, "error: input nested too deeply to process"
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_ERROR, "error: output closed early (broken pipe)"
+    return None

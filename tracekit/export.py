@@ -20,7 +20,7 @@ from tracekit.analyzers import Analysis, analyze
 from tracekit.analyzers import kernels as K
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
 from tracekit.errors import TraceFormatError
-from tracekit.report.write import atomic_file
+from tracekit.report.write import check_target, write_stream
 from tracekit.suggestions import Suggestion, suggest
 from tracekit.trace import tables as T
 from tracekit.trace.files import read_bytes, trace_files
@@ -212,6 +212,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
     if len(files) != 1:
         raise TraceFormatError(f"{trace_path}: export takes one trace file (this holds {len(files)}); "
                                "pass one rank's file")
+    out_path = Path(out_path)
+    check_target(out_path, inputs=files, force=force)  # one line, before the long work
     trace = load_trace(files[0])
     rank = trace.rank()
     a = analyze(trace, rank=rank.rank)
@@ -227,18 +229,21 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
         start, end = raw.index(b"["), raw.rindex(b"]") + 1
     else:
         start, end = _events_span(raw, doc.events_raw)
-    out_path = Path(out_path)
-    with atomic_file(out_path, force=force) as (fh, target):
+    added = [0]
+
+    def write(fh: BinaryIO) -> None:
         stream: BinaryIO | gzip.GzipFile = (
-            gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if target.name.endswith(".gz") else fh)
+            gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if out_path.name.endswith(".gz") else fh)
         try:
             stream.write(raw[:start])
-            added = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
+            added[0] = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
             stream.write(raw[end:])
         finally:
             if stream is not fh:
                 stream.close()
-    return target, added
+
+    target = write_stream(out_path, write, force=force, inputs=files)
+    return target, added[0]
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,9 +9,12 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import kernels as K
-from tracekit.analyzers.costs import estimate_costs
-from tracekit.analyzers.devices import match_device
+from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
+from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
+from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
+from tracekit.analyzers.graphs import GraphReplays, graph_replays
 from tracekit.analyzers.launch import (
     LaunchOverhead,
     LaunchTotals,
@@ -22,10 +23,11 @@ from tracekit.analyzers.launch import (
     steady_mask,
     step_records,
 )
-from tracekit.analyzers.patterns import find_patterns
-from tracekit.analyzers.roofline import roofline, roofline_rows
+from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
 from tracekit.analyzers.timeline import Timeline, timeline
 from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
+from tracekit.jsonsafe import plain, records
+from tracekit.trace.model import RankTrace, Trace
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -46,24 +48,22 @@ class RankAnalysis:
     classification: K.KernelClassification
     launch: LaunchOverhead
     temporal: TemporalBreakdown
-    costs: Any | None  # tracekit.analyzers.costs.KernelCosts, None when that module is absent
-    roofline: Any | None  # tracekit.analyzers.roofline.Roofline, None when that module is absent
-    patterns: Any | None = None  # tracekit.analyzers.patterns.Patterns: what the suggestion rules read
+    costs: KernelCosts
+    roofline: Roofline
+    patterns: Patterns  # what the suggestion rules read
+    graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
     timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
     facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """A trace's analysis over the selected ranks; `to_dict()` is the `tracekit analyze --json` document.
-
-    `suggestions` is the hook for tracekit.suggestions: None until rules have run (JSON null), else a
-    sequence of objects with `to_dict()`; set it with `with_suggestions`.
-    """
+    """A trace's analysis over the selected ranks. `to_dict()` is its JSON; the `tracekit analyze
+    --json` document adds the suggestions (tracekit.suggestions.analysis_document)."""
 
     path: str
     ranks: tuple[RankAnalysis, ...]
-    device: Any | None  # tracekit.analyzers.devices.Device or None
+    device: Device | None  # None: the device is not in the peak table
     totals: LaunchTotals  # summed over the selected ranks
     queue: QueueStats  # over all ranks' launched GPU activities inside the steps
     classes: pd.DataFrame  # kernels.SUM_* columns, keyed by class, over the selected ranks
@@ -71,7 +71,6 @@ class Analysis:
     kernels: pd.DataFrame  # KERNEL_COLUMNS, largest time first
     tokens_per_step: float | None = None
     warnings: tuple[str, ...] = ()
-    suggestions: tuple[Any, ...] | None = None
     steps_mode: str = "steady"  # which steps the headline covers: steady, all or N-M
 
     @property
@@ -118,9 +117,6 @@ class Analysis:
             return None
         return per_step / self.tokens_per_step
 
-    def with_suggestions(self, suggestions: Any) -> Analysis:
-        return dataclasses.replace(self, suggestions=tuple(suggestions))
-
     def summary_dict(self) -> dict[str, Any]:
         t = self.totals
         scopes = sorted({r.launch.scope for r in self.ranks})
@@ -140,7 +136,7 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         device = self.device.to_dict() if self.device is not None else None
-        return _clean({
+        return plain({
             "schema": SCHEMA,
             "trace": self.path,
             "ranks": [_rank_dict(r) for r in self.ranks],
@@ -151,10 +147,9 @@ class Analysis:
             "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
             "classes": K.summary_records(self.classes, "class"),
             "libraries": K.summary_records(self.libraries, "library"),
-            "kernels": [dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
-                        self.kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)],
+            "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
+            "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
             "warnings": list(self.warnings),
-            "suggestions": None if self.suggestions is None else [s.to_dict() for s in self.suggestions],
         })
 
 
@@ -167,22 +162,7 @@ def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
             "temporal": r.temporal.to_dict(), "streams": launch["streams"], "apis": launch["apis"]}
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
-
-
-def _combine_rows(tables: list[pd.DataFrame], device: Any) -> pd.DataFrame:
+def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:
     if len(tables) == 1:
         out = tables[0]
     else:
@@ -201,8 +181,8 @@ def _combine_rows(tables: list[pd.DataFrame], device: Any) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None,
-                 steps: str = "steady") -> RankAnalysis:
+def analyze_rank(rank: RankTrace, *, device: Device | None = None,
+                 kernel_wait_us: float | None = None, steps: str = "steady") -> RankAnalysis:
     """All analyzers on one RankTrace; the kernel rows and patterns cover the headline steps."""
     kc = K.classify(rank)
     classes = kc.table[K.CLASS].to_numpy(dtype=object)
@@ -214,11 +194,11 @@ def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None,
     roof = roofline(rank, kc, costs, device, rows=rows)
     patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns,
+                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
                         timeline=timeline(rank, lo.steps, kc.table[K.CLASS]), facts=trace_facts(rank))
 
 
-def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None,
+def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
             steps: str = "steady") -> Analysis:
     """Analyze every rank of `trace` (or only `rank`) and combine the results. `steps` picks the
     steps the headline numbers cover: "steady" (default: set-up, warm-up, partial and outlier steps

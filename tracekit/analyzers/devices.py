@@ -137,7 +137,7 @@ DEVICES: tuple[Device, ...] = (
            arch=(9, 0, 104), l2_mb=8.0),
 )
 
-_CAPACITY = re.compile(r"\d+\s*GB", re.IGNORECASE)
+_CAPACITY = re.compile(r"(?<!\d)\d+\s*GB", re.IGNORECASE)  # (?<!\d): linear on long digit runs
 _COMPILED = tuple((d, tuple(re.compile(p, re.IGNORECASE) for p in d.patterns)) for d in DEVICES)
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names as N
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
 
 # An idle gap the CPU caused is "launch" time when it is at most this long (the eager dispatch and
@@ -172,7 +172,7 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
             CPU_WAIT: np.where(long, rest, 0.0),
         }
         for name, values in parts.items():
-            out[name] = np.bincount(pos, weights=values, minlength=n)
+            out[name] = np.bincount(pos, weights=values, minlength=n).astype(float)
     w0, w1 = windows.ts, windows.end
     pageable = _pageable(gpu)
     if pageable.any():

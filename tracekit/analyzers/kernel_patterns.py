@@ -24,6 +24,10 @@ class Rule(NamedTuple):
 OP_CHAIN_SEP = " < "
 OP_CHAIN_DEPTH = 3
 
+# Rules see at most this many characters of a kernel or op name (names are untrusted input; every
+# pattern here is also written to run in time linear in the name: tests/test_fuzz_patterns.py).
+MAX_NAME_CHARS = 4096
+
 # Launching-op regexes used by several rows.
 _CONV_OP = r"conv|cudnn_convolution|miopen_convolution|mkldnn_convolution"
 _EMBED_OP = r"embedding"
@@ -38,7 +42,7 @@ LIBRARY_RULES: tuple[Rule, ...] = (
     Rule(r"^_?attn_(fwd|bwd)", "flash-attn", op=_ATTN_OP,
          source="ROCm aotriton attn_fwd under aten::_flash_attention_forward (TraceLens MI300)"),
     Rule(r"^triton_(poi|red|per|tem|for|mix|unk)_", "inductor", source="torch.compile Inductor"),
-    Rule(r"cudnn|cask_|scudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|xmma_.*_cudnn|implicit_convolve_sgemm|"
+    Rule(r"cudnn|cask_|scudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|^(?=.*xmma_)(?=.*_cudnn)|implicit_convolve_sgemm|"
          r"explicit_convolve_sgemm|wgrad_alg\d_engine|dgrad_engine|dgrad2d|^(void )?fft2d_|winograd|"
          r"nchwToNhwcKernel|nhwcToNchwKernel|bn_fw_tr_|bn_bw_|bn_fw_inf",
          "cudnn", source="cuDNN (V100/A100/H100 traces, HTA and Kineto corpora)"),
@@ -92,16 +96,18 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"^triton_\w*softmax", "softmax", source="Inductor triton_per_fused__softmax_0"),
     Rule(r"^triton_\w*(layer_norm|rms_norm|batch_norm|group_norm|native_norm|_norm_)", "normalization",
          source="Inductor triton_red_fused_native_layer_norm_0"),
-    Rule(r"^triton_(red|per)_\w*mean\w*rsqrt", "normalization",
+    Rule(r"^triton_(red|per)_(?=\w*mean)\w*rsqrt", "normalization",
          source="Inductor RMSNorm: triton_red_fused_add_mean_mul_pow_rsqrt_0 (TraceLens torch.compile)"),
     Rule(r"^triton_\w*embedding", "embedding", source="Inductor embedding gather"),
     Rule(r"^triton_(red|per)_", "reduction", source="Inductor reductions"),
-    Rule(r"^triton_poi_fused_((_to_copy|clone|cat|copy|_unsafe_view|view|permute|transpose|t|expand|"
-         r"slice|select|stack|constant_pad_nd|squeeze|unsqueeze|_?)_?)+\d+$", "copy",
+    # one way to split a name into tokens (none starts with '_', none is followed by a letter
+    # where a longer one would be): no backtracking blow-up on names like triton_poi_fused_____!
+    Rule(r"^triton_poi_fused(?:_+(?:to_copy|clone|cat|copy|unsafe_view|view|permute|transpose|t|expand|"
+         r"slice|select|stack|constant_pad_nd|squeeze|unsqueeze))*_+\d+$", "copy",
          source="Inductor pointwise kernels made only of copies/casts/views (triton_poi_fused__to_copy_0)"),
     Rule(r"^triton_(poi|for|mix)_", "elementwise", source="Inductor pointwise / foreach kernels"),
     # --- convolution ----------------------------------------------------------------------
-    Rule(r"scudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|xmma_.*_cudnn|implicit_convolve_sgemm|"
+    Rule(r"scudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|^(?=.*xmma_)(?=.*_cudnn)|implicit_convolve_sgemm|"
          r"explicit_convolve_sgemm|wgrad_alg\d_engine|dgrad_engine|dgrad2d|^(void )?fft2d_|winograd|"
          r"cutlass_cudnn|cask_|ImplicitGemmConvolution|reduce_wgrad|im2col|col2im|conv2d|conv3d|"
          r"Conv(?!ert)|conv_|_conv(?!ert)|depthwise|igemm|naive_conv|gridwise_convolution|convolution",
@@ -109,7 +115,7 @@ CLASS_RULES: tuple[Rule, ...] = (
     # --- GEMM libraries -------------------------------------------------------------------
     Rule(r"^nvjet_|xmma_gemm|^(ampere|volta|turing|maxwell|hopper|ada|sm\d+)_\w*(gemm|gemv)|gemv|"
          r"gemmk1_|gemmSN|splitKreduce|cublasLt|cublas|epilogue::impl::globalKernel|^Cijk_|"
-         r"cutlass\w*gemm|cutlass::Kernel<cutlass_\d+_(tensorop|simt|wmma)|GemmUniversal|Gemm|(?<!fb)gemm|"
+         r"cutlass\w{0,256}gemm|cutlass::Kernel<cutlass_\d+_(tensorop|simt|wmma)|GemmUniversal|Gemm|(?<!fb)gemm|"
          r"matmul|Matmul|_mm_|^_?mm_|bmm|wvSplitK|LLGemm|marlin|Marlin|dot_kernel",
          "gemm", source="nvjet_sm90_*, sm80_xmma_gemm_*, ampere_sgemm_*, volta_sgemm_*, cutlass_80_tensorop_s1688gemm_*, Cijk_*"),
     # --- normalization / softmax (before generic reduce and elementwise) ---------------------
@@ -164,7 +170,7 @@ OP_CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"aten::(copy_|_to_copy|to|clone|contiguous|cat|stack|index_select|gather|scatter\w*|"
          r"index\w*|_unsafe_index\w*|repeat\w*|expand\w*|flip|roll|narrow_copy|masked_select|nonzero)$",
          "copy"),
-    Rule(r"aten::(sum|mean|amax|amin|max|min|argmax|argmin|cumsum|topk|sort|\w*loss\w*|\w*pool\w*)$",
+    Rule(r"aten::(sum|mean|amax|amin|max|min|argmax|argmin|cumsum|topk|sort)$|aten::(?=\w*(loss|pool))\w+$",
          "reduction"),
 )
 
@@ -172,13 +178,6 @@ OP_CLASS_RULES: tuple[Rule, ...] = (
 PLATFORM_LIBRARY: dict[tuple[str, str], str] = {
     ("rocm", "nccl"): "rccl",
 }
-
-# Keys a Triton launch's CPU op may carry in its `extra` args (see docs/triton-metadata.md).
-INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
-USER_TRITON_OP_KEY = "tracekit_user_kernel"  # written by `tracekit profile` for user @triton.jit kernels
-DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot
-TRITON_TABLE_KEY = "triton_kernels"  # list in the trace's `tracekit` provenance; op arg N -> entry N-1
-DOT_TABLE_KEYS = ("uses_dot", "tl_dot")  # truthy in that entry when the kernel calls tl.dot
 
 # Runtime-API names that launch user-compiled modules (Triton): kernels launched by these outside
 # an aten op are user Triton kernels unless a library rule matched their name.

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import idle as I
-from tracekit.analyzers.gputime import busy_in_windows, intervals, merge_intervals
 from tracekit.analyzers.steady import (
     StepPhase,
     StepsError,
@@ -29,7 +28,9 @@ from tracekit.analyzers.totals import (  # noqa: F401  (re-exported: the verdict
     bottleneck,
 )
 from tracekit.analyzers.windows import StepWindows, step_windows
+from tracekit.jsonsafe import plain, records
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_in_windows, intervals, merge_intervals
 from tracekit.trace.model import RankTrace
 
 KERNEL_WAIT_US = 30.0  # idle gaps below this between already-launched kernels are "kernel wait" (HTA)
@@ -131,8 +132,8 @@ class LaunchOverhead:
             "scope": self.scope,
             "summary": {**self.totals.to_dict(), **_queue_fields(self.queue)},
             "steps": step_records(self),
-            "streams": [{k: _py(v) for k, v in r.items()} for r in self.streams.to_dict("records")],
-            "apis": [{k: _py(v) for k, v in r.items()} for r in self.apis.to_dict("records")],
+            "streams": records(self.streams),
+            "apis": records(self.apis),
         }
 
 
@@ -159,7 +160,7 @@ def step_records(lo: LaunchOverhead) -> list[dict[str, Any]]:
     phases = lo.phases or (None,) * len(lo.step_totals)
     for row, totals, phase in zip(lo.steps.to_dict("records"), lo.step_totals, phases, strict=True):
         rec = {"rank": lo.rank, "step": int(row["step"]), **totals.to_dict()}
-        rec.update({k: _py(row[k]) for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")})
+        rec.update({k: plain(row[k]) for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")})
         rec["phase"] = phase.phase if phase is not None else None
         rec["phase_reason"] = phase.reason if phase is not None else None
         rec.pop("steps", None)
@@ -171,15 +172,7 @@ def _queue_fields(q: QueueStats) -> dict[str, Any]:
     return {"queue_p50_us": q.p50_us, "queue_p90_us": q.p90_us, "queue_max_us": q.max_us}
 
 
-def _py(v: Any) -> Any:
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return None if np.isnan(v) else float(v)
-    return v
-
-
-def _activities(rank, kernel_wait_us: float) -> pd.DataFrame:
+def _activities(rank: RankTrace, kernel_wait_us: float) -> pd.DataFrame:
     gpu, rt = rank.gpu, rank.runtime
     n = len(gpu)
     launch = gpu[T.GPU_LAUNCH].to_numpy()
@@ -295,7 +288,7 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
         "short_kernels": per_step(a_pos, act[A_SHORT].to_numpy(dtype=bool)),
         **I.idle_components(rank, windows, classes),
     }
-    kinds = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
+    kinds: dict[str, Any] = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
     step_totals = tuple(LaunchTotals(steps=1, **{k: kinds[k](v[i]) for k, v in columns.items()})
                         for i in range(n))
     phases = classify_steps(rank, windows, columns["span_us"], columns["kernels"])

@@ -11,8 +11,8 @@ import pandas as pd
 from tracekit.analyzers import names as N
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace
-from tracekit.trace.summary import busy_time_us
 from tracekit.units import fmt_bytes, fmt_us
 
 STEADY = "steady"

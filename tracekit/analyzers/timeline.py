@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.gputime import busy_in_windows
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
-from tracekit.trace.summary import merge_intervals
 
 TIMELINE_BINS = 2400  # fine bins over the whole rank; the report merges them to pixels at any zoom
 MAX_STREAM_ROWS = 12  # busiest streams get their own row; the rest are merged into one

@@ -1,14 +1,18 @@
-"""The `tracekit` command: a click group whose subcommands live one per module, loaded lazily."""
+"""The `tracekit` command: entry points and the one place that turns exceptions into exit codes.
+
+This module imports nothing heavy (not even click) so that Ctrl-C or SIGTERM at start-up already
+ends in one line; the click group lives in tracekit.cli.group and each command in its own module."""
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
-import click
-
-from tracekit import __version__
-from tracekit.errors import TracekitError
+from tracekit.errors import exit_status, raise_terminated
 
 # command name -> module under tracekit.cli holding a click command named `command`
 COMMANDS: dict[str, str] = {
@@ -18,59 +22,86 @@ COMMANDS: dict[str, str] = {
     "profile": "profile",
     "export": "export",
 }
+# what `tracekit --help` lists (kept here so that --help imports no command module)
+SHORT_HELP: dict[str, str] = {
+    "info": "Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces).",
+    "analyze": "Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.",
+    "report": "Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).",
+    "profile": "Run a script or module under torch.profiler and write its trace.",
+}
 
 
-class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when that command runs."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in COMMANDS if self._module(name) is not None)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = self._module(cmd_name)
-        return None if module is None else module.command
-
-    @staticmethod
-    def _module(name: str):
-        if name not in COMMANDS:
-            return None
-        try:
-            return importlib.import_module(f"tracekit.cli.{COMMANDS[name]}")
-        except ModuleNotFoundError as exc:  # a command not built yet in this checkout
-            if exc.name == f"tracekit.cli.{COMMANDS[name]}":
-                return None
-            raise
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """While the CLI runs, SIGTERM and SIGHUP raise errors.Terminated (like Ctrl-C raises
+    KeyboardInterrupt), so that every `finally` removes its temp files before exit 143/129."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            previous[sig] = signal.signal(sig, raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tracekit")
-def cli() -> None:
-    """Find out why PyTorch / Triton code is slow on a GPU, and what to change."""
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turning tracekit errors into one line on stderr and exit code 2."""
+    """Run the CLI; any error tracekit expects (bad input, unwritable output, interruption, out of
+    memory) ends as one escaped line on stderr and its exit code (errors.exit_status)."""
+    from tracekit.terminal import visible
+
+    with terminate_as_exception():
+        try:
+            return _run(sys.argv[1:] if argv is None else list(argv))
+        except BaseException as exc:
+            status = exit_status(exc)
+            if status is None:
+                raise
+            code, message = status
+            if isinstance(exc, BrokenPipeError):
+                _quiet_stdout()
+            _say(f"tracekit: {visible(message)}")
+            return code
+
+
+def _run(args: list[str]) -> int:
+    if args == ["--version"]:  # answered without importing click (the same text click prints)
+        from tracekit._version import __version__
+
+        sys.stdout.write(f"tracekit, version {__version__}\n")
+        return 0
+    import click
+
+    from tracekit.cli.group import cli
+
     try:
-        rv = cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
-    except TracekitError as exc:
-        click.echo(f"tracekit: error: {exc}", err=True)
-        return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("tracekit: interrupted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("tracekit: interrupted", err=True)
-        return 130
+        with cli.make_context("tracekit", args) as ctx:
+            rv = cli.invoke(ctx)
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
     except click.ClickException as exc:
         exc.show()
-        return 2
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     return rv if isinstance(rv, int) else 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def _quiet_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so that the exit flush stays silent."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def run() -> None:

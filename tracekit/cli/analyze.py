@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Sequence
 
 import click
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.tracefacts import device_label
-from tracekit.cli.common import analyze_for_cli, fmt_us, load_for_cli, quiet_option, steps_option
-from tracekit.suggestions import suggest
+from tracekit.cli.common import (
+    analyze_for_cli,
+    capture_option,
+    fmt_us,
+    load_for_cli,
+    max_bytes_option,
+    quiet_option,
+    steps_option,
+)
+from tracekit.suggestions import Suggestion, analysis_document, suggest
+from tracekit.terminal import visible
 from tracekit.units import plural
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _safe(text: object, width: int | None = None) -> str:
-    """Trace names are untrusted: no terminal control characters, truncated to `width`."""
-    s = _CONTROL.sub("?", str(text))
+    """Trace names are untrusted: control characters made visible, truncated to `width`."""
+    s = str(text)
     if width is not None and len(s) > width:
         s = s[: width - 3] + "..."
-    return s
+    return visible(s)
 
 
 def _pct(x: float | None) -> str:
@@ -36,7 +43,8 @@ def _text(x: object) -> str:
     return "-" if x is None or (isinstance(x, float) and x != x) or x == "" else _safe(x)
 
 
-def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
+def render_text(a: Analysis, suggestions: Sequence[Suggestion] = (), top: int = 15,
+                max_steps: int = 10) -> str:
     """A compact, human-readable rendering of an Analysis."""
     s = a.summary_dict()
     ranks = ", ".join(str(r.rank) for r in a.ranks)
@@ -76,9 +84,11 @@ def render_text(a: Analysis, top: int = 15, max_steps: int = 10) -> str:
                 f"  {fmt_us(r['time_us']):>12s} {100 * r['time_us'] / total:5.1f}% {int(r['count']):7d} "
                 f"{_safe(r['class']):13s} {_safe(r['library']):10s} {_num(r['achieved_tflops'], '{:.2f}'):>8s} "
                 f"{_num(r['achieved_gbps'], '{:.0f}'):>8s} {_text(r['bound']):7s} {_safe(r['name'], 60)}")
-    if a.suggestions:
+    graph_lines = [_safe(r.graphs.line()) for r in a.ranks if r.graphs is not None]
+    lines += ["", *graph_lines] if graph_lines else []
+    if suggestions:
         lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
-        for sug in a.suggestions[:top]:
+        for sug in suggestions[:top]:
             lines.append(f"  {fmt_us(sug.per_step_us):>12s} {sug.saving_pct:5.1f}%  {sug.id:18s} {_safe(sug.title, 90)}")
     steps = [{**rec, "rank": r.rank} for r in a.ranks for rec in r.launch.steps.to_dict("records")]
     multi = len(a.ranks) > 1  # rows from several ranks: say which
@@ -109,11 +119,6 @@ def _steps_line(a: Analysis) -> str:
     return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
 
 
-def with_suggestions(result: Analysis) -> Analysis:
-    """The analysis with the suggestion rules' results attached (ranked by saving)."""
-    return result.with_suggestions(suggest(result))
-
-
 @click.command("analyze", short_help="Print what bounds TRACE (verdict, time by class, top kernels) and what to change.")
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/1).")
@@ -122,13 +127,16 @@ def with_suggestions(result: Analysis) -> Analysis:
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
 @steps_option
+@max_bytes_option
+@capture_option
 @quiet_option
 def command(trace: str, as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, quiet: bool) -> None:
+            steps: str, max_bytes: int | None, captures: tuple[str, ...], quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
-    result = with_suggestions(analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps))
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes, captures=captures)
+    result = analyze_for_cli(loaded, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
+    found = suggest(result)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        click.echo(json.dumps(analysis_document(result, found), indent=2, allow_nan=False))
     else:
-        click.echo(render_text(result, top=top))
+        click.echo(render_text(result, found, top=top))

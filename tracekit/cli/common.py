@@ -1,28 +1,60 @@
-"""Helpers shared by the commands: loading a trace with progress, formatting times."""
+"""Helpers shared by the commands: loading a trace with progress, options, output checks, escaping."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.analyzers.analysis import Analysis
+from tracekit.terminal import visible
+from tracekit.trace.files import MAX_BYTES_ENV, parse_size
 from tracekit.trace.load import load_trace, stderr_progress
 from tracekit.trace.model import Trace
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import Analysis
+
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
 
-def load_for_cli(path: str, quiet: bool = False) -> Trace:
+class SizeType(click.ParamType):
+    """A byte count: 2G, 500M, 1000000."""
+
+    name = "SIZE"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError:
+            self.fail(f"{visible(value)!r} is not a size (e.g. 2G, 500M, 1000000)", param, ctx)
+
+
+max_bytes_option = click.option(
+    "--max-trace-bytes", "max_bytes", type=SizeType(), default=None,
+    help=f"Refuse a trace whose JSON (after gunzip) is larger than SIZE (default: from available memory, "
+         f"or ${MAX_BYTES_ENV}).")
+
+
+capture_option = click.option(
+    "--capture", "captures", multiple=True, type=click.Path(), metavar="CAPTURE",
+    help="Trace recorded around CUDA-graph capture (file or directory; repeatable): replayed kernels "
+         "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
+
+
+def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
+                 captures: tuple[str, ...] = ()) -> Trace:
     """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
     progress = stderr_progress(quiet)
-    trace = load_trace(path, progress=progress)
+    trace = load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
     if progress is not None:
         sys.stderr.write("\r\x1b[K")
     if not quiet:
         for warning in trace.warnings:
-            click.echo(f"tracekit: warning: {warning}", err=True)
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
     return trace
 
 

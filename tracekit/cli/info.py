@@ -6,8 +6,10 @@ import json
 
 import click
 
-from tracekit.cli.common import fmt_us, load_for_cli, quiet_option
+from tracekit.analyzers.graphs import graph_replays
+from tracekit.cli.common import capture_option, fmt_us, load_for_cli, max_bytes_option, quiet_option
 from tracekit.report.names import short_name
+from tracekit.terminal import visible
 from tracekit.trace.summary import RankSummary, summarize
 from tracekit.units import plural
 
@@ -51,8 +53,8 @@ def _pct(part: int, whole: int) -> str:
 
 
 def render_text(info: dict) -> str:
-    lines = [f"trace     {info['path']}",
-             f"device    {info['device'] or 'not named in the trace'} ({info['platform']})",
+    lines = [f"trace     {visible(info['path'])}",
+             f"device    {visible(info['device'] or 'not named in the trace')} ({info['platform']})",
              f"ranks     {', '.join(map(str, info['ranks']))}",
              f"steps     {info['steps'] or 'none marked (whole trace = one step)'}"]
     if info["cpu_only"]:
@@ -71,7 +73,7 @@ def render_text(info: dict) -> str:
             shorts = [short_name(k["name"]) for k in r["top_kernels"]]
             for k, short in zip(r["top_kernels"], shorts, strict=True):
                 name = short if shorts.count(short) == 1 else k["name"]  # same short name: tell them apart
-                name = name if len(name) <= 70 else name[:67] + "..."
+                name = visible(name if len(name) <= 70 else name[:67] + "...")
                 lines.append(f"    {100 * k['share']:5.1f}%  {fmt_us(k['time_us']):>9s}  {k['count']:6,d}x  {name}")
     return "\n".join(lines)
 
@@ -80,14 +82,21 @@ def render_text(info: dict) -> str:
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
+@max_bytes_option
+@capture_option
 @quiet_option
-def command(trace: str, as_json: bool, top: int, quiet: bool) -> None:
+def command(trace: str, as_json: bool, top: int, max_bytes: int | None, captures: tuple[str, ...], quiet: bool) -> None:
     """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
     from tracekit.analyzers.devices import match_device
     from tracekit.analyzers.tracefacts import device_label, trace_facts
 
-    loaded = load_for_cli(trace, quiet=quiet or as_json)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes, captures=captures)
     ranks = [r for r in loaded.ranks.values() if r.has_gpu] or list(loaded.ranks.values())
     device = device_label(match_device(ranks[0].meta), trace_facts(ranks[0]))
     info = info_dict(trace, summarize(loaded, top=top), loaded.warnings, device)
-    click.echo(json.dumps(info, indent=2) if as_json else render_text(info))
+    replays = [g for g in (graph_replays(r) for r in loaded.ranks.values()) if g is not None]
+    info["graphs"] = [g.to_dict() for g in replays]
+    text = render_text(info)
+    if replays:
+        text += "\n\n" + "\n".join(g.line() for g in replays)
+    click.echo(json.dumps(info, indent=2) if as_json else text)

@@ -9,8 +9,42 @@ import click
 
 from tracekit.errors import ProfileError
 
+# tracekit's own options that take a value (everything after SCRIPT or -m MODULE is the target's)
+_VALUE_OPTIONS = ("-o", "--output", "--warmup", "--active")
+
+
+def target_argv(raw: list[str]) -> list[str] | None:
+    """The arguments after SCRIPT (or -m MODULE) exactly as given, `--` included: what
+    `python SCRIPT ARGS` / `python -m MODULE ARGS` put in sys.argv[1:]. None if there is no target."""
+    i = 0
+    while i < len(raw):
+        arg = raw[i]
+        if arg == "-m":
+            return raw[i + 2:] if i + 1 < len(raw) else None
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return raw[i + 1:]  # -mMODULE
+        if arg == "--":
+            return raw[i + 2:] if i + 1 < len(raw) else None  # tracekit profile [OPTIONS] -- SCRIPT ARGS
+        if arg in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if arg.startswith("-") and arg != "-":
+            i += 1
+            continue
+        return raw[i + 1:]
+    return None
+
+
+class ProfileCommand(click.Command):
+    """Keeps the raw arguments, so that the target gets its own exactly as python would pass them."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["tracekit.profile.raw"] = list(args)
+        return super().parse_args(ctx, args)
+
 
 @click.command(
+    cls=ProfileCommand,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     short_help="Run a script or module under torch.profiler and write its trace.",
 )
@@ -41,6 +75,11 @@ from tracekit.errors import ProfileError
 @click.option(
     "-q", "--quiet", is_flag=True, help="Print nothing but errors and the script's output."
 )
+@click.option(
+    "--record-command",
+    is_flag=True,
+    help="Also store the full command line and working directory in the trace (off: traces get shared).",
+)
 @click.argument("target", required=False, metavar="SCRIPT")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--] [ARGS]...")
 def command(
@@ -53,6 +92,7 @@ def command(
     active: int | None,
     no_report: bool,
     quiet: bool,
+    record_command: bool,
     target: str | None,
     args: tuple[str, ...],
 ) -> None:
@@ -60,6 +100,7 @@ def command(
 
     Steps (ProfilerStep#N) are marked at each optimizer.step() or tracekit.step() call; --warmup
     and --active pick which of them are recorded. The run exits with the script's own status.
+    Everything after SCRIPT (or -m MODULE) goes to it unchanged, a `--` included, as with python.
     """
     from tracekit.profile.runner import Target
     from tracekit.profile.script import profile_target
@@ -71,8 +112,10 @@ def command(
             raise ProfileError("give a SCRIPT to run, or -m MODULE")
     elif target is not None:
         script_args.insert(0, target)
-    if script_args[:1] == ["--"]:
-        script_args.pop(0)
+    raw = click.get_current_context().meta.get("tracekit.profile.raw")
+    exact = target_argv(raw) if raw is not None else None
+    if exact is not None:
+        script_args = exact
     status = profile_target(
         Target(script=None if module else target, module=module, args=tuple(script_args)),
         ProfileOptions(with_stack=with_stack, memory=memory, warmup=warmup, active=active),
@@ -81,6 +124,7 @@ def command(
         report=not no_report,
         quiet=quiet,
         command=["tracekit", *sys.argv[1:]],
+        record_command=record_command,
     )
     if status:
         raise SystemExit(status)

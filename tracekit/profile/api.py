@@ -1,4 +1,4 @@
-"""Python API: `with tracekit.profile() as run:` around any code, and `tracekit.profile_callable(fn)`."""
+"""Python API: `with tracekit.profile_run() as run:` (tracekit.profile.profile) around any code, and `tracekit.profile_callable(fn)`."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _resolve(output: str | Path | None, stem: str) -> Path:
 
 
 class Profiling:
-    """The handle of `with tracekit.profile(...) as run:`; `run.result` is set when the block ends.
+    """The handle of `with tracekit.profile_run(...) as run:`; `run.result` is set when the block ends.
 
     Inside the block, `run.step()` (or `tracekit.step()`) marks step boundaries; optimizer steps are
     marked automatically. The trace is written even if the block raises (the error propagates).

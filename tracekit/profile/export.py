@@ -7,14 +7,17 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
+
+import msgspec
 
 from tracekit.errors import OutputError, ProfileError
-from tracekit.paths import report_path
+from tracekit.trace.files import trace_stem
+from tracekit.trace.tables import TRACEKIT_KEY
 
-TRACE_SUFFIX = ".trace.json.gz"
-META_KEY = "tracekit"
+META_KEY = TRACEKIT_KEY
 STEP0_NAME = "ProfilerStep#0"
 _CHUNK = 1 << 20
 _TAIL = 4096
@@ -34,19 +37,29 @@ def check_output(path: Path, force: bool) -> None:
 
 
 def report_path_for(trace_path: Path) -> Path:
-    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.report.html, beside it (as `tracekit report`)."""
-    return report_path(trace_path)
+    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.report.html beside it, the
+    name `tracekit report` picks too."""
+    return trace_path.with_name(trace_stem(trace_path.name) + ".report.html")
 
 
-def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool) -> Path:
-    """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object.
+def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
+    """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object; return
+    the path written.
 
     `drop_step0` removes the ProfilerStep#0 annotation that spans the whole run when the script
-    marked no steps. The file appears complete or not at all (temp file + os.replace).
+    marked no steps. The file appears complete or not at all: temp files are created with O_EXCL
+    beside it (tracekit.report.write, the package's one atomic writer), then published; without
+    `force` a file that appeared meanwhile is kept and the trace goes to a numbered name.
     """
-    raw = path.with_name(f".{path.name}.{os.getpid()}.raw.json")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from tracekit.report.write import make_temp, publish, signals_deferred
+
+    made: list[Path] = []
     try:
+        with signals_deferred():  # each temp file is created and registered for cleanup at once
+            raw = make_temp(path, ".raw.json")
+            made.append(raw)
+            tmp = make_temp(path)
+            made.append(tmp)
         try:
             prof.export_chrome_trace(str(raw))
         except OSError:
@@ -60,18 +73,18 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
                 _rewrite(raw, out, meta, path.name)
             else:
                 _splice(raw, out, meta, path.name)
-        os.replace(tmp, path)
+        path = publish(tmp, path, force=force)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
     finally:
-        for leftover in (raw, tmp):
+        for leftover in made:
             with contextlib.suppress(OSError):
                 leftover.unlink()
     return path
 
 
 @contextlib.contextmanager
-def _open_out(path: Path, *, gz: bool):
+def _open_out(path: Path, *, gz: bool) -> Iterator[IO[bytes]]:
     with path.open("wb") as raw_out:
         if not gz:
             yield raw_out
@@ -80,7 +93,7 @@ def _open_out(path: Path, *, gz: bool):
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=raw_out, compresslevel=6, mtime=0
         ) as out:
-            yield out
+            yield cast(IO[bytes], out)  # GzipFile writes bytes; typeshed does not call it IO[bytes]
 
 
 def _meta_bytes(meta: dict[str, Any]) -> bytes:
@@ -117,17 +130,8 @@ def _splice(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
 
 def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
     """Parse, drop the whole-run ProfilerStep#0, add the metadata, write (rare: no step marked)."""
-    try:
-        import msgspec
-
-        data = msgspec.json.decode(raw.read_bytes())
-        encode = msgspec.json.encode
-    except ImportError:  # pragma: no cover - msgspec is a core dependency
-        data = json.loads(raw.read_bytes())
-
-        def encode(obj: Any) -> bytes:
-            return json.dumps(obj).encode()
-
+    data = msgspec.json.decode(raw.read_bytes())
+    encode = msgspec.json.encode
     if not isinstance(data, dict):
         raise ProfileError(f"{raw}: torch.profiler wrote something that is not a JSON object")
     events = data.get("traceEvents")

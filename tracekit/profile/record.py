@@ -12,8 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tracekit.profile.export import TRACE_SUFFIX, check_output, report_path_for, write_trace
+from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
+from tracekit.trace.files import PROFILE_SUFFIX
 from tracekit.units import plural
 
 
@@ -59,12 +60,12 @@ def default_output(stem: str, *, unique: bool) -> Path:
     """STEM.trace.json.gz in the working directory; with unique, STEM-TIMESTAMP[-N] never clobbers."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "profile"
     if not unique:
-        return Path.cwd() / f"{safe}{TRACE_SUFFIX}"
+        return Path.cwd() / f"{safe}{PROFILE_SUFFIX}"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path.cwd() / f"{safe}-{stamp}{TRACE_SUFFIX}"
+    path = Path.cwd() / f"{safe}-{stamp}{PROFILE_SUFFIX}"
     n = 2
     while path.exists():
-        path = Path.cwd() / f"{safe}-{stamp}-{n}{TRACE_SUFFIX}"
+        path = Path.cwd() / f"{safe}-{stamp}-{n}{PROFILE_SUFFIX}"
         n += 1
     return path
 
@@ -77,8 +78,13 @@ def provenance(
     command: Sequence[str],
     warmup_calls: int = 0,
     exit_status: int = 0,
+    record_command: bool = False,
 ) -> dict[str, Any]:
-    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions."""
+    """The top-level "tracekit" object of the trace: who recorded what, how, with which versions.
+
+    Traces get shared: the command line and working directory (arguments can hold tokens, paths
+    can be private) are written only with `record_command`; otherwise `target` is cut to the
+    script's file name (or the module name)."""
     import torch
 
     from tracekit import __version__
@@ -93,10 +99,8 @@ def provenance(
         "triton": getattr(triton, "__version__", None),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "command": list(command),
-        "cwd": os.getcwd(),
         "mode": mode,
-        "target": target,
+        "target": target if record_command or mode != "script" else os.path.basename(target.rstrip("/\\")),
         "cuda": session.cuda,
         "device": torch.cuda.get_device_name() if session.cuda else None,
         "options": {
@@ -117,6 +121,9 @@ def provenance(
         "exit_status": exit_status,
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    if record_command:
+        meta["command"] = list(command)
+        meta["cwd"] = os.getcwd()
     if recorder is not None:
         meta["triton_kernels"] = recorder.kernels
         if recorder.mode == "top_level":
@@ -135,7 +142,7 @@ def finish(
     """Write the trace (and the report when planned); None when the schedule recorded nothing."""
     if not session.trace_ready:
         return None
-    write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step)
+    trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
     writer = report_writer() if report_path is not None else None
     if writer is None:

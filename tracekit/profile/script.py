@@ -19,6 +19,7 @@ from tracekit.profile.record import (
 )
 from tracekit.profile.runner import Target, exit_status, report_exception
 from tracekit.profile.session import ProfileOptions, Session, require_torch
+from tracekit.terminal import visible
 from tracekit.units import plural
 
 # Exit status when tracekit itself could not do its job (as for TracekitError in the CLI).
@@ -34,6 +35,7 @@ def profile_target(
     report: bool = True,
     quiet: bool = False,
     command: Sequence[str] = (),
+    record_command: bool = False,
 ) -> int:
     """Profile `target`; return the status to exit with (the script's own, or 2 if nothing recorded).
 
@@ -51,7 +53,7 @@ def profile_target(
 
     def say(message: str) -> None:
         if not quiet:
-            print(f"tracekit: {message}", file=sys.stderr, flush=True)
+            print(f"tracekit: {visible(message)}", file=sys.stderr, flush=True)
 
     session = Session(options)
     session.start()
@@ -75,6 +77,7 @@ def profile_target(
         target=target.display,
         command=command,
         exit_status=status,
+        record_command=record_command,
     )
     result = finish(session, trace_path, meta, report_path=report_path, force=force)
     if result is None:
@@ -86,7 +89,7 @@ def profile_target(
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")
     if result.report_error is not None:
-        print(f"tracekit: error: {result.report_error}", file=sys.stderr, flush=True)
+        print(f"tracekit: error: {visible(result.report_error)}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
     return status
 

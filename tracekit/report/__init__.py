@@ -65,9 +65,11 @@ def build_view(trace: Any, *, rank: int | None = None, steps: str = "steady") ->
     return report_view(views, path=str(trace.path), warnings=shown, version=_version())
 
 
-def write_view(view: ReportView, out_path: str | Path, *, force: bool = False) -> Path:
-    """Render `view` and write it atomically to `out_path` (or a free name beside it without force)."""
-    return write_atomic(Path(out_path), lambda: render(view), force=force)
+def write_view(view: ReportView, out_path: str | Path, *, force: bool = False,
+               inputs: Sequence[str | Path] = ()) -> Path:
+    """Render `view` and write it atomically to `out_path` (or a free name beside it without force);
+    an `out_path` that is one of the `inputs` (trace files) is refused, even with force."""
+    return write_atomic(Path(out_path), lambda: render(view), force=force, inputs=[Path(p) for p in inputs])
 
 
 def write_report(
@@ -82,8 +84,12 @@ def write_report(
     The file is written atomically; an existing file is replaced only with force=True, else the
     report goes to a numbered name beside it (compare the returned path with `out_path`).
     """
+    from tracekit.report.write import check_target
+    from tracekit.trace.files import trace_files
     from tracekit.trace.load import load_trace
 
-    view = build_view(load_trace(trace_path), rank=rank)
+    inputs = trace_files(trace_path)
     out = Path(out_path) if out_path is not None else default_output(trace_path)
-    return write_view(view, out, force=force)
+    check_target(out, inputs=inputs, force=force)
+    view = build_view(load_trace(trace_path), rank=rank)
+    return write_view(view, out, force=force, inputs=inputs)

@@ -15,6 +15,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchOverhead
 from tracekit.paths import export_path
 from tracekit.report import charts
+from tracekit.report.graphs_view import GraphSection, graph_section
 from tracekit.report.headline import (
     Tile,
     sentence,
@@ -100,6 +101,7 @@ class RankView:
     row: RankRow
     handoff: Handoff | None
     source: str  # the rank's trace file
+    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
 
     @property
     def shapes_missing(self) -> bool:
@@ -208,6 +210,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         row=_rank_row(analysis, anchor, label, css, classes),
         handoff=_handoff(ra.launch, analysis.path) if facts.has_gpu else None,
         source=facts.path,
+        graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
     )
 
 

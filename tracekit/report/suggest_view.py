@@ -142,7 +142,7 @@ def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTot
                 rank=i,
                 id=s.id,
                 title=s.title,
-                saving=fmt_time(s.saving_us),
+                saving=f"{fmt_time(s.per_step_us)} per step" if s.per_step_us is not None else fmt_time(s.saving_us),
                 saving_pct=fmt_pct(s.saving_pct, fraction=False),
                 saving_w=round(100 * s.saving_us / top, 2),
                 formula=s.formula,

@@ -1,11 +1,15 @@
-"""Atomic output: write to a temp file in the target directory, then os.replace; never clobber without force."""
+"""The package's one atomic writer: temp file beside the target (mkstemp, O_EXCL), then a publish
+that replaces an existing file only with force (os.replace) and otherwise never clobbers (os.link
+to a free name). Output paths that are an input are refused, even with force."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import signal
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -14,58 +18,185 @@ from tracekit.errors import OutputError
 MAX_BESIDE = 1000  # report-1.html ... report-999.html
 
 
+def numbered(path: Path, n: int) -> Path:
+    """`path` with '-n' before its first suffix: report.html -> report-2.html."""
+    stem, dot, ext = path.name.partition(".")
+    return path.with_name(f"{stem}-{n}{dot}{ext}")
+
+
 def free_path(path: Path) -> Path:
-    """`path` if it does not exist, else the first 'name-N.ext' beside it that does not."""
-    if not path.exists():
-        return path
-    name = path.name
-    stem, dot, ext = name.partition(".")
-    for n in range(1, MAX_BESIDE):
-        candidate = path.with_name(f"{stem}-{n}{dot}{ext}")
-        if not candidate.exists():
+    """`path` if it does not exist, else the first 'name-N.ext' beside it that does not (a hint:
+    publish() claims the name race-free)."""
+    for n in range(MAX_BESIDE):
+        candidate = path if n == 0 else numbered(path, n)
+        if not os.path.lexists(candidate):
             return candidate
     raise OutputError(f"{path}: exists, and so do {MAX_BESIDE - 1} numbered files beside it; use --force")
 
 
-@contextlib.contextmanager
-def atomic_file(path: Path, *, force: bool = False) -> Iterator[tuple[BinaryIO, Path]]:
-    """(binary file, final path) to write to: a temp file beside the target, moved into place only when
-    the block finishes. An existing file is replaced only with force=True, otherwise the output goes
-    to a free name beside it. An exception inside the block leaves no file behind."""
+def is_input(path: Path, inputs: Iterable[Path]) -> Path | None:
+    """The input that `path` resolves to (same file, or same real path), if any."""
+    real = os.path.realpath(path)
+    for source in inputs:
+        try:
+            if os.path.realpath(source) == real or (os.path.exists(path) and os.path.samefile(path, source)):
+                return Path(source)
+        except OSError:
+            continue
+    return None
+
+
+def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False) -> None:
+    """Fail early (OutputError, one line) when `path` cannot be written: it is an input (even with
+    force), a directory, or its folder is missing or not writable. Run before the long work."""
     path = Path(path)
+    source = is_input(path, inputs)
+    if source is not None:
+        raise OutputError(f"{path}: is the input trace {source}; choose another output with -o")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name with -o")
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
     if not parent.is_dir():
         raise OutputError(f"{path}: directory {parent} does not exist")
-    target = path if force else free_path(path)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: directory {parent} is not writable; choose another path with -o")
+    if force and path.exists() and not path.is_file():
+        raise OutputError(f"{path}: exists and is not a regular file")
+
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends (they are then handled as usual): a file
+    is created and given to its cleanup, or published and its temp name removed, all or nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def make_temp(target: Path, suffix: str = ".tmp") -> Path:
+    """A new empty file '.NAME.XXXX<suffix>' beside `target`, created with O_EXCL (mkstemp) and
+    mode 0600 (publish() sets the final mode); OSError when the folder cannot take it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def temp_beside(target: Path) -> Path:
+    """make_temp(target), failing with a one-line OutputError."""
+    try:
+        return make_temp(target)
     except OSError as exc:
-        raise OutputError(f"{target}: cannot write in {parent} ({exc.strerror}); choose another path with -o") from exc
+        raise OutputError(f"{target}: cannot write in {target.parent} ({exc.strerror}); "
+                          "choose another path with -o") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publish(tmp: Path, target: Path, *, force: bool = False, inputs: Iterable[Path] = ()) -> Path:
+    """Give the finished temp file its final name (mode 0666 less the umask); return that name.
+
+    With force an existing file is replaced (os.replace; never an input). Without, the first free
+    name of target, target-1, ... is claimed with os.link, which fails rather than replace a file
+    created meanwhile. `tmp` is gone afterwards, whatever happens."""
+    inputs = tuple(inputs)
+    with signals_deferred():
+        return _publish(tmp, target, force, inputs)
+
+
+def _publish(tmp: Path, target: Path, force: bool, inputs: tuple[Path, ...]) -> Path:
     try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh, target
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"{target}: cannot write ({exc.strerror})") from exc
-        raise
+        os.chmod(tmp, 0o666 & ~_umask())
+        if force:
+            if is_input(target, inputs) is not None:
+                raise OutputError(f"{target}: is an input trace; not replaced")
+            os.replace(tmp, target)
+            return target
+        for n in range(MAX_BESIDE):
+            candidate = target if n == 0 else numbered(target, n)
+            if _claim(tmp, candidate):
+                return candidate
+        raise OutputError(f"{target}: exists, and so do {MAX_BESIDE - 1} numbered files beside it; use --force")
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        _remove(tmp)
 
 
-def write_atomic(path: Path, produce: Callable[[], str], *, force: bool = False) -> Path:
+def _claim(tmp: Path, candidate: Path) -> bool:
+    """Link `tmp` to `candidate` if that name is free (False when taken)."""
+    try:
+        os.link(tmp, candidate)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+    # no hard links here: reserve the name exclusively, then move the temp file onto our reservation
+    try:
+        os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    os.replace(tmp, candidate)
+    return True
+
+
+def write_atomic(path: Path, produce: Callable[[], str], *, force: bool = False,
+                 inputs: Iterable[Path] = ()) -> Path:
     """Render with `produce()` first, then write atomically; return the path written.
 
     An existing file is replaced only with force=True; otherwise the text goes to a free name beside
-    it (the caller tells the user where). A failing `produce()` or write leaves no file behind.
-    """
+    it (the caller tells the user where). A failing `produce()`, write or interruption leaves no file
+    behind; an output path that is one of `inputs` is refused."""
     path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"{path}: is a directory; give a file name with -o")
+    inputs = tuple(inputs)
+    check_target(path, inputs=inputs, force=force)
     text = produce()  # may raise: nothing has been created yet
-    with atomic_file(path, force=force) as (fh, target):
-        fh.write(text.encode("utf-8"))
-    return target
+    with contextlib.ExitStack() as cleanup:
+        with signals_deferred():
+            tmp = temp_beside(path)
+            cleanup.callback(_remove, tmp)
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+        return publish(tmp, path, force=force, inputs=inputs)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def write_stream(path: Path, write: Callable[[BinaryIO], None], *, force: bool = False,
+                 inputs: Iterable[Path] = ()) -> Path:
+    """Like write_atomic for output too large to hold as one string: `write(fh)` streams bytes into a
+    temp file beside `path`, which is then published (same rules); return the path written."""
+    path = Path(path)
+    inputs = tuple(inputs)
+    check_target(path, inputs=inputs, force=force)
+    with contextlib.ExitStack() as cleanup:
+        with signals_deferred():
+            tmp = temp_beside(path)
+            cleanup.callback(_remove, tmp)
+        try:
+            with open(tmp, "wb") as fh:
+                write(fh)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+        return publish(tmp, path, force=force, inputs=inputs)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import hostside as H
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import hostside as H
+from tracekit.analyzers.devices import Device
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,
@@ -39,7 +39,7 @@ ORIGIN_LABEL = {
 }
 
 
-def avoid_sync(analysis: Any) -> Suggestion | None:
+def avoid_sync(analysis: Analysis) -> Suggestion | None:
     """Host syncs repeated within steps: Σ min(CPU wait, GPU bubble after the sync) per call."""
     scope = Scope.of(analysis)
     frames = []
@@ -75,13 +75,13 @@ def avoid_sync(analysis: Any) -> Suggestion | None:
     return suggestion("avoid_sync", title, saving, scope, formula, rows)
 
 
-def pinned_bandwidth(device: Any) -> float:
+def pinned_bandwidth(device: Device | None) -> float:
     """GB/s of pinned host-to-device copies on `device` (PINNED_H2D_GBPS by device key)."""
-    key = str(getattr(device, "key", "") or "").lower()
+    key = (device.key if device is not None else "").lower()
     return next((v for k, v in PINNED_H2D_GBPS.items() if k in key), PINNED_H2D_DEFAULT_GBPS)
 
 
-def pinned_memory(analysis: Any) -> Suggestion | None:
+def pinned_memory(analysis: Analysis) -> Suggestion | None:
     """Pageable host-to-device copies that recur in the headline steps: per step, the copies' GPU
     time − their bytes at the pinned bandwidth, plus the GPU idle time while the CPU was blocked
     in copy calls."""
@@ -117,7 +117,7 @@ def pinned_memory(analysis: Any) -> Suggestion | None:
     return suggestion("pinned_memory", title, saving, scope, formula, rows)
 
 
-def dataloader_workers(analysis: Any) -> Suggestion | None:
+def dataloader_workers(analysis: Analysis) -> Suggestion | None:
     """DataLoader time on the main thread: the GPU idle time inside the loading windows."""
     scope = Scope.of(analysis)
     rows, total, load, single = [], 0.0, 0.0, False
@@ -143,7 +143,7 @@ def dataloader_workers(analysis: Any) -> Suggestion | None:
     return suggestion("dataloader_workers", title, saving, scope, formula, rows, min_pct=DATALOADER_MIN_PCT)
 
 
-def overlap_comm(analysis: Any) -> Suggestion | None:
+def overlap_comm(analysis: Analysis) -> Suggestion | None:
     """Exposed communication: min(exposed − last collective's exposed part, compute not yet overlapped)."""
     scope = Scope.of(analysis)
     rows, total, exposed = [], 0.0, 0.0

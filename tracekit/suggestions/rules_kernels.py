@@ -6,10 +6,12 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
-from tracekit.analyzers.op_shapes import DTYPE_SIZE
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE
+from tracekit.analyzers.detectors import sequences as S
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,
@@ -31,11 +33,11 @@ FUSED_ATTENTION_EFF = 0.35
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
-def _kernels(analysis: Any):
+def _kernels(analysis: Analysis) -> pd.DataFrame:
     return analysis.kernels
 
 
-def fuse_elementwise(analysis: Any) -> Suggestion | None:
+def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     """Elementwise/normalization chains: avoided intermediate bytes / the bandwidth the chain achieved
     (at most the device's; GPU-bound ranks), or the launches fusion removes × the mean launch call
     (launch-bound ranks)."""
@@ -88,7 +90,7 @@ def fuse_elementwise(analysis: Any) -> Suggestion | None:
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
 
 
-def _gemm_rows(analysis: Any):
+def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
     k = _kernels(analysis)
     if k is None or not len(k):
         return []
@@ -96,7 +98,7 @@ def _gemm_rows(analysis: Any):
     return sel.to_dict("records")
 
 
-def batch_decode(analysis: Any) -> Suggestion | None:
+def batch_decode(analysis: Analysis) -> Suggestion | None:
     """Memory-bound GEMMs with M ≤ DECODE_MAX_M: per-token time at batch B = max(t, B × FLOPs / peak) / B."""
     scope = Scope.of(analysis)
     device = analysis.device
@@ -132,12 +134,12 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     return suggestion("batch_decode", title, saving, scope, formula, rows)
 
 
-def lower_precision(analysis: Any) -> Suggestion | None:
+def lower_precision(analysis: Analysis) -> Suggestion | None:
     """Compute-bound fp32 GEMMs on the fp32 roof: time at the same efficiency on the TF32 roof."""
     scope = Scope.of(analysis)
     device = analysis.device
     fast = device.peak_flops("tf32") if device is not None else None
-    if not fast:
+    if device is None or not fast:
         return None
     rows, total, before = [], 0.0, 0.0
     for row in _gemm_rows(analysis):
@@ -182,13 +184,14 @@ def _misaligned(dims: tuple[int, int, int], dtype: str) -> list[tuple[str, int, 
     return out
 
 
-def align_dims(analysis: Any) -> Suggestion | None:
+def align_dims(analysis: Analysis) -> Suggestion | None:
     """Compute-bound GEMMs with N or K off alignment: padded FLOPs at the roofline % aligned GEMMs of
     the same dtype reach in this trace."""
     scope = Scope.of(analysis)
     if analysis.device is None:
         return None
-    cands, refs = [], {}
+    cands: list[tuple[dict[str, Any], tuple[int, int, int], list[tuple[str, int, int]]]] = []
+    refs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
         if dims is None or row["dtype"] not in MATMUL_DTYPES or row.get("bound") != "compute":
@@ -229,7 +232,7 @@ def align_dims(analysis: Any) -> Suggestion | None:
     return suggestion("align_dims", title, saving, scope, formula, rows)
 
 
-def use_sdpa(analysis: Any) -> Suggestion | None:
+def use_sdpa(analysis: Analysis) -> Suggestion | None:
     """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth)."""
     scope = Scope.of(analysis)
     device = analysis.device
@@ -238,7 +241,7 @@ def use_sdpa(analysis: Any) -> Suggestion | None:
         for row in table.to_dict("records"):
             est = row[S.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
             peak = device.peak_flops(row[S.AT_DTYPE]) if device is not None and row[S.AT_DTYPE] in MATMUL_DTYPES else None
-            if peak and not math.isnan(row[S.AT_FLOPS]):
+            if peak and device is not None and not math.isnan(row[S.AT_FLOPS]):
                 est = max(row[S.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
                           row[S.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
             saving = row[S.AT_TIME_US] - est

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.devices import Device
 from tracekit.analyzers.roofline import roof_for
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
@@ -28,12 +30,14 @@ MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel 
 LOOP_BUSY_SHARE = 0.9
 
 
-def cuda_graphs(analysis: Any) -> Suggestion | None:
+def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
     scope = Scope.of(analysis)
     if not launch_limited(analysis.verdict, analysis.cause):
         return None  # the GPU is not waiting for launches: a graph would not shorten the step
-    rows, total, gaps_total, n_total, resid_total = [], 0.0, 0.0, 0, 0.0
+    rows: list[dict[str, Any]] = []
+    total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
+    n_graphed = 0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
@@ -46,6 +50,10 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
         steps = L.step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
+        graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
+        if graphed is not None and len(graphed.replayed) == len(host):
+            host &= ~graphed.replayed
+            n_graphed += int(graphed.replayed.sum())
         for st, t, keep in zip(lo.steps["step"].tolist(), lo.step_totals, lo.selected, strict=True):
             if not keep:
                 continue
@@ -81,6 +89,9 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
              f"{fmt_us(per_step)} per step for kernel launches")
+    if n_graphed:
+        title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
+                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
@@ -89,7 +100,7 @@ def launch_limited(verdict: str, cause: str | None) -> bool:
     return verdict == L.LAUNCH_BOUND or (verdict == L.MIXED and "launch" in (cause or "").split("+"))
 
 
-def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[float, str]:
+def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device | None) -> tuple[float, str]:
     """Time of one batched kernel doing one loop run's work, and how it was estimated."""
     n = row[S.LP_PER_RUN]
     one = row[S.LP_KERNEL_US]
@@ -115,7 +126,7 @@ def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[floa
     return est, how
 
 
-def batch_bmm(analysis: Any) -> Suggestion | None:
+def batch_bmm(analysis: Analysis) -> Suggestion | None:
     """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run."""
     scope = Scope.of(analysis)
     rows, parts, total = [], [], 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import math
 import operator
@@ -10,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -18,15 +20,25 @@ from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
 from tracekit.trace.reader import Event
 from tracekit.trace.store import OpInputStore
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]{1,18})")
+MAX_ABS_TS_US = 10**17  # |ts| beyond this (year ~5000 in epoch µs), NaN or infinite: malformed event
+MAX_REL_US = 1e16  # an event this far from the file's first one: malformed
+INT64_MAX = (1 << 63) - 1
+OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id of the file)
+_QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
 NAN = math.nan
 
 
+def _digits(value: str) -> bool:
+    """An ASCII decimal that fits in int64 (str.isdigit also accepts '²' and 5000-digit strings)."""
+    return 0 < len(value) <= 18 and value.isascii() and value.isdigit()
+
+
 def norm_id(value):
     """pid/tid as int when the file wrote a number (some schemas write "1234"), else as given."""
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and _digits(value):
         return int(value)
     return value
 
@@ -48,9 +60,14 @@ def _objects(values: list) -> np.ndarray:
 def _int_or(value, default: int = -1) -> int:
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and _digits(value):
         return int(value)
     return default
+
+
+def _in_int64(values: list, default: int = -1) -> list:
+    """`values` with every int outside int64 replaced by `default`."""
+    return [v if -INT64_MAX <= v <= INT64_MAX else default for v in values]
 
 
 def _float_or_nan(value) -> float:
@@ -85,7 +102,12 @@ def _dim3_columns(values: list) -> np.ndarray:
     """(n, 3) int64 array of grid or block sizes."""
     if not values:
         return np.zeros((0, 3), dtype=np.int64)
-    return np.array([_dim3(v) for v in values], dtype=np.int64).reshape(-1, 3)
+    dims = [_dim3(v) for v in values]
+    try:
+        return np.array(dims, dtype=np.int64).reshape(-1, 3)
+    except OverflowError:  # a size past int64: that event's sizes are unknown
+        dims = [d if all(0 <= x <= INT64_MAX for x in d) else _NO_DIM3 for d in dims]
+        return np.array(dims, dtype=np.int64).reshape(-1, 3)
 
 
 @dataclass
@@ -136,6 +158,7 @@ class TableBuilder:
     _names: dict[str, str] = field(default_factory=dict)
     _rows: Counter = field(default_factory=Counter)
     _runtime_kinds: dict[str, str] = field(default_factory=dict)
+    _opaque: dict[int, int] = field(default_factory=dict)  # id beyond int64 -> its stand-in
 
     @property
     def legacy(self) -> bool:
@@ -169,10 +192,16 @@ class TableBuilder:
                 else:
                     extras.append(launch_op_args.get(i) if launch_op_args else None)
             out[table].append(e)
-        self._add_gpu(out["gpu"])
-        self._add_ops(out["ops"], extras)
-        self._add_runtime(out["runtime"])
-        self._add_annotations(out["annotations"])
+        ts: dict[str, np.ndarray] = {}
+        for table, routed in out.items():
+            if routed:
+                out[table], ts[table], keep = self._with_valid_times(routed)
+                if keep is not None and table == "ops":
+                    extras = list(itertools.compress(extras, keep))
+        self._add_gpu(out["gpu"], ts.get("gpu"))
+        self._add_ops(out["ops"], ts.get("ops"), extras)
+        self._add_runtime(out["runtime"], ts.get("runtime"))
+        self._add_annotations(out["annotations"], ts.get("annotations"))
         self._add_flows(flows)
         flows.clear()
 
@@ -181,22 +210,52 @@ class TableBuilder:
         return [intern(e.name, e.name) for e in events]
 
     def _rel(self, events: list[Event]) -> np.ndarray:
-        """Start times as float µs after `origin` (exact to the ns the file wrote)."""
+        """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
+        where the file wrote NaN, Infinity or a number out of range."""
         if self.origin is None:
-            self.origin = int(events[0].ts)
+            self.origin = next((int(e.ts) for e in events if e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
+            if self.origin is None:
+                return np.full(len(events), NAN)
         origin = Decimal(self.origin)
-        diffs = map(operator.sub, map(_TS, events), itertools.repeat(origin))
-        return np.fromiter(map(float, diffs), dtype=np.float64, count=len(events))
+        with decimal.localcontext(_QUIET):
+            diffs = map(operator.sub, map(_TS, events), itertools.repeat(origin))
+            return np.fromiter(map(float, diffs), dtype=np.float64, count=len(events))
 
-    def _times(self, p: Pieces, events: list[Event], ts_col: str, dur_col: str, end_col: str) -> None:
+    def _with_valid_times(self, events: list[Event]) -> tuple[list[Event], np.ndarray, list[bool] | None]:
+        """(events, their start times, the keep mask or None) without the events whose start time
+        is NaN, infinite or absurdly far (counted as skipped): one vectorized test per chunk, a
+        list filter only when something is wrong."""
         ts = self._rel(events)
+        ok = np.abs(ts) <= MAX_REL_US
+        if ok.all():
+            return events, ts, None
+        self.skipped += int(len(events) - ok.sum())
+        keep = ok.tolist()
+        return list(itertools.compress(events, keep)), ts[ok], keep
+
+    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray, ts_col: str, dur_col: str,
+               end_col: str) -> None:
         dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
 
-    def _ints(self, p: Pieces, col: str, values) -> None:
-        p.add(col, np.fromiter(values, dtype=np.int64))
+    def _ints(self, p: Pieces, col: str, values, *, ids: bool = False) -> None:
+        """An int64 column; values past int64 become -1, or stand-in keys when `ids` (correlation
+        and External ids are opaque keys: equal ids still link)."""
+        values = list(values)
+        try:
+            p.add(col, np.fromiter(values, dtype=np.int64, count=len(values)))
+        except OverflowError:
+            values = [self._opaque_key(v) for v in values] if ids else _in_int64(values)
+            p.add(col, np.fromiter(values, dtype=np.int64, count=len(values)))
+
+    def _opaque_key(self, value: int) -> int:
+        if -1 <= value <= INT64_MAX:
+            return value
+        if value < 0:
+            return -1
+        return self._opaque.setdefault(value, OPAQUE_BASE + len(self._opaque))
 
     def _note_missing(self, table: str, events: list[Event], args: list[Args]) -> None:
         base = self._rows[table]
@@ -208,7 +267,7 @@ class TableBuilder:
                                                  round(t, 3)))
         self._rows[table] += len(events)
 
-    def _add_gpu(self, events: list[Event]) -> None:
+    def _add_gpu(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:
             return
         p = self.gpu
@@ -216,12 +275,12 @@ class TableBuilder:
         kind = T.GPU_KIND_BY_CATEGORY
         p.add(T.GPU_NAME, self._name_list(events))
         p.add(T.GPU_KIND, [kind[e.cat] for e in events])
-        self._times(p, events, T.GPU_TS, T.GPU_DUR, T.GPU_END)
+        self._times(p, events, ts, T.GPU_TS, T.GPU_DUR, T.GPU_END)
         self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else _int_or(e.pid)
                                      for x, e in zip(a, events, strict=True)))
         self._ints(p, T.GPU_STREAM, (_stream(x, e.tid) for x, e in zip(a, events, strict=True)))
-        self._ints(p, T.GPU_CORRELATION, (_int_or(x.correlation) for x in a))
-        self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a))
+        self._ints(p, T.GPU_CORRELATION, (_int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         for cols, values in ((T.GPU_GRID, [x.grid for x in a]), (T.GPU_BLOCK, [x.block for x in a])):
             dims = _dim3_columns(values)
             for i, col in enumerate(cols):
@@ -234,7 +293,7 @@ class TableBuilder:
         self._ints(p, T.GPU_BYTES, (_int_or(x.bytes) for x in a))
         self._note_missing("gpu", events, a)
 
-    def _add_ops(self, events: list[Event], extras: list) -> None:
+    def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
         if not events:
             return
         p = self.ops
@@ -242,13 +301,13 @@ class TableBuilder:
         p.add(T.OP_NAME, self._name_list(events))
         p.add(T.OP_PID, _ids([e.pid for e in events]))
         p.add(T.OP_TID, _ids([e.tid for e in events]))
-        self._times(p, events, T.OP_TS, T.OP_DUR, T.OP_END)
-        self._ints(p, T.OP_EXTERNAL_ID, (external_id(x) for x in a))
+        self._times(p, events, ts, T.OP_TS, T.OP_DUR, T.OP_END)
+        self._ints(p, T.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         p.add(T.OP_EXTRA, _objects([_extra(raw) for raw in extras]))
         self.inputs.append([r for x in a for r in (x.input_dims, x.input_types, x.input_strides,
                                                    x.concrete_inputs)])
 
-    def _add_runtime(self, events: list[Event]) -> None:
+    def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:
             return
         p = self.runtime
@@ -261,9 +320,9 @@ class TableBuilder:
         p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat, "runtime") for e in events])
         p.add(T.RT_PID, _ids([e.pid for e in events]))
         p.add(T.RT_TID, _ids([e.tid for e in events]))
-        self._times(p, events, T.RT_TS, T.RT_DUR, T.RT_END)
-        self._ints(p, T.RT_CORRELATION, (_int_or(x.correlation) for x in a))
-        self._ints(p, T.RT_EXTERNAL_ID, (external_id(x) for x in a))
+        self._times(p, events, ts, T.RT_TS, T.RT_DUR, T.RT_END)
+        self._ints(p, T.RT_CORRELATION, (_int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, T.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         p.add(T.RT_KIND, [kinds[n] for n in names])
         self._note_missing("runtime", events, a)
 
@@ -273,9 +332,9 @@ class TableBuilder:
         p = self.flows
         p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
         p.add("ts", self._rel(events))
-        p.add("id", np.fromiter((e.id for e in events), dtype=np.int64, count=len(events)))
+        self._ints(p, "id", (e.id for e in events), ids=True)
 
-    def _add_annotations(self, events: list[Event]) -> None:
+    def _add_annotations(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:
             return
         p = self.annotations
@@ -283,7 +342,7 @@ class TableBuilder:
         p.add(T.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
         p.add(T.AN_PID, _ids([e.pid for e in events]))
         p.add(T.AN_TID, _ids([e.tid for e in events]))
-        self._times(p, events, T.AN_TS, T.AN_DUR, T.AN_END)
+        self._times(p, events, ts, T.AN_TS, T.AN_DUR, T.AN_END)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """gpu, ops, runtime, annotations frames in file order (correlations filled from flows)."""
@@ -318,7 +377,10 @@ def _extra(raw: bytes | None) -> dict | None:
     """All other args of a kernel-launching op (Inductor / Triton metadata), else None."""
     if raw is None:
         return None
-    full = ANY.decode(raw)
+    try:
+        full = ANY.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # e.g. a 400-digit number: no extra args
+        return None
     return {k: v for k, v in full.items() if k not in OP_COLUMN_KEYS} if isinstance(full, dict) else None
 
 

@@ -1,4 +1,5 @@
-"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware)."""
+"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware,
+streamed, within a byte budget)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,22 @@ import re
 import zlib
 from pathlib import Path
 
-from tracekit.errors import TraceFormatError
+from tracekit.errors import TraceFormatError, TraceTooLarge
+from tracekit.paths import NAME_SUFFIXES, PROFILE_SUFFIX, trace_stem  # noqa: F401  (defined once, there)
 
+# The one definition of trace file names. A directory's trace files end with TRACE_SUFFIXES;
 TRACE_SUFFIXES = (".json", ".json.gz")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
+
+MAX_BYTES_ENV = "TRACEKIT_MAX_TRACE_BYTES"
+LOAD_BYTES_PER_JSON_BYTE = 6  # load_trace peaks near 5.7x the JSON size (benchmarks/bench_load.py)
+FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory is free
+# Without an explicit limit, a gzip stream that has inflated past BOMB_FLOOR bytes at more than
+# BOMB_RATIO times its compressed size is refused: Kineto JSON compresses 10-20x, a bomb ~1000x.
+BOMB_FLOOR = 64 << 20
+BOMB_RATIO = 200
+_IN_CHUNK = 1 << 20
+_OUT_CHUNK = 16 << 20
 
 
 def is_trace_name(path: Path) -> bool:
@@ -20,14 +33,31 @@ def is_trace_name(path: Path) -> bool:
 def trace_files(path: str | os.PathLike) -> list[Path]:
     """The trace files `path` names: itself, or the .json/.json.gz files directly inside a directory."""
     p = Path(path)
-    if not p.exists():
-        raise TraceFormatError(f"{p}: no such file or directory")
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and is_trace_name(f))
-        if not files:
-            raise TraceFormatError(f"{p}: directory holds no trace files (*.json, *.json.gz)")
-        return files
+    try:
+        if not p.exists():
+            raise TraceFormatError(f"{p}: no such file or directory")
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if is_trace_name(f) and f.is_file())
+            if not files:
+                raise TraceFormatError(f"{p}: directory holds no trace files (*.json, *.json.gz)")
+            return files
+        if not p.is_file():  # a FIFO or device would block or never end
+            raise TraceFormatError(f"{p}: not a regular file")
+    except OSError as exc:
+        raise TraceFormatError(f"{p}: cannot read directory ({exc.strerror or type(exc).__name__})") from None
     return [p]
+
+
+CAPTURE_DIR = "capture_traces"
+
+
+def capture_files(path: str | os.PathLike) -> list[Path]:
+    """Trace files of the capture_traces/ folder inside directory `path`, or beside file `path`."""
+    p = Path(path)
+    folder = (p if p.is_dir() else p.parent) / CAPTURE_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.iterdir() if f.is_file() and is_trace_name(f))
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -36,17 +66,63 @@ def rank_from_name(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def read_bytes(path: Path) -> bytes:
-    """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable."""
+def available_memory() -> int:
+    """Bytes of memory this process may still use (MemAvailable, else free pages, else 4 GiB)."""
     try:
-        raw = _read_whole(path)
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_AVAILABLE
+
+
+def parse_size(text: str) -> int:
+    """'500M', '2G', '1000000' -> bytes (K/M/G/T are powers of 1024); ValueError when not a size."""
+    s = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1
+    if s and s[-1] in "KMGT":
+        scale = 1 << (10 * ("KMGT".index(s[-1]) + 1))
+        s = s[:-1]
+    value = float(s)
+    if not value > 0 or value * scale > 1 << 62:
+        raise ValueError(f"not a positive size: {text!r}")
+    return int(value * scale)
+
+
+def byte_budget(explicit: int | None = None) -> tuple[int, bool]:
+    """(most bytes of JSON one trace file may hold, whether the limit was given by the user):
+    `explicit`, else $TRACEKIT_MAX_TRACE_BYTES, else available memory / LOAD_BYTES_PER_JSON_BYTE."""
+    if explicit is not None:
+        return explicit, True
+    env = os.environ.get(MAX_BYTES_ENV)
+    if env:
+        try:
+            return parse_size(env), True
+        except ValueError:
+            raise TraceFormatError(f"{MAX_BYTES_ENV}={env!r}: not a size (e.g. 2G, 500M)") from None
+    return max(available_memory() // LOAD_BYTES_PER_JSON_BYTE, 64 << 20), False
+
+
+def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
+    """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
+    than the budget (see byte_budget)."""
+    limit, explicit = byte_budget(max_bytes)
+    try:
+        raw = _read_whole(path, limit)
     except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+        raise TraceFormatError(f"{path}: cannot read file ({exc.strerror or type(exc).__name__})") from None
     if not raw:
         raise TraceFormatError(f"{path}: file is empty")
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = _gunzip(raw)
+            raw = gunzip(raw, limit, bomb_guard=not explicit)
+        except TraceTooLarge as exc:
+            raise TraceTooLarge(f"{path}: {exc}") from None
         except (OSError, EOFError, zlib.error) as exc:
             reason = "truncated gzip data" if isinstance(exc, EOFError) else f"bad gzip data ({exc})"
             raise TraceFormatError(f"{path}: {reason}") from None
@@ -55,34 +131,57 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
-def _read_whole(path: Path) -> bytes:
+def _read_whole(path: Path, limit: int) -> bytes:
     """The file's bytes (an unbuffered read allocates them once, at the file's size)."""
     with open(path, "rb", buffering=0) as fh:
-        return fh.read()
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise TraceTooLarge(f"{path}: {_too_large(limit, True)}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # a file that grew, or a device
+        raise TraceTooLarge(f"{path}: {_too_large(limit, True)}")
+    return data
 
 
-def _gunzip(data: bytes) -> bytes:
-    """Decompress a (possibly multi-member) gzip stream, failing loudly on truncation."""
-    isize = int.from_bytes(data[-4:], "little")  # the last member's size mod 2**32
-    try:
-        whole = zlib.decompress(data, wbits=31, bufsize=max(isize, 1 << 16))
-    except zlib.error as exc:
-        if "incomplete" in str(exc) or "truncated" in str(exc):
-            raise EOFError("truncated gzip data") from None
-        raise
-    if len(whole) % (1 << 32) == isize:  # one member: decompressed into one buffer of the right size
-        return whole
-    del whole
-    out = []
-    while data:
+def _too_large(limit: int, explicit: bool) -> str:
+    return (f"trace is larger than the {limit / 1e6:,.0f} MB limit (raise it with --max-trace-bytes "
+            f"or {MAX_BYTES_ENV})")
+
+
+def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
+    """Decompress a (possibly multi-member) gzip stream chunk by chunk, never trusting its size
+    trailer: TraceTooLarge past `limit` bytes (or, with `bomb_guard`, at an inflation ratio no
+    trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored."""
+    out = bytearray()
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while pos < end:
         d = zlib.decompressobj(wbits=31)
-        out.append(d.decompress(data))
-        if not d.eof:
-            raise EOFError("truncated gzip data")
-        data = d.unused_data.lstrip(b"\x00")
-        if data and data[:2] != b"\x1f\x8b":
-            break
-    return out[0] if len(out) == 1 else b"".join(out)  # one member: no second copy
+        while not d.eof:
+            if d.unconsumed_tail:
+                piece = d.unconsumed_tail
+            else:
+                piece = view[pos:pos + _IN_CHUNK]
+                pos += len(piece)
+            chunk = d.decompress(piece, _OUT_CHUNK)
+            if not chunk and not piece:
+                raise EOFError("truncated gzip data")
+            out += chunk
+            _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
+        pos -= len(d.unused_data)
+        while pos < end and data[pos] == 0:
+            pos += 1
+        if data[pos:pos + 2] != b"\x1f\x8b":
+            break  # trailing garbage after the last member: ignored, as gzip does
+    return out
 
 
-__all__ = ["is_trace_name", "rank_from_name", "read_bytes", "trace_files"]
+def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
+    if inflated > limit:
+        raise TraceTooLarge(_too_large(limit, not bomb_guard))
+    if bomb_guard and inflated > BOMB_FLOOR and inflated > BOMB_RATIO * consumed:
+        raise TraceTooLarge(f"gzip data inflates more than {BOMB_RATIO}x (a gzip bomb?); if the trace is "
+                            f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
+
+
+__all__ = ["byte_budget", "capture_files", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]

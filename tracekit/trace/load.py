@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TraceFormatError
-from tracekit.trace import build, files, link
+from tracekit.terminal import visible
+from tracekit.trace import build, files, graphs, link
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
-from tracekit.trace.reader import BadJSON, NotATrace, open_document
+from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
 from tracekit.trace.store import OpInputStore
 
 Progress = Callable[[str], None]
@@ -27,10 +28,16 @@ _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version",
                  "hip_driver_version", "roctracer_version")
 
 
-def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> Trace:
+def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
+               max_bytes: int | None = None, captures: Sequence[str | os.PathLike] = ()) -> Trace:
     """Load a PyTorch profiler trace (.json, .json.gz, or a directory of per-rank traces).
 
-    Raises TraceFormatError (one line naming the file and the problem) when it cannot."""
+    `max_bytes` caps the JSON size of each file (default: $TRACEKIT_MAX_TRACE_BYTES, else derived
+    from available memory; see files.byte_budget). `captures`: traces recorded around CUDA/HIP graph
+    capture (files or directories); a `capture_traces/` folder beside the trace (or inside its
+    directory) is used too. Graph-replayed kernels get the ops of the launches captured there
+    (trace.graphs). Raises TraceFormatError (one line naming the file and the problem) when it
+    cannot."""
     paths = files.trace_files(path)
     loaded: list[RankTrace] = []
     warnings: list[str] = []
@@ -38,7 +45,7 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> 
         if progress:
             progress(f"reading {p.name}")
         try:
-            loaded.append(load_file(p, progress=progress))
+            loaded.append(load_file(p, progress=progress, max_bytes=max_bytes))
         except TraceFormatError as exc:
             if len(paths) == 1:
                 raise
@@ -47,12 +54,41 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None) -> 
         raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
                                f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
     ranks = _assign_ranks(_common_origin(loaded))
+    ranks = _join_graphs(ranks, _load_captures(path, captures, progress, max_bytes), warnings)
     for r in ranks.values():
+        warnings.extend(r.warnings)
         if r.skipped:
             warnings.append(f"{r.path}: skipped {r.skipped} malformed events")
         if not r.has_gpu:
             warnings.append(f"{r.path}: CPU-only trace (no GPU kernels, memcpy or memset)")
     return Trace(path=str(path), ranks=ranks, warnings=tuple(warnings))
+
+
+def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike],
+                   progress: Progress | None, max_bytes: int | None = None) -> list[RankTrace]:
+    """The capture traces named (errors are fatal) plus those of a capture_traces/ folder found
+    beside or inside `path`."""
+    named = [p for c in captures for p in files.trace_files(c)]
+    found = files.capture_files(path)
+    out = []
+    for p in dict.fromkeys([*named, *found]):
+        if progress:
+            progress(f"reading capture {p.name}")
+        out.append(load_file(p, progress=progress, max_bytes=max_bytes))
+    return out
+
+
+def _join_graphs(ranks: dict[int, RankTrace], captures: list[RankTrace],
+                 warnings: list[str]) -> dict[int, RankTrace]:
+    """Each rank with its graph replays joined to `captures` (trace.graphs); notes go to warnings."""
+    notes: dict[str, None] = {}
+    out = {}
+    for k, r in ranks.items():
+        result = graphs.join_graphs(r, captures)
+        out[k] = result.rank
+        notes.update(dict.fromkeys(result.notes))
+    warnings.extend(notes)
+    return out
 
 
 def _common_origin(loaded: list[RankTrace]) -> list[RankTrace]:
@@ -82,19 +118,24 @@ def _assign_ranks(loaded: list[RankTrace]) -> dict[int, RankTrace]:
     return dict(sorted(out.items()))
 
 
-def load_file(path: Path, progress: Progress | None = None) -> RankTrace:
+def load_file(path: Path, progress: Progress | None = None, max_bytes: int | None = None) -> RankTrace:
     """Load one trace file into a RankTrace."""
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers; nothing here makes reference cycles
     try:
-        return _load_file(path, progress)
+        return _load_file(path, progress, max_bytes)
+    except RecursionError:
+        raise TraceFormatError(f"{path}: {TOO_DEEP}") from None
+    except MemoryError:
+        raise TraceFormatError(f"{path}: out of memory while loading (lower --max-trace-bytes to refuse "
+                               "such files early, or use a machine with more memory)") from None
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load_file(path: Path, progress: Progress | None) -> RankTrace:
-    raw = files.read_bytes(path)
+def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> RankTrace:
+    raw = files.read_bytes(path, max_bytes)
     builder = build.TableBuilder()
     try:
         doc = open_document(raw)
@@ -136,10 +177,15 @@ def _load_file(path: Path, progress: Progress | None) -> RankTrace:
                                step_by_time)
 
     _decode_inputs(ops, builder.inputs, _ops_to_decode(ops, gpu))
-    meta = _meta(top, gpu, runtime, builder.legacy, builder.origin or 0)
+    ignored: list[str] = []
+    meta = _meta(top, gpu, runtime, builder.legacy, builder.origin or 0, ignored)
+    if builder.inputs.rejected:
+        ignored.append(f"{builder.inputs.rejected} op input values (Input Dims/type/Strides, Concrete Inputs) "
+                       "of the wrong type")
+    warnings = (f"{path}: ignored {', '.join(ignored)}",) if ignored else ()
     return RankTrace(rank=_rank(top, path), path=str(path), meta=meta, gpu=gpu, ops=ops,
                      runtime=runtime, annotations=annotations, steps=steps, counts=_counts(builder.counts),
-                     skipped=skipped, op_input_store=builder.inputs)
+                     skipped=skipped, op_input_store=builder.inputs, warnings=warnings)
 
 
 def _counts(counts) -> dict[str, int]:
@@ -185,29 +231,89 @@ def _sorted(table: pd.DataFrame, ts: str, dur: str) -> tuple[pd.DataFrame, np.nd
 
 def _rank(top: dict[str, Any], path: Path) -> int:
     info = top.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+    if isinstance(info, dict) and isinstance(info.get("rank"), int) and 0 <= info["rank"] < 1 << 31:
         return info["rank"]
     from_name = files.rank_from_name(path)
     return from_name if from_name is not None else 0
 
 
-def _device_properties(value: Any) -> tuple[dict, ...]:
-    """deviceProperties is a list of objects, or in some files a Python repr string of one."""
+# deviceProperties keys tracekit reads -> the types a value may have
+DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (int,), "name": (str,), "totalGlobalMem": (int, float), "computeMajor": (int,),
+    "computeMinor": (int,), "numSms": (int,), "maxThreadsPerBlock": (int,),
+    "maxThreadsPerMultiprocessor": (int,), "regsPerBlock": (int,), "regsPerMultiprocessor": (int,),
+    "warpSize": (int,), "sharedMemPerBlock": (int,), "sharedMemPerMultiprocessor": (int,),
+    "sharedMemPerBlockOptin": (int,), "memoryClockRate": (int, float), "clockRate": (int, float),
+    "memoryBusWidth": (int,), "l2CacheSize": (int,),
+}
+MAX_META_DEPTH = 8  # nested metadata (distributedInfo, tracekit) deeper than this is cut off
+MAX_TEXT = 10_000  # metadata strings are cut to this many characters
+
+
+def _device_properties(value: Any, ignored: list[str]) -> tuple[dict, ...]:
+    """deviceProperties is a list of objects, or in some files a Python repr string of one. Known
+    keys of the wrong type (or absurd numbers) are dropped and noted in `ignored`."""
     if isinstance(value, str):
+        if len(value) > 1 << 20:
+            ignored.append("deviceProperties (a string longer than 1 MB)")
+            return ()
         try:
             value = ast.literal_eval(value)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return ()
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
+        if value is not None:
+            ignored.append(f"deviceProperties (a {type(value).__name__}, not a list)")
         return ()
-    return tuple(v for v in value if isinstance(v, dict))
+    out, dropped = [], set()
+    for entry in value:
+        if not isinstance(entry, dict):
+            dropped.add("entry")
+            continue
+        clean = {}
+        for key, v in entry.items():
+            want = DEVICE_FIELDS.get(key)
+            if want is None:
+                clean[key] = _bounded(v)
+            elif isinstance(v, want) and not isinstance(v, bool) and _sane_number(v):
+                clean[key] = v[:MAX_TEXT] if isinstance(v, str) else v
+            else:
+                dropped.add(str(key)[:40])
+        out.append(clean)
+    if dropped:
+        ignored.append(f"deviceProperties fields of the wrong type ({', '.join(sorted(dropped))})")
+    return tuple(out)
+
+
+def _sane_number(v: Any) -> bool:
+    return not isinstance(v, (int, float)) or (v == v and abs(v) < 1e18)
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """`value` with containers nested deeper than MAX_META_DEPTH cut to None and long strings cut,
+    so that printing or re-encoding metadata never recurses without bound."""
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 1 << 63 else None
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if depth >= MAX_META_DEPTH:
+        return None
+    if isinstance(value, dict):
+        return {str(k)[:MAX_TEXT]: _bounded(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, depth + 1) for v in value]
+    return None
 
 
 def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy: bool,
-          origin: int) -> TraceMeta:
-    props = _device_properties(top.get("deviceProperties"))
+          origin: int, ignored: list[str]) -> TraceMeta:
+    props = _device_properties(top.get("deviceProperties"), ignored)
     device_id = None
     if len(gpu):
         devices = gpu[T.GPU_DEVICE]
@@ -220,18 +326,20 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
     rocm = (top.get("hip_runtime_version") is not None or top.get("roctracer_version") is not None
             or (len(runtime) > 0 and runtime[T.RT_NAME].str.startswith("hip").any()))
     platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
-    info = top.get("distributedInfo")
-    tk = top.get("tracekit")
+    info = _bounded(top.get("distributedInfo"))
+    tk = _bounded(top.get("tracekit"))
+    versions = {k: _bounded(top[k]) for k in _VERSION_KEYS if top.get(k) is not None}
+    base = top.get("baseTimeNanoseconds")
     return TraceMeta(
-        schema_version=top.get("schemaVersion"),
+        schema_version=_bounded(top.get("schemaVersion")),
         schema="legacy" if legacy else "kineto",
         platform=platform,
         device_properties=props,
-        device_name=str(match["name"]) if match and "name" in match else None,
+        device_name=match["name"] if match and isinstance(match.get("name"), str) else None,
         device_id=device_id,
         distributed=info if isinstance(info, dict) else None,
-        versions={k: top[k] for k in _VERSION_KEYS if top.get(k) is not None},
-        base_time_ns=top.get("baseTimeNanoseconds") if isinstance(top.get("baseTimeNanoseconds"), int) else None,
+        versions={k: v for k, v in versions.items() if isinstance(v, (str, int, float))},
+        base_time_ns=base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 1 << 63 else None,
         tracekit=tk if isinstance(tk, dict) else None,
         origin_us=origin,
     )
@@ -246,7 +354,7 @@ def stderr_progress(quiet: bool = False, after_s: float = 1.0) -> Progress | Non
 
     def report(message: str) -> None:
         if time.monotonic() - start >= after_s:
-            sys.stderr.write(f"\rtracekit: {message}\x1b[K")
+            sys.stderr.write(f"\rtracekit: {visible(message)}\x1b[K")
             sys.stderr.flush()
 
     return report

@@ -51,6 +51,7 @@ class RankTrace:
     counts: dict[str, int]
     skipped: int = 0
     op_input_store: OpInputStore | None = field(default=None, repr=False, compare=False)
+    warnings: tuple[str, ...] = ()  # what the loader ignored in this file (wrong-typed fields)
 
     def op_inputs(self, row: int) -> dict[str, Any]:
         """Input dims/types/strides/concrete inputs of op `row`, decoded on demand (the loader

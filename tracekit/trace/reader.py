@@ -6,13 +6,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from tracekit.trace.args import NULL, Args, loose_args
 
 CHUNK_BYTES = 1 << 20  # events are decoded about 1 MB at a time: peak memory stays near the file size
+MAX_DUR_US = 1e15  # 31 years: a longer (or negative, NaN, infinite) duration makes the event malformed
+Duration = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_DUR_US)]
+TOO_DEEP = "JSON nested too deeply (more than about 1000 levels)"
 
 
 class Event(msgspec.Struct, gc=False):
@@ -24,7 +27,7 @@ class Event(msgspec.Struct, gc=False):
     pid: int | str | None = None
     tid: int | str | None = None
     ts: Decimal | None = None  # exact: float64 drops the ns digits of epoch-µs timestamps
-    dur: float | None = None
+    dur: Duration | None = None
     id: int | str | None = None
     args: Args | None = None
 
@@ -89,11 +92,15 @@ class Document:
                     events = self._tolerant(piece)
                 except msgspec.DecodeError:
                     events = None
+                except RecursionError:
+                    raise BadJSON(f"{TOO_DEEP} inside traceEvents") from None
                 if events is not None:
                     break
                 if cut >= end:
                     raise BadJSON("not valid JSON inside traceEvents")
-                cut = _next_cut(body, cut + 1, end)  # the cut fell inside an event: widen
+                # the cut fell inside an event: widen, doubling, so that a long event (or a
+                # string full of "},{") costs linear time, not one decode per false cut
+                cut = _next_cut(body, max(cut + 1, start + 2 * (cut - start)), end)
             self.done = (cut + 1) / len(body)
             yield events, _launch_op_args(piece, events)
             start = cut + 1  # past the comma
@@ -103,6 +110,8 @@ class Document:
             items = msgspec.json.decode(piece)
         except msgspec.DecodeError:
             return None
+        except RecursionError:
+            raise BadJSON(f"{TOO_DEEP} inside traceEvents") from None
         events = []
         for item in items:
             event = _event_from(item)
@@ -147,6 +156,8 @@ def open_document(raw: bytes) -> Document:
         raise NotATrace("not a PyTorch profiler trace (top level is neither an object nor a list)") from None
     except msgspec.DecodeError as exc:
         raise BadJSON(_json_reason(exc, len(raw))) from None
+    except RecursionError:
+        raise BadJSON(TOO_DEEP) from None
     if isinstance(top, list):
         if not top:
             raise NotATrace("trace has no events (empty array)")

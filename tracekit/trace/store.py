@@ -11,17 +11,56 @@ from tracekit.trace import tables as T
 
 INPUT_COLUMNS = (T.OP_INPUT_DIMS, T.OP_INPUT_TYPES, T.OP_INPUT_STRIDES, T.OP_CONCRETE_INPUTS)
 _DECODER = msgspec.json.Decoder()
+MAX_DIM = 1 << 48  # a tensor size or stride beyond this is not a recorded shape
+MAX_NDIM = 64
+
+
+def _sizes(value: Any) -> bool:
+    """A list of at most MAX_NDIM ints below MAX_DIM in magnitude (one tensor's sizes or strides)."""
+    return (value.__class__ is list and len(value) <= MAX_NDIM
+            and all(v.__class__ is int and -MAX_DIM < v < MAX_DIM for v in value))
+
+
+def _shape_arg(value: Any) -> bool:
+    """One argument of Input Dims / Input Strides: a tensor's sizes, or a list of them (TensorList)."""
+    return _sizes(value) or (value.__class__ is list and all(_sizes(v) for v in value))
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _concrete_arg(value: Any) -> bool:
+    return _scalar(value) or (value.__class__ is list and all(_scalar(v) for v in value))
+
+
+# column -> test of one argument's value; a recorded list with any argument failing it is ignored
+VALID_ARG = {
+    T.OP_INPUT_DIMS: _shape_arg,
+    T.OP_INPUT_STRIDES: _shape_arg,
+    T.OP_INPUT_TYPES: lambda v: isinstance(v, str),
+    T.OP_CONCRETE_INPUTS: _concrete_arg,
+}
+
+
+def valid_input(column: str, value: Any) -> bool:
+    """Whether a decoded input column value has the shape tracekit reads (None counts as valid)."""
+    if value is None:
+        return True
+    test = VALID_ARG[column]
+    return value.__class__ is list and all(map(test, value))
 
 
 class OpInputStore:
     """One bytes buffer holding, per op and input column, the raw JSON value (or nothing)."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = bytearray()
         self._starts: list[np.ndarray] = []
         self._ends: list[np.ndarray] = []
         self.starts = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
         self.ends = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
+        self.rejected = 0  # decoded values of the wrong type, replaced by None
 
     def append(self, raws: list) -> None:
         """Add the raw values (msgspec.Raw; `null` when absent) of a batch of ops, flattened
@@ -64,9 +103,29 @@ class OpInputStore:
                     k = slot[key] = len(uniques)
                     uniques.append(key)
                 index.append(k)
-            values = _DECODER.decode(b"[" + b",".join(uniques) + b"]") if uniques else []
+            values = self._decode(uniques)
+            for i, v in enumerate(values):
+                if not valid_input(col, v):
+                    values[i] = None
+                    self.rejected += 1
             out[col] = [values[k] if k >= 0 else None for k in index]
         return out
+
+    def _decode(self, raws: list[memoryview]) -> list[Any]:
+        """Decoded raw values; one that msgspec cannot hold (a 400-digit number) becomes None."""
+        if not raws:
+            return []
+        try:
+            return _DECODER.decode(b"[" + b",".join(raws) + b"]")
+        except (msgspec.DecodeError, RecursionError):
+            values: list[Any] = []
+            for raw in raws:
+                try:
+                    values.append(_DECODER.decode(raw))
+                except (msgspec.DecodeError, RecursionError):
+                    values.append(None)
+                    self.rejected += 1
+            return values
 
     def has_values(self, column: str) -> bool:
         """Whether any op recorded a (non-null) value for `column`."""
@@ -78,6 +137,22 @@ class OpInputStore:
     def row(self, row: int) -> dict[str, Any]:
         decoded = self.decode_rows(np.array([row]))
         return {col: values[0] for col, values in decoded.items()}
+
+    def raw_values(self, rows: np.ndarray, column: str) -> list[bytes]:
+        """The raw JSON bytes of `column` for `rows` (b"" where the op recorded nothing)."""
+        j = INPUT_COLUMNS.index(column)
+        buf = self._buf
+        return [bytes(buf[s:e]) for s, e in zip(self.starts[rows, j].tolist(), self.ends[rows, j].tolist(),
+                                                strict=True)]
+
+    def appended(self, other: OpInputStore, rows: np.ndarray) -> OpInputStore:
+        """A new store: this one's rows, then `other`'s `rows` (ops copied from another trace)."""
+        out = OpInputStore()
+        out._buf = bytes(self._buf) + bytes(other._buf)
+        shift = len(self._buf)
+        out.starts = np.concatenate([self.starts, other.starts[rows] + shift])
+        out.ends = np.concatenate([self.ends, other.ends[rows] + shift])
+        return out
 
     @property
     def nbytes(self) -> int:

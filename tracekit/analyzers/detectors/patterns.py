@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -10,11 +9,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import hostside as H
+from tracekit.analyzers import kernels as K
 from tracekit.analyzers import names as N
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.costs.attribution import KernelCosts
+from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.analyzers.detectors import hostside as H
+from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.kernels import KernelClassification
 from tracekit.analyzers.windows import StepWindows
+from tracekit.jsonsafe import records
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace, TraceMeta
 
 TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
 
@@ -37,38 +42,26 @@ class Patterns:
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
         return {"rank": self.rank, "num_sms": self.num_sms,
-                **{name: _records(getattr(self, name)) for name in tables}}
+                **{name: records(getattr(self, name), {S.LP_SHAPES: format_shapes})
+                   for name in tables}}
 
 
-def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    out = []
-    for row in table.to_dict("records"):
-        clean = {}
-        for k, v in row.items():
-            if isinstance(v, np.generic):
-                v = v.item()
-            clean[k] = None if isinstance(v, float) and math.isnan(v) else v
-        out.append(clean)
-    return out
-
-
-def _num_sms(meta) -> int | None:
-    props = meta.device if hasattr(meta, "device") else None
+def _num_sms(meta: TraceMeta) -> int | None:
+    props = meta.device
     value = props.get("numSms") if isinstance(props, dict) else None
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def find_patterns(rank, classification: Any, costs: Any = None, *, windows: StepWindows | None = None,
+def find_patterns(rank: RankTrace, classification: KernelClassification,
+                  costs: KernelCosts | None = None, *, windows: StepWindows | None = None,
                   rows: np.ndarray | None = None) -> Patterns:
     """All patterns of one RankTrace; `classification` is kernels.classify(rank), `costs` the
-    costs.estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched).
+    estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched).
     `windows` gives every row its step (default: the trace's ProfilerStep columns); `rows` (bool per
     GPU row) limits the kernel sequences to those activities (the headline steps)."""
-    n = len(rank.gpu)
     steps = H.StepsOf.of(rank, windows)
-    table = getattr(classification, "table", None)
-    classes = table["class"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
-    libraries = table["library"].to_numpy(dtype=object) if table is not None else np.full(n, "other", dtype=object)
+    classes = classification.table[K.CLASS].to_numpy(dtype=object)
+    libraries = classification.table[K.LIBRARY].to_numpy(dtype=object)
     attention, covered = S.find_attention(rank, classes, costs, rows=rows)
     return Patterns(
         rank=int(rank.rank),

@@ -9,13 +9,12 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names as N
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
 from tracekit.trace.model import RankTrace
-from tracekit.trace.summary import busy_time_us
 
-PAGEABLE_H2D = re.compile(r"HtoD.*Pageable|Pageable.*->\s*Device")
+PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
 DATALOADER = re.compile(r"DataLoader")
 SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
 COMM_CLASS = "communication"
@@ -28,7 +27,7 @@ SYNC_ORIGINS = (
     "aten::to", "aten::_to_copy", "aten::copy_", "aten::allclose", "aten::equal", "aten::is_nonzero",
 )
 
-# --- columns of HostSide.syncs (one row per host synchronisation call) ----------------------------
+# --- columns of Patterns.syncs (one row per host synchronisation call) ----------------------------
 SY_STEP = "step"
 SY_API = "api"  # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize...
 SY_ORIGIN = "origin"  # the user-facing op that synced (SYNC_ORIGINS), the innermost op, or "" (explicit)
@@ -36,20 +35,20 @@ SY_WAIT_US = "wait_us"  # the call's duration: CPU time spent waiting
 SY_BUBBLE_US = "bubble_us"  # GPU idle from the call's end to the next GPU activity's start
 SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable host-to-device copy
 
-# --- columns of HostSide.copies (one row per pageable host-to-device memcpy) ---------------------
+# --- columns of Patterns.copies (one row per pageable host-to-device memcpy) ---------------------
 CP_STEP = "step"
 CP_BYTES = "bytes"
 CP_COPY_US = "copy_us"  # GPU-side duration
 CP_CALL_US = "call_us"  # the cudaMemcpy* call's duration (the CPU is blocked for pageable copies)
 
-# --- columns of HostSide.dataloader (one row per step with DataLoader time) ----------------------
+# --- columns of Patterns.dataloader (one row per step with DataLoader time) ----------------------
 DL_STEP = "step"
 DL_CALLS = "calls"
 DL_US = "dataloader_us"  # union of top-level DataLoader op windows
 DL_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside those windows
 DL_SINGLE = "single_process"  # num_workers=0 (_SingleProcessDataLoaderIter)
 
-# --- columns of HostSide.comm (one row per step with communication kernels) ----------------------
+# --- columns of Patterns.comm (one row per step with communication kernels) ----------------------
 CM_STEP = "step"
 CM_COLLECTIVES = "collectives"
 CM_COMM_US = "comm_us"  # union of communication kernels
@@ -83,7 +82,8 @@ class StepsOf:
 def _ancestor_names(ops: pd.DataFrame, row: int) -> list[str]:
     names = ops[T.OP_NAME].to_numpy(dtype=object)
     parent = ops[T.OP_PARENT].to_numpy()
-    out, p = [], row
+    out: list[str] = []
+    p = row
     while p >= 0 and len(out) <= ORIGIN_DEPTH:
         out.append(str(names[p]))
         p = int(parent[p])

@@ -1,0 +1,132 @@
+"""Run the whole bad-input corpus, a long hypothesis run and a gzip bomb; print the counts.
+
+usage: python benchmarks/fuzz_corpus.py [--every N] [--examples N] [--bomb-gb G] [--skip-corpus]
+
+The corpus and the checks are those of tests/test_fuzz_corpus.py (CI runs a share of them);
+hypothesis mutates the sample traces as tests/test_fuzz_hypothesis.py does, with --examples
+examples. The bomb is a gzip of G GB of JSON string (a few MB on disk), refused by `tracekit info`
+in a fresh process; its wall time and the child's peak RSS are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+# `tracekit ARGS` in a fresh process that prints its own peak RSS (KiB) as the last stderr line
+CHILD = """
+import resource, sys
+from tracekit.cli import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    sys.stderr.write(f"{use.ru_maxrss} {use.ru_utime + use.ru_stime:.2f}\\n")
+sys.exit(code)
+"""
+
+
+def run_corpus(every: int) -> None:
+    from test_fuzz_corpus import COMMANDS, check_case, corpus
+
+    cases = corpus()[::every]
+    kinds: collections.Counter[str] = collections.Counter()
+    problems: list[str] = []
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases:
+            found = check_case(case, Path(tmp))
+            problems += found
+            for p in found:
+                kinds[p.split(": ", 1)[1].split(" ", 1)[0] if ": " in p else "?"] += 1
+    runs = sum(len(c.commands) for c in cases)
+    print(f"corpus: {len(cases)} cases, {runs} command runs in {time.perf_counter() - start:.0f} s; "
+          f"{len(problems)} problems; tracebacks {sum('raised' in p or 'traceback' in p for p in problems)}")
+    for p in problems[:30]:
+        print("  ", p[:300])
+    print(f"  ({len(COMMANDS)} commands per case except -o cases)")
+
+
+def run_hypothesis(examples: int) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from test_fuzz_hypothesis import MUTATION, SAMPLES, check_mutation
+
+    seen = {"examples": 0, "problems": 0}
+    failures: list[str] = []
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(sample=st.sampled_from(SAMPLES), mutations=st.lists(MUTATION, min_size=1, max_size=8))
+    def body(sample: str, mutations: list) -> None:
+        seen["examples"] += 1
+        found = check_mutation(sample, mutations)
+        if found:
+            seen["problems"] += len(found)
+            failures.extend(found)
+
+    start = time.perf_counter()
+    body()
+    print(f"hypothesis: {seen['examples']} mutated sample traces in {time.perf_counter() - start:.0f} s; "
+          f"{seen['problems']} problems")
+    for p in failures[:20]:
+        print("  ", p[:300])
+
+
+def make_bomb(path: Path, gigabytes: float) -> None:
+    """{"traceEvents": [{"name": "AAAA... (G GB)"}]} gzipped, written without holding it in memory."""
+    total = int(gigabytes * (1 << 30))
+    block = b"A" * (1 << 24)
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        fh.write(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "name": "')
+        left = total
+        while left > 0:
+            fh.write(block[: min(left, len(block))])
+            left -= len(block)
+        fh.write(b'"}]}')
+
+
+def run_bomb(gigabytes: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        bomb = Path(tmp) / "bomb.json.gz"
+        make_bomb(bomb, gigabytes)
+        lie = Path(tmp) / "trailer_lie.json.gz"
+        data = bomb.read_bytes()
+        lie.write_bytes(data[:-4] + (0xFFFFFFFF).to_bytes(4, "little"))  # claims 4 GiB
+        for label, path, extra in (("bomb", bomb, []), ("bomb, trailer claims 4 GiB", lie, []),
+                                   ("bomb, --max-trace-bytes 1G", bomb, ["--max-trace-bytes", "1G"])):
+            start = time.perf_counter()
+            res = subprocess.run([sys.executable, "-c", CHILD, "info", str(path), *extra],
+                                 capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            *lines, last = res.stderr.strip().splitlines()
+            peak, cpu = last.split()
+            print(f"{label}: {path.stat().st_size / 1e6:.1f} MB gzip of {gigabytes:g} GB: exit {res.returncode} "
+                  f"in {wall:.2f} s wall ({cpu} s CPU), peak RSS {int(peak) / 1024:.0f} MB; {' '.join(lines)[:170]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--every", type=int, default=1, help="run every Nth corpus case (default all)")
+    ap.add_argument("--examples", type=int, default=2000, help="hypothesis examples (default 2000)")
+    ap.add_argument("--bomb-gb", type=float, default=2.0, help="inflated size of the gzip bomb")
+    ap.add_argument("--skip-corpus", action="store_true")
+    args = ap.parse_args()
+    if args.bomb_gb > 0:
+        run_bomb(args.bomb_gb)  # first: the children's peak RSS is the bomb's own
+    if not args.skip_corpus:
+        run_corpus(args.every)
+    if args.examples > 0:
+        run_hypothesis(args.examples)
+
+
+if __name__ == "__main__":
+    main()

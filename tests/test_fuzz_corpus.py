@@ -1,0 +1,414 @@
+"""Bad-input corpus: hundreds of generated hostile or broken inputs against `info`, `analyze --json`
+and `report`. Every run must exit 0 or 2; on 2 print exactly one stderr line naming the file and
+the problem; never a traceback, a raw control character, a leftover or partial output file, or a
+changed input; and finish in well under 5 s (the inputs are small).
+
+The corpus is generated here (`corpus()`); benchmarks/fuzz_corpus.py runs it with many more
+hypothesis examples and prints the counts."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli import main
+from tracekit.terminal import visible
+
+# Raw control characters that must never reach a terminal (newline ends lines; nothing else).
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SLOW_S = 5.0
+COMMANDS = (("info",), ("analyze", "--json"), ("report",))
+
+
+class RawJSON(str):
+    """A JSON text spliced verbatim into a document (deep nesting, bare NaN, huge numbers)."""
+
+
+def dumps(doc: object) -> str:
+    """json.dumps, with RawJSON values spliced in as given."""
+    raws: list[str] = []
+
+    def default(o: object) -> object:
+        raise TypeError(o)
+
+    def walk(o: object) -> object:
+        if isinstance(o, RawJSON):
+            raws.append(str(o))
+            return f"\x00RAW{len(raws) - 1}\x00"
+        if isinstance(o, dict):
+            return {k: walk(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(v) for v in o]
+        return o
+
+    text = json.dumps(walk(doc), default=default)
+    return re.sub(r'"\\u0000RAW(\d+)\\u0000"', lambda m: raws[int(m.group(1))], text)
+
+
+def deep(n: int, kind: str = "list") -> RawJSON:
+    return RawJSON(("[" * n + "]" * n) if kind == "list" else ('{"a":' * n + "1" + "}" * n))
+
+
+def base_doc() -> dict:
+    """A small, valid Kineto trace: two steps, ops with shapes, launches, kernels, a memcpy, flows."""
+    ev: list[dict] = []
+    corr = 100
+    for step in range(2):
+        t0 = 1000.0 + step * 500
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                   "ts": t0, "dur": 400, "args": {"External id": 1 + step * 10}})
+        for k, (op, kernel) in enumerate((("aten::mm", "ampere_sgemm_128x64_nn"),
+                                           ("aten::add", "vectorized_elementwise_kernel<4, add>"))):
+            ext = 2 + step * 10 + k
+            ts = t0 + 10 + k * 100
+            ev.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": ts, "dur": 50,
+                       "args": {"External id": ext, "Input Dims": [[64, 32], [32, 16]],
+                                "Input type": ["float", "float"], "Input Strides": [[32, 1], [16, 1]],
+                                "Concrete Inputs": ["", ""]}})
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": ts + 5, "dur": 8, "args": {"correlation": corr, "External id": ext}})
+            ev.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": ts + 20,
+                       "dur": 30, "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
+                                           "grid": [4, 1, 1], "block": [128, 1, 1],
+                                           "registers per thread": 32, "shared memory": 0}})
+            ev.append({"ph": "s", "id": corr, "pid": 1, "tid": 1, "ts": ts + 5, "cat": "ac2g", "name": "ac2g"})
+            ev.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts + 20, "cat": "ac2g", "name": "ac2g",
+                       "bp": "e"})
+            corr += 1
+        ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+                   "tid": 7, "ts": t0 + 300, "dur": 5, "args": {"device": 0, "stream": 7, "bytes": 4096}})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150 * 2**30,
+                                                      "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+            "traceEvents": ev}
+
+
+# Values that a number, id, name or shape field may hold in a hostile file.
+BAD_VALUES: tuple[object, ...] = (
+    None, "", "abc", "NaN", "Infinity", "-Infinity", "1e999", "-1e999", "sNaN", "12.5", "١٢", "9" * 5000,
+    RawJSON("NaN"), RawJSON("Infinity"), RawJSON("1e999"), RawJSON("-1e999"), RawJSON("1" * 400),
+    -1, 0, 1e308, -1e308, 2**63, 2**64, -(2**63) - 1, 10**30, True, [], {}, [1, 2, 3], {"a": 1},
+    [[[[[1]]]]], deep(500), deep(5000), deep(100000), deep(3000, "dict"),
+    "\x1b[31mred\x1b[0m", "line\nforged: error", "\u202eevil", "<script>alert(1)</script>",
+)
+EVENT_FIELDS = ("ts", "dur", "pid", "tid", "name", "cat", "ph", "id", "args")
+ARG_FIELDS = ("correlation", "External id", "external id", "Input Dims", "Input type", "Input Strides",
+              "Concrete Inputs", "grid", "block", "stream", "device", "registers per thread",
+              "shared memory", "bytes", "blocks per SM", "est. achieved occupancy %", "kernel_file")
+# which event of base_doc() each mutation targets: annotation, op, launch, kernel, flow, memcpy
+TARGETS = {"annotation": 0, "op": 1, "launch": 2, "kernel": 3, "flow": 4, "memcpy": 13}
+META_FIELDS = ("deviceProperties", "distributedInfo", "schemaVersion", "baseTimeNanoseconds", "tracekit",
+               "cuda_runtime_version")
+META_VALUES: tuple[object, ...] = (
+    None, "x", 7, [], {}, [1, "a"], [{"id": "0", "name": 5, "numSms": "lots", "totalGlobalMem": -1}],
+    [{"id": 2**70, "name": ["H100"], "computeMajor": 1e999}], [{"name": "NVIDIA H200" + "9" * 20000}],
+    "{'name': 'NVIDIA H100', 'id': 0}", "{'name': " * 300, "[" * 100000, {"rank": 2**80, "world_size": "x"},
+    {"rank": -5}, deep(900), deep(100000), deep(800, "dict"), "\x1b]0;pwned\x07", 2**200,
+)
+ADVERSARIAL_NAMES = (
+    "triton_poi_fused_" + "_" * 40 + "!", "triton_poi_fused_" + "clone_" * 2000 + "!",
+    "xmma_" * 20000, "sm80_xmma_" * 5000 + "cudnn", "triton_red_" + "mean" * 10000,
+    "cutlass" * 20000, "gemv" * 20000, "HtoD" * 20000, "Memcpy " * 10000, "9" * 50000 + " GB",
+    "ProfilerStep#" + "9" * 40, "ProfilerStep#-1", "ProfilerStep#١٢", "ProfilerStep#" + "1" * 19,
+    "a" * 200000, "\x1b[2J\x1b[H" * 10, "name\r\nforged", "\x00\x01\x7f\x9b", "\ud800" * 0 + "\u2028x",
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One corpus entry: `make(folder)` writes the input and returns (input path, extra CLI args)."""
+
+    name: str
+    make: Callable[[Path], tuple[Path, tuple[str, ...]]]
+    commands: tuple[tuple[str, ...], ...] = COMMANDS
+    expect: int | None = None  # exit code required, when the case has one outcome
+
+
+def _writer(doc_text: Callable[[], str | bytes], filename: str = "t.json") -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+    def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        data = doc_text()
+        path = folder / filename
+        payload = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        path.write_bytes(gzip.compress(payload) if filename.endswith(".gz") else payload)
+        return path, ()
+    return make
+
+
+def _mutated(target: str, field: str, value: object, in_args: bool) -> Callable[[], str]:
+    def text() -> str:
+        doc = base_doc()
+        event = doc["traceEvents"][TARGETS[target]]
+        if in_args:
+            event.setdefault("args", {})[field] = value
+        else:
+            event[field] = value
+        return dumps(doc)
+    return text
+
+
+def _inductor(key: str, value: object) -> Callable[[], str]:
+    def text() -> str:
+        doc = base_doc()
+        doc["traceEvents"][TARGETS["op"]]["args"].update({"kernel_file": "/tmp/k.py", key: value})
+        return dumps(doc)
+    return text
+
+
+def _meta_mutated(field: str, value: object) -> Callable[[], str]:
+    def text() -> str:
+        doc = base_doc()
+        doc[field] = value
+        return dumps(doc)
+    return text
+
+
+def _named(target: str, name: str) -> Callable[[], str]:
+    def text() -> str:
+        doc = base_doc()
+        for event in doc["traceEvents"]:
+            kind = {"kernel": "kernel", "op": "cpu_op", "annotation": "user_annotation"}[target]
+            if event.get("cat") == kind:
+                event["name"] = name
+        return dumps(doc)
+    return text
+
+
+def _file_cases() -> Iterator[Case]:
+    good = dumps(base_doc()).encode()
+    gz = gzip.compress(good)
+    files: dict[str, bytes] = {
+        "empty.json": b"", "spaces.json": b"   \n\t ", "nul.json": b"\0" * 100, "scalar.json": b"42",
+        "string.json": b'"traceEvents"', "list_scalars.json": b"[1, 2, 3]", "list_lists.json": b"[[1], [2]]",
+        "events_null.json": b'{"traceEvents": null}', "events_obj.json": b'{"traceEvents": {}}',
+        "events_str.json": b'{"traceEvents": "x"}', "events_empty.json": b'{"traceEvents": []}',
+        "events_scalars.json": b'{"traceEvents": [1, "a", null]}', "bom.json": b"\xef\xbb\xbf" + good,
+        "utf16.json": good.decode().encode("utf-16"), "latin1.json": b'{"traceEvents": [{"name": "\xff\xfe"}]}',
+        "binary.json": bytes(range(256)) * 10, "garbage.json.gz": b"\x1f\x8bnot really gzip",
+        "gz_header_only.json.gz": gz[:10], "truncated.json.gz": gz[: len(gz) // 2],
+        "gz_bad_crc.json.gz": gz[:-8] + b"\0\0\0\0" + gz[-4:], "gz_trailer_lie.json.gz": gz[:-4] + b"\xff\xff\xff\xff",
+        "gz_two_members.json.gz": gzip.compress(good[:100]) + gzip.compress(good[100:]),
+        "gz_trailing_zeros.json.gz": gz + b"\0" * 64, "gz_trailing_junk.json.gz": gz + b"junk",
+        "gz_of_gz.json.gz": gzip.compress(gz), "gz_empty.json.gz": gzip.compress(b""),
+        "gz_spaces.json.gz": gzip.compress(b" " * 1000), "dup_keys.json": good.replace(b"{", b'{"ph": 1, ', 1),
+        "bare_array.json": dumps(base_doc()["traceEvents"]).encode(), "only_meta.json": b'{"deviceProperties": []}',
+        "deep_top.json": b"[" * 100000 + b"]" * 100000, "deep_events.json": b'{"traceEvents": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        "unterminated_string.json": b'{"traceEvents": [{"name": "' + b"},{" * 100000,
+        "commas_in_name.json": good.replace(b"aten::mm", b"aten::mm" + b"},{" * 50000),
+        "huge_number.json": good.replace(b'"ts": 1000.0', b'"ts": 1' + b"0" * 5000, 1),
+    }
+    for cut in (1, 7, 50, 200, 1000, 3000, len(good) - 2):
+        files[f"truncated_at_{cut}.json"] = good[:cut]
+    for name, data in files.items():
+        yield Case(f"file:{name}", _writer(lambda d=data: d, name))
+
+    def directory(kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            d = folder / "ranks"
+            d.mkdir()
+            if kind in ("good", "mixed"):
+                (d / "rank0.json").write_bytes(good)
+                (d / "rank1.json.gz").write_bytes(gz)
+            if kind in ("bad", "mixed"):
+                (d / "rank2.json").write_bytes(b"{")
+                (d / "rank3.json.gz").write_bytes(b"\x1f\x8b junk")
+            if kind == "subdirs":
+                (d / "x.json").mkdir()
+            if kind == "dangling":
+                (d / "rank0.json").symlink_to(folder / "nowhere.json")
+            return d, ()
+        return make
+
+    for kind in ("empty", "good", "bad", "mixed", "subdirs", "dangling"):
+        yield Case(f"dir:{kind}", directory(kind))
+
+    def special(kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            p = folder / f"{kind}.json"
+            if kind == "missing":
+                return p, ()
+            if kind == "fifo":
+                os.mkfifo(p)
+            elif kind == "loop":
+                p.symlink_to(p)
+            elif kind == "dangling":
+                p.symlink_to(folder / "gone.json")
+            elif kind == "devnull":
+                return Path(os.devnull), ()
+            return p, ()
+        return make
+
+    for kind in ("missing", "fifo", "loop", "dangling", "devnull"):
+        yield Case(f"special:{kind}", special(kind), expect=2)
+
+    for label, fname in (("esc", "a\x1b[31mred.json"), ("newline", "a\nforged: ok.json"),
+                         ("bell", "bell\x07.json.gz"), ("bidi", "x\u202egnp.json"), ("c1", "c1\x9b2J.json")):
+        yield Case(f"filename:{label}", _writer(lambda: dumps(base_doc()), fname))
+        yield Case(f"filename_bad:{label}", _writer(lambda: "{", fname), expect=2)
+
+
+def _value_cases() -> Iterator[Case]:
+    for target in TARGETS:
+        for field in EVENT_FIELDS:
+            for i, value in enumerate(BAD_VALUES):
+                if (i + len(field) + len(target)) % 3 == 0 or target in ("kernel", "op"):
+                    yield Case(f"event:{target}.{field}={i}", _writer(_mutated(target, field, value, False)))
+        for field in ARG_FIELDS:
+            for i, value in enumerate(BAD_VALUES):
+                if (i + len(field) + len(target)) % 4 == 0 or (target in ("kernel", "op") and i % 2 == 0):
+                    yield Case(f"args:{target}.{field}={i}", _writer(_mutated(target, field, value, True)))
+    for key in ("num_warps", "kernel_kwargs", "grid", "tracekit_user_kernel", "tracekit_uses_dot"):
+        for i, value in enumerate(BAD_VALUES):  # Inductor / Triton launch ops keep all their args
+            yield Case(f"inductor:{key}={i}", _writer(_inductor(key, value)))
+    for field in META_FIELDS:
+        for i, value in enumerate(META_VALUES):
+            yield Case(f"meta:{field}={i}", _writer(_meta_mutated(field, value)))
+    for target in ("kernel", "op", "annotation"):
+        for i, name in enumerate(ADVERSARIAL_NAMES):
+            yield Case(f"name:{target}={i}", _writer(_named(target, name), "n.json.gz"))
+
+
+def _output_cases() -> Iterator[Case]:
+    """`report -o`: paths that are the input (however spelled), directories, missing folders."""
+    def make(kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def inner(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            src = folder / "T.json"
+            src.write_text(dumps(base_doc()))
+            sub = folder / "sub"
+            sub.mkdir()
+            if kind == "self":
+                return src, ("-o", str(src), "--force")
+            if kind == "dotdot":
+                return src, ("-o", str(sub / ".." / "T.json"), "--force")
+            if kind == "symlink":
+                (folder / "link.html").symlink_to(src)
+                return src, ("-o", str(folder / "link.html"), "--force")
+            if kind == "hardlink":
+                os.link(src, folder / "hard.html")
+                return src, ("-o", str(folder / "hard.html"), "--force")
+            if kind == "rank_member":
+                d = folder / "ranks"
+                d.mkdir()
+                (d / "rank0.json").write_text(dumps(base_doc()))
+                (d / "rank1.json").write_text(dumps(base_doc()))
+                return d, ("-o", str(d / "rank1.json"), "--force")
+            if kind == "directory":
+                return src, ("-o", str(sub))
+            if kind == "missing_dir":
+                return src, ("-o", str(folder / "nope" / "r.html"))
+            if kind == "file_as_dir":
+                return src, ("-o", str(src / "r.html"))
+            raise AssertionError(kind)
+        return inner
+
+    for kind in ("self", "dotdot", "symlink", "hardlink", "rank_member", "directory", "missing_dir", "file_as_dir"):
+        yield Case(f"output:{kind}", make(kind), commands=(("report",),), expect=2)
+
+
+def corpus() -> list[Case]:
+    """Every generated case (the acceptance count is len(corpus()))."""
+    return [*_file_cases(), *_value_cases(), *_output_cases()]
+
+
+def digest(folder: Path) -> dict[str, str]:
+    """Name -> sha256 of every file below `folder` (symlinks by target, FIFOs by name only)."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink():
+            out[str(p)] = "-> " + os.readlink(p)
+        elif p.is_file():
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            out[str(p)] = "dir" if p.is_dir() else "special"
+    return out
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str, float]:
+    """(exit code, stdout, stderr, seconds) of tracekit's CLI run in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue(), time.perf_counter() - start
+
+
+def check_case(case: Case, folder: Path) -> list[str]:
+    """Run every command of `case` on a fresh copy of its input; the list of broken promises."""
+    problems = []
+    for command in case.commands:
+        work = folder / f"{case.name.replace('/', '_').replace(':', '_')[:60]}_{command[0]}"
+        work.mkdir()
+        path, extra = case.make(work)
+        args = [*command, str(path), *extra]
+        if command[0] == "report" and "-o" not in extra:
+            args += ["-o", str(work / "out.html")]
+        before = digest(work)
+        try:
+            code, out, err, seconds = run_cli(args)
+        except BaseException as exc:
+            problems.append(f"{case.name} {command[0]}: raised {type(exc).__name__}: {exc!s:.200}")
+            continue
+        label = f"{case.name} {command[0]} (exit {code})"
+        after = digest(work)
+        if code not in (0, 2) or (case.expect is not None and code != case.expect):
+            problems.append(f"{label}: exit code; stderr {err[:300]!r}")
+        if "Traceback" in err or "Traceback" in out:
+            problems.append(f"{label}: traceback")
+        if RAW_CONTROL.search(out) or RAW_CONTROL.search(err):
+            problems.append(f"{label}: raw control character in output: {RAW_CONTROL.search(out + err)!r}")
+        if code == 2:
+            lines = err.splitlines()
+            if len(lines) != 1 or not lines[0].startswith("tracekit: error: "):
+                problems.append(f"{label}: stderr is not one error line: {err[:300]!r}")
+            elif not any(visible(p.name) in lines[0] for p in (path, *map(Path, extra[1:2])) if p.name):
+                problems.append(f"{label}: error does not name the file: {lines[0][:200]!r}")
+        for name, value in before.items():
+            if after.get(name) != value:
+                problems.append(f"{label}: input {name} changed or removed")
+        new = sorted(set(after) - set(before))
+        expected_new = [str(work / "out.html")] if command[0] == "report" and code == 0 and "-o" not in extra else []
+        if command[0] == "report" and code == 0 and "-o" in extra:
+            expected_new = new[:1] if len(new) == 1 and new[0].endswith(".html") else ["<one html file>"]
+        if new != expected_new:
+            problems.append(f"{label}: files left behind or missing: {new} (expected {expected_new})")
+        if seconds > SLOW_S:
+            problems.append(f"{label}: took {seconds:.1f} s")
+    return problems
+
+
+BULK = ("event:", "args:", "inductor:")  # one hostile value per field: CI takes every 10th
+
+
+def ci_corpus() -> list[Case]:
+    """The share CI runs (benchmarks/fuzz_corpus.py runs all): every case that is not a bulk value
+    mutation plus every 10th of those; `info` on all of them, every command on every 8th (analysis
+    and HTML take ~0.4 s per run, loading ~0.04 s)."""
+    cases = corpus()
+    chosen = [c for c in cases if not c.name.startswith(BULK)] + [c for c in cases if c.name.startswith(BULK)][::10]
+    return [c if i % 8 == 0 or c.commands != COMMANDS else replace(c, commands=(("info",),))
+            for i, c in enumerate(chosen)]
+
+
+def test_corpus_is_large_enough() -> None:
+    cases = corpus()
+    assert len(cases) >= 500, len(cases)
+    assert len({c.name for c in cases}) == len(cases)
+    assert len(ci_corpus()) >= 500
+
+
+@pytest.mark.parametrize("shard", range(4))
+def test_corpus_never_breaks_a_promise(shard: int, tmp_path: Path) -> None:
+    """The CI share, in four shards; the failure message lists every broken promise at once."""
+    problems: list[str] = []
+    for case in ci_corpus()[shard::4]:
+        problems += check_case(case, tmp_path)
+    assert not problems, "\n".join(problems[:40])
