@@ -126,3 +126,10 @@ def test_kernel_events_keep_their_exact_text(tmp_path):
     assert '{"args":{"tracekit_class":"gemm"},"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn"' in text
     assert text.startswith('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "user_annotation"')  # top level kept
     json.loads(text)
+
+
+def test_export_never_writes_over_its_input(tmp_path, capsys):
+    src = two_steps(tmp_path)
+    before = src.read_bytes()
+    assert main(["export", str(src), "-o", str(src), "--force"]) == 2
+    assert "is the input trace" in capsys.readouterr().err and src.read_bytes() == before
