@@ -40,7 +40,7 @@ def test_no_suggestion_without_evidence_or_below_threshold():
     assert suggestion("cuda_graphs", "t", 49.0, scope, "f", row) is None  # 0.49 % < 0.5 %
     s = suggestion("cuda_graphs", "t", 50.0, scope, "f", row)
     assert (s.saving_pct, s.per_step_us) == (0.5, 25.0)
-    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 steady steps (10.00 ms)"
+    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 steady steps (10.0 ms)"
 
 
 @pytest.mark.parametrize(("op", "shapes", "dims"), [

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "analyze",
     "report": "report",
     "profile": "profile",
+    "export": "export",
 }
 # what `tracekit --help` lists (kept here so that --help imports no command module)
 SHORT_HELP: dict[str, str] = {

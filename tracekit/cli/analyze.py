@@ -17,6 +17,7 @@ from tracekit.cli.common import (
     steps_option,
 )
 from tracekit.terminal import visible
+from tracekit.units import plural
 
 
 def _safe(text: object, width: int | None = None) -> str:
@@ -62,11 +63,11 @@ def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
             f"({_pct(s['gpu_util'])}), idle {fmt_us(s['gpu_idle_us'])}",
             f"CPU       {s['launches']} launches, {fmt_us(s['cpu_launch_us'])} in launch calls; "
             f"{s['syncs']} syncs, {fmt_us(s['sync_us'])}",
-            f"kernels   {s['kernels']} in {s['steps']} step(s) (median {per_step}/step"
+            f"kernels   {s['kernels']} in {plural(s['steps'], 'step')} (median {per_step}/step"
             + (f", {_num(s['kernels_per_token'])}/token" if s["kernels_per_token"] is not None else "")
             + f"), {s['short_kernels']} shorter than their launch call",
-            f"queue     delay p50 {_num(s['queue_p50_us'])} µs, p90 {_num(s['queue_p90_us'])} µs, "
-            f"max {_num(s['queue_max_us'])} µs",
+            f"queue     delay p50 {fmt_us(s['queue_p50_us'])}, p90 {fmt_us(s['queue_p90_us'])}, "
+            f"max {fmt_us(s['queue_max_us'])}",
             f"idle      per stream: host wait {fmt_us(s['host_wait_us'])}, kernel wait "
             f"{fmt_us(s['kernel_wait_us'])}, other {fmt_us(s['other_idle_us'])}",
             "", "time by class:",
@@ -74,7 +75,7 @@ def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
         for r in doc["classes"]:
             lines.append(f"  {_safe(r['class']):14s} {fmt_us(r['time_us']):>12s} {100 * r['share']:6.1f}% {r['count']:8d}x")
         kernels = doc["kernels"]
-        lines += ["", f"top kernels (of {len(kernels)} rows):",
+        lines += ["", f"top kernel rows (grouped by name, op and shapes; of {len(kernels)} rows):",
                   f"  {'time':>12s} {'share':>6s} {'count':>7s} {'class':13s} {'library':10s} "
                   f"{'TFLOP/s':>8s} {'GB/s':>8s} {'bound':7s} name"]
         total = sum(r["time_us"] for r in doc["classes"]) or 1.0
@@ -149,7 +150,7 @@ def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
     return lines
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Print what bounds TRACE (verdict, time by class, top kernels) and what to change.")
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/1).")
 @click.option("--rank", type=int, default=None, help="Analyze only this rank (default: all ranks).")

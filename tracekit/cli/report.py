@@ -18,7 +18,7 @@ from tracekit.cli.common import (
 from tracekit.terminal import visible
 
 
-@click.command("report")
+@click.command("report", short_help="Write one self-contained HTML report of TRACE.")
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option(
     "-o",

@@ -106,10 +106,10 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
                          cause=doc["summary"].get("cause"))
     view = row = None
     if task.view:
-        from tracekit.report.context import rank_row, rank_view
+        from tracekit.report.context import rank_view
 
-        view = rank_view(doc, rank, list(found), tuple(trace.warnings))
-        row = rank_row(doc, view)
+        view = rank_view(analysis, list(found), tuple(trace.warnings))
+        row = view.row
     return RankResult(
         rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
         totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),

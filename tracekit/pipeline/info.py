@@ -25,7 +25,9 @@ class InfoTask:
 def summarize_file(task: InfoTask) -> tuple[Any, tuple[str, ...], tuple[dict, str] | None] | RankFailure:
     """The worker of `tracekit info`: (RankSummary, load warnings, its CUDA-graph replays as
     (JSON, text line) or None) of one file."""
+    from tracekit.analyzers.devices import match_device
     from tracekit.analyzers.graphs import graph_replays
+    from tracekit.analyzers.tracefacts import device_label, trace_facts
     from tracekit.trace.summary import summarize_rank
 
     try:
@@ -34,7 +36,10 @@ def summarize_file(task: InfoTask) -> tuple[Any, tuple[str, ...], tuple[dict, st
         return RankFailure(task.path, str(exc))
     rank = trace.rank()
     graphs = graph_replays(rank)
-    return (summarize_rank(rank, task.top), tuple(trace.warnings),
+    summary = summarize_rank(rank, task.top)
+    if rank.has_gpu:  # one device name for every command: the device table's, with the memory reported
+        summary = dataclasses.replace(summary, device=device_label(match_device(rank.meta), trace_facts(rank)))
+    return (summary, tuple(trace.warnings),
             (graphs.to_dict(), graphs.line()) if graphs is not None else None)
 
 

@@ -77,35 +77,35 @@ def analyse_trace(trace: Trace, *, rank: int | None = None, steps: str = "steady
 def build_view(trace: Trace, *, rank: int | None = None, steps: str = "steady") -> Any:
     """The report's view model of an already loaded Trace (every rank, or only `rank`)."""
     from tracekit._version import __version__
-    from tracekit.report.context import report_view
+    from tracekit.report.context import rank_view, report_view
 
     analyses, suggestions = analyse_trace(trace, rank=rank, steps=steps)
-    return report_view(analyses, trace, suggestions, version=__version__)
+    shown = tuple(str(w) for w in trace.warnings)
+    views = [rank_view(analyses[r], suggestions[r], shown) for r in analyses]
+    return report_view(views, path=str(trace.path), warnings=shown, version=__version__)
 
 
-def render_html(analysis: Any, trace: Trace | None = None, *,
-                suggestions: Sequence[Any] | Mapping[int, Sequence[Any] | None] | None = None) -> str:
-    """The report HTML for one Analysis (or a {rank: Analysis} mapping) of `trace`.
+def render_html(analysis: Analysis | Mapping[int, Analysis], trace: Trace | None = None, *,
+                suggestions: Sequence[Suggestion] | Mapping[int, Sequence[Suggestion] | None] | None = None) -> str:
+    """The report HTML for the Analysis of one rank, or a {rank: Analysis} mapping (one rank each).
 
-    `suggestions` is a list of Suggestion objects for a single analysis, or {rank: list}; None means
-    the suggestions engine was not run (the report says so), [] means no rule fired. An Analysis
-    that combines several ranks (`analyze(trace)` of a multi-rank trace) is redone per rank, so
-    that each rank gets its own section.
-    """
+    `trace` (optional) gives the report its path and trace-level warnings. `suggestions` is a list
+    for a single analysis, or {rank: list}; None means the rules were not run (the report says so),
+    [] means no rule fired. An Analysis that combines several ranks (`analyze(trace)` of a
+    multi-rank trace) is redone per rank from `trace`, so that each rank gets its own section."""
     from tracekit._version import __version__
-    from tracekit.report.context import report_view
+    from tracekit.report.context import rank_view, report_view
     from tracekit.report.html import render
 
-    combined = getattr(analysis, "ranks", None)
-    if trace is not None and isinstance(combined, tuple) and len(combined) > 1:
+    if isinstance(analysis, Analysis) and len(analysis.ranks) > 1:
+        if trace is None:
+            raise ValueError("a multi-rank Analysis needs its trace to be reported per rank")
         analysis, per_rank = analyse_trace(trace)
         if suggestions is None:
             suggestions = per_rank
-    if isinstance(analysis, Mapping) and analysis and all(isinstance(k, int) for k in analysis):
-        analyses = dict(analysis)
-        sugg = suggestions if isinstance(suggestions, Mapping) else dict.fromkeys(analyses, suggestions)
-    else:
-        rank = trace.rank().rank if trace is not None else 0
-        analyses = {rank: analysis}
-        sugg = {rank: suggestions} if not isinstance(suggestions, Mapping) else suggestions
-    return render(report_view(analyses, trace, sugg, version=__version__))
+    analyses = dict(analysis) if isinstance(analysis, Mapping) else {analysis.ranks[0].rank: analysis}
+    sugg = suggestions if isinstance(suggestions, Mapping) else dict.fromkeys(analyses, suggestions)
+    shown = tuple(str(w) for w in (getattr(trace, "warnings", None) or ()))
+    views = [rank_view(a, sugg.get(r), shown) for r, a in analyses.items()]
+    path = str(getattr(trace, "path", "") or next(iter(analyses.values())).path)
+    return render(report_view(views, path=path, warnings=shown, version=__version__))

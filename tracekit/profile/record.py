@@ -16,6 +16,7 @@ from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
 from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
 from tracekit.trace.tables import TRITON_TABLE_KEY
+from tracekit.units import plural
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,6 @@ def nothing_recorded(session: Session, flag: str = "--warmup ") -> str:
     """Why a run left no trace: the schedule's warm-up outlasted the steps the run marked."""
     warmup = session.options.warmup
     return (
-        f"no trace recorded: the run marked {session.marks} step(s), but {flag}{warmup} "
+        f"no trace recorded: the run marked {plural(session.marks, 'step')}, but {flag}{warmup} "
         f"skips the first {warmup}"
     )

@@ -21,6 +21,7 @@ from tracekit.profile.record import (
 from tracekit.profile.runner import Target, exit_status, report_exception
 from tracekit.profile.session import ProfileOptions, Session, require_torch
 from tracekit.terminal import visible
+from tracekit.units import plural
 
 # Exit status when tracekit itself could not do its job (as for TracekitError in the CLI).
 TRACEKIT_FAILURE = 2
@@ -83,8 +84,8 @@ def profile_target(
     if result is None:
         print(f"tracekit: error: {nothing_recorded(session)}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
-    steps = f"{result.steps} step(s)" if result.steps else "no steps marked"
-    launches = f", {result.triton_launches} Triton launch(es)" if result.triton_launches else ""
+    steps = plural(result.steps, "step") if result.steps else "no steps marked"
+    launches = f", {plural(result.triton_launches, 'Triton launch', 'Triton launches')}" if result.triton_launches else ""
     say(f"trace written to {_shown(result.trace_path)} ({steps}{launches})")
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")

@@ -8,30 +8,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracekit.report.context import ReportView, report_view
+from tracekit.paths import report_path
+from tracekit.report.context import ReportView, rank_view, report_view
 from tracekit.report.html import render
 from tracekit.report.write import write_atomic
 
 __all__ = [
     "ReportView",
     "default_output",
+    "rank_view",
     "report_view",
     "write_view",
 ]
 
-TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".gz")
 
 
 def default_output(trace_path: str | Path) -> Path:
     """Where a report goes by default: '<trace stem>.report.html' beside the trace file or directory."""
-    p = Path(trace_path)
-    name = p.name
-    if p.is_file():
-        for suffix in TRACE_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                break
-    return p.with_name(f"{name}.report.html")
+    return report_path(trace_path)
 
 
 def write_view(view: ReportView, out_path: str | Path, *, force: bool = False,

@@ -17,8 +17,9 @@ ASSETS = ("report.css", "report.js")
 
 
 def _loader() -> jinja2.BaseLoader:
-    """The templates/ folder beside this tracekit when it is imported from a source checkout (even
-    if another checkout is installed as `tracekit.templates`), else the installed package."""
+    """The templates/ folder of the source checkout this tracekit was imported from, when there is
+    one (so that a checkout never renders another checkout's templates), else the installed
+    `tracekit.templates` package."""
     source = Path(__file__).resolve().parents[2] / "templates"
     if (source / TEMPLATE).is_file():
         return jinja2.FileSystemLoader(source)

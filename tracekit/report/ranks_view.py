@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.report.format import fmt_pct, fmt_time
+from tracekit.units import fmt_pct, fmt_time
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
 

@@ -10,14 +10,10 @@ import zlib
 from pathlib import Path
 
 from tracekit.errors import TraceFormatError, TraceTooLarge
+from tracekit.paths import NAME_SUFFIXES, PROFILE_SUFFIX, trace_stem  # noqa: F401  (defined once, there)
 
 # The one definition of trace file names. A directory's trace files end with TRACE_SUFFIXES;
-# `tracekit profile` writes NAME + PROFILE_SUFFIX; a trace's stem (for its report's name) is its
-# name without the first of NAME_SUFFIXES it ends with (longest first).
 TRACE_SUFFIXES = (".json", ".json.gz")
-PROFILE_SUFFIX = ".trace.json.gz"
-NAME_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", PROFILE_SUFFIX, ".trace.json", ".json.gz",
-                 ".json", ".gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
 
 MAX_BYTES_ENV = "TRACEKIT_MAX_TRACE_BYTES"
@@ -33,15 +29,6 @@ _OUT_CHUNK = 16 << 20
 
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
-
-
-def trace_stem(name: str) -> str:
-    """A trace file's name without its trace suffix: 'train.pt.trace.json.gz' -> 'train'
-    (a name that is only a suffix, or has none, stays whole)."""
-    for suffix in NAME_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def trace_files(path: str | os.PathLike) -> list[Path]:
