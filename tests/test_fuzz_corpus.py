@@ -380,6 +380,10 @@ def check_case(case: Case, folder: Path) -> list[str]:
             expected_new = new[:1] if len(new) == 1 and new[0].endswith(".html") else ["<one html file>"]
         if new != expected_new:
             problems.append(f"{label}: files left behind or missing: {new} (expected {expected_new})")
+        for html in (Path(n) for n in new if n.endswith(".html")):
+            text = html.read_text(encoding="utf-8")
+            if "<script>alert(1)" in text:  # escaped: &lt;script&gt; in HTML, \u003cscript in tojson
+                problems.append(f"{label}: a trace string reached the HTML unescaped")
         if seconds > SLOW_S:
             problems.append(f"{label}: took {seconds:.1f} s")
     return problems
