@@ -98,6 +98,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
     limit, explicit = byte_budget(max_bytes)
+    raw: bytes | bytearray
     try:
         raw = _read_whole(path, limit)
     except OSError as exc:
@@ -144,6 +145,7 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
     while pos < end:
         d = zlib.decompressobj(wbits=31)
         while not d.eof:
+            piece: bytes | memoryview
             if d.unconsumed_tail:
                 piece = d.unconsumed_tail
             else:
