@@ -139,3 +139,12 @@ def test_version_and_help_import_no_command(tmp_path: Path) -> None:
                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'jinja2', 'torch')))"],
                          capture_output=True, text=True, env=dict(os.environ))
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_profile_never_writes_over_its_own_script(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    assert main(["profile", "--no-report", "-o", str(script), "--force", str(script)]) == 2
+    assert script.read_text() == "print('hi')\n"
+    assert "is the script being profiled" in capsys.readouterr().err
