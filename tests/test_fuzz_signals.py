@@ -52,7 +52,7 @@ def test_signal_during_report_leaves_nothing_behind(tmp_path: Path, sig: int, de
         assert not out.exists()
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.1, 0.15, 0.25])
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.45, 0.6])
 def test_ctrl_c_at_start_up_is_one_line(tmp_path: Path, delay: float) -> None:
     proc = _spawn(["info", str(_small(tmp_path))], tmp_path)
     time.sleep(delay)
