@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import tracekit
-from tracekit.analyzers.costs import estimate_costs
+from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.devices import match_device
 from tracekit.analyzers.kernels import classify
 from tracekit.analyzers.roofline import roofline

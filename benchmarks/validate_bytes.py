@@ -19,7 +19,7 @@ import re
 import sys
 
 import tracekit
-from tracekit.analyzers.costs import BYTES, OP, SHAPES, estimate_costs
+from tracekit.analyzers.costs.attribution import BYTES, OP, SHAPES, estimate_costs
 from tracekit.analyzers.kernels import classify
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 from tracebuilder import TraceBuilder
@@ -11,6 +10,7 @@ from tracebuilder import TraceBuilder
 import tracekit
 from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, analyze
 from tracekit.cli import main
+from tracekit.suggestions import Suggestion, analysis_document
 
 N = 4096
 ADDMM_FLOPS = 2 * N * N * N  # 137.4 GFLOP
@@ -58,7 +58,7 @@ def test_analysis_numbers(tmp_path):
 
 def test_json_document(tmp_path):
     a = analyze(tracekit.load_trace(decode_trace(tmp_path)), tokens_per_step=1)
-    doc = json.loads(json.dumps(a.to_dict(), allow_nan=False))
+    doc = json.loads(json.dumps(analysis_document(a, None), allow_nan=False))
     assert doc["schema"] == SCHEMA == "tracekit.analysis/1"
     assert {"schema", "device", "summary", "steps", "classes", "kernels"} <= set(doc)
     s = doc["summary"]
@@ -69,7 +69,8 @@ def test_json_document(tmp_path):
     assert [st["step"] for st in doc["steps"]] == [1, 2]
     assert doc["steps"][0]["gpu_busy_us"] == pytest.approx(324.0)
     assert {c["class"] for c in doc["classes"]} == {"gemm", "elementwise"}
-    assert sum(c["share"] for c in doc["classes"]) == pytest.approx(1.0)
+    shares = {c["class"]: c["share"] for c in doc["classes"]}  # by hand: 2 x 300 µs GEMM, 6 x 8 µs adds
+    assert shares["gemm"] == pytest.approx(600 / 648) and shares["elementwise"] == pytest.approx(48 / 648)
     for row in doc["kernels"]:
         assert tuple(row) == KERNEL_COLUMNS
     assert doc["kernels"][0]["time_us"] >= doc["kernels"][-1]["time_us"]
@@ -81,17 +82,17 @@ def test_json_document(tmp_path):
     assert {a["name"]: a["count"] for a in rank0["apis"]} == {"cudaLaunchKernel": 8}
 
 
-def test_suggestions_hook(tmp_path):
-    @dataclass(frozen=True)
-    class Fake:
-        id: str
-
-        def to_dict(self):
-            return {"id": self.id}
-
+def test_document_carries_the_suggestions_after_the_warnings(tmp_path):
     a = analyze(tracekit.load_trace(decode_trace(tmp_path)))
-    assert a.with_suggestions([Fake("cuda_graphs")]).to_dict()["suggestions"] == [{"id": "cuda_graphs"}]
-    assert a.suggestions is None
+    s = Suggestion(id="cuda_graphs", title="t", saving_us=1.0, saving_pct=1.0, formula="f", snippet="",
+                   evidence=({"shapes": ((4, 8), (8,)), "n": 1},))
+    doc = analysis_document(a, [s])
+    keys = list(doc)
+    assert keys[keys.index("warnings") + 1] == "suggestions" and "suggestions" not in a.to_dict()
+    (only,) = doc["suggestions"]
+    assert only["id"] == "cuda_graphs"
+    assert only["evidence"] == [{"shapes": "[4, 8], [8]", "n": 1}]  # tuples written as text
+    assert analysis_document(a, None)["suggestions"] is None  # rules not run: null
 
 
 def test_multi_rank_combines_and_selects(tmp_path):
@@ -139,4 +140,4 @@ def test_cli_escapes_terminal_controls(tmp_path, capsys):
     b.launch(0, 5, "evil\x1b[2Jkernel", 10, 100)
     assert main(["analyze", str(b.write(tmp_path / "evil.json"))]) == 0
     out = capsys.readouterr().out
-    assert "\x1b[2J" not in out and "evil\\x1b[2Jkernel" in out  # made visible, not dropped
+    assert "\x1b[2J" not in out and "evil\\x1b[2Jkernel" in out  # the escape shown, not obeyed

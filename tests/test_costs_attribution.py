@@ -8,7 +8,7 @@ import numpy as np
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.analyzers.costs import (
+from tracekit.analyzers.costs.attribution import (
     BYTES,
     DTYPE,
     FLOPS,
@@ -21,7 +21,6 @@ from tracekit.analyzers.costs import (
     SHAPES,
     SOURCE,
     estimate_costs,
-    kernel_costs,
 )
 from tracekit.analyzers.kernels import classify
 
@@ -81,7 +80,7 @@ def test_gemm_gets_the_flops_helpers_get_nothing(tmp_path):
     assert gemm[FLOPS] == 2 * 4096**3
     assert gemm[BYTES] == 2 * (4096 + 3 * 4096 * 4096)
     assert gemm[ROLE] == ROLE_MAIN and gemm[DTYPE] == "bf16" and gemm[OP] == "aten::addmm"
-    assert gemm[SHAPES] == "[4096], [4096, 4096], [4096, 4096]"
+    assert gemm[SHAPES] == ((4096,), (4096, 4096), (4096, 4096))
     splitk = t[name == SPLITK].iloc[0]
     assert splitk[ROLE] == ROLE_HELPER and math.isnan(splitk[FLOPS]) and math.isnan(splitk[BYTES])
     memset = t[name == "Memset (Device)"].iloc[0]
@@ -90,7 +89,7 @@ def test_gemm_gets_the_flops_helpers_get_nothing(tmp_path):
 
 def test_without_classification_the_longest_kernel_does_the_work(tmp_path):
     rank = _trace(tmp_path)
-    t = kernel_costs(rank, None).table
+    t = estimate_costs(rank, None).table
     assert t[rank.gpu["name"] == GEMM][FLOPS].iloc[0] == 2 * 4096**3
     assert t[rank.gpu["name"] == SPLITK][ROLE].iloc[0] == ROLE_HELPER
 

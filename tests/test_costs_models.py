@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.analyzers.op_costs import model_for, op_cost
-from tracekit.analyzers.op_shapes import LONGEST, OpArgs, broadcast
+from tracekit.analyzers.costs.models import model_for, op_cost
+from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, broadcast
 
 BF16, F32, HALF, LONG = "c10::BFloat16", "float", "c10::Half", "long int"
 MB = 1 << 20

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyzers.costs import BYTES, estimate_costs
+from tracekit.analyzers.costs.attribution import BYTES, estimate_costs
 from tracekit.analyzers.kernels import classify
 
 MEASURED = Path(__file__).resolve().parents[1] / "docs" / "measurements"

@@ -10,8 +10,9 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import launch as L
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals, temporal_breakdown
-from tracekit.analyzers.launch import LaunchTotals, launch_overhead, verdict
+from tracekit.analyzers.gputime import temporal_breakdown
+from tracekit.analyzers.launch import LaunchTotals, launch_overhead
+from tracekit.trace.intervals import busy_in_windows, merge_intervals
 
 
 def two_step_trace(tmp_path):
@@ -53,7 +54,11 @@ def test_per_step_numbers(tmp_path):
     assert s1.gpu_idle_us == pytest.approx(73.0)
     assert (s1.host_wait_us, s1.kernel_wait_us, s1.other_idle_us) == pytest.approx((36.0, 2.0, 0.0))
     assert s1.short_kernels == 2  # K2 (3 < 5) and K3 (4 < 5)
-    assert s1.verdict == "launch-bound"  # util 0.27, CPU launch 19 >= 0.5 * 27
+    # idle split by hand: [0, 20] late (L1 returns at 15) 20, [30, 32] K2 launched before: GPU gap 2,
+    # [35, 60] 25, [64, 75] 11, [85, 100] 15 (K5 launched at 110): 71 µs of launch waits, all of the
+    # 73 µs the GPU did not compute (27 busy + 2 GPU gap): launch-bound
+    assert (s1.launch_gap_us, s1.gpu_gap_us) == pytest.approx((71.0, 2.0))
+    assert (s1.verdict, s1.cause) == ("launch-bound", "launch")
 
     assert (s2.kernels, s2.gpu_ops, s2.launches, s2.syncs) == (3, 3, 3, 1)
     assert s2.cpu_launch_us == pytest.approx(12.0) and s2.sync_us == pytest.approx(60.0)
@@ -61,7 +66,12 @@ def test_per_step_numbers(tmp_path):
     assert s2.gpu_busy_us == pytest.approx(70.0)  # [150, 215] + [230, 235]
     assert (s2.host_wait_us, s2.kernel_wait_us, s2.other_idle_us) == pytest.approx((65.0, 0.0, 40.0))
     assert s2.short_kernels == 0
-    assert s2.verdict == "mixed"  # util 70/135 = 0.52
+    # [100, 150]: late until L5 returns at 115 + 20 µs latency = 135: 5 µs of it after the sync call
+    # began at 130 (sync window 130 .. 230, the next GPU start after it returned), 30 launch; the
+    # other 15 and [215, 230] (K7 launched at 126) are GPU gaps: compute 70 + 30 = 100 of 135 (74 %),
+    # launch 30 of the remaining 35
+    assert (s2.launch_gap_us, s2.sync_wait_us, s2.gpu_gap_us) == pytest.approx((30.0, 5.0, 30.0))
+    assert (s2.verdict, s2.cause) == ("launch-bound", "launch")
 
     rows = lo.steps.set_index("step")
     assert rows.loc[1, "queue_p50_us"] == pytest.approx(5.0)  # queues 5, 7, 5, 1
@@ -77,7 +87,8 @@ def test_totals_streams_and_apis(tmp_path):
     assert (t.steps, t.kernels, t.gpu_ops, t.launches, t.short_kernels) == (2, 6, 7, 7, 2)
     assert (t.span_us, t.gpu_busy_us) == pytest.approx((235.0, 97.0))
     assert t.kernels_per_step == 3.0
-    assert t.verdict == "mixed"  # util 0.41; CPU launch 31 < 0.5 * 97; 2 of 6 kernels short
+    # both steps steady (2 steps: neither is 1.5x the median); launch 101 of the 106 µs not computed
+    assert t.verdict == "launch-bound"
     assert lo.queue.count == 7 and lo.queue.p50_us == pytest.approx(7.0)
     streams = lo.streams.set_index(L.S_STREAM)
     assert streams.loc[7, L.S_ACTIVITIES] == 6
@@ -113,9 +124,11 @@ def test_trace_without_steps_is_one_pseudo_step(tmp_path):
     assert lo.scope == "trace" and list(lo.steps["step"]) == [-1]
     t = lo.totals
     assert (t.steps, t.kernels, t.launches) == (1, 2, 2)
-    assert t.span_us == pytest.approx(40.0)  # the op covers 0..40
+    assert t.span_us == pytest.approx(27.0)  # first launch at 5 .. k_b's end at 32 (the op starts at 0)
     assert t.gpu_busy_us == pytest.approx(4.0)
     assert t.short_kernels == 2 and t.cpu_launch_us == pytest.approx(20.0)
+    # [5, 20]: late until k_a's call returns (15) + 20: 15; [22, 30]: k_b's call returns at 26: 8
+    assert t.launch_gap_us == pytest.approx(23.0)
     assert t.verdict == "launch-bound"
 
 
@@ -146,23 +159,6 @@ def test_kernel_wait_threshold_is_a_parameter(tmp_path):
     lo = launch_overhead(r, kernel_wait_us=50.0)  # K7's 40 µs gap becomes kernel wait
     assert lo.totals.kernel_wait_us == pytest.approx(42.0)
     assert lo.totals.other_idle_us == pytest.approx(0.0)
-
-
-@pytest.mark.parametrize(("totals", "expected"), [
-    (LaunchTotals(gpu_ops=0, span_us=10.0), "cpu-only"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=80.0), "gpu-bound"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=79.0), "mixed"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=49.0, cpu_launch_us=24.5),
-     "launch-bound"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=49.0, cpu_launch_us=24.0),
-     "mixed"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=49.0, short_kernels=5),
-     "launch-bound"),
-    (LaunchTotals(kernels=10, gpu_ops=10, span_us=100.0, gpu_busy_us=50.0, cpu_launch_us=90.0),
-     "mixed"),
-])
-def test_verdict_thresholds(totals, expected):
-    assert verdict(totals) == expected
 
 
 def test_totals_add_up():

@@ -11,7 +11,7 @@ from conftest import SHARED_TRACES, shared_trace_files
 
 import tracekit
 from tracekit.trace import tables as T
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_time_us
 
 FILES = shared_trace_files()
 GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",

@@ -9,7 +9,7 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.trace import tables as T
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_time_us
 
 
 def _one_gemm(b: TraceBuilder, t0: float = 1000.0) -> None:

@@ -211,6 +211,6 @@ def test_analysis_of_the_written_trace(tmp_path: Path) -> None:
     result = profile_callable(torch.neg, torch.ones(1), warmup=0, iters=2,
                               output=tmp_path / "a.trace.json.gz", report=False)  # fmt: skip
     summary = result.analysis.summary_dict()
-    assert summary["verdict"] == "cpu-only" and summary["steps"] == 2
+    assert summary["verdict"] == "cpu-only" and summary["steps_total"] == 2
     assert result.analysis is result.analysis  # computed once
 

@@ -48,7 +48,8 @@ def analysis_dict(name: str = "nvjet_sm90_gemm", op: str = "aten::mm") -> dict:
         "schema": "tracekit.analysis/1",
         "device": {"name": "NVIDIA H200", "peak_tflops": {"bf16": 989.4, "fp32": 66.9}, "memory_gbps": 4800.0},
         "summary": {"gpu_busy_us": 30.0, "span_us": 200.0, "kernels": 2, "launches": 2, "cpu_launch_us": 10.0,
-                    "verdict": "launch-bound"},
+                    "verdict": "launch-bound", "cause": "launch",
+                    "evidence": "The GPU waits for kernel launches 85 % of the 100 µs span per step."},
         "steps": [
             {"step": 0, "span_us": 100.0, "gpu_busy_us": 20.0, "cpu_launch_us": 5.0, "kernels": 1, "launches": 1,
              "queue_p50_us": 10.0, "queue_p90_us": 10.0, "queue_max_us": 10.0, "short_kernels": 0},
@@ -72,7 +73,7 @@ def test_view_headline_and_sections(tmp_path):
     assert tiles["CPU launch time"].value == "10.0 µs" and tiles["CPU launch time"].sub == "2 launches · 5.00 µs each"
     assert tiles["Steps"].value == "2" and tiles["Steps"].sub == "100 µs per step"
     assert tiles["Device"].value == "NVIDIA H200" and tiles["Device"].sub == "989 TFLOP/s bf16 · 4.80 TB/s"
-    assert r.verdict_label == "Launch-bound" and "busy only 15.0% of the 200 µs span" in r.sentence
+    assert r.verdict_label == "Launch-bound" and r.sentence == "The GPU waits for kernel launches 85 % of the 100 µs span per step."
     assert [(b.label, b.pct) for b in r.classes] == [("gemm", "66.7%"), ("elementwise", "33.3%")]
     assert [s.label for s in r.steps] == ["step 0", "step 1"] and r.steps[0].busy_w == 20.0
     # roofline: only the row with intensity and TFLOP/s is a point; both roofs and the memory slope
@@ -110,7 +111,7 @@ def test_suggestion_cards_render_in_order(tmp_path):
     ]
     html = render_html(analysis_dict(), tracekit.load_trace(small_trace(tmp_path)), suggestions=sugg)
     assert html.index("Capture the step in a CUDA graph") < html.index("Remove the .item() in the loop")
-    assert "Biggest win" in html and "saves ~150 µs" in html and "(75.0%)" in html
+    assert "Biggest win" in html and "saves ~75.0 µs per step" in html and "(75.0%)" in html
     assert "75.0 µs per step · of the 2 profiled steps" in html
     assert "<th class=\"n\">gpu idle</th>" in html and "<td class=\"n\">90.0 µs</td>" in html
     assert "torch.compile(model, mode=&#34;reduce-overhead&#34;)" in html

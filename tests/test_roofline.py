@@ -10,7 +10,7 @@ import pytest
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.analyzers.costs import estimate_costs
+from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.devices import match_device
 from tracekit.analyzers.kernels import classify
 from tracekit.analyzers.roofline import (
@@ -90,9 +90,9 @@ def test_fp32_gemm_roof_comes_from_the_kernel_name():
 
 def test_grouping_sums_and_unknown_members(tmp_path):
     frame = pd.DataFrame([
-        {**_row(GEMM, "gemm", "bf16", 100.0, 1e9, 1e6), "op": "aten::mm", "shapes": "[1, 2]", "library": "cublas"},
-        {**_row(GEMM, "gemm", "bf16", 50.0, 1e9, 1e6), "op": "aten::mm", "shapes": "[1, 2]", "library": "cublas"},
-        {**_row(GEMM, "gemm", "bf16", 10.0, 1e9, math.nan), "op": "aten::mm", "shapes": "[3, 4]", "library": "cublas"},
+        {**_row(GEMM, "gemm", "bf16", 100.0, 1e9, 1e6), "op": "aten::mm", "shapes": ((1, 2),), "library": "cublas"},
+        {**_row(GEMM, "gemm", "bf16", 50.0, 1e9, 1e6), "op": "aten::mm", "shapes": ((1, 2),), "library": "cublas"},
+        {**_row(GEMM, "gemm", "bf16", 10.0, 1e9, math.nan), "op": "aten::mm", "shapes": ((3, 4),), "library": "cublas"},
         {**_row("k", "other", None, 5.0, math.nan, math.nan), "op": None, "shapes": None, "library": "other"},
     ])
     g = group_rows(frame)

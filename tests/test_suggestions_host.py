@@ -7,6 +7,7 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
+from tracekit.analyzers.detectors import hostside as H
 from tracekit.suggestions import rules_host
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
@@ -49,10 +50,24 @@ def test_avoid_sync_fires_on_item_in_loop(tmp_path):
     assert ".item()" in row["what"] and "loss.item()" in s.snippet
 
 
-def test_avoid_sync_silent_for_one_sync_per_step(tmp_path):
+def test_avoid_sync_fires_on_one_stalling_sync_per_step(tmp_path):
+    """One .item() in the step still stalls it: CPU waits 16 µs, then the GPU idles 77 µs."""
     a = _analysis(sync_loop_trace(tmp_path, iterations=10, item_every=10))
     assert len(a.ranks[0].patterns.syncs) == 1
-    assert rules_host.avoid_sync(a) is None
+    assert rules_host.avoid_sync(a).saving_us == pytest.approx(16.0)
+
+
+def test_avoid_sync_silent_when_the_sync_does_not_stall(tmp_path):
+    """A sync after which the next kernel is already queued (launched before the sync): no bubble."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    b.launch(1, 5, ADD, 10, 100)
+    b.launch(7, 5, ADD, 111, 80)  # queued behind the first kernel
+    b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
+           "tid": b.tid, "ts": 20, "dur": 90, "args": {"correlation": 99000}})  # returns at 110
+    a = _analysis(b.write(tmp_path / "nostall.json"))
+    assert a.ranks[0].patterns.syncs[H.SY_BUBBLE_US].tolist() == pytest.approx([1.0])  # 110 -> 111
+    assert rules_host.avoid_sync(a) is None  # 1 µs of 1000: under MIN_SAVING_PCT
 
 
 def copy_trace(tmp_path, pinned: bool = False):
@@ -72,12 +87,14 @@ def copy_trace(tmp_path, pinned: bool = False):
 def test_pinned_memory_fires_on_pageable_copies(tmp_path):
     a = _analysis(copy_trace(tmp_path))
     s = rules_host.pinned_memory(a)
-    # CPU blocked min(2000, 1900) = 1900 µs per step; step 1's GPU waited on the host only 70 µs
-    # (the copy is the stream's first activity), step 2's 3030 + 70 µs
-    assert s.saving_us == pytest.approx(70 + 1900)
-    assert s.saving_pct == pytest.approx(100 * 1970 / 20000)
+    # per step: the 1900 µs pageable copy − the same bytes at the H200's pinned 54 GB/s (356.8 µs),
+    # + GPU idle while the CPU sat in the copy call [t+50, t+2050]: [t+50, t+100] before the copy
+    # and [t+2000, t+2050] after it = 100 µs
+    per_step = 1900 - 19267584 / 54e3 + 100
+    assert s.saving_us == pytest.approx(2 * per_step)
+    assert s.saving_pct == pytest.approx(100 * 2 * per_step / 20000)
     rows = {r["step"]: r for r in s.evidence}
-    assert rows[1]["host_wait_us"] == pytest.approx(70) and rows[2]["host_wait_us"] == pytest.approx(3100)
+    assert rows[1]["blocked_idle_us"] == pytest.approx(100) and rows[2]["pinned_copy_us"] == pytest.approx(356.8, abs=0.1)
     assert rows[2]["gbps"] == pytest.approx(19267584 / 1900 / 1e3)
     assert "non_blocking=True" in s.snippet
 

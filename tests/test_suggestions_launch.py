@@ -120,7 +120,7 @@ def test_batch_bmm_fires_on_loop_of_small_gemms(tmp_path):
     assert waves * 2.5 > 256 * 3 * 64 * 64 * 4 / 4.8e12 * 1e6
     assert s.saving_us == pytest.approx(wall - waves * 2.5)
     row = s.evidence[0]
-    assert (row["op"], row["shapes"], row["runs"], row["gemms_per_run"]) == ("aten::mm", "[64, 64], [64, 64]", 1, 256)
+    assert (row["op"], row["shapes"], row["runs"], row["gemms_per_run"]) == ("aten::mm", ((64, 64), (64, 64)), 1, 256)
     assert row["batched_us"] == pytest.approx(5.0) and row["kernel_us"] == pytest.approx(2.5)
     assert "2 wave(s)" in s.formula and "torch.bmm" in s.snippet
     # the same loop is launch-bound: the CUDA graph rule fires as well (savings overlap): 255 gaps

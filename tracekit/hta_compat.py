@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 
 HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
 HTA_KERNEL_WAIT_US = 30  # HTA's default consecutive_kernel_delay, in the trace's time unit (µs)
@@ -77,7 +78,7 @@ def _read_like_hta(table: pd.DataFrame, origin: int) -> pd.DataFrame:
     return out
 
 
-def hta_view(rank, *, include_last_profiler_step: bool = True):
+def hta_view(rank: RankTrace, *, include_last_profiler_step: bool = True) -> RankTrace:
     """`rank` as HTA sees it: its times rounded as HTA reads them, and only the GPU activities HTA
     analyses.
 
@@ -109,7 +110,7 @@ def hta_view(rank, *, include_last_profiler_step: bool = True):
     return dataclasses.replace(rank, gpu=gpu[keep].reset_index(drop=True), runtime=rt, steps=steps)
 
 
-def hta_launch_count(rank) -> int:
+def hta_launch_count(rank: RankTrace) -> int:
     """GPU activities launched by an API that HTA's launch statistics count."""
     gpu, rt = rank.gpu, rank.runtime
     launch = gpu[T.GPU_LAUNCH].to_numpy()

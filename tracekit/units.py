@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 
-def fmt_us(us: float) -> str:
+def fmt_us(us: float | None) -> str:
     """1234.5 -> '1.23 ms'; 12.345 -> '12.3 µs'; 2.5e6 -> '2.50 s'."""
     if us is None or (isinstance(us, float) and math.isnan(us)):
         return "?"

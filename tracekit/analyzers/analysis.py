@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,14 +9,23 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import kernels as K
+from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
+from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
+from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
+from tracekit.analyzers.graphs import GraphReplays, graph_replays
 from tracekit.analyzers.launch import (
     LaunchOverhead,
     LaunchTotals,
     QueueStats,
     launch_overhead,
+    steady_mask,
     step_records,
 )
+from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
+from tracekit.jsonsafe import plain, records
+from tracekit.trace.model import RankTrace, Trace
 
 SCHEMA = "tracekit.analysis/1"
 
@@ -40,22 +46,20 @@ class RankAnalysis:
     classification: K.KernelClassification
     launch: LaunchOverhead
     temporal: TemporalBreakdown
-    costs: Any | None  # tracekit.analyzers.costs.KernelCosts, None when that module is absent
-    roofline: Any | None  # tracekit.analyzers.roofline.Roofline, None when that module is absent
-    patterns: Any | None = None  # tracekit.analyzers.patterns.Patterns: what the suggestion rules read
+    costs: KernelCosts
+    roofline: Roofline
+    patterns: Patterns  # what the suggestion rules read
+    graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """A trace's analysis over the selected ranks; `to_dict()` is the `tracekit analyze --json` document.
-
-    `suggestions` is the hook for tracekit.suggestions: None until rules have run (JSON null), else a
-    sequence of objects with `to_dict()`; set it with `with_suggestions`.
-    """
+    """A trace's analysis over the selected ranks. `to_dict()` is its JSON; the `tracekit analyze
+    --json` document adds the suggestions (tracekit.suggestions.analysis_document)."""
 
     path: str
     ranks: tuple[RankAnalysis, ...]
-    device: Any | None  # tracekit.analyzers.devices.Device or None
+    device: Device | None  # None: the device is not in the peak table
     totals: LaunchTotals  # summed over the selected ranks
     queue: QueueStats  # over all ranks' launched GPU activities inside the steps
     classes: pd.DataFrame  # kernels.SUM_* columns, keyed by class, over the selected ranks
@@ -63,11 +67,30 @@ class Analysis:
     kernels: pd.DataFrame  # KERNEL_COLUMNS, largest time first
     tokens_per_step: float | None = None
     warnings: tuple[str, ...] = ()
-    suggestions: tuple[Any, ...] | None = None
+    steps_mode: str = "steady"  # which steps the headline covers: steady, all or N-M
 
     @property
     def verdict(self) -> str:
         return self.totals.verdict
+
+    @property
+    def cause(self) -> str | None:
+        return self.totals.cause
+
+    @property
+    def evidence(self) -> str:
+        return self.totals.evidence
+
+    @property
+    def all_totals(self) -> LaunchTotals:
+        """Every step of every analysed rank (set-up, warm-up and partial ones included)."""
+        return sum((r.launch.all_totals or r.launch.totals for r in self.ranks), LaunchTotals())
+
+    def steady_steps(self) -> list[dict[str, int]]:
+        return [{"rank": r.rank, "step": s} for r in self.ranks for s in r.launch.steady_steps]
+
+    def excluded_steps(self) -> list[dict[str, Any]]:
+        return [{"rank": r.rank, **p.to_dict()} for r in self.ranks for p in r.launch.excluded]
 
     @property
     def other_share(self) -> float:
@@ -76,8 +99,10 @@ class Analysis:
 
     @property
     def kernels_per_step_median(self) -> float | None:
-        """Median kernels per step over all ranks' steps (robust to a prefill or warm-up step)."""
-        counts = [s.kernels for r in self.ranks for s in r.launch.step_totals]
+        """Median kernels per step over all ranks' headline steps."""
+        counts = [s.kernels for r in self.ranks
+                  for s, keep in zip(r.launch.step_totals, r.launch.selected or (True,) * len(r.launch.step_totals),
+                                     strict=True) if keep]
         return float(np.median(counts)) if counts else None
 
     @property
@@ -88,15 +113,14 @@ class Analysis:
             return None
         return per_step / self.tokens_per_step
 
-    def with_suggestions(self, suggestions: Any) -> Analysis:
-        return dataclasses.replace(self, suggestions=tuple(suggestions))
-
     def summary_dict(self) -> dict[str, Any]:
         t = self.totals
         scopes = sorted({r.launch.scope for r in self.ranks})
         return {
             **t.to_dict(),
             "scope": scopes[0] if len(scopes) == 1 else "mixed",
+            "steps_mode": self.steps_mode,
+            "steps_total": sum(len(r.launch.step_totals) for r in self.ranks),
             "kernels_per_step_median": self.kernels_per_step_median,
             "tokens_per_step": self.tokens_per_step,
             "kernels_per_token": self.kernels_per_token,
@@ -108,78 +132,33 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         device = self.device.to_dict() if self.device is not None else None
-        return _clean({
+        return plain({
             "schema": SCHEMA,
             "trace": self.path,
             "ranks": [_rank_dict(r) for r in self.ranks],
             "device": device,
             "summary": self.summary_dict(),
+            "steady_steps": self.steady_steps(),
+            "excluded_steps": self.excluded_steps(),
             "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
             "classes": K.summary_records(self.classes, "class"),
             "libraries": K.summary_records(self.libraries, "library"),
-            "kernels": [dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
-                        self.kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)],
+            "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
+            "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
             "warnings": list(self.warnings),
-            "suggestions": None if self.suggestions is None else [s.to_dict() for s in self.suggestions],
         })
 
 
 def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
     launch = r.launch.to_dict()
     return {"rank": r.rank, "scope": r.launch.scope, "verdict": r.launch.verdict,
+            "cause": r.launch.totals.cause, "steady_steps": list(r.launch.steady_steps),
             "gpu_busy_us": r.launch.totals.gpu_busy_us, "span_us": r.launch.totals.span_us,
             "kernels": r.launch.totals.kernels, "other_share": r.classification.other_share,
             "temporal": r.temporal.to_dict(), "streams": launch["streams"], "apis": launch["apis"]}
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
-
-
-def _optional(module: str):
-    """A sibling analyzer module written by another part of the team, or None while it is absent."""
-    name = f"tracekit.analyzers.{module}"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name == name:
-            return None
-        raise
-
-
-def _basic_rows(rank, kc: K.KernelClassification) -> pd.DataFrame:
-    """Kernel rows without costs: grouped by name, class, library and launching op."""
-    gpu = rank.gpu
-    ops = rank.ops
-    op_pos = gpu["op"].to_numpy()
-    names = ops["name"].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
-    frame = pd.DataFrame({
-        "name": gpu["name"].to_numpy(dtype=object), "class": kc.table[K.CLASS].to_numpy(dtype=object),
-        "library": kc.table[K.LIBRARY].to_numpy(dtype=object),
-        "op": [names[i] if i >= 0 else "" for i in op_pos], "dur": gpu["dur"].to_numpy(dtype=float),
-    })
-    out = frame.groupby(["name", "class", "library", "op"], sort=False)["dur"].agg(["count", "sum"])
-    out = out.reset_index().rename(columns={"sum": "time_us"})
-    out["op"] = out["op"].replace("", None)
-    for col in ("shapes", "dtype", "bound"):
-        out[col] = None
-    for col in ("flops", "bytes", "intensity", "achieved_tflops", "achieved_gbps", "roofline_pct"):
-        out[col] = np.nan
-    return out
-
-
-def _combine_rows(tables: list[pd.DataFrame], roofline_mod, device) -> pd.DataFrame:
+def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:
     if len(tables) == 1:
         out = tables[0]
     else:
@@ -193,61 +172,52 @@ def _combine_rows(tables: list[pd.DataFrame], roofline_mod, device) -> pd.DataFr
         for k in _GROUP_KEYS:
             col = out[k].astype(object)
             out[k] = col.where(col != "\x00", None)
-        if roofline_mod is not None:
-            out = roofline_mod.roofline_rows(out, device)
-        else:
-            for col in ("intensity", "achieved_tflops", "achieved_gbps", "roofline_pct"):
-                out[col] = np.nan
-            out["bound"] = None
+        out = roofline_rows(out, device)
     out = out.sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)
 
 
-def analyze_rank(rank, *, device=None, kernel_wait_us: float | None = None) -> RankAnalysis:
-    """All analyzers on one RankTrace."""
+def analyze_rank(rank: RankTrace, *, device: Device | None = None,
+                 kernel_wait_us: float | None = None, steps: str = "steady") -> RankAnalysis:
+    """All analyzers on one RankTrace; the kernel rows and patterns cover the headline steps."""
     kc = K.classify(rank)
-    lo = launch_overhead(rank) if kernel_wait_us is None else launch_overhead(rank, kernel_wait_us=kernel_wait_us)
+    classes = kc.table[K.CLASS].to_numpy(dtype=object)
+    options = {} if kernel_wait_us is None else {"kernel_wait_us": kernel_wait_us}
+    lo = launch_overhead(rank, classes=classes, steps=steps, **options)
     tb = temporal_breakdown(rank, kc.table[K.CLASS])
-    costs_mod, roof_mod = _optional("costs"), _optional("roofline")
-    costs = costs_mod.estimate_costs(rank, kc) if costs_mod is not None else None
-    roof = roof_mod.roofline(rank, kc, costs, device) if (roof_mod and costs is not None) else None
-    patterns_mod = _optional("patterns")
-    patterns = patterns_mod.find_patterns(rank, kc, costs) if patterns_mod is not None else None
+    rows = steady_mask(lo)
+    costs = estimate_costs(rank, kc)
+    roof = roofline(rank, kc, costs, device, rows=rows)
+    patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns)
+                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs))
 
 
-def analyze(trace, *, rank: int | None = None, tokens_per_step: float | None = None) -> Analysis:
-    """Analyze every rank of `trace` (or only `rank`) and combine the results."""
+def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
+            steps: str = "steady") -> Analysis:
+    """Analyze every rank of `trace` (or only `rank`) and combine the results. `steps` picks the
+    steps the headline numbers cover: "steady" (default: set-up, warm-up, partial and outlier steps
+    left out, see tracekit.analyzers.steady), "all", or a range "N-M"."""
     selected = [trace.rank(rank)] if rank is not None else list(trace.ranks.values())
-    devices_mod = _optional("devices")
-    device = None
-    if devices_mod is not None:
-        with_gpu = [r for r in selected if r.has_gpu] or selected
-        device = devices_mod.match_device(with_gpu[0].meta)
-    results = tuple(analyze_rank(r, device=device) for r in selected)
+    with_gpu = [r for r in selected if r.has_gpu] or selected
+    device = match_device(with_gpu[0].meta)
+    results = tuple(analyze_rank(r, device=device, steps=steps) for r in selected)
     totals = sum((r.launch.totals for r in results), LaunchTotals())
-    queues = [r.launch.activities["queue_us"].to_numpy()[_in_steps(r.launch)] for r in results]
-    all_keys = pd.concat([r.classification.table[K.CLASS] for r in results], ignore_index=True)
-    all_libs = pd.concat([r.classification.table[K.LIBRARY] for r in results], ignore_index=True)
-    all_dur = pd.concat([s.gpu["dur"].astype(float) for s in selected], ignore_index=True)
-    roof_mod = _optional("roofline")
-    tables = [r.roofline.table if r.roofline is not None else _basic_rows(s, r.classification)
-              for r, s in zip(results, selected, strict=True)]
+    queues = [r.launch.activities["queue_us"].to_numpy()[steady_mask(r.launch)] for r in results]
+    masks = [steady_mask(r.launch) for r in results]
+    all_keys = pd.concat([r.classification.table[K.CLASS][m] for r, m in zip(results, masks, strict=True)],
+                         ignore_index=True)
+    all_libs = pd.concat([r.classification.table[K.LIBRARY][m] for r, m in zip(results, masks, strict=True)],
+                         ignore_index=True)
+    all_dur = pd.concat([s.gpu["dur"].astype(float)[m] for s, m in zip(selected, masks, strict=True)],
+                        ignore_index=True)
     warnings = list(trace.warnings)
     for r in results:
-        warnings.extend(getattr(r.roofline, "notes", ()) or ())
+        warnings.extend(r.roofline.notes)
     return Analysis(
         path=str(trace.path), ranks=results, device=device, totals=totals,
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),
         classes=K.summarize(all_keys, all_dur), libraries=K.summarize(all_libs, all_dur),
-        kernels=_combine_rows(tables, roof_mod, device), tokens_per_step=tokens_per_step,
-        warnings=tuple(dict.fromkeys(warnings)),
+        kernels=_combine_rows([r.roofline.table for r in results], device), tokens_per_step=tokens_per_step,
+        warnings=tuple(dict.fromkeys(warnings)), steps_mode=results[0].launch.steps_mode if results else steps,
     )
-
-
-def _in_steps(lo: LaunchOverhead) -> np.ndarray:
-    steps = lo.activities["step"].to_numpy()
-    if lo.scope != "steps":
-        return np.ones(len(steps), dtype=bool)
-    return np.isin(steps, lo.steps["step"].to_numpy())

@@ -1,4 +1,4 @@
-"""GPU time arithmetic: interval unions (also inside windows) and HTA's temporal breakdown."""
+"""HTA's temporal breakdown of GPU time: idle, compute and non-compute."""
 
 from __future__ import annotations
 
@@ -8,31 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.summary import busy_time_us, merge_intervals  # noqa: F401  (re-exported)
-
-
-def busy_in_windows(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
-    """Length of the union (given merged) that falls inside each window [w0, w1]."""
-    if len(starts) == 0:
-        return np.zeros(len(w0))
-    lengths = ends - starts
-    before = np.concatenate([[0.0], np.cumsum(lengths)])
-
-    def covered(t: np.ndarray) -> np.ndarray:  # busy time before t
-        k = np.searchsorted(starts, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        part = np.clip(t - starts[kk], 0.0, lengths[kk])
-        return np.where(k >= 0, before[kk] + part, 0.0)
-
-    return np.maximum(covered(w1) - covered(w0), 0.0)
-
-
-def intervals(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of a table's events in µs after the trace origin (exact to the ns: the loader
-    parses timestamps exactly and stores them relative to `meta.origin_us`)."""
-    if len(table) == 0:
-        return np.empty(0), np.empty(0)
-    return table["ts"].to_numpy(dtype=float), table["end"].to_numpy(dtype=float)
+from tracekit.trace.intervals import busy_time_us, intervals
+from tracekit.trace.model import RankTrace
 
 
 @dataclass(frozen=True)
@@ -48,7 +25,7 @@ class TemporalBreakdown:
         return asdict(self)
 
 
-def temporal_breakdown(rank, classes: pd.Series | None = None) -> TemporalBreakdown:
+def temporal_breakdown(rank: RankTrace, classes: pd.Series | None = None) -> TemporalBreakdown:
     """Idle / compute / non-compute time of `rank`'s GPU activities; `classes` are the kernel
     classes aligned with rank.gpu (default: from kernels.classify)."""
     gpu = rank.gpu

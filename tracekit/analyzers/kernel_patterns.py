@@ -179,13 +179,6 @@ PLATFORM_LIBRARY: dict[tuple[str, str], str] = {
     ("rocm", "nccl"): "rccl",
 }
 
-# Keys a Triton launch's CPU op may carry in its `extra` args (see docs/triton-metadata.md).
-INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
-USER_TRITON_OP_KEY = "tracekit_user_kernel"  # written by `tracekit profile` for user @triton.jit kernels
-DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot
-TRITON_TABLE_KEY = "triton_kernels"  # list in the trace's `tracekit` provenance; op arg N -> entry N-1
-DOT_TABLE_KEYS = ("uses_dot", "tl_dot")  # truthy in that entry when the kernel calls tl.dot
-
 # Runtime-API names that launch user-compiled modules (Triton): kernels launched by these outside
 # an aten op are user Triton kernels unless a library rule matched their name.
 DRIVER_LAUNCH_RE = r"^(cuLaunchKernel(Ex)?|hipModuleLaunchKernel|hipExtModuleLaunchKernel)$"

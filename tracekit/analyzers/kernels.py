@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracekit.analyzers import kernel_patterns as kp
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 
 # --- classes and libraries --------------------------------------------------------------------
 GEMM = "gemm"
@@ -146,8 +147,10 @@ def classify_name(
     elif inductor:
         library = LIB_INDUCTOR
     else:
-        _, library = _first(lib_rules, name, op)
-        if library is None:
+        _, matched = _first(lib_rules, name, op)
+        if matched is not None:
+            library = matched
+        else:
             from_driver = bool(driver_re.match(api))
             library = LIB_TRITON if from_driver and not innermost.startswith("aten::") else LIB_OTHER
     library = kp.PLATFORM_LIBRARY.get((platform, library), library)
@@ -165,15 +168,15 @@ def _truthy_key(extra: Any, keys: tuple[str, ...]) -> bool:
 
 def _uses_dot(extra: Any, kernel_table: list) -> bool:
     """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry."""
-    if _truthy_key(extra, kp.DOT_OP_KEYS):
+    if _truthy_key(extra, T.DOT_OP_KEYS):
         return True
     if not isinstance(extra, dict):
         return False
     try:
-        entry = kernel_table[int(extra.get(kp.USER_TRITON_OP_KEY)) - 1]
-    except (TypeError, ValueError, IndexError):
+        entry = kernel_table[int(extra[T.USER_TRITON_KEY]) - 1]
+    except (KeyError, TypeError, ValueError, IndexError):
         return False
-    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in kp.DOT_TABLE_KEYS)
+    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in T.DOT_TABLE_KEYS)
 
 
 def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
@@ -191,7 +194,7 @@ def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
     return out
 
 
-def classify(rank) -> KernelClassification:
+def classify(rank: RankTrace) -> KernelClassification:
     """Classify every GPU activity of `rank` (a RankTrace) with the pattern tables in kernel_patterns."""
     gpu = rank.gpu
     n = len(gpu)
@@ -201,7 +204,7 @@ def classify(rank) -> KernelClassification:
     op_extra = ops[T.OP_EXTRA].to_numpy(dtype=object) if len(ops) else []
     rt_names = runtime[T.RT_NAME].to_numpy(dtype=object) if len(runtime) else []
     provenance = getattr(rank.meta, "tracekit", None)
-    table = provenance.get(kp.TRITON_TABLE_KEY) if isinstance(provenance, dict) else None
+    table = provenance.get(T.TRITON_TABLE_KEY) if isinstance(provenance, dict) else None
     kernel_table = table if isinstance(table, list) else []
     used = np.unique(op_pos[op_pos >= 0]) if n else np.empty(0, dtype=np.int64)
     chains = _op_chains(ops, used) if len(used) else {}
@@ -210,9 +213,9 @@ def classify(rank) -> KernelClassification:
         "kind": gpu[T.GPU_KIND].astype(str).to_numpy(),
         "op": [chains[i] if i >= 0 else "" for i in op_pos],
         "api": [str(rt_names[i]) if i >= 0 else "" for i in launch_pos],
-        "inductor": [_truthy_key(op_extra[i], (kp.INDUCTOR_OP_KEY,)) if i >= 0 else False
+        "inductor": [_truthy_key(op_extra[i], (T.INDUCTOR_OP_KEY,)) if i >= 0 else False
                      for i in op_pos],
-        "user": [_truthy_key(op_extra[i], (kp.USER_TRITON_OP_KEY,)) if i >= 0 else False
+        "user": [_truthy_key(op_extra[i], (T.USER_TRITON_KEY,)) if i >= 0 else False
                  for i in op_pos],
         "dot": [_uses_dot(op_extra[i], kernel_table) if i >= 0 else False for i in op_pos],
     })

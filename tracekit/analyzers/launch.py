@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.gputime import busy_in_windows, intervals, merge_intervals
+from tracekit.analyzers import idle as I
+from tracekit.analyzers.steady import (
+    StepPhase,
+    StepsError,
+    classify_steps,
+    parse_steps,
+    select_steps,
+    step_mask,
+)
+from tracekit.analyzers.totals import (  # noqa: F401  (re-exported: the verdict names live with the totals)
+    CPU_ONLY,
+    GPU_BOUND,
+    HOST_BOUND,
+    LAUNCH_BOUND,
+    MIXED,
+    VERDICTS,
+    LaunchTotals,
+    bottleneck,
+)
+from tracekit.analyzers.windows import StepWindows, step_windows
+from tracekit.jsonsafe import plain, records
 from tracekit.trace import tables as T
-from tracekit.trace.summary import span_us
+from tracekit.trace.intervals import busy_in_windows, intervals, merge_intervals
+from tracekit.trace.model import RankTrace
 
-# Verdict thresholds (see `verdict` and `launch_overhead`).
-GPU_BOUND_UTIL = 0.80  # gpu-bound: GPU busy >= 80 % of the span
-LAUNCH_BOUND_UTIL = 0.50  # launch-bound needs GPU busy < 50 % of the span, and either
-LAUNCH_BOUND_CPU_RATIO = 0.50  # CPU time in launch calls >= 50 % of GPU busy time, or
-LAUNCH_BOUND_SHORT_SHARE = 0.50  # >= 50 % of kernels shorter than their own launch call
 KERNEL_WAIT_US = 30.0  # idle gaps below this between already-launched kernels are "kernel wait" (HTA)
-
-CPU_ONLY = "cpu-only"
-GPU_BOUND = "gpu-bound"
-LAUNCH_BOUND = "launch-bound"
-MIXED = "mixed"
-VERDICTS = (LAUNCH_BOUND, GPU_BOUND, MIXED, CPU_ONLY)
 
 HOST_WAIT = "host_wait"
 KERNEL_WAIT = "kernel_wait"
@@ -40,6 +50,7 @@ A_QUEUE_US = "queue_us"  # start - launch end, clipped at 0; NaN if unlinked
 A_GAP_US = "gap_us"  # idle gap before it on its stream; NaN for the first one
 A_IDLE = "idle_category"  # HOST_WAIT, KERNEL_WAIT, OTHER_WAIT or NO_GAP
 A_SHORT = "short"  # kernel shorter than its own kernel-launch call
+A_POS = "step_pos"  # position of the activity's step in LaunchOverhead.steps (-1: in none)
 
 # --- columns of LaunchOverhead.streams -----------------------------------------------------------
 S_STREAM = "stream"
@@ -55,51 +66,6 @@ API_NAME = "name"
 API_KIND = "kind"
 API_COUNT = "count"
 API_TIME_US = "time_us"
-
-
-@dataclass(frozen=True)
-class LaunchTotals:
-    """Additive launch numbers of one step, one rank, or several ranks (``a + b``)."""
-
-    steps: int = 0
-    kernels: int = 0
-    gpu_ops: int = 0  # kernels + memcpy + memset
-    launches: int = 0
-    cpu_launch_us: float = 0.0
-    syncs: int = 0
-    sync_us: float = 0.0
-    span_us: float = 0.0
-    gpu_busy_us: float = 0.0
-    host_wait_us: float = 0.0
-    kernel_wait_us: float = 0.0
-    other_idle_us: float = 0.0
-    short_kernels: int = 0
-
-    def __add__(self, other: LaunchTotals) -> LaunchTotals:
-        return LaunchTotals(**{f.name: getattr(self, f.name) + getattr(other, f.name)
-                               for f in fields(self)})
-
-    @property
-    def gpu_idle_us(self) -> float:
-        return max(self.span_us - self.gpu_busy_us, 0.0)
-
-    @property
-    def gpu_util(self) -> float | None:
-        return self.gpu_busy_us / self.span_us if self.span_us > 0 else None
-
-    @property
-    def kernels_per_step(self) -> float | None:
-        return self.kernels / self.steps if self.steps else None
-
-    @property
-    def verdict(self) -> str:
-        return verdict(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = asdict(self)
-        out.update(gpu_idle_us=self.gpu_idle_us, gpu_util=self.gpu_util,
-                   kernels_per_step=self.kernels_per_step, verdict=self.verdict)
-        return out
 
 
 @dataclass(frozen=True)
@@ -123,38 +89,42 @@ class QueueStats:
         return asdict(self)
 
 
-def verdict(t: LaunchTotals) -> str:
-    """launch-bound / gpu-bound / mixed / cpu-only from additive totals (see launch_overhead)."""
-    if t.gpu_ops == 0:
-        return CPU_ONLY
-    util = t.gpu_util
-    if util is None or util >= GPU_BOUND_UTIL:
-        return GPU_BOUND
-    if util < LAUNCH_BOUND_UTIL:
-        cpu_ratio = t.cpu_launch_us / t.gpu_busy_us if t.gpu_busy_us > 0 else float("inf")
-        short_share = t.short_kernels / t.kernels if t.kernels else 0.0
-        if cpu_ratio >= LAUNCH_BOUND_CPU_RATIO or short_share >= LAUNCH_BOUND_SHORT_SHARE:
-            return LAUNCH_BOUND
-    return MIXED
-
-
 @dataclass(frozen=True)
 class LaunchOverhead:
-    """Launch overhead of one rank: per-step table, per-stream idle table, per-activity detail."""
+    """Launch overhead of one rank: per-step table, per-stream idle table, per-activity detail.
+
+    `totals` sums the selected steps (the steady ones by default: see tracekit.analyzers.steady),
+    `all_totals` every step; `step_totals` and `phases` are per step, aligned with `steps` rows.
+    """
 
     rank: int
-    scope: str  # 'steps' (ProfilerStep windows) or 'trace' (one pseudo-step, number -1)
-    steps: pd.DataFrame  # one row per step: "step", "ts", "end", the LaunchTotals fields, queue
+    scope: str  # 'steps' (ProfilerStep), 'inferred' (repeats of the op sequence) or 'trace' (step -1)
+    steps: pd.DataFrame  # one row per step: "step", "ts", "end", the LaunchTotals fields, queue, phase
     streams: pd.DataFrame  # S_* columns, one row per stream
     activities: pd.DataFrame  # A_* columns, aligned with rank.gpu positions
-    apis: pd.DataFrame  # API_* columns: launch and sync calls inside the steps, by name
-    totals: LaunchTotals
-    queue: QueueStats
+    apis: pd.DataFrame  # API_* columns: launch and sync calls inside the selected steps, by name
+    totals: LaunchTotals  # the selected (steady) steps
+    queue: QueueStats  # the selected steps' GPU activities
     step_totals: tuple[LaunchTotals, ...]
+    phases: tuple[StepPhase, ...] = ()
+    selected: tuple[bool, ...] = ()  # per step: counted in `totals`
+    all_totals: LaunchTotals | None = None
+    steps_mode: str = "steady"
+    windows: StepWindows | None = field(default=None, repr=False, compare=False)
 
     @property
     def verdict(self) -> str:
         return self.totals.verdict
+
+    @property
+    def steady_steps(self) -> tuple[int, ...]:
+        """Numbers of the steps the headline numbers cover."""
+        return tuple(int(s) for s, keep in zip(self.steps["step"].tolist(), self.selected, strict=True) if keep)
+
+    @property
+    def excluded(self) -> tuple[StepPhase, ...]:
+        """The steps left out of the headline, with their phase and reason."""
+        return tuple(p for p, keep in zip(self.phases, self.selected, strict=True) if not keep)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,17 +132,37 @@ class LaunchOverhead:
             "scope": self.scope,
             "summary": {**self.totals.to_dict(), **_queue_fields(self.queue)},
             "steps": step_records(self),
-            "streams": [{k: _py(v) for k, v in r.items()} for r in self.streams.to_dict("records")],
-            "apis": [{k: _py(v) for k, v in r.items()} for r in self.apis.to_dict("records")],
+            "streams": records(self.streams),
+            "apis": records(self.apis),
         }
 
 
+def steady_mask(lo: LaunchOverhead) -> np.ndarray:
+    """GPU activities (rows of `lo.activities`, i.e. of rank.gpu) that count in the headline: those
+    launched in a selected step (every activity when the trace is one pseudo-step)."""
+    if lo.scope == "trace":
+        return np.ones(len(lo.activities), dtype=bool)
+    return step_mask(lo.activities[A_POS].to_numpy(), np.array(lo.selected, dtype=bool))
+
+
+def step_numbers(lo: LaunchOverhead) -> np.ndarray:
+    """The step number of each activity (rows of `lo.activities`), -1 outside every step."""
+    pos = lo.activities[A_POS].to_numpy()
+    numbers = lo.steps["step"].to_numpy()
+    if not len(numbers):
+        return np.full(len(pos), -1)
+    return np.where(pos >= 0, numbers[np.maximum(pos, 0)], -1)
+
+
 def step_records(lo: LaunchOverhead) -> list[dict[str, Any]]:
-    """Per-step rows as JSON-ready dicts (numbers, verdict, queue delay)."""
+    """Per-step rows as JSON-ready dicts (numbers, verdict, cause, queue delay, phase)."""
     out = []
-    for row, totals in zip(lo.steps.to_dict("records"), lo.step_totals, strict=True):
+    phases = lo.phases or (None,) * len(lo.step_totals)
+    for row, totals, phase in zip(lo.steps.to_dict("records"), lo.step_totals, phases, strict=True):
         rec = {"rank": lo.rank, "step": int(row["step"]), **totals.to_dict()}
-        rec.update({k: _py(row[k]) for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")})
+        rec.update({k: plain(row[k]) for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")})
+        rec["phase"] = phase.phase if phase is not None else None
+        rec["phase_reason"] = phase.reason if phase is not None else None
         rec.pop("steps", None)
         out.append(rec)
     return out
@@ -182,32 +172,7 @@ def _queue_fields(q: QueueStats) -> dict[str, Any]:
     return {"queue_p50_us": q.p50_us, "queue_p90_us": q.p90_us, "queue_max_us": q.max_us}
 
 
-def _py(v: Any) -> Any:
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return None if np.isnan(v) else float(v)
-    return v
-
-
-def _windows(rank) -> tuple[pd.DataFrame, str]:
-    """Step windows (step, ts, end) and the scope name."""
-    gpu, steps = rank.gpu, rank.steps
-    if len(steps):
-        s0, s1 = intervals(steps)
-        w = pd.DataFrame({"step": steps[T.STEP_NUMBER].to_numpy(), "ts": s0, "end": s1})
-        last = len(w) - 1
-        mine = (gpu[T.GPU_STEP] == w.at[last, "step"]).to_numpy()
-        if mine.any():
-            w.at[last, "end"] = max(w.at[last, "end"], float(gpu[T.GPU_END].to_numpy(dtype=float)[mine].max()))
-        return w, "steps"
-    starts = [float(t["ts"].min()) for t in (gpu, rank.runtime, rank.ops, rank.annotations) if len(t)]
-    t0 = min(starts) if starts else 0.0
-    t1 = t0 + span_us(rank)  # the same span `tracekit info` shows
-    return pd.DataFrame({"step": [-1], "ts": [t0], "end": [t1]}), "trace"
-
-
-def _activities(rank, kernel_wait_us: float) -> pd.DataFrame:
+def _activities(rank: RankTrace, kernel_wait_us: float) -> pd.DataFrame:
     gpu, rt = rank.gpu, rank.runtime
     n = len(gpu)
     launch = gpu[T.GPU_LAUNCH].to_numpy()
@@ -263,49 +228,45 @@ def _streams(act: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def launch_overhead(rank, *, kernel_wait_us: float = KERNEL_WAIT_US) -> LaunchOverhead:
+def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
+                    classes: np.ndarray | None = None, steps: str = "steady") -> LaunchOverhead:
     """Launch overhead vs GPU time of one RankTrace, per step.
 
     Definitions (all times in µs):
 
-    - Step window: the CPU-side ``ProfilerStep#N`` range; the last step's window is stretched to the end
-      of the GPU work it launched. A trace without steps is one pseudo-step (number -1) spanning all its
-      events (``trace.summary.span_us``, as ``tracekit info`` shows). ``span_us`` is the window's length.
-    - Kernels, launches and CPU launch time count by step of the launch call (``gpu.step``,
-      ``runtime.step``). Launches are every runtime/driver call the loader links to GPU work
-      (``tables.LAUNCH_APIS``: cudaLaunchKernel(ExC), cuLaunchKernel(Ex), cudaMemcpyAsync,
-      cudaMemsetAsync, cudaGraphLaunch, hip*...).
-    - ``gpu_busy_us``: length of the union of all GPU activity intervals (kernels, memcpy, memset, any
-      stream) inside the window; ``gpu_idle_us = span_us - gpu_busy_us``.
-    - Queue delay of a GPU activity: its start minus the end of its launch call, clipped at 0.
-    - Short kernels: kernels (launched by a kernel-launch call) whose duration is below that call's.
-    - Idle breakdown (HTA ``get_idle_time_breakdown``): on each stream, the gap before each activity
-      (start minus the previous activity's end on that stream) is ``host_wait`` when the activity's
-      launch call started after the previous activity ended, else ``kernel_wait`` when the gap is below
-      ``kernel_wait_us`` (HTA's ``consecutive_kernel_delay``, 30 in the trace's µs), else ``other``.
-      It is summed over streams, so it is not the same quantity as ``gpu_idle_us``.
-
-    Verdict (thresholds: the module constants): ``cpu-only`` without GPU activity; ``gpu-bound`` when the GPU is busy
-    at least GPU_BOUND_UTIL of the span; ``launch-bound`` when it is busy less than LAUNCH_BOUND_UTIL
-    and either CPU launch time is at least LAUNCH_BOUND_CPU_RATIO of GPU busy time or at least
-    LAUNCH_BOUND_SHORT_SHARE of the kernels are shorter than their own launch call; ``mixed`` otherwise.
+    - Steps (tracekit.analyzers.windows): ProfilerStep ranges (the last one stretched to the end of
+      the GPU work it launched); without them, repeats of the top-level op sequence (scope
+      "inferred", GPU-side windows); else one pseudo-step -1 from the first GPU launch to the end of
+      the last GPU activity (the CPU prologue and tail are not GPU idle time). ``span_us`` is the
+      window's length.
+    - Kernels, launches and CPU launch time count by step of the launch call. Launches are the
+      runtime/driver calls that put work on the GPU (``tables.LAUNCH_APIS``). Syncs are the calls
+      that block the host on the GPU, synchronous copies included (``tables.SYNC_KINDS``).
+    - ``gpu_busy_us``: length of the union of all GPU activity intervals inside the window.
+    - Queue delay: GPU start minus the end of its launch call, clipped at 0.
+    - Short kernels: kernels whose duration is below their own launch call's.
+    - Idle breakdown (HTA ``get_idle_time_breakdown``): per stream, the gap before each activity is
+      ``host_wait`` when its launch started after the previous activity ended, else ``kernel_wait``
+      under ``kernel_wait_us``, else ``other``; summed over streams.
+    - Idle causes (tracekit.analyzers.idle): every GPU-idle interval split by what held the GPU.
+    - Phases (tracekit.analyzers.steady): set-up, warm-up, partial and outlier steps are left out
+      of ``totals`` (``steps="steady"``); ``steps="all"`` or ``"N-M"`` selects otherwise.
+      The verdict and cause come from ``totals`` (tracekit.analyzers.totals.bottleneck).
     """
-    windows, scope = _windows(rank)
+    mode, span_range = parse_steps(steps)
+    windows = step_windows(rank)
     act = _activities(rank, kernel_wait_us)
-    gpu, rt = rank.gpu, rank.runtime
-    starts, ends = merge_intervals(*intervals(gpu))
-    w0, w1 = windows["ts"].to_numpy(dtype=float), windows["end"].to_numpy(dtype=float)
+    act[A_POS] = windows.gpu_pos
+    rt = rank.runtime
+    starts, ends = merge_intervals(*intervals(rank.gpu))
+    w0, w1 = windows.ts, windows.end
     busy = busy_in_windows(starts, ends, w0, w1)
     n = len(windows)
-    # the step each row counts in (position in `windows`, -1 for none): its launch's step, or
-    # every row when the trace has no steps
-    numbers = pd.Index(windows["step"].to_numpy())
-    a_pos = numbers.get_indexer(act[A_STEP].to_numpy()) if scope == "steps" else np.zeros(len(act), int)
-    r_pos = numbers.get_indexer(rt[T.RT_STEP].to_numpy()) if scope == "steps" else np.zeros(len(rt), int)
+    a_pos, r_pos = windows.gpu_pos, windows.rt_pos
     rt_kind = rt[T.RT_KIND].to_numpy(dtype=object) if len(rt) else np.empty(0, dtype=object)
     rt_dur = rt[T.RT_DUR].to_numpy(dtype=float) if len(rt) else np.empty(0)
     is_launch = np.isin(rt_kind, T.LAUNCH_KINDS)
-    is_sync = rt_kind == "sync"
+    is_sync = np.isin(rt_kind, T.SYNC_KINDS)
     gaps = act[A_GAP_US].fillna(0.0).to_numpy()
     cat = act[A_IDLE].to_numpy(dtype=object)
 
@@ -325,22 +286,35 @@ def launch_overhead(rank, *, kernel_wait_us: float = KERNEL_WAIT_US) -> LaunchOv
         "kernel_wait_us": per_step(a_pos, cat == KERNEL_WAIT, gaps),
         "other_idle_us": per_step(a_pos, cat == OTHER_WAIT, gaps),
         "short_kernels": per_step(a_pos, act[A_SHORT].to_numpy(dtype=bool)),
+        **I.idle_components(rank, windows, classes),
     }
-    kinds = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
+    kinds: dict[str, Any] = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
     step_totals = tuple(LaunchTotals(steps=1, **{k: kinds[k](v[i]) for k, v in columns.items()})
                         for i in range(n))
+    phases = classify_steps(rank, windows, columns["span_us"], columns["kernels"])
+    selected = select_steps(phases, mode, span_range)
+    if not selected.any():
+        numbers = [p.step for p in phases]
+        raise StepsError(f"{steps} selects no step of rank {rank.rank} (its steps: {numbers[0]}–{numbers[-1]})")
     queue = act[A_QUEUE_US].to_numpy()
     queues = _queue_by_step(a_pos, queue, n)
-    steps = pd.DataFrame({"step": windows["step"].to_numpy(), "ts": w0, "end": w1})
+    table = pd.DataFrame({"step": windows.numbers, "ts": w0, "end": w1})
     for name in columns:
-        steps[name] = [getattr(t, name) for t in step_totals]
-    steps["verdict"] = [t.verdict for t in step_totals]
+        table[name] = [getattr(t, name) for t in step_totals]
+    table["verdict"] = [t.verdict for t in step_totals]
+    table["cause"] = [t.cause for t in step_totals]
+    table["phase"] = [p.phase for p in phases]
     for key, values in queues.items():
-        steps[key] = values
+        table[key] = values
+    in_sel = step_mask(a_pos, selected)
+    rt_sel = step_mask(r_pos, selected)
     return LaunchOverhead(
-        rank=int(rank.rank), scope=scope, steps=steps, streams=_streams(act), activities=act,
-        apis=_apis(rt, (r_pos >= 0) & (is_launch | is_sync)), totals=sum(step_totals, LaunchTotals()),
-        queue=QueueStats.of(queue[a_pos >= 0]), step_totals=step_totals,
+        rank=int(rank.rank), scope=windows.scope, steps=table, streams=_streams(act), activities=act,
+        apis=_apis(rt, rt_sel & (is_launch | is_sync)),
+        totals=sum((t for t, keep in zip(step_totals, selected, strict=True) if keep), LaunchTotals()),
+        queue=QueueStats.of(queue[in_sel]), step_totals=step_totals, phases=phases,
+        selected=tuple(bool(x) for x in selected), all_totals=sum(step_totals, LaunchTotals()),
+        steps_mode=mode, windows=windows,
     )
 
 

@@ -7,7 +7,6 @@ hint); every other kernel uses the fp32 (vector) roof. Memory ceiling: the devic
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,8 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import costs as C
+from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.devices import Device
+from tracekit.analyzers.kernels import KernelClassification
+from tracekit.jsonsafe import records
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 
@@ -86,33 +88,17 @@ class Roofline:
             "device_name": self.device_name,
             "device": self.device.to_dict() if self.device else None,
             "notes": list(self.notes),
-            "kernels": records(self.table),
+            "kernels": records(self.table, {SHAPES: format_shapes}),
         }
 
 
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: NaN -> None, numpy scalars -> Python numbers."""
-    out = []
-    for row in table.to_dict("records"):
-        out.append({k: _plain(v) for k, v in row.items()})
-    return out
-
-
-def _plain(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, np.generic):
-        v = v.item()
-        return None if isinstance(v, float) and math.isnan(v) else v
-    return v
-
-
-def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,
-             device: Device | None) -> Roofline:
+def roofline(rank: RankTrace, classification: KernelClassification | None, costs: C.KernelCosts,
+             device: Device | None, rows: np.ndarray | None = None) -> Roofline:
     """Group `rank`'s GPU rows by (kernel name, op, shapes, dtype), sum time/FLOPs/bytes, and place
-    each group under the device's ceilings. device None: rates without bound or roofline_pct."""
+    each group under the device's ceilings. device None: rates without bound or roofline_pct.
+    `rows` (bool per GPU row) keeps only those rows (the headline steps' activities)."""
     gpu = rank.gpu
-    table = getattr(classification, "table", None)
+    table = classification.table if classification is not None else None
     n = len(gpu)
     none = np.full(n, None, dtype=object)
     index = pd.RangeIndex(n)
@@ -128,11 +114,12 @@ def roofline(rank: RankTrace, classification: Any, costs: C.KernelCosts,
         FLOPS: costs.table[C.FLOPS].to_numpy(dtype=float),
         BYTES: costs.table[C.BYTES].to_numpy(dtype=float),
     })
-    rows = group_rows(frame)
-    rows = roofline_rows(rows, device)
-    notes = _notes(rows, device, rank.meta.device_name) + _coverage_notes(costs)
+    if rows is not None:
+        frame = frame[rows].reset_index(drop=True)
+    table = roofline_rows(group_rows(frame), device)
+    notes = _notes(table, device, rank.meta.device_name) + _coverage_notes(costs)
     return Roofline(rank=rank.rank, device=device, device_name=rank.meta.device_name,
-                    table=rows, notes=notes)
+                    table=table, notes=notes)
 
 
 _NONE = "\u2400none\u2400"  # stands for None in group keys (groupby drops or mangles None)
@@ -204,9 +191,10 @@ def roofline_rows(rows: pd.DataFrame, device: Device | None) -> pd.DataFrame:
     return out[[c for c in COLUMNS if c in out.columns]]
 
 
-def roof_for(cls: Any, dtype: Any, kernel: str, device: Device | None) -> tuple[str | None, str]:
+def roof_for(cls: str | None, dtype: str | None, kernel: str, device: Device | None) -> tuple[str | None, str]:
     """(precision of the ceiling, where it came from) for one kernel row."""
     hint = kernel_precision(kernel) if kernel else None
+    precision: str | None
     if cls in MATMUL_CLASSES:
         if dtype in ("fp32", "tf32", None):
             if hint in ("tf32", "fp32") or (dtype is None and hint is not None):

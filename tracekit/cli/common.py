@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from tracekit.trace.files import MAX_BYTES_ENV, parse_size
 from tracekit.trace.load import load_trace, stderr_progress
 from tracekit.trace.model import Trace
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import Analysis
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
@@ -35,10 +39,17 @@ max_bytes_option = click.option(
          f"or ${MAX_BYTES_ENV}).")
 
 
-def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None) -> Trace:
+capture_option = click.option(
+    "--capture", "captures", multiple=True, type=click.Path(), metavar="CAPTURE",
+    help="Trace recorded around CUDA-graph capture (file or directory; repeatable): replayed kernels "
+         "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
+
+
+def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
+                 captures: tuple[str, ...] = ()) -> Trace:
     """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
     progress = stderr_progress(quiet)
-    trace = load_trace(path, progress=progress, max_bytes=max_bytes)
+    trace = load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
     if progress is not None:
         sys.stderr.write("\r\x1b[K")
     if not quiet:
@@ -46,3 +57,20 @@ def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None) -
             click.echo(f"tracekit: warning: {visible(warning)}", err=True)
     return trace
 
+
+steps_option = click.option(
+    "--steps", default="steady", show_default=True, metavar="steady|all|N-M",
+    help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
+         "steps left out and listed), all of them, or a range of step numbers.",
+)
+
+
+def analyze_for_cli(trace: Trace, *, steps: str = "steady", **options: object) -> Analysis:
+    """analyze() with a bad --steps value turned into a usage error."""
+    from tracekit.analyzers.analysis import analyze
+    from tracekit.analyzers.steady import StepsError
+
+    try:
+        return analyze(trace, steps=steps, **options)  # type: ignore[arg-type]
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from tracekit.cli.common import fmt_us, load_for_cli, max_bytes_option, quiet_option
+from tracekit.analyzers.graphs import graph_replays
+from tracekit.cli.common import capture_option, fmt_us, load_for_cli, max_bytes_option, quiet_option
 from tracekit.terminal import visible
 from tracekit.trace.summary import RankSummary, summarize
 
@@ -74,9 +75,15 @@ def render_text(info: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.info/1).")
 @click.option("--top", default=10, show_default=True, help="How many top kernels to list.")
 @max_bytes_option
+@capture_option
 @quiet_option
-def command(trace: str, as_json: bool, top: int, max_bytes: int | None, quiet: bool) -> None:
+def command(trace: str, as_json: bool, top: int, max_bytes: int | None, captures: tuple[str, ...], quiet: bool) -> None:
     """Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces)."""
-    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes)
+    loaded = load_for_cli(trace, quiet=quiet or as_json, max_bytes=max_bytes, captures=captures)
     info = info_dict(trace, summarize(loaded, top=top), loaded.warnings)
-    click.echo(json.dumps(info, indent=2) if as_json else render_text(info))
+    replays = [g for g in (graph_replays(r) for r in loaded.ranks.values()) if g is not None]
+    info["graphs"] = [g.to_dict() for g in replays]
+    text = render_text(info)
+    if replays:
+        text += "\n\n" + "\n".join(g.line() for g in replays)
+    click.echo(json.dumps(info, indent=2) if as_json else text)

@@ -7,18 +7,21 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
+
+import msgspec
 
 from tracekit.errors import OutputError, ProfileError
+from tracekit.trace.files import trace_stem
+from tracekit.trace.tables import TRACEKIT_KEY
 
-TRACE_SUFFIX = ".trace.json.gz"
-META_KEY = "tracekit"
+META_KEY = TRACEKIT_KEY
 STEP0_NAME = "ProfilerStep#0"
 _CHUNK = 1 << 20
 _TAIL = 4096
 _TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"')
-_TRACE_EXTENSIONS = (TRACE_SUFFIX, ".json.gz", ".json", ".gz")
 
 
 def check_output(path: Path, force: bool) -> None:
@@ -35,11 +38,7 @@ def check_output(path: Path, force: bool) -> None:
 
 def report_path_for(trace_path: Path) -> Path:
     """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.html, beside it."""
-    name = trace_path.name
-    for ext in _TRACE_EXTENSIONS:
-        if name.endswith(ext) and len(name) > len(ext):
-            return trace_path.with_name(name[: -len(ext)] + ".html")
-    return trace_path.with_name(name + ".html")
+    return trace_path.with_name(trace_stem(trace_path.name) + ".html")
 
 
 def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
@@ -84,7 +83,7 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
 
 
 @contextlib.contextmanager
-def _open_out(path: Path, *, gz: bool):
+def _open_out(path: Path, *, gz: bool) -> Iterator[IO[bytes]]:
     with path.open("wb") as raw_out:
         if not gz:
             yield raw_out
@@ -93,7 +92,7 @@ def _open_out(path: Path, *, gz: bool):
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=raw_out, compresslevel=6, mtime=0
         ) as out:
-            yield out
+            yield cast(IO[bytes], out)  # GzipFile writes bytes; typeshed does not call it IO[bytes]
 
 
 def _meta_bytes(meta: dict[str, Any]) -> bytes:
@@ -130,17 +129,8 @@ def _splice(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
 
 def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
     """Parse, drop the whole-run ProfilerStep#0, add the metadata, write (rare: no step marked)."""
-    try:
-        import msgspec
-
-        data = msgspec.json.decode(raw.read_bytes())
-        encode = msgspec.json.encode
-    except ImportError:  # pragma: no cover - msgspec is a core dependency
-        data = json.loads(raw.read_bytes())
-
-        def encode(obj: Any) -> bytes:
-            return json.dumps(obj).encode()
-
+    data = msgspec.json.decode(raw.read_bytes())
+    encode = msgspec.json.encode
     if not isinstance(data, dict):
         raise ProfileError(f"{raw}: torch.profiler wrote something that is not a JSON object")
     events = data.get("traceEvents")

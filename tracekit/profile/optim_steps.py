@@ -45,7 +45,7 @@ class OptimizerSteps:
         while self._patched:
             cls, wrapper, hooked = self._patched.pop()
             if cls.__dict__.get("step") is wrapper:
-                cls.step = hooked
+                setattr(cls, "step", hooked)  # noqa: B010  (a class attribute mypy cannot see)
 
     def _wrap(self, cls: type) -> None:
         inner = cls.__dict__.get("step")
@@ -53,7 +53,7 @@ class OptimizerSteps:
             return
         # torch hooks step() (the op, the hooks) when a class is first instantiated; do it now
         hooked = inner if getattr(inner, "hooked", False) else self._base.profile_hook_step(inner)
-        hooked.hooked = True
+        setattr(hooked, "hooked", True)  # noqa: B010  (torch's own marker)
         steps = self
 
         @functools.wraps(hooked)
@@ -87,7 +87,7 @@ class OptimizerSteps:
 
 def _subclasses(cls: type) -> Iterator[type]:
     seen: set[type] = set()
-    todo = list(cls.__subclasses__())
+    todo: list[type] = list(cls.__subclasses__())
     while todo:
         sub = todo.pop()
         if sub not in seen:

@@ -12,8 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tracekit.profile.export import TRACE_SUFFIX, check_output, report_path_for, write_trace
+from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
+from tracekit.trace.files import PROFILE_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,12 @@ def default_output(stem: str, *, unique: bool) -> Path:
     """STEM.trace.json.gz in the working directory; with unique, STEM-TIMESTAMP[-N] never clobbers."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "profile"
     if not unique:
-        return Path.cwd() / f"{safe}{TRACE_SUFFIX}"
+        return Path.cwd() / f"{safe}{PROFILE_SUFFIX}"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path.cwd() / f"{safe}-{stamp}{TRACE_SUFFIX}"
+    path = Path.cwd() / f"{safe}-{stamp}{PROFILE_SUFFIX}"
     n = 2
     while path.exists():
-        path = Path.cwd() / f"{safe}-{stamp}-{n}{TRACE_SUFFIX}"
+        path = Path.cwd() / f"{safe}-{stamp}-{n}{PROFILE_SUFFIX}"
         n += 1
     return path
 

@@ -7,9 +7,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md).
-KERNEL_BACKEND_KEY = "kernel_backend"  # "triton", as on Inductor's ops
-USER_KERNEL_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of the trace's tracekit.triton_kernels
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY
+from tracekit.trace.tables import USER_TRITON_KEY as USER_KERNEL_KEY
+
+# Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md), besides
+# KERNEL_BACKEND_KEY and USER_KERNEL_KEY (defined with the trace schema).
 GRID_KEY = "grid"  # "[x, y, z]"
 NUM_WARPS_KEY = "num_warps"
 NUM_STAGES_KEY = "num_stages"
@@ -58,7 +60,7 @@ class _KernelInfo:
             "name": self.name,
             "file": file,
             "line": code.co_firstlineno if code is not None else None,
-            "arg_names": list(self.params),
+            ARG_NAMES_KEY: list(self.params),
             "constexpr_names": [self.params[i] for i in self.const_idx],
         }
 
@@ -116,14 +118,14 @@ class TritonRecorder:
             if original is None:
                 continue
             self._patched.append((cls, original))
-            cls.run = self._wrap(original)
+            setattr(cls, "run", self._wrap(original))  # noqa: B010  (a class attribute mypy cannot see)
         return bool(self._patched)
 
     def restore(self) -> None:
         """Put the original launchers back."""
         while self._patched:
             cls, original = self._patched.pop()
-            cls.run = original
+            setattr(cls, "run", original)  # noqa: B010
 
     def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         recorder = self
@@ -192,11 +194,11 @@ class TritonRecorder:
         extra: dict[str, Any] = {KERNEL_BACKEND_KEY: "triton", USER_KERNEL_KEY: info.index}
         if grid is not None:
             extra[GRID_KEY] = self._grid_text(grid)
-        defaults = self._defaults if self._defaults is not None else self._default_options()
-        warps = kwargs.get(NUM_WARPS_KEY, defaults[0])
+        options = self._defaults if self._defaults is not None else self._default_options()
+        warps = kwargs.get(NUM_WARPS_KEY, options[0])
         if warps is not None:
             extra[NUM_WARPS_KEY] = warps
-        stages = kwargs.get(NUM_STAGES_KEY, defaults[1])
+        stages = kwargs.get(NUM_STAGES_KEY, options[1])
         if stages is not None:
             extra[NUM_STAGES_KEY] = stages
         if NUM_CTAS_KEY in kwargs:
@@ -229,14 +231,14 @@ class TritonRecorder:
         self._defaults = (None, None)
         try:
             try:
-                from triton import knobs  # type: ignore[import-not-found]  # triton >= 3.3
+                from triton import knobs  # triton >= 3.3
 
                 interpret = bool(knobs.runtime.interpret)
             except ImportError:
                 interpret = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on")
             if not interpret:
-                from triton.compiler import make_backend  # type: ignore[import-not-found]
-                from triton.runtime import driver  # type: ignore[import-not-found]
+                from triton.compiler import make_backend
+                from triton.runtime import driver
 
                 opts = make_backend(driver.active.get_current_target()).parse_options({})
                 self._defaults = (opts.num_warps, opts.num_stages)

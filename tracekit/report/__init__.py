@@ -71,11 +71,11 @@ def default_output(trace_path: str | Path) -> Path:
     return p.with_name(f"{name}.report.html")
 
 
-def build_view(trace: Any, *, rank: int | None = None) -> ReportView:
+def build_view(trace: Any, *, rank: int | None = None, steps: str = "steady") -> ReportView:
     """Analyse a loaded Trace (every rank, or only `rank`) and build the report's view model."""
     from tracekit.report.pipeline import analyse_trace
 
-    analyses, suggestions = analyse_trace(trace, rank=rank)
+    analyses, suggestions = analyse_trace(trace, rank=rank, steps=steps)
     return report_view(analyses, trace, suggestions, version=_version())
 
 

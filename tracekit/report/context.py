@@ -9,7 +9,15 @@ from typing import Any
 
 from tracekit.report import charts
 from tracekit.report.format import DASH, fmt_int, fmt_pct, fmt_time, num
-from tracekit.report.headline import Tile, sentence, tiles, verdict_rule
+from tracekit.report.graphs_view import GraphSection, graph_section
+from tracekit.report.headline import (
+    Tile,
+    sentence,
+    steps_summary,
+    tiles,
+    verdict_label,
+    verdict_rule,
+)
 from tracekit.report.meta import SHAPES_WARNING, cpu_ops, meta_rows, warnings
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
@@ -38,6 +46,8 @@ class RankView:
     verdict_css: str
     verdict_rule: str
     sentence: str
+    steps_head: str
+    excluded: tuple[str, ...]
     top_change: SuggestionView | None
     tiles: tuple[Tile, ...]
     suggestions: tuple[SuggestionView, ...]
@@ -52,6 +62,7 @@ class RankView:
     cpu_ops: tuple[Bar, ...]
     meta: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
 
     @property
     def shapes_missing(self) -> bool:
@@ -113,6 +124,8 @@ def rank_view(
     has_gpu = bool(kernels) or (gpu is not None and len(gpu) > 0)
     verdict = str(s.get("verdict") or ("cpu-only" if not has_gpu else ""))
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
+    label = verdict_label(verdict, s.get("cause"), label)
+    steps_head, excluded = steps_summary(a)
     classes = class_bars(a.get("classes") or (), kernels)
     cards = suggestion_views(suggestions)
     rank_no = int(getattr(rank, "rank", a.get("rank", 0)) or 0)
@@ -126,6 +139,8 @@ def rank_view(
         verdict_css=css,
         verdict_rule=verdict_rule(verdict),
         sentence=sentence(verdict, s, classes),
+        steps_head=steps_head,
+        excluded=excluded,
         top_change=cards[0] if cards else None,
         tiles=tiles(a, rank, has_gpu),
         suggestions=tuple(cards),
@@ -140,6 +155,7 @@ def rank_view(
         cpu_ops=cpu_ops(rank) if not has_gpu else (),
         meta=meta_rows(a, rank, has_gpu),
         warnings=warnings(a, rank, shown),
+        graphs=graph_section(a),
     )
 
 

@@ -21,39 +21,63 @@ class Tile:
 
 
 def verdict_rule(verdict: str) -> str:
-    """The documented thresholds behind the verdicts (tracekit.analyzers.launch), in one line."""
-    from tracekit.analyzers import launch as L
+    """How the verdict is chosen (tracekit.analyzers.totals), in one plain sentence."""
+    from tracekit.analyzers import totals as V
 
-    if verdict == L.CPU_ONLY:
-        return "Verdict rule: cpu-only when the trace has no kernel, memcpy or memset."
+    if verdict == V.CPU_ONLY:
+        return "How this is decided: the trace holds no kernel, copy or memset, so only CPU work was recorded."
     return (
-        f"Verdict rule: gpu-bound when the GPU is busy ≥ {L.GPU_BOUND_UTIL:.0%} of the span; launch-bound "
-        f"under {L.LAUNCH_BOUND_UTIL:.0%} busy when CPU launch time ≥ {L.LAUNCH_BOUND_CPU_RATIO:.0%} of GPU "
-        f"busy time or ≥ {L.LAUNCH_BOUND_SHORT_SHARE:.0%} of kernels are shorter than their launch call; "
-        "mixed otherwise."
+        "How this is decided, over the steady steps: GPU-bound when the GPU computes (or waits only "
+        f"on itself) at least {V.GPU_BOUND_SHARE:.0%} of the step; otherwise the largest reason it "
+        f"waits names the verdict if it holds at least {V.DOMINANT_SHARE:.0%} of the rest — kernel "
+        "launches (launch-bound), the DataLoader, host syncs, pageable copies or other CPU work "
+        "(host-bound), collectives with no compute beside them (communication-bound) — and the "
+        "verdict is mixed when no reason dominates."
     )
 
 
+def verdict_label(verdict: str, cause: str | None, base: str) -> str:
+    """'Host-bound · data loading', 'Mixed · CPU work + host syncs', 'GPU-bound'."""
+    from tracekit.report.palette import CAUSE_LABELS
+
+    if not cause:
+        return base
+    words = " + ".join(CAUSE_LABELS.get(c, c.replace("_", " ")) for c in cause.split("+"))
+    return base if verdict == "launch-bound" or verdict == "communication-bound" else f"{base} · {words}"
+
+
 def sentence(verdict: str, s: Mapping[str, Any], classes: Sequence[Bar]) -> str:
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    busy_pct = fmt_pct(busy / span) if span and busy is not None else DASH
-    launch, launches = fmt_time(s.get("cpu_launch_us")), fmt_int(s.get("launches"))
+    """The analysis's evidence sentence, plus the largest kernel class when the kernels set the pace."""
+    evidence = str(s.get("evidence") or "")
     top = f" The largest class is {classes[0].label} ({classes[0].pct} of kernel time)." if classes else ""
-    if verdict == "launch-bound":
-        return (
-            f"The GPU is busy only {busy_pct} of the {fmt_time(span)} span while the CPU spends {launch} "
-            f"issuing {launches} launches: kernels wait for the host, not the other way round."
-        )
-    if verdict == "gpu-bound":
-        return f"The GPU is busy {busy_pct} of the {fmt_time(span)} span: the kernels set the pace.{top}"
-    if verdict == "mixed":
-        return (
-            f"The GPU is busy {busy_pct} of the {fmt_time(span)} span and the CPU spends {launch} "
-            f"in {launches} launches: both launch overhead and kernel time matter.{top}"
-        )
     if verdict == "cpu-only":
         return "No GPU activity in this trace: only CPU work was recorded."
-    return f"The GPU is busy {busy_pct} of the {fmt_time(span)} span.{top}"
+    return evidence + (top if verdict == "gpu-bound" else "")
+
+
+def steps_summary(a: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Which steps the headline covers, and one line per step left out (with what it holds)."""
+    ranks = a.get("ranks") or []
+    scopes = {r.get("scope") for r in ranks}
+    steady = len(a.get("steady_steps") or [])
+    total = (a.get("summary") or {}).get("steps_total") or 0
+    if scopes == {"trace"}:
+        return ("No step marks: the numbers cover the first GPU launch to the end of the last GPU "
+                "activity (the CPU work before and after is left out)."), ()
+    mode = (a.get("summary") or {}).get("steps_mode") or "steady"
+    how = " (steps inferred from the repeating op sequence)" if "inferred" in scopes else ""
+    if mode == "steady":
+        head = f"Numbers per step over the {steady} steady steps of {total}{how}."
+    elif mode == "all":
+        head = f"Numbers per step over all {total} steps{how}."
+    else:
+        head = f"Numbers per step over steps {mode} ({steady} of {total}){how}."
+    multi = len(ranks) > 1
+    lines = tuple(
+        (f"rank {x['rank']} " if multi else "") + f"step {x['step']} ({x['phase']}, {fmt_time(x['span_us'])}): {x['reason']}"
+        for x in (a.get("excluded_steps") or [])[:12]
+    )
+    return head, lines
 
 
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found

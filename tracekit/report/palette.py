@@ -23,9 +23,22 @@ OTHER = CLASS_COLORS["other"]
 # verdict -> (css modifier, short label)
 VERDICTS: dict[str, tuple[str, str]] = {
     "launch-bound": ("warn", "Launch-bound"),
+    "host-bound": ("warn", "Host-bound"),
+    "communication-bound": ("warn", "Communication-bound"),
     "gpu-bound": ("ok", "GPU-bound"),
     "mixed": ("mixed", "Mixed"),
     "cpu-only": ("neutral", "CPU-only"),
+}
+
+
+# cause of a host-bound or mixed verdict -> words after the label
+CAUSE_LABELS: dict[str, str] = {
+    "launch": "kernel launches",
+    "data_loading": "data loading",
+    "sync": "host syncs",
+    "copies": "pageable copies",
+    "cpu_work": "CPU work",
+    "communication": "communication",
 }
 
 

@@ -125,7 +125,7 @@ def suggestion_views(suggestions: Sequence[Any] | None) -> list[SuggestionView]:
                 rank=i,
                 id=str(_field(s, "id", "")),
                 title=str(_field(s, "title", "")),
-                saving=fmt_time(saving),
+                saving=f"{fmt_time(per_step)} per step" if per_step is not None else fmt_time(saving),
                 saving_pct=_pct_text(num(_field(s, "saving_pct"))),
                 saving_w=round(100 * (saving or 0.0) / top, 2),
                 formula=str(_field(s, "formula", "") or ""),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from tracekit.suggestions.document import analysis_document
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules import RULES, Rule, suggest
 
-__all__ = ["RULES", "Rule", "Suggestion", "suggest"]
+__all__ = ["RULES", "Rule", "Suggestion", "analysis_document", "suggest"]

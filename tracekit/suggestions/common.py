@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from tracekit.analyzers import launch as L
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.costs.op_args import Shapes
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
@@ -22,17 +23,19 @@ MIN_SAVING_US = 1.0
 
 @dataclass(frozen=True)
 class Scope:
-    """The analysed window per rank: span (sum of step spans) and number of steps."""
+    """The analysed window per rank: span (sum of the headline steps' spans) and number of steps."""
 
     span_us: float
     steps: float
     ranks: int
+    mode: str = "steady"  # Analysis.steps_mode: steady, all or N-M
 
     @classmethod
-    def of(cls, analysis: Any) -> Scope:
+    def of(cls, analysis: Analysis) -> Scope:
         n = max(len(analysis.ranks), 1)
         t = analysis.totals
-        return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n)
+        return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n,
+                   mode=getattr(analysis, "steps_mode", "steady"))
 
     def pct(self, saving_us: float) -> float:
         return 100.0 * saving_us / self.span_us if self.span_us > 0 else 0.0
@@ -40,13 +43,12 @@ class Scope:
     @property
     def basis(self) -> str:
         steps = round(self.steps)
-        what = f"{steps} profiled step{'s' if steps != 1 else ''}"
+        kind = {"steady": "steady ", "all": "profiled "}.get(self.mode, "")
+        what = f"{steps} {kind}step{'s' if steps != 1 else ''}"
+        if self.mode not in ("steady", "all"):
+            what += f" ({self.mode})"
         per = f", per rank (mean of {self.ranks} ranks)" if self.ranks > 1 else ""
         return f"span of {what} ({fmt_us(self.span_us)}){per}"
-
-
-def fmt_rate(value: float, unit: str) -> str:
-    return f"{value:.3g} {unit}"
 
 
 def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula: str,
@@ -64,25 +66,14 @@ def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula
                       per_step_us=float(saving_us / scope.steps), basis=scope.basis)
 
 
-def parse_shapes(text: Any) -> list[Any] | None:
-    """'[1, 768], [768, 2304]' (the analyzers' shapes column) -> [[1, 768], [768, 2304]]."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = json.loads("[" + text + "]")
-    except ValueError:
-        return None
-    return value if isinstance(value, list) else None
+def _is_dims(v: object) -> bool:
+    return isinstance(v, tuple) and len(v) >= 1 and all(isinstance(x, int) for x in v)
 
 
-def _is_dims(v: Any) -> bool:
-    return isinstance(v, list) and len(v) >= 1 and all(isinstance(x, int) for x in v)
-
-
-def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
+def gemm_dims(op: str | None, shapes: Shapes | None) -> tuple[int, int, int] | None:
     """(M, N, K) of a GEMM kernel row from its launching op and shapes (M folds batch/leading dims
     for linear/matmul; bmm's batch is left out). None when the op is not a matrix product."""
-    dims = [d for d in (parse_shapes(shapes) or []) if _is_dims(d)]
+    dims = [d for d in (shapes or ()) if _is_dims(d)]
     name = str(op or "").removeprefix("aten::")
     if name in ("addmm", "baddbmm", "addmv", "addbmm") and len(dims) >= 3:
         dims = dims[1:]
@@ -102,27 +93,12 @@ def gemm_dims(op: Any, shapes: Any) -> tuple[int, int, int] | None:
     return m, b[-1], a[-1]
 
 
-def in_step_share(analysis: Any) -> float:
-    """Share of GPU activity time inside the analysed steps: analysis.kernels rows total every
-    activity of the trace, the span only the steps; rules scale kernel-row savings by this."""
-    inside = total = 0.0
-    for r in analysis.ranks:
-        act = r.launch.activities
-        dur = act[L.A_DUR].to_numpy(dtype=float)
-        total += float(dur.sum())
-        if r.launch.scope == "steps":
-            inside += float(dur[np.isin(act[L.A_STEP].to_numpy(), r.launch.steps["step"].to_numpy())].sum())
-        else:
-            inside += float(dur.sum())
-    return inside / total if total > 0 else 1.0
+def in_headline(r: RankAnalysis, steps: np.ndarray) -> np.ndarray:
+    """Rows of a per-call table (by their step number) inside the rank's headline steps — the
+    steady ones unless --steps said otherwise; a trace without steps is one pseudo-step -1."""
+    return np.isin(np.asarray(steps), np.array(r.launch.steady_steps))
 
 
-def rank_tables(analysis: Any, name: str) -> list[tuple[Any, Any]]:
-    """(rank analysis, its patterns.<name> table) for ranks that carry patterns."""
-    out = []
-    for r in analysis.ranks:
-        patterns = getattr(r, "patterns", None)
-        table = getattr(patterns, name, None) if patterns is not None else None
-        if table is not None:
-            out.append((r, table))
-    return out
+def rank_tables(analysis: Analysis, name: str) -> list[tuple[RankAnalysis, pd.DataFrame]]:
+    """(rank analysis, its patterns.<name> table) for every rank (`name`: a Patterns table)."""
+    return [(r, getattr(r.patterns, name)) for r in analysis.ranks]

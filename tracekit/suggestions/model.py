@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.jsonsafe import plain, plain_row
+
+# Evidence values kept as data (shapes as tuples) and written as text in JSON.
+EVIDENCE_TEXT = {"shapes": format_shapes}
 
 
 @dataclass(frozen=True)
@@ -35,20 +38,11 @@ class Suggestion:
         return {
             "id": self.id,
             "title": self.title,
-            "saving_us": _plain(self.saving_us),
-            "saving_pct": _plain(self.saving_pct),
-            "per_step_us": _plain(self.per_step_us),
+            "saving_us": plain(self.saving_us),
+            "saving_pct": plain(self.saving_pct),
+            "per_step_us": plain(self.per_step_us),
             "basis": self.basis,
             "formula": self.formula,
             "snippet": self.snippet,
-            "evidence": [{k: _plain(v) for k, v in row.items()} for row in self.evidence],
+            "evidence": [plain_row(row, EVIDENCE_TEXT) for row in self.evidence],
         }
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from tracekit.analyzers.analysis import Analysis
 from tracekit.suggestions import rules_host, rules_kernels, rules_launch
 from tracekit.suggestions.model import Suggestion
 
@@ -13,7 +14,7 @@ class Rule(NamedTuple):
     """One rule: a stable id and a function from an `Analysis` to a Suggestion or None."""
 
     id: str
-    check: Callable[[Any], Suggestion | None]
+    check: Callable[[Analysis], Suggestion | None]
 
 
 RULES: list[Rule] = [
@@ -31,7 +32,7 @@ RULES: list[Rule] = [
 ]
 
 
-def suggest(analysis: Any, rules: list[Rule] | None = None) -> list[Suggestion]:
+def suggest(analysis: Analysis, rules: list[Rule] | None = None) -> list[Suggestion]:
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
     estimated saving first (ties keep the RULES order). Savings of different rules can overlap
     (a CUDA graph and a bmm both remove the same launch gaps): they do not add up."""

@@ -6,16 +6,17 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
-from tracekit.analyzers.op_shapes import DTYPE_SIZE
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE
+from tracekit.analyzers.detectors import sequences as S
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,
     fmt_us,
     gemm_dims,
-    in_step_share,
     rank_tables,
     suggestion,
 )
@@ -32,11 +33,11 @@ FUSED_ATTENTION_EFF = 0.35
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
-def _kernels(analysis: Any):
+def _kernels(analysis: Analysis) -> pd.DataFrame:
     return analysis.kernels
 
 
-def fuse_elementwise(analysis: Any) -> Suggestion | None:
+def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     """Elementwise/normalization chains: avoided intermediate bytes / the bandwidth the chain achieved
     (at most the device's; GPU-bound ranks), or the launches fusion removes × the mean launch call
     (launch-bound ranks)."""
@@ -89,12 +90,7 @@ def fuse_elementwise(analysis: Any) -> Suggestion | None:
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
 
 
-def _share_note(share: float) -> str:
-    """Formula suffix when kernel rows include GPU time outside the analysed steps."""
-    return "" if share > 0.999 else f"; × {share:.3f} (share of GPU time inside the profiled steps)"
-
-
-def _gemm_rows(analysis: Any):
+def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
     k = _kernels(analysis)
     if k is None or not len(k):
         return []
@@ -102,12 +98,12 @@ def _gemm_rows(analysis: Any):
     return sel.to_dict("records")
 
 
-def batch_decode(analysis: Any) -> Suggestion | None:
+def batch_decode(analysis: Analysis) -> Suggestion | None:
     """Memory-bound GEMMs with M ≤ DECODE_MAX_M: per-token time at batch B = max(t, B × FLOPs / peak) / B."""
     scope = Scope.of(analysis)
     device = analysis.device
-    if device is None:
-        return None
+    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks):
+        return None  # a training step's small GEMMs (weight gradients, heads) are not decode requests
     rows, total, before = [], 0.0, 0.0
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
@@ -128,23 +124,22 @@ def batch_decode(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = (f"GPU time per generated token: Σ (t − max(t, {DECODE_BATCH} × FLOPs / peak) / {DECODE_BATCH}) "
                f"over {len(rows)} memory-bound GEMM rows with M ≤ {DECODE_MAX_M} = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (the weights are read once for "
-               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)" + _share_note(share))
+               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)")
     title = (f"Batch decode requests: {sum(x['count'] for x in rows)} GEMV-shaped GEMM calls (M ≤ "
              f"{DECODE_MAX_M}) are memory-bound")
     return suggestion("batch_decode", title, saving, scope, formula, rows)
 
 
-def lower_precision(analysis: Any) -> Suggestion | None:
+def lower_precision(analysis: Analysis) -> Suggestion | None:
     """Compute-bound fp32 GEMMs on the fp32 roof: time at the same efficiency on the TF32 roof."""
     scope = Scope.of(analysis)
     device = analysis.device
     fast = device.peak_flops("tf32") if device is not None else None
-    if not fast:
+    if device is None or not fast:
         return None
     rows, total, before = [], 0.0, 0.0
     for row in _gemm_rows(analysis):
@@ -168,12 +163,11 @@ def lower_precision(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = (f"Σ t − max(FLOPs / (TF32 peak {fast / 1e12:.0f} TFLOP/s × the efficiency each GEMM reaches on "
                f"the fp32 roof), bytes / {device.memory_gbps:.0f} GB/s) = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (bf16 would halve the bytes too)"
-               + _share_note(share))
+              )
     title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
              f"running on the fp32 roof")
     return suggestion("lower_precision", title, saving, scope, formula, rows)
@@ -190,13 +184,14 @@ def _misaligned(dims: tuple[int, int, int], dtype: str) -> list[tuple[str, int, 
     return out
 
 
-def align_dims(analysis: Any) -> Suggestion | None:
+def align_dims(analysis: Analysis) -> Suggestion | None:
     """Compute-bound GEMMs with N or K off alignment: padded FLOPs at the roofline % aligned GEMMs of
     the same dtype reach in this trace."""
     scope = Scope.of(analysis)
     if analysis.device is None:
         return None
-    cands, refs = [], {}
+    cands: list[tuple[dict[str, Any], tuple[int, int, int], list[tuple[str, int, int]]]] = []
+    refs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
         if dims is None or row["dtype"] not in MATMUL_DTYPES or row.get("bound") != "compute":
@@ -229,16 +224,15 @@ def align_dims(analysis: Any) -> Suggestion | None:
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
-    share = in_step_share(analysis)
-    saving = total * share / scope.ranks
+    saving = total / scope.ranks
     formula = ("Σ t − t × padded FLOPs / FLOPs × (this GEMM's roofline % / the time-weighted roofline % of "
                f"aligned compute-bound GEMMs of the same dtype in this trace) = {fmt_us(total / scope.ranks)}"
-               + _share_note(share))
+              )
     title = f"Pad {len(rows)} GEMM shape(s) whose N or K is not a multiple of 8/16 (64 for vocabulary sizes)"
     return suggestion("align_dims", title, saving, scope, formula, rows)
 
 
-def use_sdpa(analysis: Any) -> Suggestion | None:
+def use_sdpa(analysis: Analysis) -> Suggestion | None:
     """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth)."""
     scope = Scope.of(analysis)
     device = analysis.device
@@ -247,7 +241,7 @@ def use_sdpa(analysis: Any) -> Suggestion | None:
         for row in table.to_dict("records"):
             est = row[S.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
             peak = device.peak_flops(row[S.AT_DTYPE]) if device is not None and row[S.AT_DTYPE] in MATMUL_DTYPES else None
-            if peak and not math.isnan(row[S.AT_FLOPS]):
+            if peak and device is not None and not math.isnan(row[S.AT_FLOPS]):
                 est = max(row[S.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
                           row[S.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
             saving = row[S.AT_TIME_US] - est

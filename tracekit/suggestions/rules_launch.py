@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers import launch as L
-from tracekit.analyzers import sequences as S
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.devices import Device
 from tracekit.analyzers.roofline import roof_for
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
@@ -23,25 +25,38 @@ LONG_GAP_US = 1000.0
 GRAPH_GAP_US = 0.5
 CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it pays
 MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing)
+# batch_bmm stays silent on loops that already keep the GPU full: GEMMs whose grid fills every SM,
+# or loops whose GEMMs run this share of the loop's wall time (batching removes only the gaps).
+LOOP_BUSY_SHARE = 0.9
 
 
-def cuda_graphs(analysis: Any) -> Suggestion | None:
+def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
     scope = Scope.of(analysis)
-    rows, total, gaps_total, n_total, resid_total = [], 0.0, 0.0, 0, 0.0
+    if not launch_limited(analysis.verdict, analysis.cause):
+        return None  # the GPU is not waiting for launches: a graph would not shorten the step
+    rows: list[dict[str, Any]] = []
+    total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
+    n_graphed = 0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
             continue
         act = lo.activities
         host = (act[L.A_IDLE] == L.HOST_WAIT).to_numpy() & (act[L.A_GAP_US].to_numpy() <= LONG_GAP_US)
-        steps = act[L.A_STEP].to_numpy()
         gap = act[L.A_GAP_US].fillna(0.0).to_numpy()
         # the step's first activity still waits for the CPU: a graph has one launch per step too
         # (activities are in rank.gpu order, sorted by start)
+        steps = L.step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
-        for st, t in zip(lo.steps["step"].tolist(), lo.step_totals, strict=True):
+        graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
+        if graphed is not None and len(graphed.replayed) == len(host):
+            host &= ~graphed.replayed
+            n_graphed += int(graphed.replayed.sum())
+        for st, t, keep in zip(lo.steps["step"].tolist(), lo.step_totals, lo.selected, strict=True):
+            if not keep:
+                continue
             mine = host & (steps == st)
             n = int(mine.sum())
             launch_gaps = float(gap[mine].sum())
@@ -61,7 +76,8 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     if not rows or n_total / (scope.steps * scope.ranks) < MIN_GAPS_PER_STEP:
         return None
     saving = total / scope.ranks
-    span, busy = analysis.totals.span_us / scope.ranks, analysis.totals.gpu_busy_us / scope.ranks
+    span = sum(x["span_us"] for x in rows) / scope.ranks
+    busy = sum(x["gpu_busy_us"] for x in rows) / scope.ranks
     formula = (f"span − GPU busy − what remains = {fmt_us(span)} − {fmt_us(busy)} − "
                f"{fmt_us(span - busy - saving)} = {fmt_us(saving)}; the launch gaps are the "
                f"{n_total / scope.ranks:.0f} host-wait gaps ≤ {LONG_GAP_US:.0f} µs after each step's first activity "
@@ -73,10 +89,18 @@ def cuda_graphs(analysis: Any) -> Suggestion | None:
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
              f"{fmt_us(per_step)} per step for kernel launches")
+    if n_graphed:
+        title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
+                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
-def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[float, str]:
+def launch_limited(verdict: str, cause: str | None) -> bool:
+    """Launch-bound, or mixed with launch waits among its two largest causes."""
+    return verdict == L.LAUNCH_BOUND or (verdict == L.MIXED and "launch" in (cause or "").split("+"))
+
+
+def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device | None) -> tuple[float, str]:
     """Time of one batched kernel doing one loop run's work, and how it was estimated."""
     n = row[S.LP_PER_RUN]
     one = row[S.LP_KERNEL_US]
@@ -102,13 +126,16 @@ def _batched_estimate(row: dict, num_sms: int | None, device: Any) -> tuple[floa
     return est, how
 
 
-def batch_bmm(analysis: Any) -> Suggestion | None:
+def batch_bmm(analysis: Analysis) -> Suggestion | None:
     """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run."""
     scope = Scope.of(analysis)
     rows, parts, total = [], [], 0.0
     for r, table in rank_tables(analysis, "loops"):
         num_sms = r.patterns.num_sms
         for row in table.to_dict("records"):
+            fills = bool(num_sms) and row[S.LP_BLOCKS] >= num_sms
+            if fills or row[S.LP_BUSY_US] >= LOOP_BUSY_SHARE * row[S.LP_WALL_US]:
+                continue  # each GEMM already fills the GPU, or the loop keeps it busy
             est, how = _batched_estimate(row, num_sms, analysis.device)
             runs = row[S.LP_RUNS]
             saving = max(row[S.LP_WALL_US] - runs * est, 0.0)

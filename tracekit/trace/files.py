@@ -10,7 +10,13 @@ from pathlib import Path
 
 from tracekit.errors import TraceFormatError, TraceTooLarge
 
+# The one definition of trace file names. A directory's trace files end with TRACE_SUFFIXES;
+# `tracekit profile` writes NAME + PROFILE_SUFFIX; a trace's stem (for its report's name) is its
+# name without the first of NAME_SUFFIXES it ends with (longest first).
 TRACE_SUFFIXES = (".json", ".json.gz")
+PROFILE_SUFFIX = ".trace.json.gz"
+NAME_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", PROFILE_SUFFIX, ".trace.json", ".json.gz",
+                 ".json", ".gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
 
 MAX_BYTES_ENV = "TRACEKIT_MAX_TRACE_BYTES"
@@ -26,6 +32,15 @@ _OUT_CHUNK = 16 << 20
 
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
+
+
+def trace_stem(name: str) -> str:
+    """A trace file's name without its trace suffix: 'train.pt.trace.json.gz' -> 'train'
+    (a name that is only a suffix, or has none, stays whole)."""
+    for suffix in NAME_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def trace_files(path: str | os.PathLike) -> list[Path]:
@@ -44,6 +59,18 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     except OSError as exc:
         raise TraceFormatError(f"{p}: cannot read directory ({exc.strerror or type(exc).__name__})") from None
     return [p]
+
+
+CAPTURE_DIR = "capture_traces"
+
+
+def capture_files(path: str | os.PathLike) -> list[Path]:
+    """Trace files of the capture_traces/ folder inside directory `path`, or beside file `path`."""
+    p = Path(path)
+    folder = (p if p.is_dir() else p.parent) / CAPTURE_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.iterdir() if f.is_file() and is_trace_name(f))
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -172,4 +199,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]

@@ -12,7 +12,7 @@ EPS_US = 1e-3  # tolerance of time containment: timestamps carry ns fractions of
 
 def link_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
     """Row in `runtime` of the launch call behind each GPU activity (-1 if none), by correlation id."""
-    launch_rows = runtime[runtime[T.RT_KIND].isin(T.LAUNCH_KINDS) & (runtime[T.RT_CORRELATION] >= 0)]
+    launch_rows = runtime[runtime[T.RT_KIND].isin(T.LINKED_KINDS) & (runtime[T.RT_CORRELATION] >= 0)]
     index = pd.Index(launch_rows[T.RT_CORRELATION].to_numpy())
     positions = launch_rows.index.to_numpy()
     if not index.is_unique:

@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pandas as pd
 
 from tracekit.errors import TraceFormatError
 from tracekit.terminal import visible
-from tracekit.trace import build, files, link
+from tracekit.trace import build, files, graphs, link
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
@@ -29,12 +29,15 @@ _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version",
 
 
 def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
-               max_bytes: int | None = None) -> Trace:
+               max_bytes: int | None = None, captures: Sequence[str | os.PathLike] = ()) -> Trace:
     """Load a PyTorch profiler trace (.json, .json.gz, or a directory of per-rank traces).
 
     `max_bytes` caps the JSON size of each file (default: $TRACEKIT_MAX_TRACE_BYTES, else derived
-    from available memory; see files.byte_budget). Raises TraceFormatError (one line naming the file
-    and the problem) when it cannot."""
+    from available memory; see files.byte_budget). `captures`: traces recorded around CUDA/HIP graph
+    capture (files or directories); a `capture_traces/` folder beside the trace (or inside its
+    directory) is used too. Graph-replayed kernels get the ops of the launches captured there
+    (trace.graphs). Raises TraceFormatError (one line naming the file and the problem) when it
+    cannot."""
     paths = files.trace_files(path)
     loaded: list[RankTrace] = []
     warnings: list[str] = []
@@ -51,6 +54,7 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
         raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
                                f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
     ranks = _assign_ranks(_common_origin(loaded))
+    ranks = _join_graphs(ranks, _load_captures(path, captures, progress, max_bytes), warnings)
     for r in ranks.values():
         warnings.extend(r.warnings)
         if r.skipped:
@@ -58,6 +62,33 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
         if not r.has_gpu:
             warnings.append(f"{r.path}: CPU-only trace (no GPU kernels, memcpy or memset)")
     return Trace(path=str(path), ranks=ranks, warnings=tuple(warnings))
+
+
+def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike],
+                   progress: Progress | None, max_bytes: int | None = None) -> list[RankTrace]:
+    """The capture traces named (errors are fatal) plus those of a capture_traces/ folder found
+    beside or inside `path`."""
+    named = [p for c in captures for p in files.trace_files(c)]
+    found = files.capture_files(path)
+    out = []
+    for p in dict.fromkeys([*named, *found]):
+        if progress:
+            progress(f"reading capture {p.name}")
+        out.append(load_file(p, progress=progress, max_bytes=max_bytes))
+    return out
+
+
+def _join_graphs(ranks: dict[int, RankTrace], captures: list[RankTrace],
+                 warnings: list[str]) -> dict[int, RankTrace]:
+    """Each rank with its graph replays joined to `captures` (trace.graphs); notes go to warnings."""
+    notes: dict[str, None] = {}
+    out = {}
+    for k, r in ranks.items():
+        result = graphs.join_graphs(r, captures)
+        out[k] = result.rank
+        notes.update(dict.fromkeys(result.notes))
+    warnings.extend(notes)
+    return out
 
 
 def _common_origin(loaded: list[RankTrace]) -> list[RankTrace]:

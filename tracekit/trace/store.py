@@ -55,7 +55,7 @@ class OpInputStore:
     """One bytes buffer holding, per op and input column, the raw JSON value (or nothing)."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = bytearray()
         self._starts: list[np.ndarray] = []
         self._ends: list[np.ndarray] = []
         self.starts = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
@@ -137,6 +137,22 @@ class OpInputStore:
     def row(self, row: int) -> dict[str, Any]:
         decoded = self.decode_rows(np.array([row]))
         return {col: values[0] for col, values in decoded.items()}
+
+    def raw_values(self, rows: np.ndarray, column: str) -> list[bytes]:
+        """The raw JSON bytes of `column` for `rows` (b"" where the op recorded nothing)."""
+        j = INPUT_COLUMNS.index(column)
+        buf = self._buf
+        return [bytes(buf[s:e]) for s, e in zip(self.starts[rows, j].tolist(), self.ends[rows, j].tolist(),
+                                                strict=True)]
+
+    def appended(self, other: OpInputStore, rows: np.ndarray) -> OpInputStore:
+        """A new store: this one's rows, then `other`'s `rows` (ops copied from another trace)."""
+        out = OpInputStore()
+        out._buf = bytes(self._buf) + bytes(other._buf)
+        shift = len(self._buf)
+        out.starts = np.concatenate([self.starts, other.starts[rows] + shift])
+        out.ends = np.concatenate([self.ends, other.ends[rows] + shift])
+        return out
 
     @property
     def nbytes(self) -> int:

@@ -1,34 +1,21 @@
-"""Trace-level facts every command shows: GPU busy time (interval union), span, counts, top kernels."""
+"""Trace-level facts every command shows: GPU busy time, span, counts, top kernels."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables as T
+from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace, Trace
 
 
-def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [ts, end) intervals as sorted, disjoint (starts, ends)."""
-    if len(ts) == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(ts, kind="stable")
-    s, e = ts[order], np.maximum(end[order], ts[order])
-    run_end = np.maximum.accumulate(e)  # only grows, so a block ends at its last row's value
-    first = np.ones(len(s), dtype=bool)
-    first[1:] = s[1:] > run_end[:-1]
-    starts = np.flatnonzero(first)
-    last = np.append(starts[1:] - 1, len(s) - 1)
-    return s[starts], run_end[last]
-
-
-def busy_time_us(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Length of the union of [start, end) intervals, in the units given."""
-    s, e = merge_intervals(starts, ends)
-    return float((e - s).sum())
+def own_ops(rank: RankTrace) -> int:
+    """CPU ops recorded in the rank's own file (not those copied from a graph capture trace)."""
+    if T.OP_ORIGIN in rank.ops:
+        return int((rank.ops[T.OP_ORIGIN] == "").sum())
+    return len(rank.ops)
 
 
 def span_us(rank: RankTrace) -> float:
@@ -82,7 +69,7 @@ def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
         rank=rank.rank, path=rank.path, device=rank.meta.device_name, platform=rank.meta.platform,
         events=int(sum(rank.counts.values())), kernels=len(kernels),
         memcpy=int((kinds == T.KIND_MEMCPY).sum()), memset=int((kinds == T.KIND_MEMSET).sum()),
-        cpu_ops=len(rank.ops), launches=len(rank.launches),
+        cpu_ops=own_ops(rank), launches=len(rank.launches),
         kernels_linked_to_launch=int((kernels[T.GPU_LAUNCH] >= 0).sum()),
         kernels_linked_to_op=int((kernels[T.GPU_OP] >= 0).sum()),
         gpu_busy_us=busy, span_us=span_us(rank), steps=len(rank.steps), skipped=rank.skipped,

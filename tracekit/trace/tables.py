@@ -25,6 +25,8 @@ GPU_BYTES = "bytes"
 GPU_LAUNCH = "launch"  # row position in RankTrace.runtime, -1 when unlinked
 GPU_OP = "op"  # row position in RankTrace.ops, -1 when unlinked
 GPU_STEP = "step"  # ProfilerStep number, -1 outside steps
+GPU_GRAPH = "graph"  # graph id of a CUDA/HIP graph replay (trace.graphs), -1 for eager work
+GPU_GRAPH_MATCH = "graph_match"  # how a replayed activity got its op: 'capture' | 'inferred' | ''
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -46,6 +48,7 @@ OP_INPUT_STRIDES = "input_strides"
 OP_CONCRETE_INPUTS = "concrete_inputs"
 OP_EXTRA = "extra"  # dict of the remaining args for kernel-launching ops (Inductor / Triton), else None
 OP_STEP = "step"
+OP_ORIGIN = "origin"  # '' for the trace's own ops, else the capture trace the op was copied from
 
 # --- runtime / driver API calls ---------------------------------------------------------------
 RT_NAME = "name"
@@ -114,9 +117,12 @@ RUNTIME_API_BY_CATEGORY: dict[str, str] = {
 }
 
 LAUNCH_KINDS = ("kernel", "memcpy", "memset", "graph")
+SYNC_COPY = "sync_copy"  # a copy the host waits for (cudaMemcpy, hipMemcpyWithStream): a sync, not a launch
+SYNC_KINDS = ("sync", SYNC_COPY)  # calls that block the host until the GPU catches up
+LINKED_KINDS = (*LAUNCH_KINDS, SYNC_COPY)  # calls linked to the GPU activity they started
 
 # Runtime/driver API name -> kind, first match wins. Launches put work on a GPU stream and are
-# linked to GPU activities by correlation id; 'sync' calls block the host on the GPU.
+# linked to GPU activities by correlation id; 'sync' and SYNC_COPY calls block the host on the GPU.
 LAUNCH_APIS: tuple[tuple[str, str], ...] = (
     (r"^cudaLaunchKernel(ExC)?(_v\d+)?$", "kernel"),
     (r"^cudaLaunchCooperativeKernel(MultiDevice)?$", "kernel"),
@@ -128,8 +134,11 @@ LAUNCH_APIS: tuple[tuple[str, str], ...] = (
     (r"^hipModuleLaunchKernel$", "kernel"),
     (r"^hipLaunchCooperativeKernel$", "kernel"),
     (r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$", "graph"),
-    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(Async|WithStream|ToSymbol|FromSymbol)?(Async)?(_v\d+)?$", "memcpy"),
-    (r"^cuMemcpy.*$", "memcpy"),
+    # synchronous copies block the host: syncs that also start a copy, never launch time
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(WithStream|ToSymbol|FromSymbol)?(_v\d+)?$", SYNC_COPY),
+    (r"^cuMemcpy(HtoD|DtoH|DtoD|HtoA|AtoH|2D|3D|Peer)?(_v\d+)?$", SYNC_COPY),
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(ToSymbol|FromSymbol)?Async(_v\d+)?$", "memcpy"),
+    (r"^cuMemcpy.*Async(_v\d+)?$", "memcpy"),
     (r"^(cuda|hip)Memset(D\d+|2D|3D)?(Async)?(_v\d+)?$", "memset"),
     (r"^cuMemset.*$", "memset"),
     (r"^(cuda|hip)(Device|Stream|Event)Synchronize$", "sync"),
@@ -148,3 +157,14 @@ def runtime_kind(name: str) -> str:
 
 
 STEP_NAME_RE = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # past int64: not a step
+
+# --- tracekit's own keys in a trace it recorded (docs/triton-metadata.md): the one definition ---
+TRACEKIT_KEY = "tracekit"  # top-level provenance object written by `tracekit profile`
+TRITON_TABLE_KEY = "triton_kernels"  # list in that object, one entry per user Triton kernel
+ARG_NAMES_KEY = "arg_names"  # key of such an entry: the kernel's parameter names
+DOT_TABLE_KEYS = ("uses_dot", "tl_dot")  # truthy in such an entry when the kernel calls tl.dot
+# keys of a Triton launch's cpu_op args
+KERNEL_BACKEND_KEY = "kernel_backend"  # "triton" (Inductor writes it; so does tracekit profile)
+USER_TRITON_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of TRITON_TABLE_KEY (user kernels)
+INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
+DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot

@@ -7,18 +7,16 @@ output element for arithmetic, 0 for copies, casts and fills, 1 per input elemen
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from tracekit.analyzers.op_shapes import (
+from tracekit.analyzers.costs.op_args import (
     DTYPE_SIZE,
     SCALAR_TYPE_CODES,
+    Model,
     OpArgs,
     OpCost,
     broadcast,
     result_dtype,
 )
-
-Model = Callable[[str, OpArgs], "OpCost | None"]
 
 
 def _names(text: str) -> frozenset[str]:
@@ -86,6 +84,7 @@ def elementwise(name: str, a: OpArgs) -> OpCost | None:
     if out_shape is None:
         return None
     n = math.prod(out_shape)
+    out_dtype: str | None
     if base in COMPARISON:
         out_dtype = "bool"
     elif inplace:

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import costs as C
-from tracekit.analyzers.op_shapes import DTYPE_SIZE, OpArgs, broadcast, widest_float
+from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
 from tracekit.trace import tables as T
+from tracekit.trace.model import RankTrace
 
 FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})
 PREFUSED_LIBRARIES = frozenset({"inductor", "triton"})  # generated kernels: already fused
@@ -27,12 +28,11 @@ NO_CHAIN_ANCESTOR = re.compile(r"^Optimizer\.|AccumulateGrad|zero_grad|^aten::_f
 ANCESTOR_DEPTH = 6
 
 LOOP_MIN_RUN = 8  # consecutive same-shape GEMM kernels that count as a loop
-GEMM_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$")
 SCORE_GEMM_OPS = re.compile(r"^aten::(bmm|baddbmm|matmul|mm|einsum)$")
 ATTN_LOOKBACK = 6  # GPU activities between the scores GEMM and the softmax (scale, mask, clone copy, cast...)
 ATTN_LOOKAHEAD = 3  # activities between the softmax and the probs @ V GEMM (dropout, cast)
 
-# --- columns of Sequences.chains (one row per distinct elementwise chain) -------------------------
+# --- columns of Patterns.chains (one row per distinct elementwise chain) -------------------------
 CH_OPS = "ops"  # "aten::mul → aten::add → aten::gelu"
 CH_SHAPE = "shape"  # the shape flowing along the chain, e.g. "[8192, 8192]"
 CH_DTYPE = "dtype"
@@ -43,7 +43,7 @@ CH_BYTES = "bytes"  # summed estimated kernel bytes (NaN if any unknown)
 CH_AVOIDED_BYTES = "avoided_bytes"  # 2 x intermediate bytes per link, over all occurrences
 CH_STEPS = "steps"  # distinct steps the chain ran in
 
-# --- columns of Sequences.loops (one row per GEMM signature that ran in loops) -------------------
+# --- columns of Patterns.loops (one row per GEMM signature that ran in loops) -------------------
 LP_NAME = "name"
 LP_OP = "op"
 LP_SHAPES = "shapes"
@@ -58,7 +58,7 @@ LP_BLOCKS = "blocks"  # median thread blocks per kernel (grid x*y*z), -1 unknown
 LP_FLOPS = "flops"  # total, NaN unknown
 LP_BYTES = "bytes"  # total, NaN unknown
 
-# --- columns of Sequences.attention (one row per distinct unfused attention pattern) -------------
+# --- columns of Patterns.attention (one row per distinct unfused attention pattern) -------------
 AT_OPS = "ops"
 AT_SCORES = "scores"  # shape of the score matrix the softmax reads
 AT_DTYPE = "dtype"
@@ -101,14 +101,16 @@ def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[t
     return (shape, dtype or tensors[0][1]) if shape is not None else None
 
 
-def _stream_order(rank, kernels_only: bool = True) -> np.ndarray:
-    """Kernel (or every GPU activity) row positions ordered by (stream, start); only those inside
-    ProfilerSteps when the trace has steps (the window the launch analysis and the rules measure)."""
+def _stream_order(rank: RankTrace, kernels_only: bool = True, rows: np.ndarray | None = None) -> np.ndarray:
+    """Kernel (or every GPU activity) row positions ordered by (stream, start); only `rows` (bool per
+    GPU row: the headline steps' activities) when given, else those inside ProfilerSteps."""
     gpu = rank.gpu
     keep = gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL
     if not kernels_only:
         keep = np.ones(len(gpu), dtype=bool)
-    if len(rank.steps):
+    if rows is not None:
+        keep &= rows
+    elif len(rank.steps):
         keep &= np.isin(gpu[T.GPU_STEP].to_numpy(), rank.steps[T.STEP_NUMBER].to_numpy())
     kernels = np.flatnonzero(keep)
     if not len(kernels):
@@ -136,23 +138,24 @@ def _fmt_shape(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
-                skip: np.ndarray | None = None) -> pd.DataFrame:
+def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
+                costs: C.KernelCosts | None, skip: np.ndarray | None = None,
+                rows: np.ndarray | None = None) -> pd.DataFrame:
     """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
     `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
     gpu, ops = rank.gpu, rank.ops
-    order = _stream_order(rank)
+    order = _stream_order(rank, rows=rows)
     op_pos = gpu[T.GPU_OP].to_numpy()
     names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
     fusable = np.isin(classes, list(FUSABLE_CLASSES)) & ~np.isin(libraries, list(PREFUSED_LIBRARIES))
     fusable &= op_pos >= 0
     if skip is not None:
         fusable &= ~skip
-    rows = {int(op_pos[i]) for i in order if fusable[i]}
-    excluded = _excluded_ops(ops, rows)
+    op_rows = {int(op_pos[i]) for i in order if fusable[i]}
+    excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
     info: dict[int, tuple[str, Any, Any] | None] = {}
-    for r in rows:
+    for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
             info[r] = None
@@ -193,9 +196,11 @@ def find_chains(rank, classes: np.ndarray, libraries: np.ndarray, costs: Any,
     return _group_chains(chains)
 
 
-def _linked(a: tuple[str, Any, Any], b: tuple[str, Any, Any]) -> bool:
+def _linked(a: tuple[str, Any, Any] | None, b: tuple[str, Any, Any] | None) -> bool:
     """b reads a's output (by shape); the same op on the same shapes twice is a loop over different
     tensors (per-feature clamps, per-parameter updates), not a chain."""
+    if a is None or b is None:
+        return False
     if a[0] == b[0] and a[1] == b[1]:
         return False
     out_shape = a[2][0]
@@ -237,11 +242,12 @@ LOOP_COLUMNS = (LP_NAME, LP_OP, LP_SHAPES, LP_DTYPE, LP_RUNS, LP_GEMMS, LP_PER_R
                 LP_BUSY_US, LP_KERNEL_US, LP_BLOCKS, LP_FLOPS, LP_BYTES)
 
 
-def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
+def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None,
+               rows: np.ndarray | None = None) -> pd.DataFrame:
     """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
     launching op and input shapes: a Python loop of independent-looking small matmuls."""
     gpu = rank.gpu
-    order = _stream_order(rank)
+    order = _stream_order(rank, rows=rows)
     if not len(order) or costs is None:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
     key_name = gpu[T.GPU_NAME].to_numpy(dtype=object)
@@ -282,16 +288,16 @@ def find_loops(rank, classes: np.ndarray, costs: Any) -> pd.DataFrame:
                      LP_BLOCKS: float(np.median(blocks)) if (blocks > 0).all() else -1.0,
                      LP_FLOPS: float(flops[run].sum()), LP_BYTES: float(nbytes[run].sum())})
     frame = pd.DataFrame(recs)
-    rows = []
+    found: list[dict[str, Any]] = []
     for key, g in frame.groupby([LP_NAME, LP_OP, LP_SHAPES], sort=False, dropna=False):
         durs = [d for ds in g["durs"] for d in ds]
-        rows.append({LP_NAME: key[0], LP_OP: key[1], LP_SHAPES: key[2], LP_DTYPE: g[LP_DTYPE].iloc[0],
+        found.append({LP_NAME: key[0], LP_OP: key[1], LP_SHAPES: key[2], LP_DTYPE: g[LP_DTYPE].iloc[0],
                      LP_RUNS: len(g), LP_GEMMS: int(g["n"].sum()), LP_PER_RUN: float(g["n"].median()),
                      LP_WALL_US: float(g[LP_WALL_US].sum()), LP_BUSY_US: float(g[LP_BUSY_US].sum()),
                      LP_KERNEL_US: float(np.median(durs)), LP_BLOCKS: float(g[LP_BLOCKS].min()),
                      LP_FLOPS: float(g[LP_FLOPS].sum(min_count=1)) if g[LP_FLOPS].notna().all() else np.nan,
                      LP_BYTES: float(g[LP_BYTES].sum()) if g[LP_BYTES].notna().all() else np.nan})
-    out = pd.DataFrame(rows, columns=list(LOOP_COLUMNS))
+    out = pd.DataFrame(found, columns=list(LOOP_COLUMNS))
     return out.sort_values(LP_WALL_US, ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -310,13 +316,14 @@ def _gemm_io(inputs: _Inputs, row: int) -> tuple[tuple[int, ...], tuple[int, ...
     return a, b, (*a[:-1], b[-1])
 
 
-def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame, np.ndarray]:
+def find_attention(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None,
+                   rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """Unfused attention: GEMM (scores) → up to ATTN_LOOKBACK kernels → softmax → up to
     ATTN_LOOKAHEAD kernels → GEMM reading the probabilities. Returns the patterns and a bool per GPU
     row marking the kernels they cover."""
     gpu, ops = rank.gpu, rank.ops
     covered = np.zeros(len(gpu), dtype=bool)
-    order = _stream_order(rank, kernels_only=False)  # the clone's device copy of masked_fill counts
+    order = _stream_order(rank, kernels_only=False, rows=rows)  # the clone's device copy of masked_fill counts
     if not len(order):
         return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
     op_pos = gpu[T.GPU_OP].to_numpy()
@@ -353,8 +360,11 @@ def find_attention(rank, classes: np.ndarray, costs: Any) -> tuple[pd.DataFrame,
         rows = seq[first:last + 1]
         if any(stream[k] != stream[i] for k in rows):
             continue
-        q, kt, _ = gemm_at(seq[first])
-        _, v, o = gemm_at(seq[last])
+        before, after = gemm_at(seq[first]), gemm_at(seq[last])
+        if before is None or after is None:
+            continue
+        q, kt, _ = before
+        _, v, o = after
         size = DTYPE_SIZE.get(dtype, 2.0)
         io_bytes = (math.prod(q) + math.prod(kt) + math.prod(v) + math.prod(o)) * size
         gemm_rows = [seq[first], seq[last]]

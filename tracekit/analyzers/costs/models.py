@@ -1,4 +1,4 @@
-"""Per-op FLOPs/bytes: the table of op models and `op_cost`, a pure function of the recorded args.
+"""Per-op FLOPs/bytes: the registry of op models (MODELS) and `op_cost`, a pure function of the args.
 
 Each model reads an op call's `Input Dims`, `Input type`, `Input Strides` and `Concrete Inputs`
 and returns an OpCost (None when the op has no model or its arguments are not enough). Triton
@@ -8,37 +8,29 @@ arguments of their launch op."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-from tracekit.analyzers import op_models_matmul as mm
-from tracekit.analyzers.op_models_nn import NN_MODELS
-from tracekit.analyzers.op_models_pointwise import (
+from tracekit.analyzers.costs import models_matmul as mm
+from tracekit.analyzers.costs.models_nn import NN_MODELS
+from tracekit.analyzers.costs.models_pointwise import (
     ARITHMETIC,
     COMPARISON,
     POINTWISE_MODELS,
     elementwise,
     foreach,
 )
-from tracekit.analyzers.op_shapes import SPLIT, OpArgs, OpCost, Tensor, widest_float
-
-Model = Callable[[str, OpArgs], "OpCost | None"]
+from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
 TRITON_PREFIX = "triton_"
 TRITON_TEMPLATE_PREFIX = "triton_tem_"  # Inductor's GEMM templates
-USER_TRITON_KEY = "tracekit_user_kernel"  # set by tracekit.profile on user Triton launch ops
-ARG_NAMES_KEY = "arg_names"
 
 
-def _plain(fn: Callable[[OpArgs], OpCost | None]) -> Model:
-    return lambda name, a: fn(a)
-
-
+# The registry: op name (without `aten::`) -> its model. `model_for` adds the name families
+# (`_foreach_*`, in-place `op_` of an arithmetic op) that a table cannot list.
 MODELS: dict[str, Model] = {
-    **{name: _plain(fn) for name, fn in mm.GEMM_MODELS.items()},
-    **dict.fromkeys(mm.ATTENTION_OPS, mm.attention),
-    **dict.fromkeys(mm.CONV_OPS, mm.conv),
+    **mm.MATMUL_MODELS,
     **POINTWISE_MODELS,
     **NN_MODELS,
 }
@@ -67,7 +59,7 @@ def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any
     if not dims:
         return None
     args = OpArgs.of(dims, types, strides, concrete)
-    if extra and (extra.get("kernel_backend") == "triton" or extra.get(USER_TRITON_KEY)):
+    if extra and (extra.get(KERNEL_BACKEND_KEY) == "triton" or extra.get(USER_TRITON_KEY)):
         return triton_cost(name, args, extra)
     if name.startswith(TRITON_PREFIX):
         return triton_cost(name, args, extra or {})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,21 +203,35 @@ def result_dtype(tensors: Sequence[Tensor]) -> str | None:
     return out
 
 
-def format_shapes(dims: Any) -> str | None:
-    """The tensor shapes of an op call as one string: '[4096, 4096], [4096]' (scalars left out)."""
+# The tensor shapes of an op call as the analyzers keep them (hashable, for grouping): one entry
+# per tensor argument with dimensions, in order, e.g. ((4096, 4096), (4096,)); a TensorList
+# argument is a tuple of shapes. Scalars and 0-dim tensors are left out.
+Shapes = tuple[Any, ...]
+
+
+def shapes_of(dims: Any) -> Shapes | None:
+    """The Shapes of an op call's recorded `Input Dims` (None when no argument has dimensions)."""
     if not dims:
         return None
-    parts = []
-    for d in dims:
-        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
-            parts.append("[" + ", ".join(_fmt(x) for x in d) + "]")
-        elif isinstance(d, list) and d:
-            parts.append(_fmt(d))
-    return ", ".join(parts) if parts else None
+    parts = tuple(_freeze(d) for d in dims if isinstance(d, list) and d)
+    return parts or None
 
 
-def _fmt(shape: list[Any]) -> str:
-    return "[" + ", ".join(str(x) for x in shape) + "]"
+def _freeze(value: Any) -> Any:
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def format_shapes(shapes: Shapes | None) -> str | None:
+    """Shapes as one string, '[4096, 4096], [4096]' (how the JSON documents write them)."""
+    if not shapes:
+        return None
+    return ", ".join(_text(part) for part in shapes)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    return str(value)
 
 
 LONGEST = "longest"  # the longest kernel of the op call that does the work gets the whole cost
@@ -238,3 +252,7 @@ class OpCost:
     work: tuple[str, ...] | None = None
     pick: str = SPLIT
     list_elems: float | None = None
+
+
+# The one signature of every per-op model: (op name without `aten::`, its recorded args) -> cost.
+Model = Callable[[str, OpArgs], "OpCost | None"]

@@ -8,11 +8,15 @@ half inputs. FLOPs are approximate per-element counts (NORM_FLOPS...); these ops
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from tracekit.analyzers.op_shapes import DTYPE_SIZE, SCALAR_TYPE_CODES, OpArgs, OpCost, Tensor
-
-Model = Callable[[str, OpArgs], "OpCost | None"]
+from tracekit.analyzers.costs.op_args import (
+    DTYPE_SIZE,
+    SCALAR_TYPE_CODES,
+    Model,
+    OpArgs,
+    OpCost,
+    Tensor,
+)
 
 NORM_FLOPS = 5.0  # per element, forward: statistics (2), normalize (2), affine (1)
 NORM_BWD_FLOPS = 10.0

@@ -16,9 +16,10 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.op_costs import USER_TRITON_KEY, model_for, op_cost, parent_cost
-from tracekit.analyzers.op_models_matmul import PARENT_MODELS
-from tracekit.analyzers.op_shapes import LONGEST, OpArgs, OpCost, format_shapes
+from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
+from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
+from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
+from tracekit.analyzers.kernels import CLASS, KernelClassification
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
 
@@ -27,7 +28,7 @@ FLOPS = "flops"  # float, NaN = unknown
 BYTES = "bytes"  # float, NaN = unknown
 DTYPE = "dtype"  # short dtype name of the op ("bf16", "fp32", ...) or None
 OP = "op"  # name of the launching op, or None
-SHAPES = "shapes"  # the launching op's tensor shapes as text, or None
+SHAPES = "shapes"  # the launching op's tensor shapes (op_args.Shapes: tuples), or None
 ROLE = "role"  # ROLE_* below
 SOURCE = "source"  # SOURCE_* below
 
@@ -87,7 +88,7 @@ class KernelCosts:
         }
 
 
-def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
+def estimate_costs(rank: RankTrace, classification: KernelClassification | None = None) -> KernelCosts:
     """FLOPs/bytes per GPU row of `rank`. `classification` (kernels.classify's result, or None)
     tells which kernel of a multi-kernel op call does the work; without it, the longest does."""
     gpu, ops = rank.gpu, rank.ops
@@ -119,7 +120,10 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
         names = ops[T.OP_NAME].to_numpy()[rows]
         info = _op_info(ops, rows, names, costs, _triton_arg_names(rank))
         op_name[linked] = ops[T.OP_NAME].to_numpy()[op[linked]]
-        shapes[linked] = [info.get(r) for r in op[linked].tolist()]
+        by_row = np.full(len(ops), None, dtype=object)  # tuples stay elements (a list would not)
+        for r, value in info.items():
+            by_row[r] = value
+        shapes[linked] = by_row[op[linked]]
         uncosted = linked & ~transfer & ~np.isin(op, list(costs))
         shaped = np.zeros(n, dtype=bool)
         shaped[uncosted] = [info.get(r) is not None for r in op[uncosted]]
@@ -131,7 +135,8 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
 
     _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
     cls = _classes(classification, n)
-    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source)
+    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
+            calls=_op_calls(gpu, op, len(ops)))
 
     table = pd.DataFrame({FLOPS: flops, BYTES: nbytes, **{
         col: pd.Series(values, dtype=object)  # None stays None (pandas 3 infers str and NaN)
@@ -147,9 +152,6 @@ def estimate_costs(rank: RankTrace, classification: Any = None) -> KernelCosts:
         unmodeled=tuple(list(unmodeled.items())[:20]),
         unshaped_us=unshaped_us,
     )
-
-
-kernel_costs = estimate_costs  # alias used by analysis.py
 
 
 # memcpy under these ops moves argument N of the op (when the trace records no `bytes`, as some
@@ -175,15 +177,15 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
 def _triton_arg_names(rank: RankTrace) -> list[Any]:
     """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
     (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
-    table = (rank.meta.tracekit or {}).get("triton_kernels")
+    table = (rank.meta.tracekit or {}).get(T.TRITON_TABLE_KEY)
     if not isinstance(table, list):
         return []
-    return [k.get("arg_names") if isinstance(k, dict) else None for k in table]
+    return [k.get(T.ARG_NAMES_KEY) if isinstance(k, dict) else None for k in table]
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
-             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, str | None]:
-    """Cost each linked op row (once per distinct signature); return op row -> shapes text."""
+             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, Shapes | None]:
+    """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
     dims = ops[T.OP_INPUT_DIMS].to_numpy()
     types = ops[T.OP_INPUT_TYPES].to_numpy()
     strides = ops[T.OP_INPUT_STRIDES].to_numpy()
@@ -192,34 +194,35 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
     parents = ops[T.OP_PARENT].to_numpy()
     all_names = ops[T.OP_NAME].to_numpy()
     cache: dict[bytes, tuple[OpCost, str] | None] = {}
-    shapes: dict[int, str | None] = {}
-    texts: dict[bytes, str | None] = {}
+    shapes: dict[int, Shapes | None] = {}
+    by_dims: dict[bytes, Shapes | None] = {}
     encode = msgspec.json.encode
     for r, name in zip(rows.tolist(), names.tolist(), strict=True):
         d = dims[r]
         dkey = encode(d)
-        if dkey not in texts:
-            texts[dkey] = format_shapes(d) if d else None
-        shapes[r] = texts[dkey]
+        if dkey not in by_dims:
+            by_dims[dkey] = shapes_of(d)
+        shapes[r] = by_dims[dkey]
         p = parents[r]
         if p >= 0 and name.removeprefix("aten::") in PARENT_MODELS and dims[p]:
             cost = parent_cost(name, all_names[p], dims[p], types[p], strides[p], concrete[p])
             if cost is not None:
                 costs[r] = (cost, SOURCE_MODEL)
                 continue
-        ex = extra[r] if isinstance(extra[r], dict) else None
-        user = ex.get(USER_TRITON_KEY) if ex else None
-        if isinstance(user, int) and 0 < user <= len(arg_names) and "arg_names" not in ex:
-            ex = {**ex, "arg_names": arg_names[user - 1]}
+        ex: dict[str, Any] | None = extra[r] if isinstance(extra[r], dict) else None
+        user = ex.get(T.USER_TRITON_KEY) if ex else None
+        if ex and isinstance(user, int) and 0 < user <= len(arg_names) and T.ARG_NAMES_KEY not in ex:
+            ex = {**ex, T.ARG_NAMES_KEY: arg_names[user - 1]}
         if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
             continue
         key = encode((name, dkey, types[r], strides[r], concrete[r],
-                      ex.get("arg_names") if ex else None))
+                      ex.get(T.ARG_NAMES_KEY) if ex else None))
         if key not in cache:
             cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
             cache[key] = None if cost is None else (cost, _source(name, ex))
-        if cache[key] is not None:
-            costs[r] = cache[key]
+        found = cache[key]
+        if found is not None:
+            costs[r] = found
     return shapes
 
 
@@ -229,24 +232,39 @@ def _model(name: str) -> object:
 
 
 def _source(name: str, extra: dict | None) -> str:
-    if extra and extra.get(USER_TRITON_KEY):
+    if extra and extra.get(T.USER_TRITON_KEY):
         return SOURCE_TRITON
-    if name.startswith("triton_") or (extra and extra.get("kernel_backend") == "triton"):
+    if name.startswith("triton_") or (extra and extra.get(T.KERNEL_BACKEND_KEY) == "triton"):
         return SOURCE_INDUCTOR
     return SOURCE_MODEL
 
 
-def _classes(classification: Any, n: int) -> np.ndarray:
-    table = getattr(classification, "table", None)
-    if table is None or "class" not in table or len(table) != n:
+def _classes(classification: KernelClassification | None, n: int) -> np.ndarray:
+    if classification is None or len(classification.table) != n:
         return np.full(n, None, dtype=object)
-    return table["class"].to_numpy(dtype=object)
+    return classification.table[CLASS].to_numpy(dtype=object)
+
+
+def _op_calls(gpu: pd.DataFrame, op: np.ndarray, n_ops: int) -> np.ndarray:
+    """One id per op call: the op row, except that a graph-replayed kernel's op (captured once,
+    run at every replay) makes one call per graph launch."""
+    if T.GPU_GRAPH not in gpu:
+        return op
+    replayed = (gpu[T.GPU_GRAPH].to_numpy() >= 0) & (op >= 0)
+    if not replayed.any():
+        return op
+    calls = op.copy()
+    pairs = pd.MultiIndex.from_arrays([op[replayed], gpu[T.GPU_LAUNCH].to_numpy()[replayed]])
+    calls[replayed] = n_ops + pd.factorize(pairs)[0]
+    return calls
 
 
 def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarray,
             kind: np.ndarray, cls: np.ndarray, kname: np.ndarray, flops: np.ndarray,
-            nbytes: np.ndarray, dtype: np.ndarray, role: np.ndarray, source: np.ndarray) -> None:
-    """Give each costed op call's cost to its working kernel(s); the rest become helpers."""
+            nbytes: np.ndarray, dtype: np.ndarray, role: np.ndarray, source: np.ndarray,
+            calls: np.ndarray | None = None) -> None:
+    """Give each costed op call's cost to its working kernel(s); the rest become helpers.
+    `calls` tells op calls apart where one op row runs several times (graph replays)."""
     keys = np.fromiter(costs, dtype=np.int64, count=len(costs))
     idx = np.flatnonzero((kind == T.KIND_KERNEL) & np.isin(op, keys))
     if not len(idx):
@@ -267,7 +285,8 @@ def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarra
     for work in {w for w in c_work if w is not None}:
         of_work = np.array([w == work for w in c_work])[pos]
         cand[of_work] = np.isin(cls[idx][of_work], list(work))
-    frame = pd.DataFrame({"op": op[idx], "dur": dur[idx], "cand": cand, "longest": c_longest[pos]})
+    call = (op if calls is None else calls)[idx]
+    frame = pd.DataFrame({"op": call, "dur": dur[idx], "cand": cand, "longest": c_longest[pos]})
     has_cand = frame.groupby("op")["cand"].transform("any").to_numpy()
     frame.loc[~has_cand, "cand"] = True  # no kernel of the expected class: any kernel works
     weight = np.zeros(len(idx))

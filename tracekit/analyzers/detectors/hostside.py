@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.gputime import busy_in_windows, merge_intervals
+from tracekit.analyzers import names as N
+from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
-from tracekit.trace.summary import busy_time_us
+from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
+from tracekit.trace.model import RankTrace
 
 PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
 DATALOADER = re.compile(r"DataLoader")
@@ -24,7 +27,7 @@ SYNC_ORIGINS = (
     "aten::to", "aten::_to_copy", "aten::copy_", "aten::allclose", "aten::equal", "aten::is_nonzero",
 )
 
-# --- columns of HostSide.syncs (one row per host synchronisation call) ----------------------------
+# --- columns of Patterns.syncs (one row per host synchronisation call) ----------------------------
 SY_STEP = "step"
 SY_API = "api"  # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize...
 SY_ORIGIN = "origin"  # the user-facing op that synced (SYNC_ORIGINS), the innermost op, or "" (explicit)
@@ -32,20 +35,20 @@ SY_WAIT_US = "wait_us"  # the call's duration: CPU time spent waiting
 SY_BUBBLE_US = "bubble_us"  # GPU idle from the call's end to the next GPU activity's start
 SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable host-to-device copy
 
-# --- columns of HostSide.copies (one row per pageable host-to-device memcpy) ---------------------
+# --- columns of Patterns.copies (one row per pageable host-to-device memcpy) ---------------------
 CP_STEP = "step"
 CP_BYTES = "bytes"
 CP_COPY_US = "copy_us"  # GPU-side duration
 CP_CALL_US = "call_us"  # the cudaMemcpy* call's duration (the CPU is blocked for pageable copies)
 
-# --- columns of HostSide.dataloader (one row per step with DataLoader time) ----------------------
+# --- columns of Patterns.dataloader (one row per step with DataLoader time) ----------------------
 DL_STEP = "step"
 DL_CALLS = "calls"
 DL_US = "dataloader_us"  # union of top-level DataLoader op windows
 DL_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside those windows
 DL_SINGLE = "single_process"  # num_workers=0 (_SingleProcessDataLoaderIter)
 
-# --- columns of HostSide.comm (one row per step with communication kernels) ----------------------
+# --- columns of Patterns.comm (one row per step with communication kernels) ----------------------
 CM_STEP = "step"
 CM_COLLECTIVES = "collectives"
 CM_COMM_US = "comm_us"  # union of communication kernels
@@ -56,10 +59,31 @@ CM_LAST_EXPOSED_US = "last_exposed_us"  # exposed part of the step's last collec
 CM_TOP = "top"  # name of the collective kernel with the most exposed time
 
 
+@dataclass(frozen=True)
+class StepsOf:
+    """The step number of every row of a rank's tables (-1: in no step)."""
+
+    gpu: np.ndarray
+    runtime: np.ndarray
+    ops: np.ndarray
+    annotations: np.ndarray
+
+    @classmethod
+    def of(cls, rank: RankTrace, windows: StepWindows | None = None) -> StepsOf:
+        """From step windows (ProfilerSteps, inferred repeats or the one pseudo-step -1), or from
+        the loader's ProfilerStep columns when no windows are given."""
+        if windows is None:
+            return cls(rank.gpu[T.GPU_STEP].to_numpy(), rank.runtime[T.RT_STEP].to_numpy(),
+                       rank.ops[T.OP_STEP].to_numpy(), rank.annotations[T.AN_STEP].to_numpy())
+        return cls(windows.step_numbers(windows.gpu_pos), windows.step_numbers(windows.rt_pos),
+                   windows.step_numbers(windows.op_pos), windows.step_numbers(windows.an_pos))
+
+
 def _ancestor_names(ops: pd.DataFrame, row: int) -> list[str]:
     names = ops[T.OP_NAME].to_numpy(dtype=object)
     parent = ops[T.OP_PARENT].to_numpy()
-    out, p = [], row
+    out: list[str] = []
+    p = row
     while p >= 0 and len(out) <= ORIGIN_DEPTH:
         out.append(str(names[p]))
         p = int(parent[p])
@@ -76,13 +100,16 @@ def _origin(ops: pd.DataFrame, row: int) -> str:
     return chain[0]
 
 
-def find_syncs(rank) -> pd.DataFrame:
-    """Host synchronisation calls with the CPU wait and the GPU bubble that follows each."""
+def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
+    """Host synchronisation calls (synchronous copies included) with the CPU wait and the GPU
+    bubble that follows each."""
     rt, gpu, ops = rank.runtime, rank.gpu, rank.ops
+    steps = steps or StepsOf.of(rank)
     cols = [SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE]
     if not len(rt):
         return pd.DataFrame(columns=cols)
-    sync = rt[rt[T.RT_KIND] == "sync"]
+    is_sync = rt[T.RT_KIND].isin(T.SYNC_KINDS).to_numpy()
+    sync = rt[is_sync]
     if not len(sync):
         return pd.DataFrame(columns=cols)
     starts = np.sort(gpu[T.GPU_TS].to_numpy(dtype=float))
@@ -95,20 +122,20 @@ def find_syncs(rank) -> pd.DataFrame:
     s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
     busy_after = busy_in_windows(s_all, e_all, ends, ends + np.maximum(bubble, 0.0))
     bubble = np.maximum(bubble - busy_after, 0.0)
-    pageable_ops = set(_pageable_h2d(gpu, rt)[T.RT_OP].tolist()) - {-1}
+    pageable_ops = set(_pageable_h2d(gpu, rt, steps.gpu)[T.RT_OP].tolist()) - {-1}
     op_rows = sync[T.RT_OP].to_numpy()
     return pd.DataFrame({
-        SY_STEP: sync[T.RT_STEP].to_numpy(), SY_API: sync[T.RT_NAME].to_numpy(dtype=object),
+        SY_STEP: steps.runtime[is_sync], SY_API: sync[T.RT_NAME].to_numpy(dtype=object),
         SY_ORIGIN: [_origin(ops, int(r)) for r in op_rows],
         SY_WAIT_US: sync[T.RT_DUR].to_numpy(dtype=float), SY_BUBBLE_US: bubble,
         SY_PAGEABLE: [int(r) in pageable_ops for r in op_rows],
     })
 
 
-def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame) -> pd.DataFrame:
+def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) -> pd.DataFrame:
     """Launch rows (runtime) of pageable host-to-device copies, with the GPU row's fields."""
-    sel = gpu[(gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy()]
-    sel = sel[sel[T.GPU_NAME].astype(str).str.contains(PAGEABLE_H2D).to_numpy()]
+    keep = (gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy() & N.matches(gpu[T.GPU_NAME], PAGEABLE_H2D)
+    sel = gpu[keep]
     launch = sel[T.GPU_LAUNCH].to_numpy()
     linked = launch >= 0
     call = np.full(len(sel), np.nan)
@@ -116,40 +143,56 @@ def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame) -> pd.DataFrame:
     if len(rt) and linked.any():
         call[linked] = rt[T.RT_DUR].to_numpy(dtype=float)[launch[linked]]
         op[linked] = rt[T.RT_OP].to_numpy()[launch[linked]]
-    return pd.DataFrame({CP_STEP: sel[T.GPU_STEP].to_numpy(), CP_BYTES: sel[T.GPU_BYTES].to_numpy(),
+    return pd.DataFrame({CP_STEP: gpu_steps[keep], CP_BYTES: sel[T.GPU_BYTES].to_numpy(),
                          CP_COPY_US: sel[T.GPU_DUR].to_numpy(dtype=float), CP_CALL_US: call,
                          T.RT_OP: op})
 
 
-def find_copies(rank) -> pd.DataFrame:
+def find_copies(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
-    return _pageable_h2d(rank.gpu, rank.runtime).drop(columns=[T.RT_OP])
+    steps = steps or StepsOf.of(rank)
+    return _pageable_h2d(rank.gpu, rank.runtime, steps.gpu).drop(columns=[T.RT_OP])
 
 
-def find_dataloader(rank) -> pd.DataFrame:
-    """Per step: time in top-level DataLoader ops on the main thread and the GPU idle time inside it."""
-    ops, gpu = rank.ops, rank.gpu
+def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
+    """Per step: time in top-level DataLoader ops and annotations on the main thread (current
+    PyTorch records `enumerate(DataLoader)#..._next__` as a user annotation, older as an op) and the
+    GPU idle time inside it."""
+    ops, gpu, an = rank.ops, rank.gpu, rank.annotations
+    steps = steps or StepsOf.of(rank)
     cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
-    if not len(ops):
+    names, ts, end, step = [], [], [], []
+    if len(ops):
+        sel = (ops[T.OP_PARENT].to_numpy() < 0) & N.matches(ops[T.OP_NAME], DATALOADER)
+        names.append(ops[T.OP_NAME].to_numpy(dtype=object)[sel])
+        ts.append(ops[T.OP_TS].to_numpy(dtype=float)[sel])
+        end.append(ops[T.OP_END].to_numpy(dtype=float)[sel])
+        step.append(steps.ops[sel])
+    if len(an):
+        sel = ~an[T.AN_GPU].to_numpy(dtype=bool) & N.matches(an[T.AN_NAME], DATALOADER)
+        names.append(an[T.AN_NAME].to_numpy(dtype=object)[sel])
+        ts.append(an[T.AN_TS].to_numpy(dtype=float)[sel])
+        end.append(an[T.AN_END].to_numpy(dtype=float)[sel])
+        step.append(steps.annotations[sel])
+    if not names or not sum(len(x) for x in names):
         return pd.DataFrame(columns=cols)
-    top = ops[ops[T.OP_PARENT].to_numpy() < 0]
-    dl = top[top[T.OP_NAME].astype(str).str.contains(DATALOADER).to_numpy()]
-    if not len(dl):
-        return pd.DataFrame(columns=cols)
+    dl = pd.DataFrame({"name": np.concatenate(names), "ts": np.concatenate(ts), "end": np.concatenate(end),
+                       "step": np.concatenate(step)})
     s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
     rows = []
-    for step, g in dl.groupby(T.OP_STEP, sort=True):
-        w0, w1 = merge_intervals(g[T.OP_TS].to_numpy(dtype=float), g[T.OP_END].to_numpy(dtype=float))
+    for st, g in dl.groupby("step", sort=True):
+        w0, w1 = merge_intervals(g["ts"].to_numpy(dtype=float), g["end"].to_numpy(dtype=float))
         length = float((w1 - w0).sum())
         busy = float(busy_in_windows(s_all, e_all, w0, w1).sum())
-        rows.append({DL_STEP: int(step), DL_CALLS: len(g), DL_US: length, DL_GPU_IDLE_US: length - busy,
-                     DL_SINGLE: bool(g[T.OP_NAME].astype(str).str.contains(SINGLE_PROCESS).any())})
+        rows.append({DL_STEP: int(st), DL_CALLS: len(g), DL_US: length, DL_GPU_IDLE_US: length - busy,
+                     DL_SINGLE: bool(g["name"].astype(str).str.contains(SINGLE_PROCESS).any())})
     return pd.DataFrame(rows, columns=cols)
 
 
-def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
+def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None) -> pd.DataFrame:
     """Per step: communication kernel time, how much of it overlaps compute kernels, and the rest."""
     gpu = rank.gpu
+    steps = steps or StepsOf.of(rank)
     cols = [CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US,
             CM_LAST_EXPOSED_US, CM_TOP]
     is_comm = classes == COMM_CLASS
@@ -157,7 +200,7 @@ def find_comm(rank, classes: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     is_compute = ~np.isin(classes, NON_COMPUTE)
     ts, end = gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float)
-    step = gpu[T.GPU_STEP].to_numpy()
+    step = steps.gpu
     names = gpu[T.GPU_NAME].to_numpy(dtype=object)
     rows = []
     for s in np.unique(step[is_comm]).tolist():

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 
-from tracekit.analyzers.op_shapes import (
+from tracekit.analyzers.costs.op_args import (
     DTYPE_SIZE,
     LONGEST,
     SCALAR_TYPE_CODES,
     SPLIT,
+    Model,
     OpArgs,
     OpCost,
     Tensor,
@@ -34,7 +35,7 @@ def _gemm(flops: float, reads: list[Tensor | None], out_elems: float, out_dtype:
     return OpCost(flops, read + written, dtype or out_dtype, GEMM_WORK, LONGEST)
 
 
-def mm(a: OpArgs) -> OpCost | None:
+def mm(name: str, a: OpArgs) -> OpCost | None:
     """mm(A[M,K], B[K,N]) and _int_mm: 2*M*N*K."""
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 2:
@@ -43,7 +44,7 @@ def mm(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n * k, [x, w], m * n, x.dtype)
 
 
-def addmm(a: OpArgs) -> OpCost | None:
+def addmm(name: str, a: OpArgs) -> OpCost | None:
     """addmm(bias, A[M,K], B[K,N], beta, alpha) and _addmm_activation: 2*M*N*K (bias not counted)."""
     bias, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 2:
@@ -52,7 +53,7 @@ def addmm(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n * k, [bias, x, w], m * n, x.dtype)
 
 
-def bmm(a: OpArgs) -> OpCost | None:
+def bmm(name: str, a: OpArgs) -> OpCost | None:
     """bmm(A[B,M,K], B[B,K,N]): 2*B*M*N*K."""
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x.dims) != 3 or len(w.dims) != 3:
@@ -62,7 +63,7 @@ def bmm(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * b * m * n * k, [x, w], b * m * n, x.dtype)
 
 
-def baddbmm(a: OpArgs) -> OpCost | None:
+def baddbmm(name: str, a: OpArgs) -> OpCost | None:
     """baddbmm(C, A[B,M,K], B[B,K,N], beta, alpha): 2*B*M*N*K; addbmm sums over B (output M*N);
     C is read unless beta is 0."""
     c, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
@@ -76,7 +77,7 @@ def baddbmm(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * b * m * n * k, [c, x, w], out, x.dtype)
 
 
-def matmul(a: OpArgs) -> OpCost | None:
+def matmul(name: str, a: OpArgs) -> OpCost | None:
     """matmul with numpy broadcasting of batch dims (1-D operands promoted as torch does)."""
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or not x.dims or not w.dims:
@@ -93,7 +94,7 @@ def matmul(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * nb * m * n * k, [x, w], nb * m * n, x.dtype)
 
 
-def linear(a: OpArgs) -> OpCost | None:
+def linear(name: str, a: OpArgs) -> OpCost | None:
     """linear(x[..., K], W[N, K], bias[N]): 2*M*N*K with M = rows of x."""
     x, w, bias = a.tensor(0), a.tensor(1), a.tensor(2)
     if x is None or w is None or not x.dims or len(w.dims) != 2 or x.dims[-1] != w.dims[1]:
@@ -103,7 +104,7 @@ def linear(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n * k, [x, w, bias], m * n, x.dtype)
 
 
-def mv(a: OpArgs) -> OpCost | None:
+def mv(name: str, a: OpArgs) -> OpCost | None:
     """mv(A[M,N], x[N]) / addmv(b, A, x): 2*M*N."""
     offset = 1 if a.tensor(0) is not None and a.tensor(2) is not None else 0
     mat, vec = a.tensor(offset), a.tensor(offset + 1)
@@ -114,7 +115,7 @@ def mv(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n, [mat, vec, *extra], m, mat.dtype)
 
 
-def dot(a: OpArgs) -> OpCost | None:
+def dot(name: str, a: OpArgs) -> OpCost | None:
     """dot / vdot of two length-N vectors: 2*N."""
     x, y = a.tensor(0), a.tensor(1)
     if x is None or y is None:
@@ -122,7 +123,7 @@ def dot(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * x.numel, [x, y], 1, x.dtype)
 
 
-def scaled_mm(a: OpArgs) -> OpCost | None:
+def scaled_mm(name: str, a: OpArgs) -> OpCost | None:
     """_scaled_mm(A[M,K], B[K,N], scale_a, scale_b, bias, scale_result, out_dtype, fast_accum)."""
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 2:
@@ -134,7 +135,7 @@ def scaled_mm(a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n * k, [x, w, *extras], m * n, out_dtype, dtype=x.dtype)
 
 
-def grouped_mm(a: OpArgs) -> OpCost | None:
+def grouped_mm(name: str, a: OpArgs) -> OpCost | None:
     """_grouped_mm / _scaled_grouped_mm with A[total_M, K] and B[G, K, N]: 2*total_M*K*N."""
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 3 or x.dims[1] != w.dims[1]:
@@ -254,7 +255,7 @@ def conv(name: str, a: OpArgs) -> OpCost | None:
     return OpCost(flops, read + written, x.dtype, CONV_WORK, SPLIT)
 
 
-def conv_backward(a: OpArgs) -> OpCost | None:
+def conv_backward(name: str, a: OpArgs) -> OpCost | None:
     """convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation,
     transposed, output_padding, groups, output_mask): each of grad-input and grad-weight costs
     one forward's FLOPs, computed from the recorded grad_out shape (no stride/padding needed)."""
@@ -273,7 +274,7 @@ def conv_backward(a: OpArgs) -> OpCost | None:
     return OpCost(flops, read + written, go.dtype, CONV_WORK, SPLIT)
 
 
-def cudnn_conv_backward(a: OpArgs) -> OpCost | None:
+def cudnn_conv_backward(name: str, a: OpArgs) -> OpCost | None:
     """cudnn_convolution_backward(input, grad_out, weight, padding, stride, dilation, groups, ...,
     output_mask) (2021-era op): grad-input and grad-weight, as convolution_backward."""
     reordered = OpArgs(
@@ -282,10 +283,10 @@ def cudnn_conv_backward(a: OpArgs) -> OpCost | None:
         strides=(a.strides[1], a.strides[0], a.strides[2]) if len(a.strides) >= 3 else a.strides,
         concrete=("",) * 10 + tuple(a.concrete[10:11]),
     )
-    return conv_backward(reordered)
+    return conv_backward(name, reordered)
 
 
-def cudnn_conv_backward_input(a: OpArgs) -> OpCost | None:
+def cudnn_conv_backward_input(name: str, a: OpArgs) -> OpCost | None:
     """cudnn_convolution_backward_input(self_size, grad_out, weight, ...): one forward's FLOPs;
     bytes unknown (the input size is a list the profiler does not record)."""
     go, w = a.tensor(1), a.tensor(2)
@@ -320,7 +321,7 @@ PARENT_MODELS: dict[str, tuple[str, str]] = {
 }
 
 
-GEMM_MODELS = {
+MATMUL_MODELS: dict[str, Model] = {
     "mm": mm,
     "_int_mm": mm,
     "addmm": addmm,
@@ -340,4 +341,6 @@ GEMM_MODELS = {
     "convolution_backward": conv_backward,
     "cudnn_convolution_backward": cudnn_conv_backward,
     "cudnn_convolution_backward_input": cudnn_conv_backward_input,
+    **dict.fromkeys(ATTENTION_OPS, attention),
+    **dict.fromkeys(CONV_OPS, conv),
 }

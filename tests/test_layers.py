@@ -1,0 +1,184 @@
+"""Import-layer contract: data flows one way (docs/design.md), read from every module's imports;
+and no module over 400 lines.
+
+trace <- analyzers <- suggestions <- report <- pipeline <- cli / profile: a module imports only
+from its own layer or layers to its left. Imports inside functions count too (a lazy import is
+still a dependency). Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
+only in one executor module, jinja2 only in report/.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
+
+# Layer of each top-level part of the package (module or subpackage), lowest first. Layer 0 holds
+# helpers every layer may use (they import no other part of tracekit).
+LAYERS: dict[str, int] = {
+    "_version": 0, "errors": 0, "units": 0, "jsonsafe": 0, "terminal": 0,
+    "trace": 1,
+    "analyzers": 2, "hta_compat": 2,
+    "suggestions": 3,
+    "report": 4, "templates": 4,
+    "pipeline": 5,
+    "profile": 6, "cli": 6,
+    "__main__": 7,
+}
+# Pairs in one layer that still must not import each other.
+FORBIDDEN_SAME_LAYER = {("profile", "cli")}
+# Lower layers a part must not reach past the one below it: the report renders analyzer results,
+# never the raw trace.
+SKIPS_FORBIDDEN = {("report", "trace")}
+# The package root is the public API (lazy attributes): nothing inside imports it.
+ROOT = "__init__"
+
+THIRD_PARTY: dict[str, tuple[str, ...]] = {
+    # module: parts of tracekit allowed to import it (module paths relative to tracekit/)
+    "torch": ("profile/",),
+    "triton": ("profile/",),
+    "hta": ("hta_compat.py",),
+    "dask": ("executor.py",),  # the one executor module, wherever it lives
+    "distributed": ("executor.py",),
+    "jinja2": ("report/",),
+}
+
+# Known violations, each waiting for a change on another branch (remove the entry when it lands;
+# test_known_violations_are_still_violations fails once an entry is no longer needed).
+KNOWN: set[tuple[str, str]] = {
+    # __version__ read from the package root (issue 9 item 1: tracekit/_version.py)
+    ("tracekit.profile.record", "tracekit"),
+    ("tracekit.report", "tracekit"),
+    # the report loads and analyzes, and reads trace columns (issue 9 items 2 and 3: pipeline.py,
+    # report renders typed results)
+    ("tracekit.report", "tracekit.trace.load"),
+    ("tracekit.report.pipeline", "tracekit.trace.model"),
+    ("tracekit.report.charts", "tracekit.trace"),
+    ("tracekit.report.charts", "tracekit.trace.tables"),
+    ("tracekit.report.headline", "tracekit.trace"),
+    ("tracekit.report.headline", "tracekit.trace.tables"),
+    ("tracekit.report.meta", "tracekit.trace"),
+    ("tracekit.report.meta", "tracekit.trace.tables"),
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of every module `path` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = _name(path).split(".") if path.name == "__init__.py" else _name(path).split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.add(base)
+            # `from tracekit.x import y` may import submodule y: count it as tracekit.x.y too
+            out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return out
+
+
+def _part(name: str) -> str | None:
+    """The top-level part of tracekit a module name belongs to ('' for the root), None outside."""
+    parts = name.split(".")
+    if parts[0] != "tracekit":
+        return None
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (PACKAGE.parent / rel).with_suffix(".py").is_file() or (PACKAGE.parent / rel).is_dir()
+
+
+def violations() -> set[tuple[str, str]]:
+    """(importing module, imported module) pairs that break the contract."""
+    found: set[tuple[str, str]] = set()
+    for path in _modules():
+        me = _name(path)
+        mine = _part(me)
+        rel = path.relative_to(PACKAGE).as_posix()
+        for target in _imports(path):
+            top = target.split(".")[0]
+            if top in THIRD_PARTY and not any(rel.startswith(a) or rel.endswith("/" + a) or rel == a
+                                              for a in THIRD_PARTY[top]):
+                found.add((me, top))
+            theirs = _part(target)
+            if theirs is None or not mine or theirs == mine:
+                continue
+            if theirs == "":
+                if target == "tracekit":
+                    found.add((me, "tracekit"))  # the root: import from the module that defines it
+                continue
+            if not _is_module(target):
+                continue  # a name imported from a module, already counted as that module
+            if theirs not in LAYERS or mine not in LAYERS:
+                found.add((me, f"{target} (part not in LAYERS)"))
+            elif (LAYERS[theirs] > LAYERS[mine] or (mine, theirs) in FORBIDDEN_SAME_LAYER
+                  or (mine, theirs) in SKIPS_FORBIDDEN):
+                found.add((me, target))
+    return found
+
+
+def test_every_part_has_a_layer():
+    parts = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in _modules()}
+    assert parts - {ROOT} <= set(LAYERS), "add the new part to LAYERS"
+
+
+def test_imports_flow_one_way():
+    assert sorted(violations() - KNOWN) == []
+
+
+def test_known_violations_are_still_violations():
+    assert sorted(KNOWN - violations()) == []
+
+
+def test_the_contract_catches_an_upward_import(tmp_path, monkeypatch):
+    """The checker itself: an analyzer importing the report is reported (so the test can fail)."""
+    fake = tmp_path / "tracekit"
+    (fake / "analyzers").mkdir(parents=True)
+    (fake / "report").mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "report" / "__init__.py").write_text("")
+    (fake / "analyzers" / "__init__.py").write_text("")
+    (fake / "analyzers" / "bad.py").write_text(
+        "def f():\n    from tracekit.report import html\n    import torch\n")
+    (fake / "report" / "html.py").write_text("import jinja2\nfrom ..trace import tables\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", fake)
+    assert violations() == {("tracekit.analyzers.bad", "tracekit.report"),
+                            ("tracekit.analyzers.bad", "tracekit.report.html"),
+                            ("tracekit.analyzers.bad", "torch")}
+
+
+MAX_LINES = 400
+# Modules still over MAX_LINES, each being split on another branch (remove the entry when it lands).
+KNOWN_LONG = {"report/tables.py"}
+
+
+def _long_modules() -> set[str]:
+    return {p.relative_to(PACKAGE).as_posix() for p in _modules()
+            if len(p.read_text(encoding="utf-8").splitlines()) > MAX_LINES}
+
+
+def test_no_module_over_400_lines():
+    assert sorted(_long_modules() - KNOWN_LONG) == []
+
+
+def test_known_long_modules_are_still_long():
+    assert sorted(KNOWN_LONG - _long_modules()) == []

@@ -1,0 +1,178 @@
+"""Additive launch/idle totals of steps and ranks, and the verdict that names the bottleneck from them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tracekit.units import fmt_us
+
+CPU_ONLY = "cpu-only"
+GPU_BOUND = "gpu-bound"
+LAUNCH_BOUND = "launch-bound"  # the CPU cannot launch kernels as fast as the GPU runs them
+HOST_BOUND = "host-bound"  # the GPU waits for other host work (see CAUSES)
+COMM_BOUND = "communication-bound"  # collectives run with no compute beside them
+MIXED = "mixed"  # no single cause holds most of the time the GPU is not computing
+VERDICTS = (LAUNCH_BOUND, GPU_BOUND, HOST_BOUND, COMM_BOUND, MIXED, CPU_ONLY)
+
+# Causes of time the GPU does not compute, and the verdict each leads to when it dominates.
+LAUNCH = "launch"
+DATA_LOADING = "data_loading"
+SYNC = "sync"
+COPIES = "copies"
+CPU_WORK = "cpu_work"
+COMMUNICATION = "communication"
+CAUSES = (LAUNCH, DATA_LOADING, SYNC, COPIES, CPU_WORK, COMMUNICATION)
+CAUSE_VERDICT = {LAUNCH: LAUNCH_BOUND, COMMUNICATION: COMM_BOUND}  # the rest: HOST_BOUND
+CAUSE_WORDS = {
+    LAUNCH: "waiting for kernel launches",
+    DATA_LOADING: "waiting for the DataLoader on the main thread",
+    SYNC: "drained by host syncs (.item(), .cpu(), synchronize)",
+    COPIES: "in or blocked by copies from pageable host memory",
+    CPU_WORK: "waiting while the CPU runs Python or CPU ops",
+    COMMUNICATION: "in collectives with no compute beside them",
+}
+
+GPU_BOUND_SHARE = 0.80  # gpu-bound: the GPU computes (or waits only on itself) ≥ 80 % of the span
+DOMINANT_SHARE = 0.50  # a cause names the verdict when it holds ≥ 50 % of the rest of the span
+
+
+@dataclass(frozen=True)
+class LaunchTotals:
+    """Additive launch and idle numbers of one step, one rank, or several ranks (``a + b``)."""
+
+    steps: int = 0
+    kernels: int = 0
+    gpu_ops: int = 0  # kernels + memcpy + memset
+    launches: int = 0
+    cpu_launch_us: float = 0.0
+    syncs: int = 0
+    sync_us: float = 0.0
+    span_us: float = 0.0
+    gpu_busy_us: float = 0.0
+    host_wait_us: float = 0.0
+    kernel_wait_us: float = 0.0
+    other_idle_us: float = 0.0
+    short_kernels: int = 0
+    # the idle split of tracekit.analyzers.idle, and busy time the host or other ranks hold back
+    gpu_gap_us: float = 0.0
+    launch_gap_us: float = 0.0
+    data_wait_us: float = 0.0
+    sync_wait_us: float = 0.0
+    copy_wait_us: float = 0.0
+    cpu_wait_us: float = 0.0
+    pageable_copy_us: float = 0.0
+    comm_exposed_us: float = 0.0
+
+    def __add__(self, other: LaunchTotals) -> LaunchTotals:
+        return LaunchTotals(**{f.name: getattr(self, f.name) + getattr(other, f.name)
+                               for f in fields(self)})
+
+    @property
+    def gpu_idle_us(self) -> float:
+        return max(self.span_us - self.gpu_busy_us, 0.0)
+
+    @property
+    def gpu_util(self) -> float | None:
+        return self.gpu_busy_us / self.span_us if self.span_us > 0 else None
+
+    @property
+    def kernels_per_step(self) -> float | None:
+        return self.kernels / self.steps if self.steps else None
+
+    @property
+    def compute_us(self) -> float:
+        """GPU time that is the GPU's own: busy minus pageable copies and exposed communication,
+        plus idle gaps where the next kernel was already launched."""
+        return max(self.gpu_busy_us - self.pageable_copy_us - self.comm_exposed_us, 0.0) + self.gpu_gap_us
+
+    def causes(self) -> dict[str, float]:
+        """µs of the span each cause holds (CAUSES order)."""
+        return {LAUNCH: self.launch_gap_us, DATA_LOADING: self.data_wait_us, SYNC: self.sync_wait_us,
+                COPIES: self.copy_wait_us + self.pageable_copy_us, CPU_WORK: self.cpu_wait_us,
+                COMMUNICATION: self.comm_exposed_us}
+
+    @property
+    def verdict(self) -> str:
+        return bottleneck(self)[0]
+
+    @property
+    def cause(self) -> str | None:
+        return bottleneck(self)[1]
+
+    @property
+    def evidence(self) -> str:
+        return evidence(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = asdict(self)
+        verdict, cause = bottleneck(self)
+        out.update(gpu_idle_us=self.gpu_idle_us, gpu_util=self.gpu_util,
+                   kernels_per_step=self.kernels_per_step, verdict=verdict, cause=cause,
+                   evidence=evidence(self))
+        return out
+
+
+def bottleneck(t: LaunchTotals) -> tuple[str, str | None]:
+    """(verdict, cause) from additive totals.
+
+    - ``cpu-only`` without GPU activity;
+    - ``gpu-bound`` when the GPU's own time (``compute_us``) is ≥ GPU_BOUND_SHARE of the span;
+    - else the cause holding the most of the remaining time names the verdict when it holds
+      ≥ DOMINANT_SHARE of it: ``launch`` → ``launch-bound``, ``communication`` →
+      ``communication-bound``, ``data_loading``/``sync``/``copies``/``cpu_work`` → ``host-bound``
+      with that cause;
+    - else ``mixed`` with the two largest causes joined by ``+``.
+    """
+    if t.gpu_ops == 0:
+        return CPU_ONLY, None
+    if t.span_us <= 0 or t.compute_us >= GPU_BOUND_SHARE * t.span_us:
+        return GPU_BOUND, None
+    ranked = sorted(t.causes().items(), key=lambda kv: -kv[1])
+    rest = max(t.span_us - t.compute_us, 0.0)
+    top, top_us = ranked[0]
+    if top_us > 0 and top_us >= DOMINANT_SHARE * rest:
+        return CAUSE_VERDICT.get(top, HOST_BOUND), top
+    second = ranked[1][0] if ranked[1][1] > 0 else None
+    return MIXED, f"{top}+{second}" if second else top
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f} %" if whole > 0 else "–"
+
+
+def evidence(t: LaunchTotals) -> str:
+    """One sentence that says why, with per-step numbers."""
+    verdict, cause = bottleneck(t)
+    if verdict == CPU_ONLY:
+        return "No GPU activity: only CPU work was recorded."
+    n = max(t.steps, 1)
+    span, busy = t.span_us / n, t.gpu_busy_us / n
+    per = " per step" if t.steps > 1 else ""
+    if verdict == GPU_BOUND:
+        return (f"The GPU is busy {_pct(t.gpu_busy_us, t.span_us)} of the {fmt_us(span)} span{per} "
+                f"({fmt_us(busy)}): the kernels set the pace.")
+    causes = t.causes()
+    if verdict == MIXED:
+        names = (cause or "").split("+")
+        parts = [f"{CAUSE_WORDS[c]} {fmt_us(causes[c] / n)}" for c in names if c in causes]
+        return (f"The GPU computes only {_pct(t.compute_us, t.span_us)} of the {fmt_us(span)} span{per}, "
+                f"and no single cause dominates the rest: " + "; ".join(parts) + ".")
+    assert cause is not None
+    share = _pct(causes[cause], t.span_us)
+    if cause == LAUNCH:
+        return (f"The GPU waits for kernel launches {share} of the {fmt_us(span)} span{per}: "
+                f"{t.kernels / n:.0f} kernels{per}, {fmt_us(t.cpu_launch_us / n)} of CPU time in launch calls, "
+                f"{fmt_us(busy)} of GPU work.")
+    if cause == COMMUNICATION:
+        return (f"Collectives run with no compute beside them {share} of the {fmt_us(span)} span{per} "
+                f"({fmt_us(causes[cause] / n)}).")
+    detail = {
+        DATA_LOADING: "while the main thread loads the next batch in the DataLoader",
+        SYNC: f"after host syncs drained its queue ({t.syncs / n:.0f} sync call{'' if round(t.syncs / n) == 1 else 's'}{per}, "
+              f"{fmt_us(t.sync_us / n)} of CPU waiting)",
+        COPIES: "in copies from pageable host memory or while the CPU is blocked in them",
+        CPU_WORK: "while the CPU runs Python or CPU ops with no kernel launched",
+    }[cause]
+    return (f"The GPU waits {share} of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}) "
+            f"{detail}.")

@@ -1,0 +1,40 @@
+"""JSON-safe values: numpy scalars to Python, NaN/inf/pd.NA to None (the one cleaner for to_dict)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def plain(value: Any) -> Any:
+    """`value` with numpy scalars made Python numbers and NaN/inf/NA made None; dicts, lists and
+    tuples are cleaned item by item (tuples become lists)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def records(table: pd.DataFrame,
+            text: Mapping[str, Callable[[Any], Any]] | None = None) -> list[dict[str, Any]]:
+    """A table's rows as JSON-safe dicts, column name -> value; `text` maps a column to the
+    function that writes its values for JSON (e.g. shapes tuples -> their text)."""
+    return [plain_row(row, text) for row in table.to_dict("records")]
+
+
+def plain_row(row: Mapping[str, Any],
+              text: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    """One row (mapping) made JSON-safe, with the `text` converters of records() applied."""
+    text = text or {}
+    return {k: plain(text[k](v) if k in text else v) for k, v in row.items()}
