@@ -91,8 +91,14 @@ def _run(args: list[str]) -> int:
         return exc.exit_code
     except click.exceptions.Abort:
         raise KeyboardInterrupt from None
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors echo what was typed: escape it too
+        import io
+
+        from tracekit.terminal import visible
+
+        shown = io.StringIO()
+        exc.show(file=shown)
+        sys.stderr.write("".join(visible(line) + "\n" for line in shown.getvalue().splitlines()))
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     return rv if isinstance(rv, int) else 0
 

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tracekit.errors import OutputError
+from tracekit.profile.export import report_path_for
 from tracekit.profile.record import (
     default_output,
     finish,
@@ -50,6 +52,13 @@ def profile_target(
         if output
         else default_output(target.name, unique=False)
     )
+    if target.script is not None:
+        from tracekit.report.write import is_input
+
+        script = Path(target.script)
+        for out in (trace_path, report_path_for(trace_path) if report else None):
+            if out is not None and is_input(out, [script]) is not None:
+                raise OutputError(f"{out}: is the script being profiled; choose another output with -o")
     report_path = plan_outputs(trace_path, force=force, report=report)
 
     def say(message: str) -> None:

@@ -141,7 +141,8 @@ class TableBuilder:
         """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
         where the file wrote NaN, Infinity or a number out of range."""
         if self.origin is None:
-            self.origin = next((int(e.ts) for e in events if e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
+            self.origin = next((int(e.ts) for e in events
+                                if e.ts is not None and e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
             if self.origin is None:
                 return np.full(len(events), NAN)
         origin = Decimal(self.origin)
@@ -161,8 +162,10 @@ class TableBuilder:
         keep = ok.tolist()
         return list(itertools.compress(events, keep)), ts[ok], keep
 
-    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray, ts_col: str, dur_col: str,
+    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray | None, ts_col: str, dur_col: str,
                end_col: str) -> None:
+        if ts is None:
+            ts = self._rel(events)
         dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
         p.add(ts_col, ts)
         p.add(dur_col, dur)

@@ -23,8 +23,8 @@ FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory i
 # BOMB_RATIO times its compressed size is refused: Kineto JSON compresses 10-20x, a bomb ~1000x.
 BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
-_IN_CHUNK = 1 << 20
-_OUT_CHUNK = 16 << 20
+_IN_CHUNK = 8 << 20
+_OUT_CHUNK = 64 << 20  # a typical trace inflates in one call, into one bytes object (no copy)
 
 
 def is_trace_name(path: Path) -> bool:
@@ -130,6 +130,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
     limit, explicit = byte_budget(max_bytes)
+    raw: bytes | bytearray
     try:
         raw = _read_whole(path, limit)
     except OSError as exc:
@@ -166,16 +167,17 @@ def _too_large(limit: int, explicit: bool) -> str:
             f"or {MAX_BYTES_ENV})")
 
 
-def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
+def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytearray:
     """Decompress a (possibly multi-member) gzip stream chunk by chunk, never trusting its size
     trailer: TraceTooLarge past `limit` bytes (or, with `bomb_guard`, at an inflation ratio no
     trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored."""
-    out = bytearray()
+    out: bytes | bytearray = b""
     view = memoryview(data)
     pos, end = 0, len(data)
     while pos < end:
         d = zlib.decompressobj(wbits=31)
         while not d.eof:
+            piece: bytes | memoryview
             if d.unconsumed_tail:
                 piece = d.unconsumed_tail
             else:
@@ -184,7 +186,12 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
             chunk = d.decompress(piece, _OUT_CHUNK)
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
-            out += chunk
+            if not out:
+                out = chunk
+            elif chunk:
+                if isinstance(out, bytes):
+                    out = bytearray(out)
+                out += chunk
             _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
@@ -197,7 +204,7 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
 def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
     if inflated > limit:
         raise TraceTooLarge(_too_large(limit, not bomb_guard))
-    if bomb_guard and inflated > BOMB_FLOOR and inflated > BOMB_RATIO * consumed:
+    if bomb_guard and inflated >= BOMB_FLOOR and inflated > BOMB_RATIO * consumed:
         raise TraceTooLarge(f"gzip data inflates more than {BOMB_RATIO}x (a gzip bomb?); if the trace is "
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 

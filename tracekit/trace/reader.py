@@ -148,7 +148,7 @@ def _next_cut(body: memoryview, target: int, end: int) -> int:
     return match.start() + match.group().index(b",")
 
 
-def open_document(raw: bytes) -> Document:
+def open_document(raw: bytes | bytearray) -> Document:
     """Parse the top level of a trace (object or bare-array form) without decoding its events."""
     try:
         top = _TOP.decode(raw)
