@@ -155,7 +155,7 @@ def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str
     return raw[:brace] + b'"args":{' + field + b"}," + raw[brace:]
 
 
-def _events_span(raw: bytes, events: memoryview) -> tuple[int, int]:
+def _events_span(raw: bytes | bytearray, events: memoryview) -> tuple[int, int]:
     """Where the traceEvents array lies in the file bytes."""
     n = len(events)
     key = raw.find(b'"traceEvents"')

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.units import fmt_pct, fmt_time
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
+from tracekit.units import fmt_pct, fmt_time
 
 MAX_SKEW_ROWS = 40
 CAUSE_LABEL = {"data_loading": "DataLoader", "sync": "host syncs", "launch": "CPU launch overhead",

@@ -8,6 +8,7 @@ import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -44,11 +45,11 @@ class Pieces:
 
     columns: dict[str, list] = field(default_factory=dict)
 
-    def add(self, name: str, values) -> None:
+    def add(self, name: str, values: Any) -> None:
         self.columns.setdefault(name, []).append(values)
 
     def frame(self, order: tuple[str, ...]) -> pd.DataFrame:
-        data = {}
+        data: dict[str, Any] = {}
         for name in order:
             parts = self.columns.get(name, [])
             if not parts:
@@ -101,7 +102,7 @@ class TableBuilder:
         flows: list[Event] = []
         step_name = T.STEP_NAME_RE.match
         for i, e in enumerate(events):
-            table = table_of(e.cat)
+            table = table_of(e.cat or "")
             if table is None:
                 continue
             ph = e.ph
@@ -171,7 +172,7 @@ class TableBuilder:
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
 
-    def _ints(self, p: Pieces, col: str, values, *, ids: bool = False) -> None:
+    def _ints(self, p: Pieces, col: str, values: Any, *, ids: bool = False) -> None:
         """An int64 column; values past int64 become -1, or stand-in keys when `ids` (correlation
         and External ids are opaque keys: equal ids still link)."""
         values = list(values)
@@ -205,7 +206,7 @@ class TableBuilder:
         a = [e.args or NO_ARGS for e in events]
         kind = T.GPU_KIND_BY_CATEGORY
         p.add(T.GPU_NAME, self._name_list(events))
-        p.add(T.GPU_KIND, [kind[e.cat] for e in events])
+        p.add(T.GPU_KIND, [kind[e.cat or ""] for e in events])
         self._times(p, events, ts, T.GPU_TS, T.GPU_DUR, T.GPU_END)
         self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
                                      for x, e in zip(a, events, strict=True)))
@@ -248,7 +249,7 @@ class TableBuilder:
         for name in set(names) - kinds.keys():
             kinds[name] = T.runtime_kind(name)
         p.add(T.RT_NAME, names)
-        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat, "runtime") for e in events])
+        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
         p.add(T.RT_PID, id_array([e.pid for e in events]))
         p.add(T.RT_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, T.RT_TS, T.RT_DUR, T.RT_END)

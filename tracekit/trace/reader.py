@@ -86,6 +86,7 @@ class Document:
             cut = _next_cut(body, start + CHUNK_BYTES, end)
             while True:
                 piece = b"[" + bytes(body[start:cut]) + b"]"
+                events: list[Event] | None
                 try:
                     events = _EVENTS.decode(piece)
                 except msgspec.ValidationError:
