@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracekit.analyzers.costs import estimate_costs
+from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import CLASS, classify
 from tracekit.trace import files, graphs, load
@@ -111,7 +111,8 @@ def run(label: str, exe: Path, caps: list[Path], model: dict[int, float]) -> Non
             if gr is not None:
                 print(f"   without its own capture: {gr.line()}")
     t0 = time.perf_counter()
-    from tracekit.report import build_view, write_view
+    from tracekit.pipeline.reports import build_view
+    from tracekit.report import write_view
 
     trace = load.load_trace(exe, captures=caps)
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.report import build_view
+from tracekit.pipeline.reports import build_view
 from tracekit.report.html import render
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"

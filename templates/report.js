@@ -77,6 +77,9 @@
   rankButtons.forEach(function (b) {
     b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
   });
+  document.querySelectorAll(".rank-link").forEach(function (a) {  // cross-rank section: show that rank
+    a.addEventListener("click", function () { selectRank(a.getAttribute("data-rank")); });
+  });
   rankRows.forEach(function (b) {
     b.addEventListener("click", function () { selectRank(b.getAttribute("data-rank")); });
     b.addEventListener("keydown", function (e) { if (e.key === "Enter") { selectRank(b.getAttribute("data-rank")); } });
@@ -129,68 +132,161 @@
         r.hidden = !ok;
         if (ok) { shown++; }
       });
-      count.textContent = shown === rows.length ? rows.length + " rows" : shown + " of " + rows.length + " rows";
+      count.textContent = shown === rows.length ? rows.length + (rows.length === 1 ? " row" : " rows") : shown + " of " + rows.length + " rows";
     }
     input.addEventListener("input", filter);
     select.addEventListener("change", filter);
-    return { filterTo: function (s) { input.value = s; select.value = ""; filter(); } };
+    function highlight(k) {
+      input.value = ""; select.value = ""; filter();
+      rows.forEach(function (r) { r.classList.remove("hl"); });
+      var row = tbody.querySelector('tr[data-k="' + k + '"]');
+      if (row) { row.classList.add("hl"); row.scrollIntoView({ block: "center" }); }
+    }
+    return { highlight: highlight };
   }
   var tables = {};
   document.querySelectorAll("table.sortable").forEach(function (t) {
     tables[t.closest("section.rank").id] = setupTable(t);
   });
 
-  // ---- GPU timeline strip ----
+  // ---- GPU timeline: fine bins merged to columns at the current zoom; brush to zoom, shift-drag to pan ----
   var KIND_COLOR = { gpu: "#3b6fb6", stream: "#5b7fa8", cpu: "#e0913a" };
   function drawTimeline(node, d) {
-    var W = Math.max(480, node.clientWidth), L = 150, R = 64, rowH = 16, gap = 5;
-    var hasSteps = d.steps.length > 0;
-    var top = hasSteps ? 22 : 4;
+    var W = Math.max(480, node.clientWidth), L = 150, R = 64, rowH = 16, gap = 5, top = 24;
     var H = top + d.rows.length * (rowH + gap) + 26;
-    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H });
-    var cw = W - L - R, n = d.rows.length ? d.rows[0].busy.length : 1, bw = cw / n;
-    var x = function (us) { return L + cw * us / d.span_us; };
-    if (hasSteps) {
-      d.steps.forEach(function (s, i) {
-        var x0 = x(s.start), x1 = x(s.end);
-        el("rect", { x: x0, y: top - 2, width: Math.max(1, x1 - x0), height: H - top - 24, fill: i % 2 ? "#f7f8fa" : "#eef1f6" }, svg);
-        if (x1 - x0 > 44) { text(svg, (x0 + x1) / 2, 12, s.label, "middle"); }
-      });
-      text(svg, 0, 12, "ProfilerStep", "start");
-    }
+    var cw = W - L - R, nb = d.bins, binUs = d.span_us / nb;
+    var view = node._view || [0, d.span_us];
+    var ncol = Math.max(1, Math.floor(cw / 2));
+    var svg = el("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, "class": "tl-svg",
+      "data-left": L, "data-width": cw, "data-columns": ncol });
+    var colUs = (view[1] - view[0]) / ncol;
+    var x = function (us) { return L + cw * (us - view[0]) / (view[1] - view[0]); };
+    var card = node.closest(".card");
+    // steps: shaded bands, labels that fit (full, number only, or none), excluded steps marked
+    d.steps.forEach(function (s, i) {
+      if (s.end < view[0] || s.start > view[1]) { return; }
+      var x0 = Math.max(L, x(s.start)), x1 = Math.min(L + cw, x(s.end)), w = x1 - x0;
+      var excl = s.phase !== "steady";
+      el("rect", { x: x0, y: top - 4, width: Math.max(1, w), height: H - top - 22,
+        fill: excl ? "#fbeee0" : (i % 2 ? "#f4f6f9" : "#e9eef6"), "class": excl ? "tl-step excl" : "tl-step" }, svg);
+      var label = s.label + (excl ? " · " + s.phase_text : "");
+      var t = null;
+      if (w > label.length * 6.2 + 6) { t = text(svg, (x0 + x1) / 2, 14, label, "middle", "tl-step-label"); }
+      else if (w > 18) { t = text(svg, (x0 + x1) / 2, 14, s.label.replace("step ", ""), "middle", "tl-step-label"); }
+      if (t && excl) { t.setAttribute("fill", "#a35a12"); }
+    });
+    var drawn = 0;
     d.rows.forEach(function (row, i) {
       var y = top + i * (rowH + gap);
       text(svg, 0, y + rowH - 4, row.label, "start");
       text(svg, W, y + rowH - 4, row.busy_text, "end");
-      el("rect", { x: L, y: y, width: cw, height: rowH, fill: "#f1f3f6" }, svg);
+      el("rect", { x: L, y: y, width: cw, height: rowH, fill: "#f1f3f6", "fill-opacity": 0.6 }, svg);
       var color = KIND_COLOR[row.kind] || "#5b7fa8";
-      var j = 0;
-      while (j < n) {
-        var q = Math.round(row.busy[j] * 10);
-        var k = j + 1;
-        while (k < n && Math.round(row.busy[k] * 10) === q) { k++; }
-        if (q > 0) {
-          el("rect", { x: L + j * bw, y: y, width: (k - j) * bw + 0.3, height: rowH, fill: color, "fill-opacity": (0.12 + 0.88 * q / 10).toFixed(2) }, svg);
-        }
-        j = k;
+      var g = el("g", { "class": "tl-row", "data-kind": row.kind }, svg);
+      for (var c = 0; c < ncol; c++) {
+        var a = view[0] + c * colUs, b = a + colUs;
+        var b0 = Math.max(0, Math.floor(a / binUs)), b1 = Math.min(nb, Math.max(b0 + 1, Math.ceil(b / binUs)));
+        var sum = 0, any = false;
+        for (var k = b0; k < b1; k++) { sum += row.busy[k]; if (row.busy[k] > 0) { any = true; } }
+        if (!any) { continue; }
+        var share = sum / (b1 - b0) / 1000;
+        el("rect", { x: L + c * cw / ncol, y: y, width: cw / ncol + 0.3, height: rowH, fill: color,
+          "fill-opacity": (0.12 + 0.88 * Math.min(1, share)).toFixed(2), "class": "tl-bin", "data-col": c }, g);
+        if (i === 0) { drawn++; }
       }
     });
+    node.setAttribute("data-view", view[0].toFixed(3) + "," + view[1].toFixed(3));
+    node.setAttribute("data-drawn", String(drawn));
     var axisY = top + d.rows.length * (rowH + gap) + 4;
     el("line", { x1: L, x2: L + cw, y1: axisY, y2: axisY, stroke: "#c9ced6" }, svg);
     for (var t = 0; t <= 4; t++) {
       var tx = L + cw * t / 4;
       el("line", { x1: tx, x2: tx, y1: axisY, y2: axisY + 4, stroke: "#c9ced6" }, svg);
-      text(svg, tx, axisY + 16, fmtTime(d.span_us * t / 4), t === 0 ? "start" : t === 4 ? "end" : "middle");
+      text(svg, tx, axisY + 16, fmtTime(view[0] + (view[1] - view[0]) * t / 4), t === 0 ? "start" : t === 4 ? "end" : "middle");
     }
+    var brush = el("rect", { x: 0, y: top - 4, width: 0, height: H - top - 22, "class": "tl-brush" }, svg);
+    brush.style.display = "none";
+    var zoomed = view[0] > 0 || view[1] < d.span_us;
+    var reset = card.querySelector(".tl-reset"), range = card.querySelector(".tl-range");
+    reset.disabled = !zoomed;
+    range.textContent = zoomed ? "showing " + fmtTime(view[0]) + " – " + fmtTime(view[1]) + " of " + fmtTime(d.span_us) : "whole trace, " + fmtTime(d.span_us);
+    function svgX(ev) { var box = svg.getBoundingClientRect(); return (ev.clientX - box.left) * W / box.width; }
+    function svgY(ev) { var box = svg.getBoundingClientRect(); return (ev.clientY - box.top) * H / box.height; }
+    function usAt(px) { return view[0] + (Math.min(L + cw, Math.max(L, px)) - L) / cw * (view[1] - view[0]); }
+    function setView(a, b) {
+      var w = Math.max(b - a, binUs * 2);
+      a = Math.max(0, Math.min(a, d.span_us - w));
+      node._view = [a, Math.min(d.span_us, a + w)];
+      redraw(node, d);
+    }
+    var drag = null;
+    svg.addEventListener("mousedown", function (ev) {
+      var px = svgX(ev);
+      if (px < L || px > L + cw) { return; }
+      ev.preventDefault();
+      drag = { x: px, pan: ev.shiftKey, view: view.slice() };
+    });
     svg.addEventListener("mousemove", function (ev) {
-      var box = svg.getBoundingClientRect(), sx = (ev.clientX - box.left) * W / box.width, sy = (ev.clientY - box.top) * H / box.height;
-      var bin = Math.floor((sx - L) / bw), ri = Math.floor((sy - top) / (rowH + gap));
-      if (bin < 0 || bin >= n || ri < 0 || ri >= d.rows.length) { hideTip(); return; }
-      var row = d.rows[ri];
-      showTip(ev, row.label, [fmtTime(bin * d.bin_us) + " – " + fmtTime((bin + 1) * d.bin_us), "busy " + Math.round(row.busy[bin] * 100) + "%"]);
+      var sx = svgX(ev), sy = svgY(ev);
+      if (drag) {
+        hideTip();
+        if (drag.pan) {
+          var shift = (drag.x - sx) / cw * (drag.view[1] - drag.view[0]);
+          node._view = [drag.view[0] + shift, drag.view[1] + shift];
+          var w = drag.view[1] - drag.view[0];
+          if (node._view[0] < 0) { node._view = [0, w]; }
+          if (node._view[1] > d.span_us) { node._view = [d.span_us - w, d.span_us]; }
+          return;
+        }
+        brush.style.display = "";
+        brush.setAttribute("x", Math.max(L, Math.min(drag.x, sx)));
+        brush.setAttribute("width", Math.abs(Math.min(L + cw, Math.max(L, sx)) - drag.x));
+        return;
+      }
+      var col = Math.floor((sx - L) / (cw / ncol)), ri = Math.floor((sy - top) / (rowH + gap));
+      if (col < 0 || col >= ncol || ri < 0 || ri >= d.rows.length) { hideTip(); return; }
+      var row = d.rows[ri], a = view[0] + col * colUs, b = a + colUs;
+      var b0 = Math.max(0, Math.floor(a / binUs)), b1 = Math.min(nb, Math.max(b0 + 1, Math.ceil(b / binUs)));
+      var sum = 0, best = -1, bestBusy = 0;
+      for (var k = b0; k < b1; k++) { sum += row.busy[k]; if (row.top[k] >= 0 && row.busy[k] >= bestBusy) { best = row.top[k]; bestBusy = row.busy[k]; } }
+      var lines = [fmtTime(a) + " – " + fmtTime(b), "busy " + (sum / (b1 - b0) / 10).toFixed(1) + "%"];
+      if (best >= 0) { lines.push("mostly " + d.names[best] + (d.classes[best] ? " (" + d.classes[best] + ")" : "")); }
+      var st = d.steps.filter(function (s) { return s.start <= b && s.end >= a; })[0];
+      if (st) { lines.push(st.label + (st.phase !== "steady" ? " · " + st.phase_text + ", left out of the headline" : "")); }
+      showTip(ev, row.label, lines);
     });
     svg.addEventListener("mouseleave", hideTip);
+    function end(ev) {
+      if (!drag) { return; }
+      var d0 = drag;
+      drag = null;
+      if (d0.pan) { redraw(node, d); return; }
+      var px = svgX(ev);
+      brush.style.display = "none";
+      if (Math.abs(px - d0.x) < 4) { return; }
+      setView(usAt(Math.min(px, d0.x)), usAt(Math.max(px, d0.x)));
+    }
+    svg.addEventListener("mouseup", end);
+    window.addEventListener("mouseup", function (ev) { if (drag && drag.pan) { end(ev); } });
+    if (!node._wired) {
+      node._wired = true;
+      reset.addEventListener("click", function () { node._view = null; redraw(node, d); });
+      node.addEventListener("keydown", function (ev) {
+        var v = node._view || [0, d.span_us], w = v[1] - v[0];
+        if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+          ev.preventDefault();
+          var step = (ev.key === "ArrowLeft" ? -1 : 1) * w / 4;
+          node._view = [Math.max(0, Math.min(d.span_us - w, v[0] + step)), 0];
+          node._view[1] = node._view[0] + w;
+          redraw(node, d);
+        } else if (ev.key === "Escape") { node._view = null; redraw(node, d); }
+      });
+    }
     return svg;
+  }
+  function redraw(node, d) {
+    while (node.firstChild) { node.removeChild(node.firstChild); }
+    node.appendChild(drawTimeline(node, d));
   }
 
   // ---- roofline (log-log) ----
@@ -203,8 +299,10 @@
     var top = roofs.length ? roofs[0].tflops : Math.max.apply(null, ys.concat([1]));
     if (bwG) { roofs.forEach(function (r) { xs.push(r.tflops * 1000 / bwG); }); }
     ys = ys.concat(roofs.map(function (r) { return r.tflops; }));
-    var lx0 = Math.floor(Math.log10(Math.min.apply(null, xs.concat([1])))) , lx1 = Math.ceil(Math.log10(Math.max.apply(null, xs.concat([10])) * 1.5));
-    var ly0 = Math.floor(Math.log10(Math.min.apply(null, ys.concat([top / 1e3])))), ly1 = Math.ceil(Math.log10(top * 1.6));
+    var lx0 = Math.floor(Math.log10(Math.min.apply(null, xs))), lx1 = Math.ceil(Math.log10(Math.max.apply(null, xs) * 1.5));
+    var pmin = Math.min.apply(null, pts.map(function (p) { return p.y; }));
+    var ly1 = Math.ceil(Math.log10(Math.max.apply(null, ys) * 1.6));
+    var ly0 = Math.max(Math.floor(Math.log10(pmin)), ly1 - 7);  // at most seven decades: tinier points sit on the floor, hollow
     if (lx1 - lx0 < 2) { lx1 = lx0 + 2; }
     if (ly1 - ly0 < 2) { ly0 = ly1 - 2; }
     var cw = W - L - R, ch = H - T - B;
@@ -244,14 +342,15 @@
     var tmax = Math.max.apply(null, pts.map(function (p) { return p.t; }).concat([1e-9]));
     var g = el("g", {}, svg);
     pts.slice().reverse().forEach(function (p) {
-      var c = el("circle", { cx: X(p.x), cy: Y(p.y), r: (2.5 + 9 * Math.sqrt(p.t / tmax)).toFixed(1), fill: p.color, "class": "pt" }, g);
+      var below = p.y < Math.pow(10, ly0);
+      var c = el("circle", { cx: X(p.x), cy: Y(Math.max(p.y, Math.pow(10, ly0))), "data-row": p.row, r: (2.5 + 9 * Math.sqrt(p.t / tmax)).toFixed(1), fill: below ? "none" : p.color, color: p.color, "class": below ? "pt below" : "pt" }, g);
       var title = el("title", {}, c);
       title.textContent = p.name + "\n" + p.label;
       c.addEventListener("mousemove", function (ev) { showTip(ev, p.name, [p.label, p.cls + " · " + sig(p.x) + " FLOP/B"]); });
-      c.addEventListener("mouseleave", hideTip);
+      c.addEventListener("mousemove", function (ev) { showTip(ev, p.name, [p.label, p.cls + " · " + sig(p.x) + " FLOP/B" + (below ? " · below the chart floor" : "")]); });
       c.addEventListener("click", function () {
         var t = tables[node.closest("section.rank").id];
-        if (t) { t.filterTo(p.name); node.closest("section.rank").querySelector("table.kernels").scrollIntoView({ block: "start" }); }
+        if (t) { t.highlight(p.row); }
       });
     });
     var seen = {}, lx = L + 10, ly = T + 14;
@@ -274,7 +373,6 @@
       var d = data(node);
       if (!d) { return; }
       while (node.firstChild) { node.removeChild(node.firstChild); }
-      if (node.getAttribute("data-chart") === "roofline" && !d.points.length && !d.roofs.length) { return; }
       node.appendChild(DRAW[node.getAttribute("data-chart")](node, d));
       node.setAttribute("data-w", String(w));
     });

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.report import write_report
+from tracekit.pipeline.reports import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"

@@ -1,4 +1,4 @@
-"""Per-op FLOPs/bytes models (op_costs.op_cost) against hand-computed answers."""
+"""Per-op FLOPs/bytes models (costs.models.op_cost) against hand-computed answers."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def test_signal_during_report_leaves_nothing_behind(tmp_path: Path, sig: int, de
         assert not out.exists()
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.1, 0.15, 0.25])
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.45, 0.6])
 def test_ctrl_c_at_start_up_is_one_line(tmp_path: Path, delay: float) -> None:
     proc = _spawn(["info", str(_small(tmp_path))], tmp_path)
     time.sleep(delay)
@@ -139,3 +139,12 @@ def test_version_and_help_import_no_command(tmp_path: Path) -> None:
                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'jinja2', 'torch')))"],
                          capture_output=True, text=True, env=dict(os.environ))
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_profile_never_writes_over_its_own_script(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    assert main(["profile", "--no-report", "-o", str(script), "--force", str(script)]) == 2
+    assert script.read_text() == "print('hi')\n"
+    assert "is the script being profiled" in capsys.readouterr().err

@@ -70,7 +70,7 @@ def test_report_section_lists_each_graph_escaped(tmp_path):
         corr = b.launch(10 + 300 * i, 5, "<script>k</script>", 30 + 300 * i, 7, api="cudaGraphLaunch")
         b.gpu(ADD, 40 + 300 * i, 3, corr)
     a = analyze(tracekit.load_trace(b.write(tmp_path / "g.json")))
-    section = graph_section(a.to_dict())
+    section = graph_section([r.graphs for r in a.ranks if r.graphs is not None])  # typed results, not to_dict()
     assert section is not None and len(section.rows) == 1
     row = section.rows[0]
     assert (row.launches, row.activities, row.gpu_time) == ("3", "2", "10.0 µs")  # 7 + 3 µs per replay
@@ -88,7 +88,8 @@ def test_whole_report_has_the_graph_section(tmp_path, monkeypatch):
 
     import jinja2
 
-    from tracekit.report import build_view, html
+    from tracekit.pipeline.reports import build_view
+    from tracekit.report import html
 
     templates = Path(tracekit.__file__).resolve().parents[1] / "templates"
     monkeypatch.setattr(html, "_loader", lambda: jinja2.FileSystemLoader(templates))

@@ -29,7 +29,8 @@ def test_info_json_numbers(tmp_path, capsys):
     assert (info["kernels_linked_to_launch"], info["kernels_linked_to_op"]) == (3, 2)
     assert info["gpu_busy_us"] == 35 + 5 + 10
     assert info["span_us"] == 200 and info["steps"] == 2 and info["ranks"] == [0]
-    assert info["device"] == "NVIDIA H200"
+    # one device name for every command: the device table's, with the memory the trace reports (150e9 B)
+    assert info["device"] == "NVIDIA H200 SXM 141GB (150 GB reported)"
 
 
 def test_info_text_is_one_screen(tmp_path, capsys):
@@ -38,4 +39,5 @@ def test_info_text_is_one_screen(tmp_path, capsys):
     b.launch(15, 5, "gemm_<script>", 30, 20, ext=ext)
     assert main(["info", str(b.write(tmp_path / "t.json"))]) == 0
     out = capsys.readouterr().out
-    assert "1 kernels" in out and "GPU busy 20.0 µs" in out and len(out.splitlines()) < 40
+    assert "1 kernel," in out and "GPU busy 20.0 µs" in out and len(out.splitlines()) < 40
+    assert "gemm_<script>" in out  # not a C++ signature: the name as recorded

@@ -157,7 +157,7 @@ def test_profile_callable_error_propagates_after_writing(tmp_path: Path) -> None
 
 def test_block_warmup_longer_than_its_steps(tmp_path: Path) -> None:
     out = tmp_path / "w.json.gz"
-    expected = r"marked 1 step\(s\), but warmup=3 skips the first 3"
+    expected = r"marked 1 step, but warmup=3 skips the first 3"
     with pytest.raises(ProfileError, match=expected), profile(out, warmup=3, report=False) as run:
         run.step()
     assert not out.exists()
@@ -185,12 +185,12 @@ def test_report_is_written_beside_the_trace_when_available(
     out = tmp_path / "r.trace.json.gz"
     with profile(out) as run:
         torch.ones(1).abs()
-    assert seen == [(out, tmp_path / "r.html", False)]
-    assert run.result is not None and run.result.report_path == tmp_path / "r.html"
+    assert seen == [(out, tmp_path / "r.report.html", False)]  # the name `tracekit report` picks too
+    assert run.result is not None and run.result.report_path == tmp_path / "r.report.html"
     # the report writer decides where an existing report leaves the new one: tracekit says where
     result = profile_callable(torch.neg, torch.ones(1), warmup=0, iters=1, output=out, force=True)
-    assert seen[-1] == (out, tmp_path / "r.html", True)
-    assert result.report_path == tmp_path / "r-2.html"
+    assert seen[-1] == (out, tmp_path / "r.report.html", True)
+    assert result.report_path == tmp_path / "r.report-2.html"
 
 
 def test_failing_report_keeps_the_trace_and_warns(

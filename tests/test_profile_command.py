@@ -167,7 +167,7 @@ def test_step_detection(
     assert step_names(doc) == [f"ProfilerStep#{i}" for i in range(6)]
     meta = doc["tracekit"]
     assert (meta["steps_marked"], meta["steps_recorded"], meta["step_source"]) == (5, 6, source)
-    assert "trace written to train.trace.json.gz (6 step(s))" in capsys.readouterr().err
+    assert "trace written to train.trace.json.gz (6 steps)" in capsys.readouterr().err
 
 
 def test_optimizer_step_op_nests_inside_its_profiler_step(workdir: Path) -> None:
@@ -209,7 +209,7 @@ def test_warmup_longer_than_the_run_records_nothing(
 ) -> None:
     assert cli("--warmup", "10", str(DATA / "train.py"), "3", "hook") == 2
     err = capsys.readouterr().err
-    assert "tracekit: error: no trace recorded: the run marked 3 step(s), but --warmup 10" in err
+    assert "tracekit: error: no trace recorded: the run marked 3 steps, but --warmup 10" in err
     assert not list(workdir.glob("*.gz"))
 
 

@@ -96,8 +96,9 @@ def test_export_failures_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "report"),
-    [("a.trace.json.gz", "a.html"), ("a.json.gz", "a.html"), ("a.json", "a.html"),
-     ("a.gz", "a.html"), ("trace", "trace.html"), (".json", ".json.html")],
+    [("a.trace.json.gz", "a.report.html"), ("a.json.gz", "a.report.html"), ("a.json", "a.report.html"),
+     ("a.gz", "a.report.html"), ("trace", "trace.report.html"), (".json", ".json.report.html"),
+     ("a.pt.trace.json.gz", "a.report.html")],
 )  # fmt: skip
 def test_report_sits_beside_the_trace(name: str, report: str) -> None:
     assert report_path_for(Path("/d") / name) == Path("/d") / report

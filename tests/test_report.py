@@ -7,13 +7,16 @@ import re
 from pathlib import Path
 
 import pytest
-from tracebuilder import TraceBuilder
+from tracebuilder import H200, TraceBuilder
 
 import tracekit
 from tracekit.cli import main
 from tracekit.errors import OutputError
-from tracekit.report import default_output, render_html, write_report, write_view
-from tracekit.report.context import SHAPES_WARNING, report_view
+from tracekit.pipeline.reports import render_html, write_report
+from tracekit.report import default_output, write_view
+from tracekit.report.context import SHAPES_WARNING, rank_view, report_view
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import fmt_bytes
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 EVIL = "<script>alert(1)</script>\"q\"'s'&"
@@ -34,87 +37,85 @@ def small_trace(tmp_path: Path, kernel: str = "sm90_xmma_gemm_bf16", op: str = "
     return b.write(tmp_path / "small.json")
 
 
-def analysis_dict(name: str = "nvjet_sm90_gemm", op: str = "aten::mm") -> dict:
-    """A tracekit.analysis/1 dict, hand-built: 2 kernel rows, 2 steps, H200 peaks."""
-    kernels = [
-        {"name": name, "class": "gemm", "library": "cublas", "op": op, "shapes": "[64, 128], [128, 64]",
-         "dtype": "bf16", "count": 1, "time_us": 20.0, "flops": 2 * 64 * 128 * 64, "bytes": 2 * (64 * 128 * 2 + 64 * 64),
-         "intensity": 21.33, "achieved_tflops": 0.0524, "achieved_gbps": 2.46, "bound": "memory", "roofline_pct": 0.05},
-        {"name": "vectorized_elementwise_kernel", "class": "elementwise", "library": "aten", "op": "aten::add",
-         "shapes": None, "dtype": None, "count": 1, "time_us": 10.0, "flops": None, "bytes": None, "intensity": None,
-         "achieved_tflops": None, "achieved_gbps": None, "bound": None, "roofline_pct": None},
-    ]
-    return {
-        "schema": "tracekit.analysis/1",
-        "device": {"name": "NVIDIA H200", "peak_tflops": {"bf16": 989.4, "fp32": 66.9}, "memory_gbps": 4800.0},
-        "summary": {"gpu_busy_us": 30.0, "span_us": 200.0, "kernels": 2, "launches": 2, "cpu_launch_us": 10.0,
-                    "verdict": "launch-bound", "cause": "launch",
-                    "evidence": "The GPU waits for kernel launches 85 % of the 100 µs span per step."},
-        "steps": [
-            {"step": 0, "span_us": 100.0, "gpu_busy_us": 20.0, "cpu_launch_us": 5.0, "kernels": 1, "launches": 1,
-             "queue_p50_us": 10.0, "queue_p90_us": 10.0, "queue_max_us": 10.0, "short_kernels": 0},
-            {"step": 1, "span_us": 100.0, "gpu_busy_us": 10.0, "cpu_launch_us": 5.0, "kernels": 1, "launches": 1,
-             "queue_p50_us": 3.0, "queue_p90_us": 3.0, "queue_max_us": 3.0, "short_kernels": 0},
-        ],
-        "classes": [{"class": "gemm", "time_us": 20.0, "count": 1, "share": 2 / 3},
-                    {"class": "elementwise", "time_us": 10.0, "count": 1, "share": 1 / 3}],
-        "kernels": kernels,
-    }
+def analysed(path: Path):
+    """(trace, {rank: Analysis of that rank}) of a trace file, analysed rank by rank as the report does."""
+    from tracekit.analyzers import analyze
+
+    trace = tracekit.load_trace(path)
+    return trace, {r: analyze(trace, rank=r) for r in trace.ranks}
 
 
-# --- view model numbers on a hand-built analysis -------------------------------------------------
+def view_of(path: Path, suggestions: list | None = None):
+    trace, analyses = analysed(path)
+    views = [rank_view(a, suggestions, trace.warnings) for a in analyses.values()]
+    return report_view(views, path=str(trace.path), warnings=trace.warnings)
+
+
+def sugg(id_: str, title: str, saving: float, pct: float, evidence: tuple = (), **kw) -> Suggestion:
+    return Suggestion(id=id_, title=title, saving_us=saving, saving_pct=pct, formula=kw.pop("formula", "f"),
+                      snippet=kw.pop("snippet", ""), evidence=evidence, **kw)
+
+
+# --- view model numbers on a hand-built trace ----------------------------------------------------
 
 def test_view_headline_and_sections(tmp_path):
-    trace = tracekit.load_trace(small_trace(tmp_path))
-    view = report_view({0: analysis_dict()}, trace, {0: []})
-    r = view.ranks[0]
+    r = view_of(small_trace(tmp_path), []).ranks[0]
     tiles = {t.label: t for t in r.tiles}
+    # small_trace: kernels of 20 and 10 µs in two 100 µs steps, each launched by a 5 µs call
     assert tiles["GPU busy"].value == "30.0 µs" and tiles["GPU busy"].sub == "15.0% of 200 µs span"
     assert tiles["CPU launch time"].value == "10.0 µs" and tiles["CPU launch time"].sub == "2 launches · 5.00 µs each"
     assert tiles["Steps"].value == "2" and tiles["Steps"].sub == "100 µs per step"
-    assert tiles["Device"].value == "NVIDIA H200" and tiles["Device"].sub == "989 TFLOP/s bf16 · 4.80 TB/s"
-    assert r.verdict_label == "Launch-bound" and r.sentence == "The GPU waits for kernel launches 85 % of the 100 µs span per step."
-    assert [(b.label, b.pct) for b in r.classes] == [("gemm", "66.7%"), ("elementwise", "33.3%")]
+    # one device name: the device table's, with the memory the trace reports (tracebuilder.H200)
+    assert tiles["Device"].value == f"NVIDIA H200 SXM 141GB ({fmt_bytes(H200['totalGlobalMem'])} reported)"
+    assert tiles["Device"].sub == "989 TFLOP/s bf16 · 4.80 TB/s"
+    assert next((b.label, b.value) for b in r.classes) == ("gemm", "20.0 µs")
     assert [s.label for s in r.steps] == ["step 0", "step 1"] and r.steps[0].busy_w == 20.0
-    # roofline: only the row with intensity and TFLOP/s is a point; both roofs and the memory slope
-    assert [p["name"] for p in r.roofline["points"]] == ["nvjet_sm90_gemm"]
-    assert [f["dtype"] for f in r.roofline["roofs"]] == ["bf16", "fp32"] and r.roofline["bandwidth_gbps"] == 4800.0
-    # timeline from the real trace: the GPU row is busy 30 of 200 µs
+    # timeline: the GPU row is busy 30 of the 200 µs; the first steps' bins hold the gemm kernel
     gpu_row = r.timeline["rows"][0]
     assert gpu_row["label"] == "GPU (all streams)" and gpu_row["busy_text"] == "30.0 µs"
-    assert sum(gpu_row["busy"]) * r.timeline["bin_us"] == pytest.approx(30.0, abs=0.5)
+    assert sum(gpu_row["busy"]) / 1000 * r.timeline["bin_us"] == pytest.approx(30.0, abs=0.5)  # per mille
+    named = {r.timeline["names"][i] for i in gpu_row["top"] if i >= 0}
+    assert named == {"sm90_xmma_gemm_bf16", "vectorized_elementwise_kernel"}
     assert r.suggestions == () and r.suggestions_available
+    assert r.handoff is not None and r.handoff.step == "step 0" and r.handoff.span == "100 µs"
+
+
+def test_roofline_hidden_with_reason_without_flops(tmp_path):
+    html = write_report(small_trace(tmp_path, shapes=False), tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'data-chart="roofline"' not in html
+    assert "No roofline: no kernel row has both FLOPs and bytes (the trace has no input shapes)." in html
 
 
 def test_missing_shapes_warning_and_no_suggestions_engine(tmp_path):
-    a = analysis_dict()
-    for k in a["kernels"]:
-        k.update(flops=None, shapes=None, intensity=None, achieved_tflops=None)
-    html = render_html(a, tracekit.load_trace(small_trace(tmp_path, shapes=False)), suggestions=None)
+    trace, analyses = analysed(small_trace(tmp_path, shapes=False))
+    html = render_html(analyses, trace, suggestions=None)
     assert "record with record_shapes=True to get FLOPs" in html and SHAPES_WARNING in html
     assert "Suggestions were not computed" in html
-    # shapes were recorded (FLOPs just unknown for these ops): no such advice
-    html = render_html(a, tracekit.load_trace(small_trace(tmp_path, shapes=True)), suggestions=[])
-    assert "record_shapes=True" not in html and "No rule fired on this trace" in html
+    trace, analyses = analysed(small_trace(tmp_path, shapes=True))
+    html = render_html(analyses, trace, suggestions=[])
+    # shapes were recorded (aten::add alone lacks them: the analyzer's own note says so)
+    assert SHAPES_WARNING not in html and "No rule fired on this trace" in html
 
 
 def test_suggestion_cards_render_in_order(tmp_path):
-    from tracekit.suggestions.model import Suggestion
-
-    sugg = [
-        {"id": "avoid_sync", "title": "Remove the .item() in the loop", "saving_us": 12.0, "saving_pct": 6.0,
-         "formula": "Σ sync wait", "snippet": "x = t.item()  # move out of the loop", "evidence": [{"op": "aten::item", "count": 2}]},
-        Suggestion(id="cuda_graphs", title="Capture the step in a CUDA graph", saving_us=150.0, saving_pct=75.0,
-                   formula="span − busy", snippet="torch.compile(model, mode=\"reduce-overhead\")",
-                   evidence=({"step": 0, "gpu_idle_us": 80.0}, {"step": 1, "gpu_idle_us": 90.0}),
-                   per_step_us=75.0, basis="of the 2 profiled steps"),
+    cards = [
+        sugg("avoid_sync", "Remove the .item() in the loop", 12.0, 6.0, ({"op": "aten::item", "count": 2},),
+             snippet="x = t.item()  # move out of the loop"),
+        sugg("cuda_graphs", "Capture the step in a CUDA graph", 150.0, 75.0,
+             ({"step": 0, "gpu_idle_us": 80.0}, {"step": 1, "gpu_idle_us": 90.0}),
+             snippet="torch.compile(model, mode=\"reduce-overhead\")", per_step_us=75.0,
+             basis="of the 2 profiled steps"),
     ]
-    html = render_html(analysis_dict(), tracekit.load_trace(small_trace(tmp_path)), suggestions=sugg)
+    trace, analyses = analysed(small_trace(tmp_path))
+    html = render_html(analyses, trace, suggestions=cards)
     assert html.index("Capture the step in a CUDA graph") < html.index("Remove the .item() in the loop")
     assert "Biggest win" in html and "saves ~75.0 µs per step" in html and "(75.0%)" in html
     assert "75.0 µs per step · of the 2 profiled steps" in html
     assert "<th class=\"n\">gpu idle</th>" in html and "<td class=\"n\">90.0 µs</td>" in html
     assert "torch.compile(model, mode=&#34;reduce-overhead&#34;)" in html
+    assert "do not add them up" in html  # two savings: the overlap note
+    # a launch-bound saving says how much the profiler slowed the launches: 5 µs calls vs ~3 µs unprofiled
+    assert "launch calls took 5.00 µs each here against ~3.00 µs without a profiler (1.7× slower)" in html
 
 
 # --- safety: untrusted names ----------------------------------------------------------------------
@@ -131,12 +132,11 @@ def _assert_escaped(html: str) -> None:
 
 
 def test_escaping_in_render_html(tmp_path):
-    a = analysis_dict(name=EVIL, op=EVIL)
-    html = render_html(a, tracekit.load_trace(small_trace(tmp_path)), suggestions=[
-        {"id": "x", "title": EVIL, "saving_us": 1.0, "saving_pct": 1.0, "formula": EVIL, "snippet": EVIL,
-         "evidence": [{"kernel": EVIL}]}])
+    trace, analyses = analysed(small_trace(tmp_path, kernel=EVIL, op=EVIL))
+    html = render_html(analyses, trace, suggestions=[
+        sugg("x", EVIL, 1.0, 1.0, ({"kernel": EVIL},), formula=EVIL, snippet=EVIL)])
     _assert_escaped(html)
-    assert "\\u003cscript\\u003e" in html  # the roofline point's name, escaped inside JSON
+    assert "\\u003cscript\\u003e" in html  # the timeline's kernel name, escaped inside JSON
 
 
 def test_escaping_end_to_end(tmp_path):
@@ -154,7 +154,7 @@ def test_failing_render_leaves_no_file(tmp_path, monkeypatch):
         raise RuntimeError("render failed")
 
     monkeypatch.setattr(report, "render", boom)
-    view = report_view({0: analysis_dict()}, tracekit.load_trace(small_trace(tmp_path)), {0: []})
+    view = view_of(small_trace(tmp_path), [])
     before = set(tmp_path.iterdir())
     with pytest.raises(RuntimeError):
         write_view(view, tmp_path / "r.html")
@@ -162,8 +162,7 @@ def test_failing_render_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_existing_file_kept_without_force(tmp_path):
-    trace = tracekit.load_trace(small_trace(tmp_path))
-    view = report_view({0: analysis_dict()}, trace, {0: []})
+    view = view_of(small_trace(tmp_path), [])
     target = tmp_path / "r.html"
     target.write_text("old")
     written = write_view(view, target)
@@ -235,16 +234,21 @@ def test_multi_rank_directory(tmp_path):
     assert len(re.findall(r'<section class="rank"', html)) == 2
     only1 = write_report(path, tmp_path / "rank1.html", rank=1).read_text(encoding="utf-8")
     assert len(re.findall(r'<section class="rank"', only1)) == 1 and 'id="r1"' in only1
-    # the Python API with a combined Analysis of both ranks still gives one section per rank
+    # the Python API renders one Analysis per rank, and refuses (not re-analyses) a combined one
     from tracekit.analyzers import analyze
 
-    trace = tracekit.load_trace(path)
+    trace, analyses = analysed(path)
+    assert len(re.findall(r'<section class="rank"', render_html(analyses, trace))) == 2
+    # a combined multi-rank Analysis is reported per rank, re-analysed from its trace...
     assert len(re.findall(r'<section class="rank"', render_html(analyze(trace), trace))) == 2
+    with pytest.raises(ValueError, match="needs its trace"):  # ...which it cannot be without the trace
+        render_html(analyze(trace))
 
 
 # --- size: a 100k-kernel trace still renders, with capped rows and points ---------------------------
 
 def test_100k_kernels_render_capped(tmp_path):
+    from tracekit.analyzers.timeline import TIMELINE_BINS
     from tracekit.report import charts, tables
 
     b = TraceBuilder()
@@ -261,7 +265,7 @@ def test_100k_kernels_render_capped(tmp_path):
     assert html.count('<tr data-class="') == tables.MAX_KERNEL_ROWS
     assert f"Showing the {tables.MAX_KERNEL_ROWS:,} longest of" in html
     timeline = json.loads(re.search(r'id="r0-tl-data">(.*?)</script>', html, re.S).group(1))
-    assert all(len(row["busy"]) == charts.TIMELINE_BINS for row in timeline["rows"])
+    assert all(len(row["busy"]) == TIMELINE_BINS for row in timeline["rows"])
     assert "8 other streams" in [row["label"] for row in timeline["rows"]]  # 20 streams: 12 shown + 8 merged
     roof = json.loads(re.search(r'id="r0-rf-data">(.*?)</script>', html, re.S).group(1))
     assert len(roof["points"]) <= charts.MAX_ROOFLINE_POINTS

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+import pandas as pd
 import pytest
 
-from tracekit.report.charts import busy_fractions, peaks
-from tracekit.report.format import (
+from tracekit.analyzers.analysis import KERNEL_COLUMNS
+from tracekit.report.names import demangle, short_name
+from tracekit.report.suggest_view import (
+    EvidenceCell,
+    evidence_table,
+    overlap_note,
+    suggestion_views,
+)
+from tracekit.report.tables import fmt_shapes, kernel_table
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import (
     fmt_bytes,
     fmt_flops,
     fmt_gbps,
@@ -16,9 +25,9 @@ from tracekit.report.format import (
     fmt_pct,
     fmt_ratio,
     fmt_time,
+    fmt_us,
+    plural,
 )
-from tracekit.report.suggest_view import evidence_table, suggestion_views
-from tracekit.report.tables import kernel_table, shapes_text, short_name
 
 
 @pytest.mark.parametrize(
@@ -40,25 +49,17 @@ def test_fmt_units():
     assert fmt_ratio(0.0031) == "0.0031" and fmt_ratio(0) == "0" and fmt_ratio(12.345) == "12.3"
 
 
-def test_busy_fractions_hand_computed():
-    # intervals [0,10] and [5,15] merge to [0,15]; [30,35] alone. Bins of 10 µs from 0 to 40.
-    edges = np.array([0.0, 10.0, 20.0, 30.0, 40.0])
-    frac = busy_fractions(np.array([0.0, 5.0, 30.0]), np.array([10.0, 15.0, 35.0]), edges)
-    assert frac.tolist() == [1.0, 0.5, 0.0, 0.5]
-    assert busy_fractions(np.array([]), np.array([]), edges).tolist() == [0.0] * 4
-
-
-def test_peaks_accepts_flops_or_tflops():
-    roofs, bw = peaks({"peak_tflops": {"bf16": 989.4, "fp32": 67.0}, "memory_gbps": 4800.0})
-    assert roofs == {"bf16": 989.4, "fp32": 67.0} and bw == 4800.0
-    roofs, bw = peaks({"peaks": {"bf16": 989.4e12, "hbm_bandwidth": 4.8e12}})
-    assert roofs == {"bf16": pytest.approx(989.4)} and bw == pytest.approx(4800.0)
+def test_one_formatter_for_text_and_html():
+    # issue 10: the CLI and the report print the same text for a duration, ms from 1 ms up
+    assert fmt_us(11091.5) == fmt_time(11091.5) == "11.1 ms"
+    assert plural(1, "row") == "1 row" and plural(3, "row") == "3 rows" and plural(1234, "launch", "launches") == "1,234 launches"
 
 
 def test_shapes_and_short_names():
-    assert shapes_text("[1, 768], [768, 2304]") == "1×768, 768×2304"
-    assert shapes_text([[1, 768], [], [3]]) == "1×768, (), 3"
-    assert shapes_text(None) == "–"
+    assert fmt_shapes(((1, 768), (768, 2304))) == "1×768, 768×2304"
+    assert fmt_shapes([[1, 768], [], [3]]) == "1×768, (), 3"
+    assert fmt_shapes("[1, 768]") == "[1, 768]"  # text is shown as given, never rewritten
+    assert fmt_shapes(None) == "–"
     long = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
     assert short_name(long) == "vectorized_elementwise_kernel"
     assert short_name("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)") == "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
@@ -70,35 +71,64 @@ def test_shapes_and_short_names():
     assert short_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
 
 
+def test_demangle_itanium_names():
+    # HIP traces keep mangled names; hand-demangled with the Itanium ABI rules
+    assert demangle("_Z17vector_add_kernelPfS_S_i") == "vector_add_kernel(…)"
+    assert demangle("_ZN2at6native4gemmIfEEvPf") == "at::native::gemm<…>(…)"
+    assert demangle("_ZN7rocprim6detail11scan_kernelILb1ENS0_19wrapped_scan_configINS_14default_configEiEEPiS5_EEvT0_") == "rocprim::detail::scan_kernel<…>(…)"
+    assert demangle("_ZNK3foo3barEv") == "foo::bar(…)"  # const member function
+    assert short_name("_ZN2at6native4gemmIfEEvPf") == "gemm"
+    assert demangle("triton_poi_fused_0") == "triton_poi_fused_0" and demangle("_Zoops") == "_Zoops"
+
+
 def _row(i: int, t: float) -> dict:
     return {"name": f"k{i}", "class": "gemm", "library": "cublas", "op": "aten::mm", "shapes": None,
             "dtype": "bf16", "count": 1, "time_us": t, "flops": None, "bytes": None, "intensity": None,
             "achieved_tflops": None, "achieved_gbps": None, "bound": None, "roofline_pct": None}
 
 
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+
+
 def test_kernel_table_caps_rows_and_says_so():
     from tracekit.report import tables
 
     rows = [_row(i, float(i + 1)) for i in range(tables.MAX_KERNEL_ROWS + 5)]
-    t = kernel_table(rows)
+    t = kernel_table(_frame(rows))
     assert len(t.rows) == tables.MAX_KERNEL_ROWS and t.total_rows == tables.MAX_KERNEL_ROWS + 5
     assert t.rows[0][0].text == f"k{tables.MAX_KERNEL_ROWS + 4}"  # longest first
     # the 5 rows left off are the shortest: 1+2+3+4+5 = 15 µs
-    assert "the other 5 rows take 15.0 µs" in t.note
+    assert "the other 5 take 15.0 µs" in t.note
     assert [c.key for c in t.columns][:2] == ["name", "class"]
+
+
+def _sugg(id_: str, saving: float, evidence: tuple = ()) -> Suggestion:
+    return Suggestion(id=id_, title=id_, saving_us=saving, saving_pct=saving / 100, formula="f", snippet="x",
+                      evidence=evidence)
+
+
+LONG = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, false, 9, "
+        "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, float> >(cublasGemvParamsEx<int> )")
 
 
 def test_suggestions_ranked_by_saving_and_evidence_formatted():
     views = suggestion_views([
-        {"id": "small", "title": "b", "saving_us": 10.0, "saving_pct": 1.0, "formula": "f", "snippet": "x",
-         "evidence": []},
-        {"id": "big", "title": "a", "saving_us": 2500.0, "saving_pct": 40.0, "formula": "g", "snippet": "y",
-         "evidence": [{"kernel": "k", "count": 3, "time_us": 1500.0, "bytes": 2e6}]},
+        _sugg("small", 10.0),
+        _sugg("big", 2500.0, ({"kernel": "k", "count": 3, "time_us": 1500.0, "bytes": 2e6},)),
     ])
     assert [v.id for v in views] == ["big", "small"] and [v.rank for v in views] == [1, 2]
-    assert views[0].saving == "2.50 ms" and views[0].saving_pct == "40.0%" and views[0].saving_w == 100.0
+    assert views[0].saving == "2.50 ms" and views[0].saving_pct == "25.0%" and views[0].saving_w == 100.0
     assert views[0].columns == ("kernel", "count", "time", "bytes")
-    assert views[0].rows == (("k", "3", "1.50 ms", "2.00 MB"),)
+    assert [c.text for c in views[0].rows[0]] == ["k", "3", "1.50 ms", "2.00 MB"]
     assert views[0].numeric == (False, True, True, True)
     assert suggestion_views([]) == [] and suggestion_views(None) == []
-    assert evidence_table(None) == ((), (), (), 0)
+    assert evidence_table(()) == ((), (), (), 0)
+    assert overlap_note(views) and not overlap_note(views[:1])
+
+
+def test_evidence_names_short_numbers_first():
+    cols, numeric, rows, _ = evidence_table([{"op": "aten::addmm", "kernel": LONG, "count": 240, "time_us": 1648.8}])
+    assert cols == ("kernel", "count", "time", "op")  # the name, then the numbers, then other text
+    assert numeric == (False, True, True, False)
+    assert rows[0][0] == EvidenceCell("gemvx::kernel", LONG)  # the full name on hover (under the 300-character cap)

@@ -169,7 +169,7 @@ def test_notes_say_which_roof_was_assumed_and_what_is_missing(tmp_path):
     h200 = {"id": 0, "name": "NVIDIA H200", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
     rf = _fp32_gemm_trace(tmp_path, h200)
     assert rf.table[ROOF_SOURCE].iloc[0] == ASSUMED and rf.table[ROOF].iloc[0] == "fp32"
-    assert any("assumed the fp32 roof" in n for n in rf.notes)
+    assert any("compared with the fp32 peak" in n for n in rf.notes)
     # a V100 has no TF32: fp32 is the only roof, nothing assumed
     v100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}
     rf = _fp32_gemm_trace(tmp_path, v100)

@@ -57,7 +57,7 @@ def test_setup_outlier_and_partial_steps(tmp_path):
     reason = phases[0].reason
     assert "torch.compile 3.00 ms" in reason  # the annotation's 3000 µs
     assert "device allocations 100 µs in 10 calls" in reason  # 10 × 10 µs
-    assert "host-to-device upload 100.00 MB" in reason
+    assert "host-to-device upload 100 MB" in reason
     assert "4.0× the median step" in phases[4].reason
     assert "launched 0 kernels" in phases[7].reason
     # the headline covers the 5 steady steps: 5 × 100 µs, 5 × 20 µs of GPU work

@@ -15,7 +15,7 @@ from tracekit.suggestions import RULES, Rule, Suggestion, suggest
 from tracekit.suggestions.common import Scope, gemm_dims, suggestion
 
 RULE_IDS = ["cuda_graphs", "fuse_elementwise", "batch_bmm", "batch_decode", "lower_precision", "align_dims",
-            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm"]
+            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm", "rank_imbalance"]
 
 
 def test_rule_ids_are_stable_and_ordered():
@@ -40,7 +40,7 @@ def test_no_suggestion_without_evidence_or_below_threshold():
     assert suggestion("cuda_graphs", "t", 49.0, scope, "f", row) is None  # 0.49 % < 0.5 %
     s = suggestion("cuda_graphs", "t", 50.0, scope, "f", row)
     assert (s.saving_pct, s.per_step_us) == (0.5, 25.0)
-    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 steady steps (10.00 ms)"
+    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 steady steps (10.0 ms)"
 
 
 @pytest.mark.parametrize(("op", "shapes", "dims"), [

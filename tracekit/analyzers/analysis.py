@@ -24,6 +24,8 @@ from tracekit.analyzers.launch import (
     step_records,
 )
 from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
+from tracekit.analyzers.timeline import Timeline, timeline
+from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
 from tracekit.jsonsafe import plain, records
 from tracekit.trace.model import RankTrace, Trace
 
@@ -50,6 +52,8 @@ class RankAnalysis:
     roofline: Roofline
     patterns: Patterns  # what the suggestion rules read
     graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
+    timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
+    facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,8 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None,
     roof = roofline(rank, kc, costs, device, rows=rows)
     patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
-                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs))
+                        roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
+                        timeline=timeline(rank, lo.steps, kc.table[K.CLASS]), facts=trace_facts(rank))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,

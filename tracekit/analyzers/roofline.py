@@ -22,6 +22,7 @@ from tracekit.analyzers.kernels import KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace import tables as T
 from tracekit.trace.model import RankTrace
+from tracekit.units import fmt_time
 
 # --- columns of Roofline.table ------------------------------------------------------------------
 NAME = "name"
@@ -244,13 +245,20 @@ def _coverage_notes(costs: C.KernelCosts) -> tuple[str, ...]:
 def _notes(rows: pd.DataFrame, device: Device | None, device_name: str | None) -> tuple[str, ...]:
     notes = []
     if device is None:
-        notes.append(f"device {device_name!r} is not in tracekit's device table: no roofline "
-                     "(bound and roofline_pct are null)")
+        if device_name:
+            notes.append(f"The GPU \"{device_name}\" is not in tracekit's device table, so there are no "
+                         "peak FLOP/s or bandwidth to compare with: no roofline ceilings or % of roof.")
+        else:
+            notes.append("The trace does not name its GPU, so there are no peak FLOP/s or bandwidth to "
+                         "compare with: no roofline ceilings or % of roof.")
+        return tuple(notes)
     assumed = rows[(rows[ROOF_SOURCE] == ASSUMED) & rows[CLASS].isin(MATMUL_CLASSES)
                    & rows[FLOPS].notna()]
     if len(assumed):
         roofs = ", ".join(sorted({str(r) for r in assumed[ROOF]}))
-        notes.append(f"{len(assumed)} matrix kernel rows ({assumed[TIME_US].sum():.0f} µs) name no "
-                     f"precision the device table can confirm: assumed the {roofs} roof (for fp32 "
-                     "GEMMs: TF32 off)")
+        n = len(assumed)
+        rows_text = "1 matrix kernel row" if n == 1 else f"{n} matrix kernel rows"
+        notes.append(f"{rows_text} ({fmt_time(assumed[TIME_US].sum())}) do{'es' if n == 1 else ''} not say "
+                     f"which precision {'it uses' if n == 1 else 'they use'}: compared with the {roofs} peak "
+                     "(for fp32 matrix multiplies, that is TF32 off).")
     return tuple(notes)

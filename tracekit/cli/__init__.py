@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "report": "report",
     "profile": "profile",
     "diff": "diff",
+    "export": "export",
 }
 # what `tracekit --help` lists (kept here so that --help imports no command module)
 SHORT_HELP: dict[str, str] = {
@@ -28,6 +29,7 @@ SHORT_HELP: dict[str, str] = {
     "analyze": "Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.",
     "report": "Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).",
     "profile": "Run a script or module under torch.profiler and write its trace.",
+    "diff": "Compare two traces over their steady steps; check BEFORE's predicted savings.",
 }
 
 
@@ -91,8 +93,14 @@ def _run(args: list[str]) -> int:
         return exc.exit_code
     except click.exceptions.Abort:
         raise KeyboardInterrupt from None
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors echo what was typed: escape it too
+        import io
+
+        from tracekit.terminal import visible
+
+        shown = io.StringIO()
+        exc.show(file=shown)
+        sys.stderr.write("".join(visible(line) + "\n" for line in shown.getvalue().splitlines()))
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     return rv if isinstance(rv, int) else 0
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +16,7 @@ from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 if TYPE_CHECKING:
     from tracekit.analyzers.analysis import Analysis
+    from tracekit.pipeline import RunResult
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
@@ -74,3 +76,41 @@ def analyze_for_cli(trace: Trace, *, steps: str = "steady", **options: object) -
         return analyze(trace, steps=steps, **options)  # type: ignore[arg-type]
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
+
+
+def _jobs(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter("must be at least 1")
+    return value
+
+
+def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--jobs N (local worker processes) and --scheduler ADDRESS (a Dask cluster)."""
+    fn = click.option("--scheduler", default=None, metavar="ADDRESS",
+                      help="Run the per-rank work on this Dask scheduler (env TRACEKIT_SCHEDULER); "
+                           "needs pip install 'tracekit[dask]'.")(fn)
+    return click.option("-j", "--jobs", type=int, default=None, callback=_jobs,
+                        help="Worker processes for the ranks (default: the cores; 1: in this process).")(fn)
+
+
+def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
+                jobs: int | None = None, scheduler: str | None = None, view: bool = False,
+                tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+                captures: tuple[str, ...] = (), progress_quiet: bool | None = None) -> RunResult:
+    """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
+    file), with a rank counter on a terminal, then its warnings; a bad --steps value is a usage error."""
+    from tracekit.analyzers.steady import StepsError
+    from tracekit.executor import progress_bar, scheduler_from_env
+    from tracekit.pipeline import run
+
+    try:
+        result = run(traces if isinstance(traces, str) else list(traces), rank=rank, jobs=jobs,
+                     scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
+                     steps=steps, max_bytes=max_bytes, captures=captures,
+                     progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
+    if not quiet:
+        for warning in result.warnings:
+            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+    return result

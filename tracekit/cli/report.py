@@ -9,16 +9,17 @@ import click
 
 from tracekit.cli.common import (
     capture_option,
-    load_for_cli,
     max_bytes_option,
     quiet_option,
+    run_for_cli,
+    scheduler_options,
     steps_option,
 )
 from tracekit.terminal import visible
 
 
-@click.command("report")
-@click.argument("trace", type=click.Path())
+@click.command("report", short_help="Write one self-contained HTML report of TRACE.")
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option(
     "-o",
     "--output",
@@ -31,28 +32,29 @@ from tracekit.terminal import visible
 @steps_option
 @max_bytes_option
 @capture_option
+@scheduler_options
 @quiet_option
-def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int | None, steps: str,
-            max_bytes: int | None, captures: tuple[str, ...],
-            quiet: bool) -> None:
-    """Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).
+def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
+            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            scheduler: str | None, quiet: bool) -> None:
+    """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
+    several may be given). Ranks are analysed in parallel; a multi-rank report opens with the
+    cross-rank view (which rank holds the job back, and why).
 
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
-    from tracekit.analyzers.steady import StepsError
-    from tracekit.report import build_view, default_output, write_view
+    from tracekit.pipeline import resolve_inputs
+    from tracekit.pipeline.reports import default_report_path, report_of
+    from tracekit.report import write_view
     from tracekit.report.write import check_target
-    from tracekit.trace.files import trace_files
 
-    inputs = trace_files(trace)
-    wanted = output if output is not None else default_output(trace)
+    inputs = resolve_inputs(list(traces))
+    wanted = output if output is not None else default_report_path(list(traces))
     check_target(wanted, inputs=inputs, force=force)  # before the long work
-    loaded = load_for_cli(trace, quiet=quiet, max_bytes=max_bytes, captures=captures)
-    try:
-        view = build_view(loaded, rank=rank, steps=steps)
-    except StepsError as exc:
-        raise click.BadParameter(str(exc), param_hint="--steps") from None
+    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
+                         max_bytes=max_bytes, captures=captures)
+    view = report_of(result)
     written = write_view(view, wanted, force=force, inputs=inputs)
     if written != wanted:
         click.echo(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)",
@@ -62,6 +64,8 @@ def command(trace: str, output: Path | None, open_: bool, force: bool, rank: int
         head = view.ranks[0] if view.ranks else None
         verdict = f" · {head.verdict_label}" if head and head.verdict_label else ""
         top = f" · biggest win: {head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
-        click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{top}"))
+        late = result.cross.stragglers if result.cross is not None else ()
+        straggler = f" · straggler: rank {late[0].rank}" if late else ""
+        click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}"))
     if open_:
         webbrowser.open(written.resolve().as_uri())

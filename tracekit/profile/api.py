@@ -15,6 +15,7 @@ from tracekit.profile.record import (
     default_output,
     finish,
     nothing_recorded,
+    per_rank_path,
     plan_outputs,
     provenance,
 )
@@ -24,8 +25,8 @@ from tracekit.profile.session import ProfileOptions, Session, require_torch
 
 def _resolve(output: str | Path | None, stem: str) -> Path:
     if output is None:
-        return default_output(stem, unique=True)
-    return Path(output).expanduser().absolute()
+        return per_rank_path(default_output(stem, unique=True))
+    return per_rank_path(Path(output).expanduser().absolute())
 
 
 class Profiling:

@@ -37,8 +37,9 @@ def check_output(path: Path, force: bool) -> None:
 
 
 def report_path_for(trace_path: Path) -> Path:
-    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.html, beside it."""
-    return trace_path.with_name(trace_stem(trace_path.name) + ".html")
+    """Where the HTML report of a trace goes: NAME.trace.json.gz -> NAME.report.html beside it, the
+    name `tracekit report` picks too."""
+    return trace_path.with_name(trace_stem(trace_path.name) + ".report.html")
 
 
 def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:

@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +14,9 @@ from typing import Any
 
 from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
-from tracekit.trace.files import PROFILE_SUFFIX
+from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
+from tracekit.trace.tables import TRITON_TABLE_KEY
+from tracekit.units import plural
 
 
 @dataclass(frozen=True)
@@ -31,17 +33,19 @@ class ProfileRun:
     @cached_property
     def analysis(self) -> Any:
         """`tracekit.analyze(load_trace(trace_path))` of this trace, computed on first use."""
-        from tracekit.analyzers import analyze
-        from tracekit.trace.load import load_trace
+        from tracekit.pipeline.reports import analysis_of
 
-        return analyze(load_trace(self.trace_path))
+        return analysis_of(self.trace_path)
 
 
 def report_writer() -> Callable[..., Any]:
-    """`tracekit.report.write_report` (imported on first use: the report is the last step)."""
-    from tracekit.report import write_report
+    """`tracekit.pipeline.reports.write_report` in this process (imported on first use: the report is the
+    last step; a profiled run writes one trace per process, so there is nothing to spread)."""
+    from functools import partial
 
-    return write_report
+    from tracekit.pipeline.reports import write_report
+
+    return partial(write_report, jobs=1)
 
 
 def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
@@ -67,6 +71,23 @@ def default_output(stem: str, *, unique: bool) -> Path:
         path = Path.cwd() / f"{safe}-{stamp}-{n}{PROFILE_SUFFIX}"
         n += 1
     return path
+
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+def per_rank_path(path: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The trace path of this process: `{rank}` in the file name becomes the launcher's RANK (0 when
+    unset); under a multi-process launcher (torchrun sets RANK and WORLD_SIZE > 1) a name without
+    the placeholder gets `.rank<R>` before its extension, so ranks never write the same file."""
+    env = os.environ if environ is None else environ
+    rank = env.get("RANK", "").strip()
+    if RANK_PLACEHOLDER in path.name:
+        return path.with_name(path.name.replace(RANK_PLACEHOLDER, rank if rank.isdigit() else "0"))
+    if not rank.isdigit() or int(env.get("WORLD_SIZE", "1") or 1) <= 1:
+        return path
+    stem = trace_stem(path.name)
+    return path.with_name(f"{stem}.rank{rank}{path.name[len(stem):]}")
 
 
 def provenance(
@@ -124,7 +145,7 @@ def provenance(
         meta["command"] = list(command)
         meta["cwd"] = os.getcwd()
     if recorder is not None:
-        meta["triton_kernels"] = recorder.kernels
+        meta[TRITON_TABLE_KEY] = recorder.kernels
         if recorder.mode == "top_level":
             meta["triton_launches"] = recorder.records
     return meta
@@ -169,6 +190,6 @@ def nothing_recorded(session: Session, flag: str = "--warmup ") -> str:
     """Why a run left no trace: the schedule's warm-up outlasted the steps the run marked."""
     warmup = session.options.warmup
     return (
-        f"no trace recorded: the run marked {session.marks} step(s), but {flag}{warmup} "
+        f"no trace recorded: the run marked {plural(session.marks, 'step')}, but {flag}{warmup} "
         f"skips the first {warmup}"
     )

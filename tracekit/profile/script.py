@@ -10,16 +10,20 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tracekit.errors import OutputError
+from tracekit.profile.export import report_path_for
 from tracekit.profile.record import (
     default_output,
     finish,
     nothing_recorded,
+    per_rank_path,
     plan_outputs,
     provenance,
 )
 from tracekit.profile.runner import Target, exit_status, report_exception
 from tracekit.profile.session import ProfileOptions, Session, require_torch
 from tracekit.terminal import visible
+from tracekit.units import plural
 
 # Exit status when tracekit itself could not do its job (as for TracekitError in the CLI).
 TRACEKIT_FAILURE = 2
@@ -43,11 +47,18 @@ def profile_target(
     """
     require_torch()
     target.check()
-    trace_path = (
+    trace_path = per_rank_path(
         Path(output).expanduser().absolute()
         if output
         else default_output(target.name, unique=False)
     )
+    if target.script is not None:
+        from tracekit.report.write import is_input
+
+        script = Path(target.script)
+        for out in (trace_path, report_path_for(trace_path) if report else None):
+            if out is not None and is_input(out, [script]) is not None:
+                raise OutputError(f"{out}: is the script being profiled; choose another output with -o")
     report_path = plan_outputs(trace_path, force=force, report=report)
 
     def say(message: str) -> None:
@@ -71,8 +82,8 @@ def profile_target(
     if result is None:
         print(f"tracekit: error: {nothing_recorded(session)}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
-    steps = f"{result.steps} step(s)" if result.steps else "no steps marked"
-    launches = f", {result.triton_launches} Triton launch(es)" if result.triton_launches else ""
+    steps = plural(result.steps, "step") if result.steps else "no steps marked"
+    launches = f", {plural(result.triton_launches, 'Triton launch', 'Triton launches')}" if result.triton_launches else ""
     say(f"trace written to {_shown(result.trace_path)} ({steps}{launches})")
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")

@@ -1,14 +1,20 @@
-"""The report's view model: analyzer results (tracekit.analysis/1 dicts) turned into strings, bars and chart data."""
+"""The report's view model: typed analyzer results turned into strings, bars and chart data.
+
+`rank_view` is a pure function of one rank's Analysis and suggestions (it can run in a worker process
+and its RankView be shipped back); `report_view` assembles RankViews into the page.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.launch import LaunchOverhead
+from tracekit.paths import export_path
 from tracekit.report import charts
-from tracekit.report.format import DASH, fmt_int, fmt_pct, fmt_time, num
 from tracekit.report.graphs_view import GraphSection, graph_section
 from tracekit.report.headline import (
     Tile,
@@ -18,55 +24,23 @@ from tracekit.report.headline import (
     verdict_label,
     verdict_rule,
 )
-from tracekit.report.meta import SHAPES_WARNING, cpu_ops, meta_rows, warnings
+from tracekit.report.meta import SHAPES_WARNING, cpu_bars, meta_rows, warnings
 from tracekit.report.palette import VERDICTS
-from tracekit.report.suggest_view import SuggestionView, suggestion_views
+from tracekit.report.suggest_view import SuggestionView, overlap_note, suggestion_views
 from tracekit.report.tables import (
     Bar,
     KernelTable,
     StepRow,
-    class_bars,
     kernel_table,
-    library_bars,
-    shapes_text,
+    step_label,
     step_rows,
+    summary_bars,
 )
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import DASH, fmt_int, fmt_pct, fmt_time
 
-__all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_view", "report_view"]
-
-
-@dataclass(frozen=True)
-class RankView:
-    """Everything the templates show for one rank, already formatted (charts as JSON-ready dicts)."""
-
-    rank: int
-    anchor: str  # html id prefix: 'r0'
-    verdict: str  # verdict key, e.g. 'launch-bound'
-    verdict_label: str
-    verdict_css: str
-    verdict_rule: str
-    sentence: str
-    steps_head: str
-    excluded: tuple[str, ...]
-    top_change: SuggestionView | None
-    tiles: tuple[Tile, ...]
-    suggestions: tuple[SuggestionView, ...]
-    suggestions_available: bool
-    classes: tuple[Bar, ...]
-    libraries: tuple[Bar, ...]
-    steps: tuple[StepRow, ...]
-    steps_note: str
-    timeline: dict[str, Any] | None
-    roofline: dict[str, Any] | None
-    kernels: KernelTable
-    cpu_ops: tuple[Bar, ...]
-    meta: tuple[tuple[str, str], ...]
-    warnings: tuple[str, ...]
-    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
-
-    @property
-    def shapes_missing(self) -> bool:
-        return SHAPES_WARNING in self.warnings
+__all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_view", "report_title",
+           "report_view"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +61,55 @@ class RankRow:
 
 
 @dataclass(frozen=True)
+class Handoff:
+    """Where to look next in Perfetto: the export command and the worst steady step's time range."""
+
+    command: str
+    step: str  # 'step 12' or '' when the trace has no steps
+    start_ms: str  # from the trace start, as Perfetto shows it
+    end_ms: str
+    span: str
+
+
+@dataclass(frozen=True)
+class RankView:
+    """Everything the templates show for one rank, already formatted (charts as JSON-ready dicts)."""
+
+    rank: int
+    anchor: str  # html id prefix: 'r0'
+    verdict: str  # verdict key, e.g. 'launch-bound'
+    verdict_label: str
+    verdict_css: str
+    verdict_rule: str
+    sentence: str
+    steps_head: str  # which steps the headline numbers cover
+    excluded: tuple[str, ...]  # one line per step left out of them, with what it holds
+    top_change: SuggestionView | None
+    tiles: tuple[Tile, ...]
+    suggestions: tuple[SuggestionView, ...]
+    suggestions_available: bool
+    overlap_note: str
+    classes: tuple[Bar, ...]
+    libraries: tuple[Bar, ...]
+    steps: tuple[StepRow, ...]
+    steps_note: str
+    timeline: dict[str, Any] | None
+    roofline: dict[str, Any] | None
+    kernels: KernelTable
+    cpu_ops: tuple[Bar, ...]
+    meta: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    row: RankRow
+    handoff: Handoff | None
+    source: str  # the rank's trace file
+    graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
+
+    @property
+    def shapes_missing(self) -> bool:
+        return SHAPES_WARNING in self.warnings
+
+
+@dataclass(frozen=True)
 class ReportView:
     """The whole report: trace-level warnings, the rank comparison, one RankView per rank."""
 
@@ -96,110 +119,119 @@ class ReportView:
     ranks: tuple[RankView, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
     rank_rows: tuple[RankRow, ...] = field(default_factory=tuple)
+    cross: Any = None  # tracekit.report.ranks_view.CrossRankView: the section at the top of multi-rank reports
 
     @property
     def multi(self) -> bool:
         return len(self.ranks) > 1
 
 
-def as_dict(analysis: Any) -> dict[str, Any]:
-    """An Analysis (with to_dict) or an already-serialised tracekit.analysis/1 dict."""
-    to_dict = getattr(analysis, "to_dict", None)
-    return to_dict() if callable(to_dict) else dict(analysis or {})
+def _handoff(lo: LaunchOverhead, source: str) -> Handoff | None:
+    """The worst (longest) steady step, in ms from the trace start, and the export command."""
+    steps = lo.steps
+    if not len(steps):
+        return None
+    steady = steps[steps["phase"] == "steady"] if "phase" in steps else steps
+    pick = steady if len(steady) else steps
+    row = pick.loc[(pick["end"] - pick["ts"]).idxmax()]
+    number = int(row["step"])
+    zero = min(0.0, float(steps["ts"].min()))  # Perfetto counts from the first event
+    return Handoff(
+        command=f"tracekit export {source} -o {export_path(source).name}",
+        step=step_label(number) if number >= 0 else "",
+        start_ms=f"{(float(row['ts']) - zero) / 1e3:,.3f}",
+        end_ms=f"{(float(row['end']) - zero) / 1e3:,.3f}",
+        span=fmt_time(float(row["end"] - row["ts"])),
+    )
 
 
-def rank_view(
-    analysis: Any, rank: Any = None, suggestions: Sequence[Any] | None = None, shown: Sequence[str] = ()
-) -> RankView:
-    """The view of one rank from its analysis, its RankTrace (or None) and its suggestions.
+def _rank_row(a: Analysis, anchor: str, label: str, css: str, classes: Sequence[Bar]) -> RankRow:
+    t = a.totals
+    util = t.gpu_busy_us / t.span_us if t.span_us else None
+    comm = next((c for c in classes if c.label == "communication"), None)
+    return RankRow(
+        anchor=anchor,
+        rank=a.ranks[0].rank,
+        verdict_label=label,
+        verdict_css=css,
+        span=fmt_time(t.span_us),
+        gpu_busy=fmt_time(t.gpu_busy_us),
+        util=fmt_pct(util),
+        util_w=round(100 * (util or 0.0), 2),
+        cpu_launch=fmt_time(t.cpu_launch_us),
+        kernels=fmt_int(t.kernels),
+        comm=f"{comm.value} ({comm.pct})" if comm else DASH,
+    )
 
-    `shown` are the trace-level warnings already at the top of the report (not repeated per rank).
+
+def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, shown: Sequence[str] = ()) -> RankView:
+    """The view of one rank from its Analysis (analyze(trace, rank=r): one RankAnalysis) and its suggestions.
+
+    `suggestions` None means the rules did not run (the report says so). `shown` are the trace-level
+    warnings already at the top of the report (not repeated per rank).
     """
-    a = as_dict(analysis)
-    if suggestions is None and a.get("suggestions") is not None:
-        suggestions = a["suggestions"]
-    s = a.get("summary") or {}
-    kernels = list(a.get("kernels") or ())
-    gpu = getattr(rank, "gpu", None)
-    has_gpu = bool(kernels) or (gpu is not None and len(gpu) > 0)
-    verdict = str(s.get("verdict") or ("cpu-only" if not has_gpu else ""))
+    if len(analysis.ranks) != 1:
+        raise ValueError(f"rank_view takes the analysis of one rank, got {len(analysis.ranks)} ranks")
+    ra = analysis.ranks[0]
+    facts = ra.facts
+    if facts is None:
+        raise ValueError("rank_view needs RankAnalysis.facts (analyze() computes them)")
+    verdict = analysis.verdict if facts.has_gpu else "cpu-only"
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
-    label = verdict_label(verdict, s.get("cause"), label)
-    steps_head, excluded = steps_summary(a)
-    classes = class_bars(a.get("classes") or (), kernels)
-    cards = suggestion_views(suggestions)
-    rank_no = int(getattr(rank, "rank", a.get("rank", 0)) or 0)
-    steps, steps_note = step_rows(list(a.get("steps") or ()))
-    roof = charts.roofline(a.get("device") or {}, kernels, shapes_text) if kernels else None
+    label = verdict_label(verdict, analysis.cause, label)
+    steps_head, excluded = steps_summary(analysis)
+    classes = tuple(summary_bars(analysis.classes, colors=True)) if facts.has_gpu else ()
+    cards = suggestion_views(suggestions, analysis.totals)
+    steps, steps_note = step_rows(ra.launch)
+    anchor = f"r{ra.rank}"
     return RankView(
-        rank=rank_no,
-        anchor=f"r{rank_no}",
+        rank=ra.rank,
+        anchor=anchor,
         verdict=verdict,
         verdict_label=label,
         verdict_css=css,
         verdict_rule=verdict_rule(verdict),
-        sentence=sentence(verdict, s, classes),
+        sentence=sentence(verdict, analysis.evidence, classes),
         steps_head=steps_head,
         excluded=excluded,
         top_change=cards[0] if cards else None,
-        tiles=tiles(a, rank, has_gpu),
+        tiles=tiles(analysis, facts),
         suggestions=tuple(cards),
         suggestions_available=suggestions is not None,
-        classes=tuple(classes),
-        libraries=tuple(library_bars(a.get("libraries") or (), kernels)),
+        overlap_note=overlap_note(cards),
+        classes=classes,
+        libraries=tuple(summary_bars(analysis.libraries, colors=False)) if facts.has_gpu else (),
         steps=tuple(steps),
         steps_note=steps_note,
-        timeline=charts.timeline(rank) if rank is not None else None,
-        roofline=roof,
-        kernels=kernel_table(kernels),
-        cpu_ops=cpu_ops(rank) if not has_gpu else (),
-        meta=meta_rows(a, rank, has_gpu),
-        warnings=warnings(a, rank, shown),
-        graphs=graph_section(a),
+        timeline=charts.timeline(ra.timeline) if ra.timeline is not None else None,
+        roofline=charts.roofline(analysis.device, analysis.kernels) if facts.has_gpu else None,
+        kernels=kernel_table(analysis.kernels),
+        cpu_ops=cpu_bars(facts.cpu) if not facts.has_gpu else (),
+        meta=meta_rows(analysis, facts),
+        warnings=warnings(analysis, facts, shown),
+        row=_rank_row(analysis, anchor, label, css, classes),
+        handoff=_handoff(ra.launch, analysis.path) if facts.has_gpu else None,
+        source=facts.path,
+        graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
     )
 
 
-def report_view(
-    analyses: Mapping[int, Any],
-    trace: Any = None,
-    suggestions: Mapping[int, Sequence[Any] | None] | None = None,
-    *,
-    version: str = "",
-) -> ReportView:
-    """The whole report: one RankView per analysed rank, ordered by rank."""
-    ranks = getattr(trace, "ranks", None) or {}
-    shown = tuple(str(w) for w in (getattr(trace, "warnings", None) or ()))
-    docs = {r: as_dict(analyses[r]) for r in sorted(analyses)}  # to_dict() once per rank
-    views = tuple(rank_view(docs[r], ranks.get(r), (suggestions or {}).get(r), shown) for r in docs)
-    rows = tuple(_rank_row(docs[r], v) for r, v in zip(docs, views, strict=True))
-    path = str(getattr(trace, "path", "") or "")
-    path = os.path.normpath(path) if path else path
-    name = path.rstrip("/").rsplit("/", 1)[-1] if path else "trace"
+def report_view(ranks: Sequence[RankView], *, path: str, warnings: Sequence[str] = (), version: str = "") -> ReportView:
+    """The whole report from the RankViews (any order: shown by rank) of the trace at `path`."""
+    views = tuple(sorted(ranks, key=lambda v: v.rank))
+    title, path = report_title(path)
     return ReportView(
-        title=f"tracekit report · {name}",
+        title=title,
         source=path,
         version=version,
         ranks=views,
-        warnings=shown,
-        rank_rows=rows if len(rows) > 1 else (),
+        warnings=tuple(str(w) for w in warnings),
+        rank_rows=tuple(v.row for v in views) if len(views) > 1 else (),
     )
 
 
-def _rank_row(a: Mapping[str, Any], view: RankView) -> RankRow:
-    s = a.get("summary") or {}
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    util = busy / span if span and busy is not None else None
-    comm = next((c for c in view.classes if c.label == "communication"), None)
-    return RankRow(
-        anchor=view.anchor,
-        rank=view.rank,
-        verdict_label=view.verdict_label,
-        verdict_css=view.verdict_css,
-        span=fmt_time(span),
-        gpu_busy=fmt_time(busy),
-        util=fmt_pct(util),
-        util_w=round(100 * (util or 0.0), 2),
-        cpu_launch=fmt_time(s.get("cpu_launch_us")),
-        kernels=fmt_int(s.get("kernels")),
-        comm=f"{comm.value} ({comm.pct})" if comm else DASH,
-    )
+def report_title(path: str) -> tuple[str, str]:
+    """(page title, shown source path) of a report of `path` (a file, directory or list of inputs)."""
+    path = os.path.normpath(path) if path else path
+    name = path.rstrip("/").rsplit("/", 1)[-1] if path else "trace"
+    return f"tracekit report · {name}", path

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from tracekit.units import fmt_us
+from tracekit.analyzers.graphs import GraphReplays
+from tracekit.units import DASH, fmt_pct, fmt_time
 
 
 @dataclass(frozen=True)
@@ -28,23 +28,22 @@ class GraphSection:
     rows: tuple[GraphRow, ...]
 
 
-def _pct(x: Any) -> str:
-    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "–"
+def _pct(x: float | None) -> str:
+    return DASH if x is None else fmt_pct(x)
 
 
-def graph_section(analysis: Mapping[str, Any]) -> GraphSection | None:
-    """The section for one rank's analysis dict (tracekit.analysis/1), None without graph replays."""
-    docs = analysis.get("graphs") or ()
-    if not docs:
+def graph_section(replays: Sequence[GraphReplays]) -> GraphSection | None:
+    """The section for one rank's graph replays (RankAnalysis.graphs), None without any."""
+    if not replays:
         return None
     rows = []
-    for doc in docs:
-        for g in doc.get("graphs") or ():
-            kernels = tuple((str(k["name"]), str(k["op"] or "–"), str(k["count"]), fmt_us(k["time_us"]))
-                            for k in g.get("kernels") or ())
+    for doc in replays:
+        for g in doc.graphs:
+            kernels = tuple((str(k["name"]), str(k["op"] or DASH), str(k["count"]), fmt_time(k["time_us"]))
+                            for k in g.kernels)
             rows.append(GraphRow(
-                graph=f"#{g['graph']}", launches=str(g["launches"]), activities=str(g["activities_per_replay"]),
-                gpu_time=fmt_us(g["gpu_us_per_replay"]), span=fmt_us(g["span_us_per_replay"]),
-                with_op=_pct(g["matched_share"]), with_flops=_pct(g.get("flops_known_share")),
-                source=str(g["source"] or "–"), kernels=kernels))
-    return GraphSection(summary=" · ".join(str(d.get("summary", "")) for d in docs), rows=tuple(rows))
+                graph=f"#{g.graph}", launches=str(g.launches), activities=str(g.activities_per_replay),
+                gpu_time=fmt_time(g.gpu_us_per_replay), span=fmt_time(g.span_us_per_replay),
+                with_op=_pct(g.matched_share), with_flops=_pct(g.flops_known_share),
+                source=g.source or DASH, kernels=kernels))
+    return GraphSection(summary=" · ".join(d.line() for d in replays), rows=tuple(rows))

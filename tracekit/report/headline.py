@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from tracekit.report import charts
-from tracekit.report.format import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, num
-from tracekit.report.tables import Bar, idle_parts, pick
-from tracekit.trace import tables as T
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.launch import LaunchTotals
+from tracekit.analyzers.tracefacts import TraceFacts, device_label
+from tracekit.report.meta import threads_text
+from tracekit.report.tables import Bar, idle_parts
+from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, plural
 
 
 @dataclass(frozen=True)
@@ -46,25 +47,23 @@ def verdict_label(verdict: str, cause: str | None, base: str) -> str:
     return base if verdict == "launch-bound" or verdict == "communication-bound" else f"{base} · {words}"
 
 
-def sentence(verdict: str, s: Mapping[str, Any], classes: Sequence[Bar]) -> str:
+def sentence(verdict: str, evidence: str, classes: Sequence[Bar]) -> str:
     """The analysis's evidence sentence, plus the largest kernel class when the kernels set the pace."""
-    evidence = str(s.get("evidence") or "")
     top = f" The largest class is {classes[0].label} ({classes[0].pct} of kernel time)." if classes else ""
     if verdict == "cpu-only":
         return "No GPU activity in this trace: only CPU work was recorded."
     return evidence + (top if verdict == "gpu-bound" else "")
 
 
-def steps_summary(a: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+def steps_summary(a: Analysis) -> tuple[str, tuple[str, ...]]:
     """Which steps the headline covers, and one line per step left out (with what it holds)."""
-    ranks = a.get("ranks") or []
-    scopes = {r.get("scope") for r in ranks}
-    steady = len(a.get("steady_steps") or [])
-    total = (a.get("summary") or {}).get("steps_total") or 0
+    scopes = {r.launch.scope for r in a.ranks}
+    steady = sum(len(r.launch.steady_steps) for r in a.ranks)
+    total = sum(len(r.launch.step_totals) for r in a.ranks)
     if scopes == {"trace"}:
         return ("No step marks: the numbers cover the first GPU launch to the end of the last GPU "
                 "activity (the CPU work before and after is left out)."), ()
-    mode = (a.get("summary") or {}).get("steps_mode") or "steady"
+    mode = a.steps_mode or "steady"
     how = " (steps inferred from the repeating op sequence)" if "inferred" in scopes else ""
     if mode == "steady":
         head = f"Numbers per step over the {steady} steady steps of {total}{how}."
@@ -72,10 +71,11 @@ def steps_summary(a: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
         head = f"Numbers per step over all {total} steps{how}."
     else:
         head = f"Numbers per step over steps {mode} ({steady} of {total}){how}."
-    multi = len(ranks) > 1
+    multi = len(a.ranks) > 1
+    excluded = [(r.rank, p) for r in a.ranks for p in r.launch.excluded]
     lines = tuple(
-        (f"rank {x['rank']} " if multi else "") + f"step {x['step']} ({x['phase']}, {fmt_time(x['span_us'])}): {x['reason']}"
-        for x in (a.get("excluded_steps") or [])[:12]
+        (f"rank {rank} " if multi else "") + f"step {p.step} ({p.phase}, {fmt_time(p.span_us)}): {p.reason}"
+        for rank, p in excluded[:12]
     )
     return head, lines
 
@@ -83,77 +83,59 @@ def steps_summary(a: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found
 
 
-def _device_tile(device: Mapping[str, Any], meta: Any, has_gpu: bool) -> Tile:
-    name = device.get("name") or getattr(meta, "device_name", None)
+def _device_tile(a: Analysis, facts: TraceFacts) -> Tile:
+    name = device_label(a.device, facts)
     if name is None:
-        sub = "no deviceProperties in the trace" if has_gpu else ""
-        return Tile("Device", "unknown GPU" if has_gpu else "no GPU", sub, text=True)
-    roofs, bandwidth = charts.peaks(device)
-    parts = []
+        sub = "the trace does not name it" if facts.has_gpu else ""
+        return Tile("Device", "unknown GPU" if facts.has_gpu else "no GPU", sub, text=True)
+    if a.device is None:
+        return Tile("Device", name, "not in tracekit's device table: no peaks", text=True)
+    roofs = a.device.peak_tflops
     dtype = next((d for d in HEADLINE_DTYPES if d in roofs), next(iter(roofs), None))
-    if dtype is not None:
-        parts.append(f"{fmt_tflops(roofs[dtype])} {dtype}")
-    if bandwidth:
-        parts.append(fmt_gbps(bandwidth))
-    if not parts and device.get("name") is None and getattr(meta, "device_name", None):
-        parts.append("not in the device table")
-    return Tile("Device", str(name), " · ".join(parts), text=True)
+    parts = [f"{fmt_tflops(roofs[dtype])} {dtype}"] if dtype is not None else []
+    parts.append(fmt_gbps(a.device.memory_gbps))
+    return Tile("Device", name, " · ".join(parts), text=True)
 
 
-def _idle_tile(a: Mapping[str, Any]) -> Tile:
-    s = a.get("summary") or {}
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    idle = num(s.get("gpu_idle_us"))
-    if idle is None and span is not None and busy is not None:
-        idle = max(0.0, span - busy)
-    host = next((p for p in idle_parts(s) if p[0] == "host wait"), None)
+def _idle_tile(t: LaunchTotals) -> Tile:
+    idle, span = t.gpu_idle_us, t.span_us
+    host = next((p for p in idle_parts(t) if p[0] == "host wait"), None)
     if host is not None:
         sub = f"{fmt_pct(host[1] / 100)} of gaps wait for the host"
     else:
-        sub = f"{fmt_pct(idle / span)} of span" if idle is not None and span else ""
+        sub = f"{fmt_pct(idle / span)} of span" if span else ""
     return Tile("GPU idle", fmt_time(idle), sub)
 
 
-def tiles(a: Mapping[str, Any], rank: Any, has_gpu: bool) -> tuple[Tile, ...]:
-    s = a.get("summary") or {}
-    span, busy = num(s.get("span_us")), num(s.get("gpu_busy_us"))
-    steps = a.get("steps") or []
-    n_steps = sum(1 for st in steps if isinstance(pick(st, "step"), int) and pick(st, "step") >= 0)
-    kernels = num(s.get("kernels"))
-    launches, launch_us = num(s.get("launches")), num(s.get("cpu_launch_us"))
+def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
+    t = a.totals
+    span, busy = t.span_us, t.gpu_busy_us
+    marked = all(r.launch.scope != "trace" for r in a.ranks)
+    n_steps = t.steps if marked else 0  # the steps the headline numbers cover (the steady ones)
+    recorded = sum(len(r.launch.step_totals) for r in a.ranks)
     steps_tile = Tile(
         "Steps",
         fmt_int(n_steps) if n_steps else "none",
-        f"{fmt_time(span / n_steps)} per step" if n_steps and span else "no ProfilerStep marks",
+        (f"{fmt_time(span / n_steps)} per step" + (f" · {recorded} recorded" if recorded != n_steps else ""))
+        if n_steps and span else "no ProfilerStep marks",
     )
-    device_tile = _device_tile(a.get("device") or {}, getattr(rank, "meta", None), has_gpu)
-    if not has_gpu:
-        return (*_cpu_tiles(rank, span), steps_tile, device_tile)
-    tiles = [
-        Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span and busy is not None else DASH} of {fmt_time(span)} span"),
-        Tile(
-            "CPU launch time",
-            fmt_time(launch_us),
-            f"{fmt_int(launches)} launches · {fmt_time(launch_us / launches) if launches and launch_us is not None else DASH} each",
-        ),
-        _idle_tile(a),
-        Tile("Kernels", fmt_int(kernels), f"{fmt_int(kernels / n_steps)} per step" if n_steps and kernels else ""),
+    device_tile = _device_tile(a, facts)
+    if not facts.has_gpu:
+        cpu = facts.cpu
+        return (
+            Tile("Span", fmt_time(span), "whole trace"),
+            Tile("CPU ops", fmt_int(cpu.ops), threads_text(cpu)),
+            Tile("Top-level op time", fmt_time(cpu.top_level_us), "summed over threads"),
+            Tile("Kernels", "0", "no GPU activity"),
+            steps_tile,
+            device_tile,
+        )
+    each = fmt_time(t.cpu_launch_us / t.launches) if t.launches else DASH
+    return (
+        Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span else DASH} of {fmt_time(span)} span"),
+        Tile("CPU launch time", fmt_time(t.cpu_launch_us), f"{plural(t.launches, 'launch', 'launches')} · {each} each"),
+        _idle_tile(t),
+        Tile("Kernels", fmt_int(t.kernels), f"{fmt_int(t.kernels / n_steps)} per step" if n_steps and t.kernels else ""),
         steps_tile,
         device_tile,
-    ]
-    return tuple(tiles)
-
-
-def _cpu_tiles(rank: Any, span: float | None) -> tuple[Tile, ...]:
-    """Tiles of a trace without GPU activity: span, CPU ops and threads."""
-    ops = getattr(rank, "ops", None)
-    n_ops = len(ops) if ops is not None else 0
-    threads = ops[T.OP_TID].nunique() if n_ops and T.OP_TID in ops else 0
-    top = ops[ops[T.OP_DEPTH] == 0] if n_ops and T.OP_DEPTH in ops else None
-    busy = float(top[T.OP_DUR].sum()) if top is not None and len(top) else None
-    return (
-        Tile("Span", fmt_time(span), "whole trace"),
-        Tile("CPU ops", fmt_int(n_ops), f"on {fmt_int(threads)} thread{'s' if threads != 1 else ''}"),
-        Tile("Top-level op time", fmt_time(busy), "summed over threads"),
-        Tile("Kernels", "0", "no GPU activity"),
     )

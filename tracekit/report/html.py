@@ -17,9 +17,9 @@ ASSETS = ("report.css", "report.js")
 
 
 def _loader() -> jinja2.BaseLoader:
-    """The top-level templates/ folder of the source tree tracekit is imported from, when there is one
-    (a checkout or worktree: its own templates, even if another checkout is the installed one); else the
-    installed `tracekit.templates` package."""
+    """The templates/ folder of the source checkout this tracekit was imported from, when there is
+    one (so that a checkout never renders another checkout's templates), else the installed
+    `tracekit.templates` package."""
     source = Path(__file__).resolve().parents[2] / "templates"
     if (source / TEMPLATE).is_file():
         return jinja2.FileSystemLoader(source)

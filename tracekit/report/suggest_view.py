@@ -6,7 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.report.format import (
+from tracekit.analyzers.launch import LaunchTotals
+from tracekit.report.names import hover_name, short_name
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import (
+    DASH,
     fmt_bytes,
     fmt_flops,
     fmt_int,
@@ -18,6 +22,18 @@ from tracekit.report.format import (
 )
 
 MAX_EVIDENCE_ROWS = 8
+MAX_CELL = 48  # characters of a text cell before it is clipped (the full text is the hover title)
+NAME_KEYS = ("kernel", "name")  # evidence columns holding a kernel name: shortened, full name on hover
+LAUNCH_RULES = frozenset({"cuda_graphs", "batch_bmm"})  # savings that come from removing CPU launch time
+# What one kernel launch call costs without a profiler attached: 2-4 µs for cudaLaunchKernel on
+# current NVIDIA drivers (docs/design.md, "Launch cost under the profiler"); we take the middle.
+UNPROFILED_LAUNCH_US = 3.0
+
+
+@dataclass(frozen=True)
+class EvidenceCell:
+    text: str
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,25 +50,15 @@ class SuggestionView:
     basis: str  # what saving_pct is a percent of, in words
     columns: tuple[str, ...]
     numeric: tuple[bool, ...]  # right-align these evidence columns
-    rows: tuple[tuple[str, ...], ...]
+    rows: tuple[tuple[EvidenceCell, ...], ...]
     more_rows: int
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def _as_dict(obj: Any) -> Any:
-    to_dict = getattr(obj, "to_dict", None)
-    return to_dict() if callable(to_dict) else obj
+    note: str = ""  # how far to trust the estimate (profiler overhead on launch-bound savings)
 
 
 def fmt_value(key: str, value: Any) -> str:
     """A value formatted by what its key says it is: *_us times, *bytes, *flops, *pct, *share."""
     if value is None:
-        return "–"
+        return DASH
     k = key.lower()
     if is_num(value) or (num(value) is not None and not isinstance(value, str)):
         v = float(value)
@@ -79,63 +85,83 @@ def _label(key: str) -> str:
     return k.replace("_", " ")
 
 
+def _cell(key: str, value: Any) -> EvidenceCell:
+    if key in NAME_KEYS and isinstance(value, str):
+        short = short_name(value)
+        return EvidenceCell(short, hover_name(value) if short != value else "")
+    text = fmt_value(key, value)
+    if len(text) > MAX_CELL:
+        return EvidenceCell(text[: MAX_CELL - 1] + "…", text)
+    return EvidenceCell(text, text if isinstance(value, str) and len(text) > 12 else "")  # may be clipped
+
+
 def evidence_table(
-    evidence: Any,
-) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[tuple[str, ...], ...], int]:
-    """(column labels, numeric flags, formatted rows, rows left off) from dicts, tuples or a DataFrame."""
-    records = getattr(evidence, "to_dict", None)
-    if records is not None and hasattr(evidence, "columns"):  # a DataFrame
-        evidence = evidence.to_dict("records")
-    evidence = list(evidence or ())
+    evidence: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[tuple[EvidenceCell, ...], ...], int]:
+    """(column labels, numeric flags, rows, rows left off): the name first, then numbers, then other text."""
     if not evidence:
         return (), (), (), 0
-    shown = evidence[:MAX_EVIDENCE_ROWS]
+    shown = list(evidence[:MAX_EVIDENCE_ROWS])
     more = len(evidence) - len(shown)
-    shown = [_as_dict(r) for r in shown]
-    if all(isinstance(r, Mapping) for r in shown):
-        keys: list[str] = []
-        for r in shown:
-            keys.extend(k for k in r if k not in keys)
-        rows = tuple(tuple(fmt_value(k, r.get(k)) for k in keys) for r in shown)
-        numeric = tuple(all(r.get(k) is None or num(r.get(k)) is not None for r in shown) for k in keys)
-        return tuple(_label(k) for k in keys), numeric, rows, more
-    rows = tuple(
-        tuple(fmt_value("", x) for x in r) if isinstance(r, (list, tuple)) else (str(r),) for r in shown
-    )
-    return (), (), rows, more
+    keys: list[str] = []
+    for r in shown:
+        keys.extend(k for k in r if k not in keys)
+    numeric = {k: all(r.get(k) is None or (num(r.get(k)) is not None and not isinstance(r.get(k), str))
+                      for r in shown) for k in keys}
+    first = [k for k in keys if k in NAME_KEYS][:1] or [k for k in keys if not numeric[k]][:1]
+    ordered = first + [k for k in keys if numeric[k] and k not in first] + [
+        k for k in keys if not numeric[k] and k not in first]
+    rows = tuple(tuple(_cell(k, r.get(k)) for k in ordered) for r in shown)
+    return tuple(_label(k) for k in ordered), tuple(numeric[k] for k in ordered), rows, more
 
 
-def _pct_text(pct: float | None) -> str:
-    """saving_pct is a percent of the step (0..100)."""
-    return fmt_pct(pct, fraction=False)
+def profiler_note(totals: LaunchTotals) -> str:
+    """How much the profiler slows the CPU side, from this trace's launch calls, for launch-bound savings."""
+    if not totals.launches:
+        return "The profiler slows the CPU side of a run; this trace has no launch calls to measure by how much."
+    each = totals.cpu_launch_us / totals.launches
+    ratio = each / UNPROFILED_LAUNCH_US
+    if ratio <= 1.2:
+        return (f"Measured on the profiled run: launch calls took {fmt_time(each)} each here, close to the "
+                f"~{fmt_time(UNPROFILED_LAUNCH_US)} they cost without a profiler, so the estimate should hold.")
+    return (f"Measured on the profiled run, which slows the CPU side: launch calls took {fmt_time(each)} each "
+            f"here against ~{fmt_time(UNPROFILED_LAUNCH_US)} without a profiler ({ratio:.1f}× slower), so an "
+            "unprofiled run saves less than this.")
 
 
-def suggestion_views(suggestions: Sequence[Any] | None) -> list[SuggestionView]:
+def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTotals | None = None) -> list[SuggestionView]:
     """Cards for the suggestions, ranked by estimated saving (largest first); [] for none."""
-    items = [_as_dict(s) for s in (suggestions or ())]
-    items.sort(key=lambda s: -(num(_field(s, "saving_us")) or 0.0))
-    top = max((num(_field(s, "saving_us")) or 0.0 for s in items), default=0.0) or 1.0
+    items = sorted(suggestions or (), key=lambda s: -s.saving_us)
+    top = max((s.saving_us for s in items), default=0.0) or 1.0
+    note = profiler_note(totals) if totals is not None else ""
     out = []
     for i, s in enumerate(items, 1):
-        saving = num(_field(s, "saving_us"))
-        per_step = num(_field(s, "per_step_us"))
-        cols, numeric, rows, more = evidence_table(_field(s, "evidence"))
+        cols, numeric, rows, more = evidence_table(s.evidence)
         out.append(
             SuggestionView(
                 rank=i,
-                id=str(_field(s, "id", "")),
-                title=str(_field(s, "title", "")),
-                saving=f"{fmt_time(per_step)} per step" if per_step is not None else fmt_time(saving),
-                saving_pct=_pct_text(num(_field(s, "saving_pct"))),
-                saving_w=round(100 * (saving or 0.0) / top, 2),
-                formula=str(_field(s, "formula", "") or ""),
-                per_step=f"{fmt_time(per_step)} per step" if per_step is not None else "",
-                basis=str(_field(s, "basis", "") or ""),
-                snippet=str(_field(s, "snippet", "") or "").strip("\n"),
+                id=s.id,
+                title=s.title,
+                saving=f"{fmt_time(s.per_step_us)} per step" if s.per_step_us is not None else fmt_time(s.saving_us),
+                saving_pct=fmt_pct(s.saving_pct, fraction=False),
+                saving_w=round(100 * s.saving_us / top, 2),
+                formula=s.formula,
+                per_step=f"{fmt_time(s.per_step_us)} per step" if s.per_step_us is not None else "",
+                basis=s.basis,
+                snippet=s.snippet.strip("\n"),
                 columns=cols,
                 numeric=numeric,
                 rows=rows,
                 more_rows=more,
+                note=note if s.id in LAUNCH_RULES else "",
             )
         )
     return out
+
+
+def overlap_note(views: Sequence[SuggestionView]) -> str:
+    """Said above the cards when there are several: savings are each estimated alone and overlap."""
+    if len(views) < 2:
+        return ""
+    return ("Each saving is estimated as if only that change were made. They overlap (removing launch gaps and "
+            "fusing kernels can save the same idle time), so do not add them up.")

@@ -11,6 +11,7 @@ import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tracekit.errors import OutputError
 
@@ -179,3 +180,23 @@ def write_atomic(path: Path, produce: Callable[[], str], *, force: bool = False,
 def _remove(path: Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def write_stream(path: Path, write: Callable[[BinaryIO], None], *, force: bool = False,
+                 inputs: Iterable[Path] = ()) -> Path:
+    """Like write_atomic for output too large to hold as one string: `write(fh)` streams bytes into a
+    temp file beside `path`, which is then published (same rules); return the path written."""
+    path = Path(path)
+    inputs = tuple(inputs)
+    check_target(path, inputs=inputs, force=force)
+    with contextlib.ExitStack() as cleanup:
+        with signals_deferred():
+            tmp = temp_beside(path)
+            cleanup.callback(_remove, tmp)
+        try:
+            with open(tmp, "wb") as fh:
+                write(fh)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+        return publish(tmp, path, force=force, inputs=inputs)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -9,7 +9,9 @@ from typing import Any
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.jsonsafe import plain, plain_row
 
-# Evidence values kept as data (shapes as tuples) and written as text in JSON.
+# One evidence value: a number, a name, a flag, unknown (None), or shapes (op_args.Shapes tuples,
+# kept as data and written as text in JSON: EVIDENCE_TEXT).
+EvidenceValue = str | int | float | bool | tuple[Any, ...] | None
 EVIDENCE_TEXT = {"shapes": format_shapes}
 
 
@@ -30,7 +32,7 @@ class Suggestion:
     saving_pct: float
     formula: str
     snippet: str
-    evidence: tuple[Mapping[str, Any], ...]
+    evidence: tuple[Mapping[str, EvidenceValue], ...]
     per_step_us: float | None = None
     basis: str = ""
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.suggestions import rules_host, rules_kernels, rules_launch
+from tracekit.suggestions import rules_host, rules_kernels, rules_launch, rules_ranks
 from tracekit.suggestions.model import Suggestion
 
 
@@ -29,6 +29,7 @@ RULES: list[Rule] = [
     Rule("pinned_memory", rules_host.pinned_memory),
     Rule("dataloader_workers", rules_host.dataloader_workers),
     Rule("overlap_comm", rules_host.overlap_comm),
+    Rule("rank_imbalance", rules_ranks.rank_imbalance),  # silent on an Analysis: reads the cross-rank view
 ]
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import decimal
 import itertools
-import math
 import operator
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -19,95 +18,25 @@ from tracekit.trace import tables as T
 from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
 from tracekit.trace.reader import Event
 from tracekit.trace.store import OpInputStore
+from tracekit.trace.values import (
+    INT64_MAX,
+    NAN,
+    dim3_columns,
+    float_or_nan,
+    id_array,
+    in_int64,
+    int_or,
+    norm_id,
+    object_array,
+    stream_of,
+)
 
-_DIGITS = re.compile(r"([0-9]{1,18})")
 MAX_ABS_TS_US = 10**17  # |ts| beyond this (year ~5000 in epoch µs), NaN or infinite: malformed event
 MAX_REL_US = 1e16  # an event this far from the file's first one: malformed
-INT64_MAX = (1 << 63) - 1
 OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id of the file)
 _QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
-NAN = math.nan
-
-
-def _digits(value: str) -> bool:
-    """An ASCII decimal that fits in int64 (str.isdigit also accepts '²' and 5000-digit strings)."""
-    return 0 < len(value) <= 18 and value.isascii() and value.isdigit()
-
-
-def norm_id(value):
-    """pid/tid as int when the file wrote a number (some schemas write "1234"), else as given."""
-    if isinstance(value, str) and _digits(value):
-        return int(value)
-    return value
-
-
-def _ids(values: list) -> np.ndarray:
-    """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
-    values = [v if v.__class__ is int else norm_id(v) for v in values]
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return _objects(values)
-
-
-def _objects(values: list) -> np.ndarray:
-    """An object array holding `values` as they are (numpy would unpack lists and buffers)."""
-    return np.fromiter(values, dtype=object, count=len(values))
-
-
-def _int_or(value, default: int = -1) -> int:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and _digits(value):
-        return int(value)
-    return default
-
-
-def _in_int64(values: list, default: int = -1) -> list:
-    """`values` with every int outside int64 replaced by `default`."""
-    return [v if -INT64_MAX <= v <= INT64_MAX else default for v in values]
-
-
-def _float_or_nan(value) -> float:
-    return float(value) if value is not None else NAN
-
-
-def _stream(args: Args, tid) -> int:
-    if args.stream is not None:
-        if isinstance(args.stream, int):
-            return args.stream
-        try:
-            return int(args.stream, 0)
-        except ValueError:
-            pass
-    if isinstance(tid, int):
-        return tid
-    match = _DIGITS.search(str(tid))
-    return int(match.group(1)) if match else -1
-
-
-_NO_DIM3 = (-1, -1, -1)
-
-
-def _dim3(value) -> tuple:
-    """A grid/block [x, y, z] as a 3-tuple of ints, or (-1, -1, -1)."""
-    if value.__class__ is list and len(value) == 3 and all(v.__class__ is int for v in value):
-        return value
-    return _NO_DIM3
-
-
-def _dim3_columns(values: list) -> np.ndarray:
-    """(n, 3) int64 array of grid or block sizes."""
-    if not values:
-        return np.zeros((0, 3), dtype=np.int64)
-    dims = [_dim3(v) for v in values]
-    try:
-        return np.array(dims, dtype=np.int64).reshape(-1, 3)
-    except OverflowError:  # a size past int64: that event's sizes are unknown
-        dims = [d if all(0 <= x <= INT64_MAX for x in d) else _NO_DIM3 for d in dims]
-        return np.array(dims, dtype=np.int64).reshape(-1, 3)
 
 
 @dataclass
@@ -116,11 +45,11 @@ class Pieces:
 
     columns: dict[str, list] = field(default_factory=dict)
 
-    def add(self, name: str, values) -> None:
+    def add(self, name: str, values: Any) -> None:
         self.columns.setdefault(name, []).append(values)
 
     def frame(self, order: tuple[str, ...]) -> pd.DataFrame:
-        data = {}
+        data: dict[str, Any] = {}
         for name in order:
             parts = self.columns.get(name, [])
             if not parts:
@@ -173,7 +102,7 @@ class TableBuilder:
         flows: list[Event] = []
         step_name = T.STEP_NAME_RE.match
         for i, e in enumerate(events):
-            table = table_of(e.cat)
+            table = table_of(e.cat or "")
             if table is None:
                 continue
             ph = e.ph
@@ -213,7 +142,8 @@ class TableBuilder:
         """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
         where the file wrote NaN, Infinity or a number out of range."""
         if self.origin is None:
-            self.origin = next((int(e.ts) for e in events if e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
+            self.origin = next((int(e.ts) for e in events
+                                if e.ts is not None and e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
             if self.origin is None:
                 return np.full(len(events), NAN)
         origin = Decimal(self.origin)
@@ -233,21 +163,23 @@ class TableBuilder:
         keep = ok.tolist()
         return list(itertools.compress(events, keep)), ts[ok], keep
 
-    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray, ts_col: str, dur_col: str,
+    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray | None, ts_col: str, dur_col: str,
                end_col: str) -> None:
+        if ts is None:
+            ts = self._rel(events)
         dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
 
-    def _ints(self, p: Pieces, col: str, values, *, ids: bool = False) -> None:
+    def _ints(self, p: Pieces, col: str, values: Any, *, ids: bool = False) -> None:
         """An int64 column; values past int64 become -1, or stand-in keys when `ids` (correlation
         and External ids are opaque keys: equal ids still link)."""
         values = list(values)
         try:
             p.add(col, np.fromiter(values, dtype=np.int64, count=len(values)))
         except OverflowError:
-            values = [self._opaque_key(v) for v in values] if ids else _in_int64(values)
+            values = [self._opaque_key(v) for v in values] if ids else in_int64(values)
             p.add(col, np.fromiter(values, dtype=np.int64, count=len(values)))
 
     def _opaque_key(self, value: int) -> int:
@@ -274,23 +206,23 @@ class TableBuilder:
         a = [e.args or NO_ARGS for e in events]
         kind = T.GPU_KIND_BY_CATEGORY
         p.add(T.GPU_NAME, self._name_list(events))
-        p.add(T.GPU_KIND, [kind[e.cat] for e in events])
+        p.add(T.GPU_KIND, [kind[e.cat or ""] for e in events])
         self._times(p, events, ts, T.GPU_TS, T.GPU_DUR, T.GPU_END)
-        self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else _int_or(e.pid)
+        self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
                                      for x, e in zip(a, events, strict=True)))
-        self._ints(p, T.GPU_STREAM, (_stream(x, e.tid) for x, e in zip(a, events, strict=True)))
-        self._ints(p, T.GPU_CORRELATION, (_int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, T.GPU_STREAM, (stream_of(x, e.tid) for x, e in zip(a, events, strict=True)))
+        self._ints(p, T.GPU_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
         self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         for cols, values in ((T.GPU_GRID, [x.grid for x in a]), (T.GPU_BLOCK, [x.block for x in a])):
-            dims = _dim3_columns(values)
+            dims = dim3_columns(values)
             for i, col in enumerate(cols):
                 p.add(col, np.ascontiguousarray(dims[:, i]))
-        self._ints(p, T.GPU_REGISTERS, (_int_or(x.registers) for x in a))
-        self._ints(p, T.GPU_SHARED_MEM, (_int_or(x.shared_mem) for x in a))
+        self._ints(p, T.GPU_REGISTERS, (int_or(x.registers) for x in a))
+        self._ints(p, T.GPU_SHARED_MEM, (int_or(x.shared_mem) for x in a))
         for col, attr in ((T.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (T.GPU_WARPS_PER_SM, "warps_per_sm"),
                           (T.GPU_OCCUPANCY, "occupancy")):
-            p.add(col, np.fromiter((_float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
-        self._ints(p, T.GPU_BYTES, (_int_or(x.bytes) for x in a))
+            p.add(col, np.fromiter((float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
+        self._ints(p, T.GPU_BYTES, (int_or(x.bytes) for x in a))
         self._note_missing("gpu", events, a)
 
     def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
@@ -299,11 +231,11 @@ class TableBuilder:
         p = self.ops
         a = [e.args or NO_ARGS for e in events]
         p.add(T.OP_NAME, self._name_list(events))
-        p.add(T.OP_PID, _ids([e.pid for e in events]))
-        p.add(T.OP_TID, _ids([e.tid for e in events]))
+        p.add(T.OP_PID, id_array([e.pid for e in events]))
+        p.add(T.OP_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, T.OP_TS, T.OP_DUR, T.OP_END)
         self._ints(p, T.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        p.add(T.OP_EXTRA, _objects([_extra(raw) for raw in extras]))
+        p.add(T.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
         self.inputs.append([r for x in a for r in (x.input_dims, x.input_types, x.input_strides,
                                                    x.concrete_inputs)])
 
@@ -317,11 +249,11 @@ class TableBuilder:
         for name in set(names) - kinds.keys():
             kinds[name] = T.runtime_kind(name)
         p.add(T.RT_NAME, names)
-        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat, "runtime") for e in events])
-        p.add(T.RT_PID, _ids([e.pid for e in events]))
-        p.add(T.RT_TID, _ids([e.tid for e in events]))
+        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
+        p.add(T.RT_PID, id_array([e.pid for e in events]))
+        p.add(T.RT_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, T.RT_TS, T.RT_DUR, T.RT_END)
-        self._ints(p, T.RT_CORRELATION, (_int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, T.RT_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
         self._ints(p, T.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         p.add(T.RT_KIND, [kinds[n] for n in names])
         self._note_missing("runtime", events, a)
@@ -340,8 +272,8 @@ class TableBuilder:
         p = self.annotations
         p.add(T.AN_NAME, self._name_list(events))
         p.add(T.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
-        p.add(T.AN_PID, _ids([e.pid for e in events]))
-        p.add(T.AN_TID, _ids([e.tid for e in events]))
+        p.add(T.AN_PID, id_array([e.pid for e in events]))
+        p.add(T.AN_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, T.AN_TS, T.AN_DUR, T.AN_END)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -1,22 +1,19 @@
-"""Find the trace files behind a path (file or per-rank directory) and read their bytes (gzip aware,
+"""Find the trace files behind a path (file, per-rank directory, glob) and read their bytes (gzip aware,
 streamed, within a byte budget)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import zlib
 from pathlib import Path
 
 from tracekit.errors import TraceFormatError, TraceTooLarge
+from tracekit.paths import NAME_SUFFIXES, PROFILE_SUFFIX, trace_stem  # noqa: F401  (defined once, there)
 
 # The one definition of trace file names. A directory's trace files end with TRACE_SUFFIXES;
-# `tracekit profile` writes NAME + PROFILE_SUFFIX; a trace's stem (for its report's name) is its
-# name without the first of NAME_SUFFIXES it ends with (longest first).
 TRACE_SUFFIXES = (".json", ".json.gz")
-PROFILE_SUFFIX = ".trace.json.gz"
-NAME_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", PROFILE_SUFFIX, ".trace.json", ".json.gz",
-                 ".json", ".gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
 
 MAX_BYTES_ENV = "TRACEKIT_MAX_TRACE_BYTES"
@@ -26,21 +23,12 @@ FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory i
 # BOMB_RATIO times its compressed size is refused: Kineto JSON compresses 10-20x, a bomb ~1000x.
 BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
-_IN_CHUNK = 1 << 20
-_OUT_CHUNK = 16 << 20
+_IN_CHUNK = 8 << 20
+_OUT_CHUNK = 64 << 20  # a typical trace inflates in one call, into one bytes object (no copy)
 
 
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
-
-
-def trace_stem(name: str) -> str:
-    """A trace file's name without its trace suffix: 'train.pt.trace.json.gz' -> 'train'
-    (a name that is only a suffix, or has none, stays whole)."""
-    for suffix in NAME_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def trace_files(path: str | os.PathLike) -> list[Path]:
@@ -59,6 +47,23 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     except OSError as exc:
         raise TraceFormatError(f"{p}: cannot read directory ({exc.strerror or type(exc).__name__})") from None
     return [p]
+
+
+def expand_inputs(inputs: list[str]) -> list[Path]:
+    """The trace files behind several inputs, each a file, a directory of rank traces, or a glob
+    ('run/*.json.gz'); in order, without duplicates. TraceFormatError (one line) for an input that
+    names nothing."""
+    out: dict[Path, None] = {}
+    for item in inputs:
+        if not Path(item).exists() and glob.has_magic(item):
+            matches = sorted(glob.glob(os.path.expanduser(item)))
+            if not matches:
+                raise TraceFormatError(f"{item}: no file matches this pattern")
+            for m in matches:
+                out.update(dict.fromkeys(trace_files(m) if Path(m).is_dir() else [Path(m)]))
+        else:
+            out.update(dict.fromkeys(trace_files(item)))
+    return list(out)
 
 
 CAPTURE_DIR = "capture_traces"
@@ -125,6 +130,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
     limit, explicit = byte_budget(max_bytes)
+    raw: bytes | bytearray
     try:
         raw = _read_whole(path, limit)
     except OSError as exc:
@@ -161,16 +167,17 @@ def _too_large(limit: int, explicit: bool) -> str:
             f"or {MAX_BYTES_ENV})")
 
 
-def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
+def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytearray:
     """Decompress a (possibly multi-member) gzip stream chunk by chunk, never trusting its size
     trailer: TraceTooLarge past `limit` bytes (or, with `bomb_guard`, at an inflation ratio no
     trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored."""
-    out = bytearray()
+    out: bytes | bytearray = b""
     view = memoryview(data)
     pos, end = 0, len(data)
     while pos < end:
         d = zlib.decompressobj(wbits=31)
         while not d.eof:
+            piece: bytes | memoryview
             if d.unconsumed_tail:
                 piece = d.unconsumed_tail
             else:
@@ -179,7 +186,12 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
             chunk = d.decompress(piece, _OUT_CHUNK)
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
-            out += chunk
+            if not out:
+                out = chunk
+            elif chunk:
+                if isinstance(out, bytes):
+                    out = bytearray(out)
+                out += chunk
             _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
@@ -192,9 +204,9 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytearray:
 def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
     if inflated > limit:
         raise TraceTooLarge(_too_large(limit, not bomb_guard))
-    if bomb_guard and inflated > BOMB_FLOOR and inflated > BOMB_RATIO * consumed:
+    if bomb_guard and inflated >= BOMB_FLOOR and inflated > BOMB_RATIO * consumed:
         raise TraceTooLarge(f"gzip data inflates more than {BOMB_RATIO}x (a gzip bomb?); if the trace is "
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "capture_files", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]

@@ -15,6 +15,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -330,5 +331,5 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
             match[rows[js]] = MATCH_INFERRED
 
 
-def _replace(rank: RankTrace, **changes) -> RankTrace:
+def _replace(rank: RankTrace, **changes: Any) -> RankTrace:
     return RankTrace(**{**rank.__dict__, **changes})

@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -188,7 +188,7 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
                      skipped=skipped, op_input_store=builder.inputs, warnings=warnings)
 
 
-def _counts(counts) -> dict[str, int]:
+def _counts(counts: Mapping[Any, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items() if k is not None}
 
 
@@ -327,7 +327,7 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
             or (len(runtime) > 0 and runtime[T.RT_NAME].str.startswith("hip").any()))
     platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
     info = _bounded(top.get("distributedInfo"))
-    tk = _bounded(top.get("tracekit"))
+    tk = _bounded(top.get(T.TRACEKIT_KEY))
     versions = {k: _bounded(top[k]) for k in _VERSION_KEYS if top.get(k) is not None}
     base = top.get("baseTimeNanoseconds")
     return TraceMeta(

@@ -86,6 +86,7 @@ class Document:
             cut = _next_cut(body, start + CHUNK_BYTES, end)
             while True:
                 piece = b"[" + bytes(body[start:cut]) + b"]"
+                events: list[Event] | None
                 try:
                     events = _EVENTS.decode(piece)
                 except msgspec.ValidationError:
@@ -148,7 +149,7 @@ def _next_cut(body: memoryview, target: int, end: int) -> int:
     return match.start() + match.group().index(b",")
 
 
-def open_document(raw: bytes) -> Document:
+def open_document(raw: bytes | bytearray) -> Document:
     """Parse the top level of a trace (object or bare-array form) without decoding its events."""
     try:
         top = _TOP.decode(raw)

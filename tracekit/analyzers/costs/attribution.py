@@ -1,7 +1,7 @@
 """FLOPs and bytes per GPU activity, from the launching op's recorded shapes (estimate_costs).
 
 Each op call is costed once per distinct (name, shapes, types, strides, concrete inputs) by the
-models in op_costs; its cost goes to the kernel(s) of that call doing the op's work (the GEMM,
+models in costs.models; its cost goes to the kernel(s) of that call doing the op's work (the GEMM,
 attention or conv kernel: `OpCost.work`), the others are helpers with unknown cost. memcpy and
 memset rows carry the bytes the trace records. NaN / None = unknown, never a guess."""
 

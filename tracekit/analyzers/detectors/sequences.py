@@ -97,7 +97,9 @@ def _out_shape(name: str, tensors: list[tuple[tuple[int, ...], str]]) -> tuple[t
     if base.endswith("_") or "norm" in base:
         return tensors[0]
     shape = broadcast([s for s, _ in tensors])
-    dtype = widest_float([d for _, d in tensors])
+    # 0-dim inputs are wrapped Python numbers (recorded as 'double'): the tensors with dimensions decide
+    dimensioned = [d for s, d in tensors if s]
+    dtype = widest_float(dimensioned or [d for _, d in tensors])
     return (shape, dtype or tensors[0][1]) if shape is not None else None
 
 

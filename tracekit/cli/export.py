@@ -1,0 +1,39 @@
+"""`tracekit export TRACE -o annotated.json.gz`: the trace plus tracekit's results, for Perfetto."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracekit.cli.common import quiet_option
+
+
+@click.command("export", short_help="Write TRACE with tracekit's results added, for Perfetto.")
+@click.argument("trace", type=click.Path())
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File to write; gzip when it ends in .gz (default: TRACE_STEM.annotated.json.gz beside the trace).",
+)
+@click.option("--force", is_flag=True, help="Replace the output file if it exists.")
+@quiet_option
+def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
+    """Write TRACE (one trace file) with tracekit's results added as Chrome-trace events.
+
+    The output keeps every original event (kernel events gain args.tracekit_class) and adds a
+    "tracekit" process: the verdict of each step, counters for the GPU busy share and the launch
+    queue depth, and the top suggestion over the slowest steady step. Open it at
+    https://ui.perfetto.dev or in chrome://tracing.
+    """
+    from tracekit.export import export
+    from tracekit.paths import export_path
+
+    wanted = output if output is not None else export_path(trace)
+    written, added = export(trace, wanted, force=force)
+    if written != wanted:
+        click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+    if not quiet:
+        click.echo(f"wrote {written} ({written.stat().st_size / 1e6:,.1f} MB, {added:,} tracekit events); "
+                   "open it at https://ui.perfetto.dev")

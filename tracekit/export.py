@@ -1,0 +1,253 @@
+"""`tracekit export`: the original trace plus tracekit's results as Chrome-trace events for Perfetto.
+
+The original events are copied through as bytes (kernel events gain `args.tracekit_class`); tracekit
+adds, under its own process: a track with the verdict of each step, counters for the GPU busy share
+and the launch queue depth, and the top suggestion's evidence as a marked range with instant events.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from tracekit.analyzers import Analysis, analyze
+from tracekit.analyzers import kernels as K
+from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
+from tracekit.errors import TraceFormatError
+from tracekit.report.write import check_target, write_stream
+from tracekit.suggestions import Suggestion, suggest
+from tracekit.trace import tables as T
+from tracekit.trace.files import read_bytes, trace_files
+from tracekit.trace.load import load_trace
+from tracekit.trace.model import RankTrace
+from tracekit.trace.reader import _next_cut as next_cut
+from tracekit.trace.reader import open_document
+
+PID = 0x7ACE0000  # tracekit's own process in the viewer (plus the rank)
+TID_VERDICT, TID_SUGGESTION = 1, 2
+CHUNK_BYTES = 8 << 20  # original events decoded (as raw slices) a few MB at a time
+KERNEL_CATS = (b'"kernel"', b'"Kernel"')  # a kernel event carries one of these as its category
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ENC = msgspec.json.Encoder()
+
+
+def _meta(rank: int) -> list[dict[str, Any]]:
+    pid = PID + rank
+    return [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"tracekit · rank {rank}"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": -1}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": TID_VERDICT, "args": {"name": "verdict per step"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": TID_SUGGESTION, "args": {"name": "top suggestion"}},
+    ]
+
+
+def _step_events(a: Analysis, origin: float) -> list[dict[str, Any]]:
+    """One slice per step named 'tracekit step N: verdict' (search for it in Perfetto)."""
+    ra = a.ranks[0]
+    steps = ra.launch.steps
+    phases = steps["phase"].astype(str).tolist() if "phase" in steps else ["steady"] * len(steps)
+    out = []
+    for (_, row), totals, phase in zip(steps.iterrows(), ra.launch.step_totals, phases, strict=True):
+        n = int(row["step"])
+        label = f"tracekit step {n}" if n >= 0 else "tracekit whole trace"
+        out.append({
+            "ph": "X", "pid": PID + ra.rank, "tid": TID_VERDICT, "cat": "tracekit",
+            "name": f"{label}: {totals.verdict}" + ("" if phase == "steady" else f" ({phase})"),
+            "ts": origin + float(row["ts"]), "dur": float(row["end"] - row["ts"]),
+            "args": {"phase": phase, "span_us": totals.span_us, "gpu_busy_us": totals.gpu_busy_us,
+                     "cpu_launch_us": totals.cpu_launch_us, "launches": totals.launches, "kernels": totals.kernels},
+        })
+    return out
+
+
+def _counters(a: Analysis, queue: QueueDepth, origin: float) -> Iterator[dict[str, Any]]:
+    ra = a.ranks[0]
+    pid = PID + ra.rank
+    tl = ra.timeline
+    if tl is not None and tl.rows:
+        for i, share in enumerate(tl.rows[0].busy):
+            yield {"ph": "C", "pid": pid, "name": "GPU busy %", "ts": origin + tl.t0_us + i * tl.bin_us,
+                   "args": {"busy": round(100 * share, 1)}}
+    for ts, depth in zip(queue.ts, queue.depth, strict=True):
+        yield {"ph": "C", "pid": pid, "name": "launch queue depth", "ts": origin + ts, "args": {"queued": depth}}
+
+
+def _suggestion_events(a: Analysis, top: Suggestion | None, origin: float) -> list[dict[str, Any]]:
+    """The top suggestion as a range over the worst steady step, and an instant per evidence row with a step."""
+    if top is None:
+        return []
+    ra = a.ranks[0]
+    steps = ra.launch.steps
+    if not len(steps):
+        return []
+    steady = steps[steps["phase"] == "steady"] if "phase" in steps else steps
+    pick = steady if len(steady) else steps
+    worst = pick.loc[(pick["end"] - pick["ts"]).idxmax()]
+    pid = PID + ra.rank
+    evidence = [{k: v for k, v in row.items()} for row in top.evidence[:20]]
+    out = [{
+        "ph": "X", "pid": pid, "tid": TID_SUGGESTION, "cat": "tracekit",
+        "name": f"tracekit suggestion: {top.title}", "ts": origin + float(worst["ts"]),
+        "dur": float(worst["end"] - worst["ts"]),
+        "args": {"id": top.id, "saving_us": top.saving_us, "saving_pct": top.saving_pct, "formula": top.formula,
+                 "evidence": evidence},
+    }]
+    starts = dict(zip(steps["step"].astype(int), steps["ts"].astype(float), strict=True))
+    for row in top.evidence:
+        step = row.get("step")
+        if isinstance(step, int) and step in starts:
+            out.append({"ph": "i", "s": "t", "pid": pid, "tid": TID_SUGGESTION, "cat": "tracekit",
+                        "name": f"evidence: step {step}", "ts": origin + starts[step], "args": dict(row)})
+    return out
+
+
+def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str], dict[str, str]]:
+    """Kernel class by correlation id, and by kernel name for kernels without one."""
+    cls = a.ranks[0].classification.table[K.CLASS].astype(str).to_numpy()
+    corr = rank.gpu[T.GPU_CORRELATION].to_numpy()
+    names = rank.gpu[T.GPU_NAME].astype(str).to_numpy()
+    by_corr = {int(c): str(k) for c, k in zip(corr, cls, strict=True) if c == c and int(c) >= 0}
+    by_name = {str(n): str(k) for n, k in zip(names, cls, strict=True)}
+    return by_corr, by_name
+
+
+class _KernelArgs(msgspec.Struct):
+    correlation: Any = None
+
+
+class _KernelView(msgspec.Struct):
+    """The fields of an event that say whether it is a kernel and which one (ts is left alone)."""
+
+    cat: Any = None
+    name: Any = None
+    args: _KernelArgs | None = None
+
+
+_KERNEL_VIEW = msgspec.json.Decoder(_KernelView)
+_ARGS_KEY = re.compile(rb'"args"\s*:\s*\{\s*')
+
+
+def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> bytes:
+    """A kernel event with args.tracekit_class added, as bytes spliced into the original text (its
+    ts and every other field keep their exact digits); any other event unchanged."""
+    if not any(cat in raw for cat in KERNEL_CATS):
+        return raw
+    try:
+        view = _KERNEL_VIEW.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return raw
+    if str(view.cat or "").lower() != "kernel":
+        return raw
+    corr = view.args.correlation if view.args is not None else None
+    cls = by_corr.get(corr) if isinstance(corr, int) else None
+    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), K.OTHER))
+    found = _ARGS_KEY.search(raw)
+    if found is not None:
+        sep = b"" if raw[found.end():found.end() + 1] == b"}" else b","
+        return raw[:found.end()] + field + sep + raw[found.end():]
+    brace = raw.index(b"{") + 1
+    return raw[:brace] + b'"args":{' + field + b"}," + raw[brace:]
+
+
+def _events_span(raw: bytes | bytearray, events: memoryview) -> tuple[int, int]:
+    """Where the traceEvents array lies in the file bytes."""
+    n = len(events)
+    key = raw.find(b'"traceEvents"')
+    start = raw.find(b"[", key) if key >= 0 else raw.find(b"[")
+    if start < 0 or raw[start:start + n] != events:
+        raise TraceFormatError("cannot find the traceEvents array in the file")
+    return start, start + n
+
+
+def _raw_chunks(events: memoryview) -> Iterator[list[msgspec.Raw]]:
+    """The events array a few MB at a time, each event as its raw JSON bytes."""
+    start, end = 1, len(events) - 1  # inside the [ ]
+    while start < end:
+        cut = next_cut(events, start + CHUNK_BYTES, end)
+        while True:
+            try:
+                items = _RAW_LIST.decode(b"[" + bytes(events[start:cut]) + b"]")
+                break
+            except msgspec.DecodeError:
+                if cut >= end:
+                    raise TraceFormatError("not valid JSON inside traceEvents") from None
+                cut = next_cut(events, cut + 1, end)  # the cut fell inside an event: widen
+        yield items
+        start = cut + 1
+
+
+def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
+                  by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> int:
+    """The original events (kernel events annotated), then tracekit's, as one JSON array; returns how many added."""
+    out.write(b"[")
+    first = True
+    for items in _raw_chunks(events):
+        parts = [_annotated(bytes(r), by_corr, by_name) for r in items]
+        if parts:
+            out.write((b"" if first else b",") + b",".join(parts))
+            first = False
+    added = 0
+    buf = io.BytesIO()
+    for event in extra:
+        buf.write((b"" if first else b",") + _ENC.encode(event))
+        first = False
+        added += 1
+        if buf.tell() > 1 << 20:
+            out.write(buf.getvalue())
+            buf = io.BytesIO()
+    out.write(buf.getvalue())
+    out.write(b"]")
+    return added
+
+
+def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False) -> tuple[Path, int]:
+    """Write TRACE plus tracekit's events to `out_path` (gzip when it ends in .gz); (path written, events added)."""
+    files = trace_files(trace_path)
+    if len(files) != 1:
+        raise TraceFormatError(f"{trace_path}: export takes one trace file (this holds {len(files)}); "
+                               "pass one rank's file")
+    out_path = Path(out_path)
+    check_target(out_path, inputs=files, force=force)  # one line, before the long work
+    trace = load_trace(files[0])
+    rank = trace.rank()
+    a = analyze(trace, rank=rank.rank)
+    suggestions = suggest(a)
+    origin = float(rank.meta.origin_us)
+    extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
+                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin)]
+    counters = _counters(a, launch_queue_depth(rank), origin)
+    by_corr, by_name = _classes_by_correlation(rank, a)
+    raw = read_bytes(Path(files[0]))
+    doc = open_document(raw)
+    if raw.lstrip()[:1] == b"[":  # bare-array form: no top level to keep
+        start, end = raw.index(b"["), raw.rindex(b"]") + 1
+    else:
+        start, end = _events_span(raw, doc.events_raw)
+    added = [0]
+
+    def write(fh: BinaryIO) -> None:
+        stream: BinaryIO | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if out_path.name.endswith(".gz") else fh)
+        try:
+            stream.write(raw[:start])
+            added[0] = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
+            stream.write(raw[end:])
+        finally:
+            if stream is not fh:
+                stream.close()
+
+    target = write_stream(out_path, write, force=force, inputs=files)
+    return target, added[0]
+
+
+def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    yield from first
+    yield from rest
+
+

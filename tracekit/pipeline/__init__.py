@@ -1,0 +1,248 @@
+"""The one orchestration: load -> analyze -> suggest -> compact per-rank result, in parallel; merge; write."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracekit.analyzers.analysis import analyze
+from tracekit.analyzers.launch import LaunchTotals, steady_mask
+from tracekit.analyzers.rank_digest import RankDigest, rank_digest
+from tracekit.analyzers.steady import parse_steps
+from tracekit.errors import TraceFormatError
+from tracekit.executor import Progress, run_tasks
+from tracekit.suggestions import Suggestion, analysis_document, suggest
+from tracekit.trace import files
+from tracekit.trace.load import load_trace, stderr_progress
+
+CROSS_RANK_RULES = ("rank_imbalance",)  # rules (in suggestions.RULES) that read the cross-rank view
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """What a worker gets: one trace file and the options of the run."""
+
+    path: str
+    tokens_per_step: float | None = None
+    view: bool = False  # also build the rank's report section (view fragment)
+    steps: str = "steady"  # the headline steps: steady, all or N-M (tracekit.analyzers.analyze)
+    show_load: bool = False  # loading progress on stderr (a terminal; only for work in the caller's process)
+    max_bytes: int | None = None  # refuse a larger trace (tracekit.trace.load.load_trace)
+    captures: tuple[str, ...] = ()  # CUDA-graph capture traces (load_trace)
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What a worker returns for one rank: numbers, suggestions and view, never the event tables."""
+
+    rank: int
+    path: str
+    origin_us: int  # the file's clock origin (µs): digest times are absolute on it
+    doc: dict[str, Any]  # this rank's tracekit.analysis/1 document, suggestions included
+    totals: LaunchTotals
+    queue: tuple[tuple[float, ...], int]  # queue-delay sketch (combine.queue_sketch)
+    device: Any | None  # tracekit.analyzers.devices.Device
+    digest: RankDigest
+    suggestions: tuple[Suggestion, ...]
+    view: Any | None  # tracekit.report.context.RankView, when the task asked for it
+    row: Any | None  # tracekit.report.context.RankRow, with the view
+    warnings: tuple[str, ...]  # what loading this file warned about
+    seconds: float  # wall time in the worker
+    cpu_seconds: float  # CPU time of the worker on this rank
+    peak_rss_kb: int  # the worker process's peak resident set so far
+    pid: int
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A file that is not a readable trace (skipped with a warning when other files load)."""
+
+    path: str
+    message: str
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set (kB): VmHWM on Linux (reset by exec, unlike ru_maxrss, which
+    keeps the peak of the process that exec'd this one), else ru_maxrss."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource  # Unix only
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
+    """The worker: load one rank's file, analyze it, run the rules, reduce to a RankResult."""
+    from tracekit.analyzers.combine import queue_sketch
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    progress = stderr_progress() if task.show_load else None
+    try:
+        trace = load_trace(task.path, progress=progress, max_bytes=task.max_bytes, captures=task.captures)
+    except TraceFormatError as exc:
+        return RankFailure(task.path, str(exc))
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[K")
+    rank = trace.rank()
+    analysis = analyze(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
+    found = tuple(suggest(analysis))
+    doc = analysis_document(analysis, found)
+    ra = analysis.ranks[0]
+    lo = ra.launch
+    mask = steady_mask(lo)
+    digest = rank_digest(rank, ra, verdict=str(doc["summary"].get("verdict")),
+                         cause=doc["summary"].get("cause"))
+    view = row = None
+    if task.view:
+        from tracekit.report.context import rank_view
+
+        view = rank_view(analysis, list(found), tuple(trace.warnings))
+        row = view.row
+    return RankResult(
+        rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
+        totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),
+        device=analysis.device, digest=digest, suggestions=found, view=view, row=row,
+        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - c0, peak_rss_kb=peak_rss_kb(),
+        pid=os.getpid())
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Every rank's compact result (by rank), the load warnings, and the cross-rank view."""
+
+    path: str
+    results: tuple[RankResult, ...]
+    warnings: tuple[str, ...]
+    cross: Any | None  # tracekit.analyzers.ranks.CrossRank (two or more ranks)
+    cross_suggestions: tuple[Suggestion, ...] = ()
+
+    @property
+    def multi(self) -> bool:
+        return len(self.results) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `analyze --json` document: one rank's own, or the combination plus the cross-rank view."""
+        if not self.multi:
+            doc = dict(self.results[0].doc)
+            doc["trace"] = self.path
+            doc["warnings"] = list(dict.fromkeys([*self.warnings, *doc.get("warnings", ())]))
+            return doc
+        from tracekit.analyzers.combine import combined_doc
+
+        r = self.results
+        doc = combined_doc(self.path, [x.doc for x in r], [x.totals for x in r], [x.queue for x in r],
+                           next((x.device for x in r if x.device is not None), None),
+                           [*self.warnings, *(w for x in r for w in x.doc.get("warnings", ()))])
+        extra = [s.to_dict() for s in self.cross_suggestions]
+        doc["suggestions"] = sorted([*extra, *doc["suggestions"]], key=lambda s: -(s.get("saving_us") or 0.0))
+        if self.cross is not None:
+            doc.update(self.cross.to_dict())
+        return doc
+
+
+def resolve_inputs(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The trace files behind a path, a directory, a glob, or a list of them (TraceFormatError if none)."""
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    return files.expand_inputs([str(i) for i in items])
+
+
+def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str:
+    if isinstance(inputs, (str, os.PathLike)):
+        return str(inputs)
+    items = [str(i) for i in inputs]
+    return items[0] if len(items) == 1 else " ".join(items)
+
+
+def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
+        jobs: int | None = None, scheduler: Any = None, view: bool = False,
+        tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+        captures: Sequence[str] = (), progress: Progress | None = None) -> RunResult:
+    """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
+
+    `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
+    scheduler address or Client (then the tasks run on that cluster). `rank`: keep only that rank
+    (files whose name states another rank are not even loaded). `view`: build report sections.
+    `steps`: the headline steps (steady, all, N-M; StepsError before any work when malformed)."""
+    parse_steps(steps)
+    paths = resolve_inputs(inputs)
+    if rank is not None:
+        named = [p for p in paths if files.rank_from_name(p) == rank]
+        paths = named or paths
+    here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
+    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=steps,
+                      show_load=here and progress is not None, max_bytes=max_bytes,
+                      captures=tuple(str(c) for c in captures)) for p in paths]
+    outcomes: list[Any] = [None] * len(tasks)
+    for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
+                                    progress=progress):
+        outcomes[index] = outcome
+    return merge(display_path(inputs), outcomes, rank=rank)
+
+
+def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None) -> RunResult:
+    """Rank numbers made unique (as load_trace does), failures to warnings, the cross-rank view."""
+    ok, warnings = _readable(path, outcomes)
+    results: dict[int, RankResult] = {}
+    for r in sorted(ok, key=lambda x: x.path):
+        number = r.rank
+        while number in results:
+            number += 1
+        results[number] = r if number == r.rank else relabel(r, number)
+    if rank is not None:
+        if rank not in results:
+            known = ", ".join(str(k) for k in sorted(results))
+            raise TraceFormatError(f"{path}: no rank {rank} in this trace (ranks: {known})")
+        results = {rank: results[rank]}
+    ordered = tuple(results[k] for k in sorted(results))
+    for r in ordered:
+        warnings.extend(r.warnings)
+    cross: Any = None
+    extra: tuple[Suggestion, ...] = ()
+    if len(ordered) > 1:
+        from tracekit.analyzers.ranks import cross_rank
+        from tracekit.suggestions.rules import RULES
+
+        cross = cross_rank([r.digest for r in ordered])
+        checks: list[Callable[[Any], Suggestion | None]] = [r.check for r in RULES if r.id in CROSS_RANK_RULES]
+        extra = tuple(sorted((s for check in checks if (s := check(cross)) is not None),
+                             key=lambda s: -s.saving_us))
+    return RunResult(path=path, results=ordered, warnings=tuple(dict.fromkeys(warnings)), cross=cross,
+                     cross_suggestions=extra)
+
+
+def _readable(path: str, outcomes: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """(the outcomes that are not failures, a warning per failure); TraceFormatError when all failed
+    (the file's own message for one file), as load_trace does for a directory."""
+    failures = [o for o in outcomes if isinstance(o, RankFailure)]
+    ok = [o for o in outcomes if not isinstance(o, RankFailure)]
+    if not ok:
+        if len(outcomes) == 1:
+            raise TraceFormatError(failures[0].message)
+        raise TraceFormatError(f"{path}: none of the {len(outcomes)} files is a readable trace "
+                               f"({'; '.join(f.message for f in failures[:3])})")
+    return ok, [f"skipped {f.message}" for f in failures]
+
+
+def relabel(r: RankResult, number: int) -> RankResult:
+    """The same result under another rank number (two files claimed the same rank)."""
+    doc = dict(r.doc)
+    doc["ranks"] = [{**x, "rank": number} for x in doc.get("ranks") or ()]
+    for key in ("steps", "steady_steps", "excluded_steps"):
+        doc[key] = [{**x, "rank": number} for x in doc.get(key) or ()]
+    view = dataclasses.replace(r.view, rank=number, anchor=f"r{number}") if r.view is not None else None
+    row = dataclasses.replace(r.row, rank=number, anchor=f"r{number}") if r.row is not None else None
+    return dataclasses.replace(r, rank=number, doc=doc, view=view, row=row,
+                               digest=dataclasses.replace(r.digest, rank=number))

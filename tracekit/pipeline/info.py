@@ -1,0 +1,66 @@
+"""`tracekit info` over many files: one worker task per file, summaries merged by rank."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.errors import TraceFormatError
+from tracekit.executor import Progress, run_tasks
+from tracekit.pipeline import RankFailure, _readable, display_path, resolve_inputs
+from tracekit.trace.load import load_trace
+
+
+@dataclass(frozen=True)
+class InfoTask:
+    path: str
+    top: int = 10
+    max_bytes: int | None = None
+    captures: tuple[str, ...] = ()
+
+
+def summarize_file(task: InfoTask) -> tuple[Any, tuple[str, ...], tuple[dict, str] | None] | RankFailure:
+    """The worker of `tracekit info`: (RankSummary, load warnings, its CUDA-graph replays as
+    (JSON, text line) or None) of one file."""
+    from tracekit.analyzers.devices import match_device
+    from tracekit.analyzers.graphs import graph_replays
+    from tracekit.analyzers.tracefacts import device_label, trace_facts
+    from tracekit.trace.summary import summarize_rank
+
+    try:
+        trace = load_trace(task.path, max_bytes=task.max_bytes, captures=task.captures)
+    except TraceFormatError as exc:
+        return RankFailure(task.path, str(exc))
+    rank = trace.rank()
+    graphs = graph_replays(rank)
+    summary = summarize_rank(rank, task.top)
+    if rank.has_gpu:  # one device name for every command: the device table's, with the memory reported
+        summary = dataclasses.replace(summary, device=device_label(match_device(rank.meta), trace_facts(rank)))
+    return (summary, tuple(trace.warnings),
+            (graphs.to_dict(), graphs.line()) if graphs is not None else None)
+
+
+def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: int = 10,
+              jobs: int | None = None, scheduler: Any = None, max_bytes: int | None = None,
+              captures: Sequence[str] = (), progress: Progress | None = None
+              ) -> tuple[list[Any], tuple[str, ...], list[tuple[dict, str]]]:
+    """([RankSummary] by rank, warnings, graph replays) of every file of `inputs`, one task per file."""
+    tasks = [InfoTask(str(p), top, max_bytes, tuple(str(c) for c in captures)) for p in resolve_inputs(inputs)]
+    outcomes: list[Any] = [None] * len(tasks)
+    for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress):
+        outcomes[index] = outcome
+    ok, warnings = _readable(display_path(inputs), outcomes)
+    out: dict[int, Any] = {}
+    replays: dict[int, tuple[dict, str]] = {}
+    for summary, notes, graphs in sorted(ok, key=lambda x: x[0].path):
+        number = summary.rank
+        while number in out:
+            number += 1
+        out[number] = dataclasses.replace(summary, rank=number)
+        if graphs is not None:
+            replays[number] = graphs
+        warnings.extend(notes)
+    return [out[k] for k in sorted(out)], tuple(dict.fromkeys(warnings)), [replays[k] for k in sorted(replays)]

@@ -1,0 +1,98 @@
+"""Event field values as the tables store them: ids, ints within int64, streams, grid/block sizes.
+
+Everything in a trace is untrusted text: a value of the wrong type or out of range becomes the
+column's "unknown" (-1, NaN, an object) instead of an error."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracekit.trace.args import Args
+
+_DIGITS = re.compile(r"([0-9]{1,18})")
+INT64_MAX = (1 << 63) - 1
+NAN = math.nan
+
+
+def _digits(value: str) -> bool:
+    """An ASCII decimal that fits in int64 (str.isdigit also accepts '²' and 5000-digit strings)."""
+    return 0 < len(value) <= 18 and value.isascii() and value.isdigit()
+
+
+def norm_id(value: Any) -> Any:
+    """pid/tid as int when the file wrote a number (some schemas write "1234"), else as given."""
+    if isinstance(value, str) and _digits(value):
+        return int(value)
+    return value
+
+
+def id_array(values: list[Any]) -> np.ndarray:
+    """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
+    values = [v if v.__class__ is int else norm_id(v) for v in values]
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return object_array(values)
+
+
+def object_array(values: list[Any]) -> np.ndarray:
+    """An object array holding `values` as they are (numpy would unpack lists and buffers)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def int_or(value: Any, default: int = -1) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _digits(value):
+        return int(value)
+    return default
+
+
+def in_int64(values: list[int], default: int = -1) -> list[int]:
+    """`values` with every int outside int64 replaced by `default`."""
+    return [v if -INT64_MAX <= v <= INT64_MAX else default for v in values]
+
+
+def float_or_nan(value: Any) -> float:
+    return float(value) if value is not None else NAN
+
+
+def stream_of(args: Args, tid: Any) -> int:
+    if args.stream is not None:
+        if isinstance(args.stream, int):
+            return args.stream
+        try:
+            return int(args.stream, 0)
+        except ValueError:
+            pass
+    if isinstance(tid, int):
+        return tid
+    match = _DIGITS.search(str(tid))
+    return int(match.group(1)) if match else -1
+
+
+_NO_DIM3 = (-1, -1, -1)
+
+
+def _dim3(value: Any) -> Sequence[int]:
+    """A grid/block [x, y, z] as a 3-tuple of ints, or (-1, -1, -1)."""
+    if value.__class__ is list and len(value) == 3 and all(v.__class__ is int for v in value):
+        return value
+    return _NO_DIM3
+
+
+def dim3_columns(values: list[Any]) -> np.ndarray:
+    """(n, 3) int64 array of grid or block sizes."""
+    if not values:
+        return np.zeros((0, 3), dtype=np.int64)
+    dims = [_dim3(v) for v in values]
+    try:
+        return np.array(dims, dtype=np.int64).reshape(-1, 3)
+    except OverflowError:  # a size past int64: that event's sizes are unknown
+        dims = [d if all(0 <= x <= INT64_MAX for x in d) else _NO_DIM3 for d in dims]
+        return np.array(dims, dtype=np.int64).reshape(-1, 3)
