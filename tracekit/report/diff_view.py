@@ -14,9 +14,9 @@ from typing import Any
 from markupsafe import Markup
 
 from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
-from tracekit.report.format import fmt_time
 from tracekit.report.html import asset, environment
 from tracekit.report.write import write_atomic
+from tracekit.units import fmt_time
 
 TEMPLATE = "diff.html.j2"
 _LABELS = {
@@ -131,5 +131,7 @@ def render_diff(d: TraceDiff) -> str:
 
 
 def write_diff_html(d: TraceDiff, out: Path, *, force: bool = False) -> Path:
-    """Write the page atomically (an existing file only with force; else a numbered name beside it)."""
-    return write_atomic(Path(out), lambda: render_diff(d), force=force)
+    """Write the page atomically (an existing file only with force; else a numbered name beside it;
+    never over one of the two traces)."""
+    return write_atomic(Path(out), lambda: render_diff(d), force=force,
+                        inputs=(Path(d.before_path), Path(d.after_path)))
