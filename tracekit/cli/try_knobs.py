@@ -10,10 +10,11 @@ from pathlib import Path
 import click
 
 from tracekit.errors import OutputError, ProfileError
+from tracekit.profile.runner import Target
 from tracekit.profile.tryrun import TryResult
 
 
-def run_try(target, knobs_text: str, *, output: Path | None, force: bool, warmup: int,
+def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool, warmup: int,
             active: int | None, timeout: float | None, quiet: bool) -> None:
     """Run `--try`; exit 1 when the baseline run failed, 0 otherwise (knob failures are in the table)."""
     from tracekit.profile.knobs import parse_knobs

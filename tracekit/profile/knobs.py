@@ -117,7 +117,7 @@ def on_model(applied: Applied, change: Callable[[Any], str]) -> Applied:
                 done.add(id(module))
                 applied.notes.append(change(module))
 
-    optimizer_cls.__init__ = __init__
+    optimizer_cls.__init__ = __init__  # type: ignore[method-assign]
     applied.reason = "the script created no torch.optim optimizer: no model found to change"
     return applied
 
