@@ -46,12 +46,7 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
 
 # Known violations, each waiting for a change on another branch (remove the entry when it lands;
 # test_known_violations_are_still_violations fails once an entry is no longer needed).
-KNOWN: set[tuple[str, str]] = {
-    # __version__ read from the package root (issue 9 item 1: tracekit/_version.py)
-    ("tracekit.profile.record", "tracekit"),
-    # the report loads and analyzes, and reads trace columns (issue 9 items 2 and 3: pipeline.py,
-    # report renders typed results)
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _modules() -> list[Path]:

@@ -103,32 +103,7 @@ class Profiling:
         return self.result.analysis if self.result is not None else None
 
 
-def profile(
-    output: str | Path | None = None,
-    *,
-    warmup: int = 0,
-    active: int | None = None,
-    with_stack: bool = False,
-    memory: bool = False,
-    force: bool = False,
-    report: bool = True,
-    name: str = "profile",
-) -> Profiling:
-    """Profile the code of a `with` block; the trace goes to `output` (default NAME-TIME.trace.json.gz).
-
-    `warmup`/`active` select steps as in `tracekit profile --warmup/--active`; `force` allows
-    overwriting an explicit `output`; `report` writes the HTML report beside it when available.
-    """
-    return Profiling(
-        output,
-        warmup=warmup,
-        active=active,
-        with_stack=with_stack,
-        memory=memory,
-        force=force,
-        report=report,
-        name=name,
-    )
+profile = Profiling  # `with tracekit.profile_run(...)` / `tracekit.profile.profile(...)`: the same class
 
 
 def profile_callable(

@@ -107,7 +107,7 @@ def provenance(
     script's file name (or the module name)."""
     import torch
 
-    from tracekit import __version__
+    from tracekit._version import __version__
 
     triton = sys.modules.get("triton")
     recorder = session.triton
