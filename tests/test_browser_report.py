@@ -11,7 +11,7 @@ import pytest
 from test_browser import ARTIFACTS, SHARED, browser, open_report  # noqa: F401  (browser is a fixture)
 from tracebuilder import TraceBuilder
 
-from tracekit.report import write_report
+from tracekit.pipeline.reports import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
