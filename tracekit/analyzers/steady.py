@@ -13,7 +13,7 @@ from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
 from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace
-from tracekit.units import fmt_bytes, fmt_us
+from tracekit.units import fmt_bytes, fmt_us, plural
 
 STEADY = "steady"
 SETUP = "setup"  # holds one-time work (compilation, JIT, handle creation, uploads, allocations)
@@ -73,11 +73,6 @@ class StepPhase:
     def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "phase": self.phase, "reason": self.reason, "span_us": self.span_us,
                 "one_time": [{"what": w, "amount": a} for w, a in self.one_time]}
-
-
-def plural(n: float, word: str) -> str:
-    """'1 kernel', '3 kernels'."""
-    return f"{n:.0f} {word}{'' if round(n) == 1 else 's'}"
 
 
 def robust_z(values: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
@@ -143,7 +138,7 @@ def _evidence(work: dict[str, float], median_upload: float) -> tuple[list[tuple[
         calls = work.get(label + " calls")
         if label == "device allocations" and (calls or 0) < ALLOC_MIN_CALLS:
             continue
-        items.append((label, fmt_us(value) + (f" in {calls:.0f} calls" if calls else "")))
+        items.append((label, fmt_us(value) + (f" in {plural(calls, 'call')}" if calls else "")))
         time_us += value
     upload = work.get("upload bytes", 0.0)
     if upload >= UPLOAD_MIN_BYTES and upload >= UPLOAD_RATIO * median_upload:
