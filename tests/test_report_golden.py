@@ -42,7 +42,7 @@ def test_report_matches_gold_file(name: str) -> None:
     trace = tracekit.load_trace(path)
     analysis = analyze(trace)
     html = scrub(render_html(analysis, trace, suggestions=suggest(analysis)), str(trace.path))
-    gold = GOLDEN / f"{name}.report.html"
+    gold = GOLDEN / f"{name}.gold.html"
     if os.environ.get("TRACEKIT_UPDATE_GOLDEN"):
         gold.parent.mkdir(exist_ok=True)
         gold.write_text(html, encoding="utf-8")
