@@ -25,11 +25,12 @@ COMMANDS: dict[str, str] = {
 }
 # what `tracekit --help` lists (kept here so that --help imports no command module)
 SHORT_HELP: dict[str, str] = {
-    "info": "Summarize TRACE (a .json/.json.gz file or a directory of per-rank traces).",
-    "analyze": "Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.",
-    "report": "Write an HTML report of TRACE (a .json/.json.gz file or a directory of per-rank traces).",
-    "profile": "Run a script or module under torch.profiler and write its trace.",
+    "info": "Summarize TRACE: device, counts, GPU busy time, top kernels by name.",
+    "analyze": "Print what bounds TRACE (verdict, time by class, top kernels) and what to change.",
+    "report": "Write one self-contained HTML report of TRACE.",
+    "export": "Write TRACE with tracekit's results added, for Perfetto.",
     "diff": "Compare two traces over their steady steps; check BEFORE's predicted savings.",
+    "profile": "Run a script or module under torch.profiler and write its trace.",
 }
 
 
