@@ -8,7 +8,7 @@ GENERIC_KERNEL_NAMES = frozenset({"Kernel", "Kernel2", "kernel", "device_kernel"
 MAX_TITLE = 300  # hover text of a kernel name, in characters (demangled C++ names run to thousands)
 
 _IDENT = re.compile(r"[A-Za-z_][\w:]*")
-_SIGNATURE = re.compile(r"(?<![\w:])[A-Za-z_][\w:]*[<(]")  # 'name(' or 'name<': a C++ function signature (linear: no nested repeat)
+_SIGNATURE = re.compile(r"\A[A-Za-z_][\w:]*(?:<[^()]*>)?\(")  # 'name(' or 'name<...>(': a C++ function signature (anchored: linear)
 _BUILTIN_TYPES = frozenset({"int", "long", "unsigned", "short", "char", "bool", "float", "double", "half", "void"})
 _MANGLED = re.compile(r"_Z[LN]?\d|_ZN")
 _CV = "rVK"  # restrict/volatile/const qualifiers before a nested name
