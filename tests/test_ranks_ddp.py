@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES
+from test_ranks_samples import waits_caused
 
 from tracekit import pipeline
 from tracekit.profile.record import per_rank_path
@@ -86,12 +87,7 @@ def test_straggler_cause_and_wait_from_raw_events(ddp_run):
     steps = cross.steps
     assert len(steps) >= 4
     # per collective: the later rank is the one waited for; the other waits min(gap, its own time)
-    caused = {r: dict.fromkeys(steps, 0.0) for r in (0, 1)}
-    for key in set(c0) & set(c1):
-        if key[0] in steps:
-            (s0, d0), (s1, d1) = c0[key], c1[key]
-            late, wait = (1, min(s1 - s0, d0)) if s1 > s0 else (0, min(s0 - s1, d1))
-            caused[late][key[0]] += max(wait, 0.0)
+    caused = waits_caused(c0, c1, steps)
     late_steps = [x for x in steps if caused[1][x] > caused[0][x]]
     [s] = cross.stragglers
     assert s.rank == 1 and s.cause == "data_loading"

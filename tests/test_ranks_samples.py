@@ -61,6 +61,12 @@ def expected_waits(folder: Path, steps: tuple[int, ...]) -> dict[int, dict[int, 
     makes the other wait min(start gap, the other's kernel time)."""
     c0, _ = raw_events(folder / "rank0.trace.json.gz")
     c1, _ = raw_events(folder / "rank1.trace.json.gz")
+    return waits_caused(c0, c1, steps)
+
+
+def waits_caused(c0: dict, c1: dict, steps: tuple[int, ...]) -> dict[int, dict[int, float]]:
+    """{rank: {step: waiting it made the other rank spend}} from two ranks' matched collectives
+    {(step, kind, n): (start, duration)}."""
     caused = {r: dict.fromkeys(steps, 0.0) for r in (0, 1)}
     for key in set(c0) & set(c1):
         if key[0] in steps:

@@ -8,16 +8,15 @@ and its input shapes, and by kernel name where names match (new and vanished ker
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import diff_parts as P
 from tracekit.analyzers import kernels as K
+from tracekit.jsonsafe import plain
 
 SCHEMA = "tracekit.diff/1"
 CAME_TRUE_TOLERANCE = 0.35  # realised within ±35 % of the predicted saving
@@ -176,7 +175,7 @@ class TraceDiff:
 
     def to_dict(self) -> dict[str, Any]:
         step = self.step
-        return _clean({
+        return plain({
             "schema": SCHEMA, "before": self.before_path, "after": self.after_path,
             "steps": {"before": self.before_steps, "after": self.after_steps},
             "step": {**step.to_dict(), "attributed_share": self.attributed_share},
@@ -192,18 +191,6 @@ class TraceDiff:
             "suggestions": [s.to_dict() for s in self.suggestions],
             "warnings": list(self.warnings),
         })
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _outer(before: pd.DataFrame, after: pd.DataFrame, keys: list[str], nb: int, na: int) -> pd.DataFrame:
