@@ -208,8 +208,8 @@ def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | N
     device = match_device(with_gpu[0].meta)
     results = tuple(analyze_rank(r, device=device, steps=steps) for r in selected)
     totals = sum((r.launch.totals for r in results), LaunchTotals())
-    queues = [r.launch.activities["queue_us"].to_numpy()[steady_mask(r.launch)] for r in results]
     masks = [steady_mask(r.launch) for r in results]
+    queues = [r.launch.activities["queue_us"].to_numpy()[m] for r, m in zip(results, masks, strict=True)]
     all_keys = pd.concat([r.classification.table[K.CLASS][m] for r, m in zip(results, masks, strict=True)],
                          ignore_index=True)
     all_libs = pd.concat([r.classification.table[K.LIBRARY][m] for r, m in zip(results, masks, strict=True)],

@@ -59,22 +59,29 @@ def _union(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return merge_intervals(ts, end) if len(ts) else (np.empty(0), np.empty(0))
 
 
+def dataloader_rows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Bool masks over rank.ops and rank.annotations of the DataLoader's windows on the main thread:
+    top-level DataLoader ops (older PyTorch) and CPU annotations (`enumerate(DataLoader)#..._next__`)."""
+    ops, an = rank.ops, rank.annotations
+    in_ops = (ops[T.OP_PARENT].to_numpy() < 0) & N.matches(ops[T.OP_NAME], DATALOADER) if len(ops) \
+        else np.zeros(0, dtype=bool)
+    in_an = ~an[T.AN_GPU].to_numpy(dtype=bool) & N.matches(an[T.AN_NAME], DATALOADER) if len(an) \
+        else np.zeros(0, dtype=bool)
+    return in_ops, in_an
+
+
 def _dataloader_windows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
-    """Top-level DataLoader ops and annotations (`enumerate(DataLoader)#..._next__`)."""
-    parts_ts, parts_end = [], []
-    ops = rank.ops
-    if len(ops):
-        sel = (ops[T.OP_PARENT].to_numpy() < 0) & N.matches(ops[T.OP_NAME], DATALOADER)
-        parts_ts.append(ops[T.OP_TS].to_numpy(dtype=float)[sel])
-        parts_end.append(ops[T.OP_END].to_numpy(dtype=float)[sel])
-    an = rank.annotations
+    """Union of the DataLoader windows (dataloader_rows)."""
+    in_ops, in_an = dataloader_rows(rank)
+    ops, an = rank.ops, rank.annotations
+    ts = [ops[T.OP_TS].to_numpy(dtype=float)[in_ops]] if len(ops) else []
+    end = [ops[T.OP_END].to_numpy(dtype=float)[in_ops]] if len(ops) else []
     if len(an):
-        sel = ~an[T.AN_GPU].to_numpy(dtype=bool) & N.matches(an[T.AN_NAME], DATALOADER)
-        parts_ts.append(an[T.AN_TS].to_numpy(dtype=float)[sel])
-        parts_end.append(an[T.AN_END].to_numpy(dtype=float)[sel])
-    if not parts_ts:
+        ts.append(an[T.AN_TS].to_numpy(dtype=float)[in_an])
+        end.append(an[T.AN_END].to_numpy(dtype=float)[in_an])
+    if not ts:
         return np.empty(0), np.empty(0)
-    return _union(np.concatenate(parts_ts), np.concatenate(parts_end))
+    return _union(np.concatenate(ts), np.concatenate(end))
 
 
 def _pageable(gpu: pd.DataFrame) -> np.ndarray:

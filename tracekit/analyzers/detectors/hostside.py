@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names as N
+from tracekit.analyzers.idle import dataloader_rows
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables as T
 from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
 from tracekit.trace.model import RankTrace
 
 PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
-DATALOADER = re.compile(r"DataLoader")
 SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
 COMM_CLASS = "communication"
 NON_COMPUTE = ("communication", "memcpy", "memset")
@@ -162,14 +162,15 @@ def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFra
     steps = steps or StepsOf.of(rank)
     cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
     names, ts, end, step = [], [], [], []
+    in_ops, in_an = dataloader_rows(rank)
     if len(ops):
-        sel = (ops[T.OP_PARENT].to_numpy() < 0) & N.matches(ops[T.OP_NAME], DATALOADER)
+        sel = in_ops
         names.append(ops[T.OP_NAME].to_numpy(dtype=object)[sel])
         ts.append(ops[T.OP_TS].to_numpy(dtype=float)[sel])
         end.append(ops[T.OP_END].to_numpy(dtype=float)[sel])
         step.append(steps.ops[sel])
     if len(an):
-        sel = ~an[T.AN_GPU].to_numpy(dtype=bool) & N.matches(an[T.AN_NAME], DATALOADER)
+        sel = in_an
         names.append(an[T.AN_NAME].to_numpy(dtype=object)[sel])
         ts.append(an[T.AN_TS].to_numpy(dtype=float)[sel])
         end.append(an[T.AN_END].to_numpy(dtype=float)[sel])
