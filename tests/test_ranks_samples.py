@@ -117,3 +117,26 @@ def test_balanced_run_has_no_straggler():
     # rank 1 was last in 9 of 12 steps here: 7 % likely by chance with 2 ranks, so no straggler is named
     assert cross.stragglers == ()
     assert by_chance(max(late0, late1), len(cross.steps), 2) >= 0.05
+
+
+def test_report_line_names_the_jobs_biggest_win(tmp_path):
+    """The summary line of a multi-rank report: the job's verdict and largest saving over every rank,
+    not rank 0's. Rank 1 loads its batches on the training thread (+20 ms each, from the script); rank
+    0 does not: the largest win is rank 1's DataLoader, about its DataLoader time per step (raw events)."""
+    import re
+    import subprocess
+    import sys
+
+    folder = _need(SLOW)
+    done = subprocess.run([sys.executable, "-m", "tracekit", "report", str(folder), "-o", str(tmp_path / "r.html"),
+                           "--jobs", "2"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip().splitlines()[-1]
+    assert "straggler: rank 1" in line and "Mixed · communication + data loading" in line
+    m = re.search(r"biggest win: rank 1: Load data in parallel .*\(~([\d.]+) ms per step\)$", line)
+    assert m, line
+    steps = pipeline.run(folder, jobs=1).results[1].doc["steady_steps"]
+    _, l1 = raw_events(folder / "rank1.trace.json.gz")
+    loader = [l1[s["step"]] for s in steps if s["step"] in l1]
+    assert float(m.group(1)) * 1000 == pytest.approx(sum(loader) / len(loader), rel=0.05)
+    assert float(m.group(1)) * 1000 > 0.9 * 20_000

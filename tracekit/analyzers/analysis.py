@@ -164,19 +164,24 @@ def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
 
 def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:
     if len(tables) == 1:
-        out = tables[0]
-    else:
-        both = pd.concat(tables, ignore_index=True)
-        keys = both[_GROUP_KEYS].astype(object).where(both[_GROUP_KEYS].notna(), "\x00")
-        grouped = both[_SUMMED].groupby([keys[k] for k in _GROUP_KEYS], sort=False)
-        summed = grouped.sum(min_count=1)
-        unknown = both[["flops", "bytes"]].isna().groupby([keys[k] for k in _GROUP_KEYS], sort=False).any()
-        summed[["flops", "bytes"]] = summed[["flops", "bytes"]].mask(unknown)
-        out = summed.reset_index()
-        for k in _GROUP_KEYS:
-            col = out[k].astype(object)
-            out[k] = col.where(col != "\x00", None)
-        out = roofline_rows(out, device)
+        out = tables[0].sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
+        return out.reset_index(drop=True)
+    return regroup_kernel_rows(pd.concat(tables, ignore_index=True), device)
+
+
+def regroup_kernel_rows(both: pd.DataFrame, device: Device | None) -> pd.DataFrame:
+    """Kernel rows of several ranks summed per (name, class, library, op, shapes, dtype), the roofline
+    columns recomputed, largest time first; FLOPs/bytes unknown when any rank's row lacks them."""
+    keys = both[_GROUP_KEYS].astype(object).where(both[_GROUP_KEYS].notna(), "\x00")
+    by = [keys[k] for k in _GROUP_KEYS]
+    summed = both[_SUMMED].groupby(by, sort=False).sum(min_count=1)
+    unknown = both[["flops", "bytes"]].isna().groupby(by, sort=False).any()
+    summed[["flops", "bytes"]] = summed[["flops", "bytes"]].mask(unknown)
+    out = summed.reset_index()
+    for k in _GROUP_KEYS:
+        col = out[k].astype(object)
+        out[k] = col.where(col != "\x00", None)
+    out = roofline_rows(out, device)
     out = out.sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, _combine_rows
+from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, regroup_kernel_rows
 from tracekit.analyzers.launch import LaunchTotals, QueueStats
 from tracekit.jsonsafe import plain
 
@@ -67,12 +67,11 @@ def combined_doc(path: str, docs: Sequence[dict[str, Any]], totals: Sequence[Lau
     steps = [s for d in docs for s in d.get("steps") or ()]
     classes = _summed([c for d in docs for c in d.get("classes") or ()], "class")
     libraries = _summed([c for d in docs for c in d.get("libraries") or ()], "library")
-    tables = [pd.DataFrame(d.get("kernels") or [], columns=list(KERNEL_COLUMNS)) for d in docs]
-    tables = [t for t in tables if len(t)] or [pd.DataFrame(columns=list(KERNEL_COLUMNS))]
-    for t in tables:
-        for col in ("count", "time_us", "flops", "bytes"):
-            t[col] = pd.to_numeric(t[col], errors="coerce")
-    kernels = _combine_rows(tables, device)
+    rows = pd.DataFrame.from_records([r for d in docs for r in d.get("kernels") or ()],
+                                     columns=list(KERNEL_COLUMNS))  # one table of every rank's rows
+    for col in ("count", "time_us", "flops", "bytes"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce")
+    kernels = regroup_kernel_rows(rows, device)
     queue = merged_queue(queues)
     chosen = {(x["rank"], x["step"]) for d in docs for x in d.get("steady_steps") or ()}
     per_step = [s["kernels"] for s in steps if s.get("kernels") is not None
@@ -95,14 +94,14 @@ def combined_doc(path: str, docs: Sequence[dict[str, Any]], totals: Sequence[Lau
                "warnings", "suggestions"}
     per_rank_lists = {k: [x for d in docs for x in d.get(k) or ()] for d0 in docs[:1] for k, v in d0.items()
                       if k not in handled and isinstance(v, list)}  # e.g. steady_steps, excluded_steps
-    return plain({
+    return {  # the ranks' documents are JSON-safe already (Analysis.to_dict): only new values are cleaned
         **per_rank_lists,
         "schema": SCHEMA, "trace": path,
         "ranks": [r for d in docs for r in d.get("ranks") or ()],
         "device": next((d["device"] for d in docs if d.get("device")), None),
-        "summary": summary, "steps": steps, "classes": classes, "libraries": libraries,
-        "kernels": [dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
-                    kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)],
+        "summary": plain(summary), "steps": steps, "classes": classes, "libraries": libraries,
+        "kernels": plain([dict(zip(KERNEL_COLUMNS, row, strict=True)) for row in
+                          kernels[list(KERNEL_COLUMNS)].itertuples(index=False, name=None)]),
         "warnings": list(dict.fromkeys(warnings)),
         "suggestions": sorted(suggestions, key=lambda s: -(s.get("saving_us") or 0.0)),
-    })
+    }

@@ -62,10 +62,16 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     if not quiet:
         size = written.stat().st_size
         head = view.ranks[0] if view.ranks else None
-        verdict = f" · {head.verdict_label}" if head and head.verdict_label else ""
-        top = f" · biggest win: {head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
+        label = head.verdict_label if head else ""
+        change = f"{head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
+        if result.multi:  # the job's verdict and biggest win, over every rank and the cross-rank rules
+            from tracekit.report.headline import job_headline
+
+            label, change = job_headline(result.to_dict())
         late = result.cross.stragglers if result.cross is not None else ()
+        verdict = f" · {label}" if label else ""
         straggler = f" · straggler: rank {late[0].rank}" if late else ""
+        top = f" · biggest win: {change}" if change else ""
         click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}"))
     if open_:
         webbrowser.open(written.resolve().as_uri())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchTotals
@@ -139,3 +140,21 @@ def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
         steps_tile,
         device_tile,
     )
+
+
+def job_headline(doc: dict[str, Any]) -> tuple[str, str]:
+    """(verdict label, biggest win) of a merged multi-rank `analyze` document (RunResult.to_dict):
+    the job's verdict over all ranks' steady steps, and the largest saving of any rank or of the
+    cross-rank rules, named with its rank ('rank 1: Load data in parallel … (~20.0 ms per step)')."""
+    from tracekit.report.palette import VERDICTS
+
+    summary = doc.get("summary") or {}
+    verdict = str(summary.get("verdict") or "")
+    label = verdict_label(verdict, summary.get("cause"), VERDICTS.get(verdict, ("", verdict))[1]) if verdict else ""
+    top = next(iter(doc.get("suggestions") or ()), None)
+    if top is None:
+        return label, ""
+    per_step = top.get("per_step_us")
+    saving = f"{fmt_time(per_step)} per step" if per_step is not None else fmt_time(top.get("saving_us"))
+    where = f"rank {top['rank']}: " if top.get("rank") is not None else ""
+    return label, f"{where}{top.get('title', '')} (~{saving})"
