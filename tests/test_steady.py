@@ -263,3 +263,68 @@ def test_a_long_synchronous_copy_is_a_sync(tmp_path):
     assert t.copy_wait_us == pytest.approx(70.0 + 1100.0)
     assert t.sync_wait_us == pytest.approx(513_210 - 463_200)
     assert (t.verdict, t.cause) != ("launch-bound", "launch")
+
+
+def eager_then_graphs(tmp_path, replay: bool = True, after: int = 5):
+    """Steps 0..5 eager: 1000 µs each, 10 launches of a 20 µs kernel. Step 6 (2000 µs) captures a CUDA
+    graph: cudaStreamBeginCapture (50 µs) and cudaGraphInstantiateWithFlags (200 µs): 250 µs of
+    capture, 12.5 % of the step (over the 5 % evidence share), and launches its 10 kernels eagerly.
+    Then `after` steps of 200 µs: with `replay`, one cudaGraphLaunch running 10 kernels of 15 µs;
+    without, 10 eager launches again (and 1000 µs steps). A last 10 µs step is the tail."""
+    b = TraceBuilder()
+    t = 0.0
+
+    def eager(t0: float) -> None:
+        for i in range(10):
+            b.launch(t0 + 10 + 20 * i, 5, "kernel_e", t0 + 20 + 60 * i, 20)
+
+    for k in range(6):
+        b.annotation(f"ProfilerStep#{k}", t, 1000)
+        eager(t)
+        t += 1000
+    b.annotation("ProfilerStep#6", t, 2000)
+    b.launch(t + 300, 50, None, 0, 0, api="cudaStreamBeginCapture")
+    b.launch(t + 400, 200, None, 0, 0, api="cudaGraphInstantiateWithFlags")
+    eager(t + 1000)
+    t += 2000
+    for k in range(7, 7 + after):
+        span = 200.0 if replay else 1000.0
+        b.annotation(f"ProfilerStep#{k}", t, span)
+        if replay:
+            corr = b.launch(t + 5, 8, "kernel_g", t + 20, 15)
+            for i in range(1, 10):
+                b.gpu("kernel_g", t + 20 + 17 * i, 15, corr)
+        else:
+            eager(t)
+        t += span
+    b.annotation(f"ProfilerStep#{7 + after}", t, 10)
+    return _load(b, tmp_path)
+
+
+def test_steps_before_a_graph_capture_are_an_earlier_regime(tmp_path):
+    lo = launch_overhead(eager_then_graphs(tmp_path).rank())
+    phases = {p.step: p for p in lo.phases}
+    # launches per step: 10 in steps 0..5, 1 in steps 7..11; (10 + 1) / (1 + 1) = 5.5 >= 1.5
+    assert [phases[k].phase for k in range(13)] == [St.WARMUP] * 6 + [St.SETUP] + [St.STEADY] * 5 + [St.PARTIAL]
+    assert "an earlier regime: 10 launches per step before step 6 (CUDA graph capture), 1 after it" in phases[0].reason
+    assert "CUDA graph capture 250 µs in 2 calls" in phases[6].reason
+    assert lo.steady_steps == (7, 8, 9, 10, 11)
+    assert lo.totals.span_us == pytest.approx(5 * 200.0)
+    assert lo.totals.gpu_busy_us == pytest.approx(5 * 10 * 15.0)  # 10 kernels of 15 µs, 2 µs apart
+    assert lo.totals.launches == 5
+
+
+def test_capture_without_a_change_of_launches_is_only_set_up(tmp_path):
+    """The same capture step, but the steps after it still launch 10 kernels each: one regime, and
+    step 6 (2000 µs, twice the 1000 µs median, with capture work) is set-up as before."""
+    lo = launch_overhead(eager_then_graphs(tmp_path, replay=False).rank())
+    phases = [p.phase for p in lo.phases]
+    assert phases == [St.STEADY] * 6 + [St.SETUP] + [St.STEADY] * 5 + [St.PARTIAL]
+    assert not any("earlier regime" in p.reason for p in lo.phases)
+
+
+def test_two_replays_are_too_few_for_a_regime(tmp_path):
+    """MIN_REGIME_STEPS = 3: with 2 replay steps after the capture the eager steps stay."""
+    lo = launch_overhead(eager_then_graphs(tmp_path, after=2).rank())
+    assert not any("earlier regime" in p.reason for p in lo.phases)
+    assert {0, 1, 2, 3, 4, 5} <= set(lo.steady_steps)

@@ -119,10 +119,49 @@ def test_compile_step_is_set_up_work():
 def test_headline_step_is_the_steady_step(name):
     """The headline span per step is within 15 % of the raw pace of the trace's middle steps."""
     if name.startswith("graph_decode_inline"):
-        pytest.skip("two workloads in one recording by design: eager decode, a CUDA-graph capture "
-                    "step (left out as set-up), then graph replays; the raw pace spans the capture")
+        pytest.skip("two regimes by design (eager decode, capture, graph replays): "
+                    "test_two_regimes_headline_is_the_last checks them")
     first = raw_first_gpu_start(name)
     if len(first) < 5:
         pytest.skip("fewer than 5 steps with GPU work")
     a, _ = _analysis(name)
     assert a.totals.span_us / a.totals.steps == pytest.approx(raw_pace_us(name), rel=0.15)
+
+
+def raw_graph_steps(name: str) -> tuple[int, dict[int, float]]:
+    """From the raw events: the ProfilerStep holding cudaStreamBeginCapture, and {step: start (µs) of
+    its cudaGraphLaunch} for every step that replays the graph."""
+    with gzip.open(_path(name), "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    steps = [(int(m.group(1)), float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+             for e in events if e.get("cat") == "user_annotation" and (m := STEP.match(e.get("name", "")))]
+
+    def step_of(ts: float) -> int | None:
+        return next((n for n, a, b in steps if a <= ts < b), None)
+
+    api = [(e["name"], float(e["ts"])) for e in events if e.get("cat") == "cuda_runtime"]
+    [capture] = {step_of(ts) for name, ts in api if name == "cudaStreamBeginCapture"}
+    replays = {step_of(ts): ts for name, ts in api if name == "cudaGraphLaunch"}
+    return capture, {k: v for k, v in replays.items() if k is not None}
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_two_regimes_headline_is_the_last(batch):
+    """Eager decode steps, a step that captures a CUDA graph, then steps that replay it: the steps
+    before the capture are an earlier regime (left out), the headline is the replays' pace (first GPU
+    activity of one replay step to the next's, raw events), and no rule asks for CUDA graphs."""
+    name = f"graph_decode_inline_b{batch}"
+    capture, replays = raw_graph_steps(name)
+    a, found = _analysis(name)
+    excluded = {x["step"]: x for x in a.excluded_steps()}
+    steady = [s for s in range(max(replays) + 1) if s not in excluded]
+    assert all(s in excluded for s in range(1, capture)), "eager steps before the capture are left out"
+    assert all(excluded[s]["phase"] == "warmup" and "earlier regime" in excluded[s]["reason"]
+               for s in range(1, capture))
+    assert excluded[capture]["phase"] == "setup" and "CUDA graph capture" in excluded[capture]["reason"]
+    assert steady and set(steady) <= set(replays) and len(steady) >= len(replays) // 2
+    first = raw_first_gpu_start(name)  # the GPU runs behind the CPU here: its pace is the step time
+    pace = (first[steady[-1]] - first[steady[0]]) / (steady[-1] - steady[0])
+    assert a.totals.span_us / a.totals.steps == pytest.approx(pace, rel=0.15)
+    assert a.ranks[0].launch.verdict == "gpu-bound"
+    assert "cuda_graphs" not in {s.id for s in found}

@@ -291,7 +291,7 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
     kinds: dict[str, Any] = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
     step_totals = tuple(LaunchTotals(steps=1, **{k: kinds[k](v[i]) for k, v in columns.items()})
                         for i in range(n))
-    phases = classify_steps(rank, windows, columns["span_us"], columns["kernels"])
+    phases = classify_steps(rank, windows, columns["span_us"], columns["kernels"], columns["launches"])
     selected = select_steps(phases, mode, span_range)
     if not selected.any():
         numbers = [p.step for p in phases]

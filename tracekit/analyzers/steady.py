@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +33,12 @@ UPLOAD_MIN_BYTES = 16 * 2**20  # host-to-device bytes in a step that count as an
 UPLOAD_RATIO = 4.0  # ... when also this many times the median step's host-to-device bytes
 ALLOC_MIN_CALLS = 8  # device allocations in one step that count as set-up work
 EVIDENCE_SHARE = 0.05  # one-time work must fill this share of a slow step to name it set-up
+# A step whose one-time work changes the code the next steps run (compilation, graph capture), and
+# after which the steps launch this many times more (or fewer) calls, ends an earlier regime: the
+# steps before it are warm-up and the last regime is the steady state (eager, then CUDA graphs).
+CODE_CHANGES = frozenset({"torch.compile", "autotuning", "Triton JIT", "CUDA graph capture"})
+REGIME_RATIO = 1.5
+MIN_REGIME_STEPS = 3  # steps the last regime needs before the earlier ones are left out
 
 # Names of CPU ops and annotations that only run while code is compiled or tuned.
 ONE_TIME_OPS: tuple[tuple[str, str], ...] = (
@@ -46,6 +54,7 @@ ONE_TIME_APIS: tuple[tuple[str, str], ...] = (
     (r"^(?:cuda|hip)(?:HostAlloc|MallocHost|HostRegister)|^cuMemHostAlloc", "pinned host allocations"),
     (r"^(?:cuda|hip)StreamCreate|^cuStreamCreate|^(?:cudnn|cublas|cublasLt|miopen|rocblas)Create",
      "stream and library handle creation"),
+    (r"^(?:cuda|hip|cu)StreamBeginCapture|^(?:cuda|hip|cu)GraphInstantiate", "CUDA graph capture"),
 )
 _ONE_TIME_OPS = tuple((re.compile(p), label) for p, label in ONE_TIME_OPS)
 _ONE_TIME_APIS = tuple((re.compile(p), label) for p, label in ONE_TIME_APIS)
@@ -146,8 +155,8 @@ def _evidence(work: dict[str, float], median_upload: float) -> tuple[list[tuple[
     return items, time_us
 
 
-def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray,
-                   kernels: np.ndarray) -> tuple[StepPhase, ...]:
+def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray, kernels: np.ndarray,
+                   launches: np.ndarray | None = None) -> tuple[StepPhase, ...]:
     """The phase of every step (see the module constants for the rule):
 
     - the last step is PARTIAL when it launched under PARTIAL_SHARE of the median kernels of the
@@ -159,6 +168,10 @@ def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray,
       WARMUP when no steady step came before it, else OUTLIER; a step far below the median is an
       OUTLIER too. With under 3 steps to compare, "far above" is 1.5× the median and only SETUP
       applies;
+    - regimes: after a step whose one-time work changes the code (CODE_CHANGES: compilation, CUDA
+      graph capture) the steps may launch REGIME_RATIO× more or fewer calls than before it; then
+      that step is SETUP, the steps before it are WARMUP (an earlier regime), and the rule above
+      runs again on the MIN_REGIME_STEPS or more steps after it;
     - everything else is STEADY. If no step would be steady, every step is.
     """
     n = len(spans)
@@ -169,7 +182,6 @@ def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray,
     uploads = np.array([w.get("upload bytes", 0.0) for w in work])
     phases: list[str] = [STEADY] * n
     reasons: list[str] = [""] * n
-    evidence: list[tuple[tuple[str, str], ...]] = [()] * n
     body = np.arange(n)
     if n >= 2 and windows.scope == "steps":  # inferred repeats are whole iterations by construction
         k_median = float(np.median(kernels[:-1]))
@@ -181,15 +193,43 @@ def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray,
             reasons[-1] = (f"the tail after the last step mark: it launched {plural(kernels[-1], 'kernel')}, "
                            f"a median step {k_median:.0f}")
             body = np.arange(n - 1)
+    median_upload = float(np.median(uploads[body])) if len(body) else 0.0
+    found = [_evidence(w, median_upload) for w in work]
+    evidence = [tuple(items) for items, _ in found]
+    _phases_by_span(body, spans, found, phases, reasons)
+    change = _regime_change(body, spans, launches, found) if launches is not None else None
+    if change is not None:
+        at, (was, now, what) = change
+        step = int(windows.numbers[at])
+        for i in body[body < at].tolist():
+            if phases[i] != SETUP:
+                phases[i] = WARMUP
+                reasons[i] = (f"an earlier regime: {was:.0f} launches per step before step {step} ({what}), "
+                              f"{now:.0f} after it; the steps after the last change are the steady state")
+        phases[at] = SETUP
+        reasons[at] = "one-time work: " + ", ".join(f"{w} {a}" for w, a in found[at][0])
+        after = body[body > at]
+        for i in after.tolist():
+            phases[i], reasons[i] = STEADY, ""
+        _phases_by_span(after, spans, found, phases, reasons)
+    if STEADY not in phases:
+        phases = [STEADY] * n
+        reasons = ["every step differs from the others: all are kept"] * n
+    return tuple(StepPhase(int(s), p, r, float(sp), e) for s, p, r, sp, e in
+                 zip(windows.numbers.tolist(), phases, reasons, spans.tolist(), evidence, strict=True))
+
+
+def _phases_by_span(body: np.ndarray, spans: np.ndarray, found: list[tuple[list[tuple[str, str]], float]],
+                    phases: list[str], reasons: list[str]) -> None:
+    """SETUP, WARMUP or OUTLIER for the steps of `body` far from their median span (in place)."""
     ref = spans[body]
     med = float(np.median(ref)) if len(ref) else 0.0
     span_rule = len(ref) >= 3  # with fewer steps there is no robust median: only set-up work is left out
+    n = len(spans)
     far = _far(spans, ref) if span_rule else (spans > 1.5 * med) if len(ref) == 2 else np.zeros(n, bool)
-    median_upload = float(np.median(uploads[body])) if len(body) else 0.0
     seen_steady = False
     for i in body.tolist():
-        items, time_us = _evidence(work[i], median_upload)
-        evidence[i] = tuple(items)
+        items, time_us = found[i]
         slow = bool(far[i]) and spans[i] > med
         has_upload = any(w == "host-to-device upload" for w, _ in items)
         if slow and items and (time_us >= EVIDENCE_SHARE * spans[i] or has_upload):
@@ -205,11 +245,26 @@ def classify_steps(rank: RankTrace, windows: StepWindows, spans: np.ndarray,
             reasons[i] = f"{spans[i] / med:.1f}× the median step ({fmt_us(med)})"
         else:
             seen_steady = True
-    if STEADY not in phases:
-        phases = [STEADY] * n
-        reasons = ["every step differs from the others: all are kept"] * n
-    return tuple(StepPhase(int(s), p, r, float(sp), e) for s, p, r, sp, e in
-                 zip(windows.numbers.tolist(), phases, reasons, spans.tolist(), evidence, strict=True))
+
+
+def _regime_change(body: np.ndarray, spans: np.ndarray, launches: np.ndarray,
+                   found: list[tuple[list[tuple[str, str]], float]]) -> tuple[int, tuple[float, float, str]] | None:
+    """(position of the last step that changes the code and the launches per step, (median launches
+    before it, after it, what changed)) or None. The step needs CODE_CHANGES work filling
+    EVIDENCE_SHARE of it, a step before it and MIN_REGIME_STEPS after it; the medians are compared
+    with one launch added to each (a step of graph replays may launch one call)."""
+    for at in body[::-1].tolist():
+        items, time_us = found[at]
+        changes = [w for w, _ in items if w in CODE_CHANGES]
+        if not changes or time_us < EVIDENCE_SHARE * spans[at]:
+            continue
+        before, after = body[body < at], body[body > at]
+        if len(before) == 0 or len(after) < MIN_REGIME_STEPS:
+            continue
+        was, now = float(np.median(launches[before])), float(np.median(launches[after]))
+        if max(was + 1, now + 1) / min(was + 1, now + 1) >= REGIME_RATIO:
+            return at, (was, now, " and ".join(changes))
+    return None
 
 
 def parse_steps(text: str) -> tuple[str, tuple[int, int] | None]:
@@ -250,3 +305,27 @@ def step_mask(step_positions: np.ndarray, selected: np.ndarray) -> np.ndarray:
 def phase_frame(phases: tuple[StepPhase, ...]) -> pd.DataFrame:
     return pd.DataFrame({"step": [p.step for p in phases], "phase": [p.phase for p in phases],
                          "reason": [p.reason for p in phases]})
+
+
+def excluded_lines(rows: Sequence[Mapping[str, Any]], *, multi: bool = False) -> list[str]:
+    """One line per left-out step, consecutive steps of one rank with the same phase and reason on
+    one line ('steps 1–15 (warmup, 6.01–7.45 ms each): an earlier regime: …'). `rows`: dicts with
+    rank, step, phase, reason and span_us (StepPhase.to_dict plus the rank)."""
+    groups: list[list[Mapping[str, Any]]] = []
+    for row in rows:
+        last = groups[-1][-1] if groups else None
+        if (last is not None and last["rank"] == row["rank"] and last["phase"] == row["phase"]
+                and last["reason"] == row["reason"] and int(row["step"]) == int(last["step"]) + 1):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    lines = []
+    for g in groups:
+        head = f"rank {g[0]['rank']} " if multi else ""
+        lo, hi = min(float(x["span_us"]) for x in g), max(float(x["span_us"]) for x in g)
+        if len(g) == 1:
+            what = f"step {g[0]['step']} ({g[0]['phase']}, {fmt_us(lo)})"
+        else:
+            what = f"steps {g[0]['step']}–{g[-1]['step']} ({g[0]['phase']}, {fmt_us(lo)}–{fmt_us(hi)} each)"
+        lines.append(f"{head}{what}: {g[0]['reason']}")
+    return lines

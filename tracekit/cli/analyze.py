@@ -42,6 +42,8 @@ def _text(x: object) -> str:
 
 def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
     """A compact, human-readable rendering of an analysis document (`analyze --json`'s object)."""
+    from tracekit.analyzers.steady import excluded_lines
+
     s = doc["summary"]
     ranks = ", ".join(str(r["rank"]) for r in doc["ranks"])
     device = (doc.get("device") or {}).get("name")
@@ -50,10 +52,8 @@ def render_text(doc: dict[str, Any], top: int = 15, max_steps: int = 10) -> str:
     lines = [f"trace     {_safe(doc['trace'])}", f"ranks     {ranks}",
              f"device    {_safe(device) if device else 'unknown (no roofline)'}",
              f"verdict   {_safe(verdict)}", f"          {_safe(s.get('evidence') or '')}", _steps_line(doc)]
-    for ex in (doc.get("excluded_steps") or [])[:max_steps]:
-        rank = f"rank {ex['rank']} " if multi else ""
-        lines.append(f"          {rank}step {ex['step']} ({_safe(ex['phase'])}, {fmt_us(ex['span_us'])}): "
-                     f"{_safe(ex['reason'], 110)}")
+    for line in excluded_lines(doc.get("excluded_steps") or [], multi=multi)[:max_steps]:
+        lines.append(f"          {_safe(line, 140)}")
     if doc.get("stragglers") is not None:
         lines += ["", *cross_rank_text(doc), ""]
     if s["verdict"] != "cpu-only":

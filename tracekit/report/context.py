@@ -83,7 +83,8 @@ class RankView:
     verdict_rule: str
     sentence: str
     steps_head: str  # which steps the headline numbers cover
-    excluded: tuple[str, ...]  # one line per step left out of them, with what it holds
+    excluded: tuple[str, ...]  # the steps left out of them, with what they hold (a row of alike steps per line)
+    excluded_count: int  # how many steps are left out
     top_change: SuggestionView | None
     tiles: tuple[Tile, ...]
     suggestions: tuple[SuggestionView, ...]
@@ -180,6 +181,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
     label = verdict_label(verdict, analysis.cause, label)
     steps_head, excluded = steps_summary(analysis)
+    left_out = len(analysis.excluded_steps())
     classes = tuple(summary_bars(analysis.classes, colors=True)) if facts.has_gpu else ()
     cards = suggestion_views(suggestions, analysis.totals)
     steps, steps_note = step_rows(ra.launch)
@@ -194,6 +196,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         sentence=sentence(verdict, analysis.evidence, classes),
         steps_head=steps_head,
         excluded=excluded,
+        excluded_count=left_out,
         top_change=cards[0] if cards else None,
         tiles=tiles(analysis, facts),
         suggestions=tuple(cards),

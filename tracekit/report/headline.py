@@ -72,13 +72,9 @@ def steps_summary(a: Analysis) -> tuple[str, tuple[str, ...]]:
         head = f"Numbers per step over all {total} steps{how}."
     else:
         head = f"Numbers per step over steps {mode} ({steady} of {total}){how}."
-    multi = len(a.ranks) > 1
-    excluded = [(r.rank, p) for r in a.ranks for p in r.launch.excluded]
-    lines = tuple(
-        (f"rank {rank} " if multi else "") + f"step {p.step} ({p.phase}, {fmt_time(p.span_us)}): {p.reason}"
-        for rank, p in excluded[:12]
-    )
-    return head, lines
+    from tracekit.analyzers.steady import excluded_lines
+
+    return head, tuple(excluded_lines(a.excluded_steps(), multi=len(a.ranks) > 1)[:12])
 
 
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found
