@@ -17,12 +17,12 @@ from typing import Any, BinaryIO
 import msgspec
 
 from tracekit.analyzers import Analysis, analyze
-from tracekit.analyzers import kernels as K
+from tracekit.analyzers.kernels import CLASS, OTHER
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
 from tracekit.errors import TraceFormatError
 from tracekit.report.write import check_target, write_stream
 from tracekit.suggestions import Suggestion, suggest
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files
 from tracekit.trace.load import load_trace
 from tracekit.trace.model import RankTrace
@@ -109,9 +109,9 @@ def _suggestion_events(a: Analysis, top: Suggestion | None, origin: float) -> li
 
 def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str], dict[str, str]]:
     """Kernel class by correlation id, and by kernel name for kernels without one."""
-    cls = a.ranks[0].classification.table[K.CLASS].astype(str).to_numpy()
-    corr = rank.gpu[T.GPU_CORRELATION].to_numpy()
-    names = rank.gpu[T.GPU_NAME].astype(str).to_numpy()
+    cls = a.ranks[0].classification.table[CLASS].astype(str).to_numpy()
+    corr = rank.gpu[tables.GPU_CORRELATION].to_numpy()
+    names = rank.gpu[tables.GPU_NAME].astype(str).to_numpy()
     by_corr = {int(c): str(k) for c, k in zip(corr, cls, strict=True) if c == c and int(c) >= 0}
     by_name = {str(n): str(k) for n, k in zip(names, cls, strict=True)}
     return by_corr, by_name
@@ -146,7 +146,7 @@ def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str
         return raw
     corr = view.args.correlation if view.args is not None else None
     cls = by_corr.get(corr) if isinstance(corr, int) else None
-    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), K.OTHER))
+    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), OTHER))
     found = _ARGS_KEY.search(raw)
     if found is not None:
         sep = b"" if raw[found.end():found.end() + 1] == b"}" else b","

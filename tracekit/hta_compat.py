@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
@@ -100,11 +100,11 @@ def hta_view(rank: RankTrace, *, include_last_profiler_step: bool = True) -> Ran
     origin = int(getattr(rank.meta, "origin_us", 0) or 0)
     steps = _read_like_hta(rank.steps, origin)
     gpu, rt = _read_like_hta(rank.gpu, origin), _read_like_hta(rank.runtime, origin)
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     keep = np.ones(len(gpu), dtype=bool)
     if len(steps) >= 2:
-        limit = steps[T.STEP_END].max() if include_last_profiler_step else steps[T.STEP_TS].max()
-        rt_ts = rt[T.RT_TS].to_numpy(dtype=float) if len(rt) else np.zeros(0)
+        limit = steps[tables.STEP_END].max() if include_last_profiler_step else steps[tables.STEP_TS].max()
+        rt_ts = rt[tables.RT_TS].to_numpy(dtype=float) if len(rt) else np.zeros(0)
         start = np.where(launch >= 0, rt_ts[np.maximum(launch, 0)] if len(rt) else np.inf, np.inf)
         keep = (start <= limit) if include_last_profiler_step else (start < limit)
     return dataclasses.replace(rank, gpu=gpu[keep].reset_index(drop=True), runtime=rt, steps=steps)
@@ -113,10 +113,10 @@ def hta_view(rank: RankTrace, *, include_last_profiler_step: bool = True) -> Ran
 def hta_launch_count(rank: RankTrace) -> int:
     """GPU activities launched by an API that HTA's launch statistics count."""
     gpu, rt = rank.gpu, rank.runtime
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     if len(rt) == 0:
         return 0
-    names = rt[T.RT_NAME].to_numpy(dtype=object)[np.maximum(launch, 0)]
+    names = rt[tables.RT_NAME].to_numpy(dtype=object)[np.maximum(launch, 0)]
     return int(((launch >= 0) & np.isin(names, HTA_LAUNCH_APIS)).sum())
 
 

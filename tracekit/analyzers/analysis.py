@@ -8,13 +8,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import kernels as K
 from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
 from tracekit.analyzers.graphs import GraphReplays, graph_replays
+from tracekit.analyzers.kernels import (
+    CLASS,
+    LIBRARY,
+    OTHER,
+    SUM_KEY,
+    SUM_SHARE,
+    KernelClassification,
+    classify,
+    summarize,
+    summary_records,
+)
 from tracekit.analyzers.launch import (
     LaunchOverhead,
     LaunchTotals,
@@ -45,7 +55,7 @@ class RankAnalysis:
     """Everything tracekit computes for one rank."""
 
     rank: int
-    classification: K.KernelClassification
+    classification: KernelClassification
     launch: LaunchOverhead
     temporal: TemporalBreakdown
     costs: KernelCosts
@@ -98,8 +108,8 @@ class Analysis:
 
     @property
     def other_share(self) -> float:
-        row = self.classes[self.classes[K.SUM_KEY] == K.OTHER]
-        return float(row[K.SUM_SHARE].iloc[0]) if len(row) else 0.0
+        row = self.classes[self.classes[SUM_KEY] == OTHER]
+        return float(row[SUM_SHARE].iloc[0]) if len(row) else 0.0
 
     @property
     def kernels_per_step_median(self) -> float | None:
@@ -145,8 +155,8 @@ class Analysis:
             "steady_steps": self.steady_steps(),
             "excluded_steps": self.excluded_steps(),
             "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
-            "classes": K.summary_records(self.classes, "class"),
-            "libraries": K.summary_records(self.libraries, "library"),
+            "classes": summary_records(self.classes, "class"),
+            "libraries": summary_records(self.libraries, "library"),
             "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
             "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
             "warnings": list(self.warnings),
@@ -189,18 +199,18 @@ def regroup_kernel_rows(both: pd.DataFrame, device: Device | None) -> pd.DataFra
 def analyze_rank(rank: RankTrace, *, device: Device | None = None,
                  kernel_wait_us: float | None = None, steps: str = "steady") -> RankAnalysis:
     """All analyzers on one RankTrace; the kernel rows and patterns cover the headline steps."""
-    kc = K.classify(rank)
-    classes = kc.table[K.CLASS].to_numpy(dtype=object)
+    kc = classify(rank)
+    classes = kc.table[CLASS].to_numpy(dtype=object)
     options = {} if kernel_wait_us is None else {"kernel_wait_us": kernel_wait_us}
     lo = launch_overhead(rank, classes=classes, steps=steps, **options)
-    tb = temporal_breakdown(rank, kc.table[K.CLASS])
+    tb = temporal_breakdown(rank, kc.table[CLASS])
     rows = steady_mask(lo)
     costs = estimate_costs(rank, kc)
     roof = roofline(rank, kc, costs, device, rows=rows)
     patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
-                        timeline=timeline(rank, lo.steps, kc.table[K.CLASS]), facts=trace_facts(rank))
+                        timeline=timeline(rank, lo.steps, kc.table[CLASS]), facts=trace_facts(rank))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
@@ -215,9 +225,9 @@ def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | N
     totals = sum((r.launch.totals for r in results), LaunchTotals())
     masks = [steady_mask(r.launch) for r in results]
     queues = [r.launch.activities["queue_us"].to_numpy()[m] for r, m in zip(results, masks, strict=True)]
-    all_keys = pd.concat([r.classification.table[K.CLASS][m] for r, m in zip(results, masks, strict=True)],
+    all_keys = pd.concat([r.classification.table[CLASS][m] for r, m in zip(results, masks, strict=True)],
                          ignore_index=True)
-    all_libs = pd.concat([r.classification.table[K.LIBRARY][m] for r, m in zip(results, masks, strict=True)],
+    all_libs = pd.concat([r.classification.table[LIBRARY][m] for r, m in zip(results, masks, strict=True)],
                          ignore_index=True)
     all_dur = pd.concat([s.gpu["dur"].astype(float)[m] for s, m in zip(selected, masks, strict=True)],
                         ignore_index=True)
@@ -227,7 +237,7 @@ def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | N
     return Analysis(
         path=str(trace.path), ranks=results, device=device, totals=totals,
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),
-        classes=K.summarize(all_keys, all_dur), libraries=K.summarize(all_libs, all_dur),
+        classes=summarize(all_keys, all_dur), libraries=summarize(all_libs, all_dur),
         kernels=_combine_rows([r.roofline.table for r in results], device), tokens_per_step=tokens_per_step,
         warnings=tuple(dict.fromkeys(warnings)), steps_mode=results[0].launch.steps_mode if results else steps,
     )

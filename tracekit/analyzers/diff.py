@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from tracekit.analyzers import diff_parts as P
-from tracekit.analyzers import kernels as K
+from tracekit.analyzers import diff_parts
+from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.jsonsafe import plain
 
 SCHEMA = "tracekit.diff/1"
@@ -204,11 +204,11 @@ def _outer(before: pd.DataFrame, after: pd.DataFrame, keys: list[str], nb: int, 
 
 def _classes(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
     def table(a: Any) -> pd.DataFrame:
-        return a.classes.rename(columns={K.SUM_KEY: C_CLASS})[[C_CLASS, K.SUM_TIME, K.SUM_COUNT]]
+        return a.classes.rename(columns={SUM_KEY: C_CLASS})[[C_CLASS, SUM_TIME, SUM_COUNT]]
     b, a = table(before), table(after)
     out = _outer(b, a, [C_CLASS], nb, na)
-    counts_b = b.set_index(C_CLASS)[K.SUM_COUNT] / max(nb, 1)
-    counts_a = a.set_index(C_CLASS)[K.SUM_COUNT] / max(na, 1)
+    counts_b = b.set_index(C_CLASS)[SUM_COUNT] / max(nb, 1)
+    counts_a = a.set_index(C_CLASS)[SUM_COUNT] / max(na, 1)
     out[C_BEFORE_N] = out[C_CLASS].map(counts_b).fillna(0.0).astype(float)
     out[C_AFTER_N] = out[C_CLASS].map(counts_a).fillna(0.0).astype(float)
     return _by_delta(out)
@@ -275,7 +275,7 @@ def _kernels(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
 def _attribution(classes: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
     rows = [(f"class:{c}", d) for c, d in zip(classes[C_CLASS], classes[DELTA], strict=True)]
     rows += [(f"idle:{p}", d) for p, d in zip(idle[I_PART], idle[DELTA], strict=True)
-             if p not in (P.IDLE_TOTAL, P.IDLE_OTHER)]
+             if p not in (diff_parts.IDLE_TOTAL, diff_parts.IDLE_OTHER)]
     out = pd.DataFrame(rows, columns=[A_PART, DELTA])
     return _by_delta(out)
 
@@ -283,12 +283,12 @@ def _attribution(classes: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
 def diff(before: Any, after: Any, suggestions: Sequence[Any] = ()) -> TraceDiff:
     """Compare two `Analysis` results over their steady steps (see the module docstring);
     `suggestions` (BEFORE's, from tracekit.suggestions.suggest) are checked against what changed."""
-    sb, sa = P.steady(before), P.steady(after)
+    sb, sa = diff_parts.steady(before), diff_parts.steady(after)
     nb, na = sb.steps, sa.steps
     metrics = tuple(Change(name, _per(sb.totals, attr, nb), _per(sa.totals, attr, na))
                     for name, attr in METRICS)
     classes = _classes(before, after, nb, na)
-    idle_b, idle_a = P.idle_parts(before, sb), P.idle_parts(after, sa)
+    idle_b, idle_a = diff_parts.idle_parts(before, sb), diff_parts.idle_parts(after, sa)
     idle = pd.DataFrame({I_PART: list(idle_b), BEFORE: list(idle_b.values()),
                          AFTER: [idle_a[k] for k in idle_b]})
     idle[DELTA] = idle[AFTER] - idle[BEFORE]
@@ -306,8 +306,8 @@ def diff(before: Any, after: Any, suggestions: Sequence[Any] = ()) -> TraceDiff:
     )
 
 
-def _check(suggestion: Any, before: Any, after: Any, sb: P.Selection, sa: P.Selection) -> SuggestionCheck:
-    words, measure = P.target(suggestion.id)
+def _check(suggestion: Any, before: Any, after: Any, sb: diff_parts.Selection, sa: diff_parts.Selection) -> SuggestionCheck:
+    words, measure = diff_parts.target(suggestion.id)
     predicted = suggestion.per_step_us
     return SuggestionCheck(
         id=suggestion.id, title=suggestion.title, target=words,

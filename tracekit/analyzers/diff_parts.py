@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.analyzers import kernels as K
-from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers import kernels
+from tracekit.analyzers.detectors import sequences
 
 IDLE_TOTAL = "gpu_idle"
 IDLE_OTHER = "other"  # what the parts below leave unexplained (rounding; nothing by construction)
@@ -61,7 +61,7 @@ def per_step(total: float, n: int) -> float:
 def class_time(analysis: Any, sel: Selection, *classes: str) -> float:
     """Kernel time of the given classes, µs per step."""
     c = analysis.classes
-    return per_step(float(c.loc[c[K.SUM_KEY].isin(classes), K.SUM_TIME].sum()), sel.steps)
+    return per_step(float(c.loc[c[kernels.SUM_KEY].isin(classes), kernels.SUM_TIME].sum()), sel.steps)
 
 
 def total(field: str) -> Callable[[Any, Selection], float]:
@@ -71,7 +71,7 @@ def total(field: str) -> Callable[[Any, Selection], float]:
 
 def copies(analysis: Any, sel: Selection) -> float:
     """Copy GPU time plus GPU idle while the CPU was blocked in copy calls (what pinned memory cuts)."""
-    return class_time(analysis, sel, K.MEMCPY) + per_step(sel.totals.copy_wait_us, sel.steps)
+    return class_time(analysis, sel, kernels.MEMCPY) + per_step(sel.totals.copy_wait_us, sel.steps)
 
 
 def gpu_idle(analysis: Any, sel: Selection) -> float:
@@ -80,15 +80,15 @@ def gpu_idle(analysis: Any, sel: Selection) -> float:
 
 def attention_chain(analysis: Any, sel: Selection) -> float:
     """Unfused attention chains (scores GEMM → softmax → GEMM) plus fused attention kernels, per step."""
-    chains = per_step(_patterns_total(analysis, "attention", S.AT_TIME_US), sel.steps)
-    return chains + class_time(analysis, sel, K.ATTENTION)
+    chains = per_step(_patterns_total(analysis, "attention", sequences.AT_TIME_US), sel.steps)
+    return chains + class_time(analysis, sel, kernels.ATTENTION)
 
 
 def gemm_loop(analysis: Any, sel: Selection) -> float:
     """Wall time of same-shape GEMM loops plus the GEMM time outside them, per step."""
-    wall = per_step(_patterns_total(analysis, "loops", S.LP_WALL_US), sel.steps)
-    busy = per_step(_patterns_total(analysis, "loops", S.LP_BUSY_US), sel.steps)
-    return wall + max(class_time(analysis, sel, K.GEMM) - busy, 0.0)
+    wall = per_step(_patterns_total(analysis, "loops", sequences.LP_WALL_US), sel.steps)
+    busy = per_step(_patterns_total(analysis, "loops", sequences.LP_BUSY_US), sel.steps)
+    return wall + max(class_time(analysis, sel, kernels.GEMM) - busy, 0.0)
 
 
 def step_span(analysis: Any, sel: Selection) -> float:
@@ -99,9 +99,9 @@ def step_span(analysis: Any, sel: Selection) -> float:
 TARGETS: dict[str, tuple[str, Callable[[Any, Selection], float]]] = {
     "cuda_graphs": ("GPU idle time (launch gaps)", gpu_idle),
     "use_sdpa": ("the attention chain (scores GEMM → softmax → GEMM, or the fused kernel)", attention_chain),
-    "lower_precision": ("GEMM time", lambda a, s: class_time(a, s, K.GEMM)),
+    "lower_precision": ("GEMM time", lambda a, s: class_time(a, s, kernels.GEMM)),
     "fuse_elementwise": ("elementwise + normalization time",
-                         lambda a, s: class_time(a, s, K.ELEMENTWISE, K.NORMALIZATION)),
+                         lambda a, s: class_time(a, s, kernels.ELEMENTWISE, kernels.NORMALIZATION)),
     "batch_bmm": ("the same-shape GEMM loop", gemm_loop),
     "dataloader_workers": ("GPU idle while the main thread loads data", total("data_wait_us")),
     "avoid_sync": ("GPU idle after host syncs", total("sync_wait_us")),

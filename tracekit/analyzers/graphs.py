@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_INFERRED, MATCH_NAME, MATCH_ORDER
 
 MATCH_LABELS = {MATCH_NAME: "by capture (kernel name and grid agree)",
@@ -84,19 +84,19 @@ def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
     """The graph replays of `rank` (a RankTrace loaded by trace.load), None when it has none.
     `costs` (analyzers.costs.KernelCosts) adds the FLOP-known shares."""
     gpu = rank.gpu
-    if T.GPU_GRAPH not in gpu or not len(gpu):
+    if tables.GPU_GRAPH not in gpu or not len(gpu):
         return None
-    graph = gpu[T.GPU_GRAPH].to_numpy()
+    graph = gpu[tables.GPU_GRAPH].to_numpy()
     rows = np.flatnonzero(graph >= 0)
     if not len(rows):
         return None
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    how = gpu[T.GPU_GRAPH_MATCH].to_numpy(dtype=object)
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    how = gpu[tables.GPU_GRAPH_MATCH].to_numpy(dtype=object)
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     known = ~np.isnan(costs.table["flops"].to_numpy(dtype=float)) if costs is not None else None
-    op = gpu[T.GPU_OP].to_numpy()
-    origin = rank.ops[T.OP_ORIGIN].to_numpy(dtype=object) if T.OP_ORIGIN in rank.ops else None
-    op_names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
+    op = gpu[tables.GPU_OP].to_numpy()
+    origin = rank.ops[tables.OP_ORIGIN].to_numpy(dtype=object) if tables.OP_ORIGIN in rank.ops else None
+    op_names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     stats = [_graph_stats(g, rows[graph[rows] == g], gpu, dur, how, launch, known, op, origin, rank.path,
                           op_names) for g in np.unique(graph[rows]).tolist()]
     matched = {}
@@ -115,7 +115,7 @@ TOP_KERNELS = 10  # activities listed per graph
 
 def _top_kernels(rows: np.ndarray, gpu: Any, dur: np.ndarray, op: np.ndarray,
                  op_names: np.ndarray) -> tuple[dict[str, Any], ...]:
-    names = gpu[T.GPU_NAME].to_numpy(dtype=object)[rows]
+    names = gpu[tables.GPU_NAME].to_numpy(dtype=object)[rows]
     ops = [str(op_names[o]) if o >= 0 else "" for o in op[rows].tolist()]
     table: dict[tuple[str, str], list[float]] = {}
     for key, d in zip(zip(names.tolist(), ops, strict=True), dur[rows].tolist(), strict=True):
@@ -130,7 +130,7 @@ def _graph_stats(g: int, rows: np.ndarray, gpu: Any, dur: np.ndarray, how: np.nd
                  known: np.ndarray | None, op: np.ndarray, origin: np.ndarray | None, path: str,
                  op_names: np.ndarray) -> GraphStats:
     launches = np.unique(launch[rows])
-    ts, end = gpu[T.GPU_TS].to_numpy(dtype=float)[rows], gpu[T.GPU_END].to_numpy(dtype=float)[rows]
+    ts, end = gpu[tables.GPU_TS].to_numpy(dtype=float)[rows], gpu[tables.GPU_END].to_numpy(dtype=float)[rows]
     spans = [float(end[launch[rows] == x].max() - ts[launch[rows] == x].min()) for x in launches.tolist()]
     total = float(dur[rows].sum())
     matched = how[rows] != ""

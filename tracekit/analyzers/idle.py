@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import names as N
+from tracekit.analyzers import names
 from tracekit.analyzers.windows import StepWindows
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
 
@@ -63,9 +63,9 @@ def dataloader_rows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     """Bool masks over rank.ops and rank.annotations of the DataLoader's windows on the main thread:
     top-level DataLoader ops (older PyTorch) and CPU annotations (`enumerate(DataLoader)#..._next__`)."""
     ops, an = rank.ops, rank.annotations
-    in_ops = (ops[T.OP_PARENT].to_numpy() < 0) & N.matches(ops[T.OP_NAME], DATALOADER) if len(ops) \
+    in_ops = (ops[tables.OP_PARENT].to_numpy() < 0) & names.matches(ops[tables.OP_NAME], DATALOADER) if len(ops) \
         else np.zeros(0, dtype=bool)
-    in_an = ~an[T.AN_GPU].to_numpy(dtype=bool) & N.matches(an[T.AN_NAME], DATALOADER) if len(an) \
+    in_an = ~an[tables.AN_GPU].to_numpy(dtype=bool) & names.matches(an[tables.AN_NAME], DATALOADER) if len(an) \
         else np.zeros(0, dtype=bool)
     return in_ops, in_an
 
@@ -74,18 +74,18 @@ def _dataloader_windows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     """Union of the DataLoader windows (dataloader_rows)."""
     in_ops, in_an = dataloader_rows(rank)
     ops, an = rank.ops, rank.annotations
-    ts = [ops[T.OP_TS].to_numpy(dtype=float)[in_ops]] if len(ops) else []
-    end = [ops[T.OP_END].to_numpy(dtype=float)[in_ops]] if len(ops) else []
+    ts = [ops[tables.OP_TS].to_numpy(dtype=float)[in_ops]] if len(ops) else []
+    end = [ops[tables.OP_END].to_numpy(dtype=float)[in_ops]] if len(ops) else []
     if len(an):
-        ts.append(an[T.AN_TS].to_numpy(dtype=float)[in_an])
-        end.append(an[T.AN_END].to_numpy(dtype=float)[in_an])
+        ts.append(an[tables.AN_TS].to_numpy(dtype=float)[in_an])
+        end.append(an[tables.AN_END].to_numpy(dtype=float)[in_an])
     if not ts:
         return np.empty(0), np.empty(0)
     return _union(np.concatenate(ts), np.concatenate(end))
 
 
 def _pageable(gpu: pd.DataFrame) -> np.ndarray:
-    return (gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_MEMCPY) & N.matches(gpu[T.GPU_NAME], PAGEABLE)
+    return (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_MEMCPY) & names.matches(gpu[tables.GPU_NAME], PAGEABLE)
 
 
 def _copy_call_windows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -93,11 +93,11 @@ def _copy_call_windows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     rt, gpu = rank.runtime, rank.gpu
     if not len(rt):
         return np.empty(0), np.empty(0)
-    blocking = rt[T.RT_KIND].to_numpy(dtype=object) == T.SYNC_COPY
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    blocking = rt[tables.RT_KIND].to_numpy(dtype=object) == tables.SYNC_COPY
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     pageable_launch = launch[_pageable(gpu) & (launch >= 0)]
     blocking[pageable_launch] = True
-    return _union(rt[T.RT_TS].to_numpy(dtype=float)[blocking], rt[T.RT_END].to_numpy(dtype=float)[blocking])
+    return _union(rt[tables.RT_TS].to_numpy(dtype=float)[blocking], rt[tables.RT_END].to_numpy(dtype=float)[blocking])
 
 
 def _sync_windows(rank: RankTrace, gpu_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,8 +105,8 @@ def _sync_windows(rank: RankTrace, gpu_starts: np.ndarray) -> tuple[np.ndarray, 
     rt = rank.runtime
     if not len(rt) or not len(gpu_starts):
         return np.empty(0), np.empty(0)
-    sel = np.isin(rt[T.RT_KIND].to_numpy(dtype=object), T.SYNC_KINDS)
-    ts, end = rt[T.RT_TS].to_numpy(dtype=float)[sel], rt[T.RT_END].to_numpy(dtype=float)[sel]
+    sel = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS)
+    ts, end = rt[tables.RT_TS].to_numpy(dtype=float)[sel], rt[tables.RT_END].to_numpy(dtype=float)[sel]
     nxt = np.searchsorted(gpu_starts, end, side="left")
     has = nxt < len(gpu_starts)
     stop = np.where(has, gpu_starts[np.minimum(nxt, len(gpu_starts) - 1)], end)
@@ -139,7 +139,7 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
     gpu, rt = rank.gpu, rank.runtime
     if n == 0 or not len(gpu):
         return out
-    g_ts, g_end = gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float)
+    g_ts, g_end = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
     starts, ends = merge_intervals(g_ts, g_end)
     pos, a, b = _idle_intervals(starts, ends, windows)
     order = np.argsort(g_ts, kind="stable")
@@ -149,9 +149,9 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
         k = np.searchsorted(sorted_ts, b - QUEUED_EPS_US, side="left")
         has_next = k < len(order)
         nxt = order[np.minimum(k, len(order) - 1)]
-        launch = gpu[T.GPU_LAUNCH].to_numpy()[nxt]
+        launch = gpu[tables.GPU_LAUNCH].to_numpy()[nxt]
         has_rt = len(rt) > 0
-        rt_end = rt[T.RT_END].to_numpy(dtype=float) if has_rt else np.empty(0)
+        rt_end = rt[tables.RT_END].to_numpy(dtype=float) if has_rt else np.empty(0)
         safe = np.maximum(launch, 0)
         launched_end = np.where(launch >= 0, rt_end[safe] if has_rt else np.inf, np.inf)
         # no next activity (the step's tail) or one whose launch call returned after the gap began:

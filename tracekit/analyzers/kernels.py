@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import kernel_patterns as kp
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 # --- classes and libraries --------------------------------------------------------------------
@@ -52,7 +52,7 @@ SUM_TIME = "time_us"  # summed durations (not the union)
 SUM_COUNT = "count"
 SUM_SHARE = "share"  # time_us / total GPU activity time, 0..1
 
-_KIND_CLASS = {T.KIND_MEMCPY: MEMCPY, T.KIND_MEMSET: MEMSET}
+_KIND_CLASS = {tables.KIND_MEMCPY: MEMCPY, tables.KIND_MEMSET: MEMSET}
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _first(rules: tuple, name: str, op: str) -> tuple[int, str | None]:
 
 def classify_name(
     name: str,
-    kind: str = T.KIND_KERNEL,
+    kind: str = tables.KIND_KERNEL,
     op: str = "",
     api: str = "",
     *,
@@ -168,21 +168,21 @@ def _truthy_key(extra: Any, keys: tuple[str, ...]) -> bool:
 
 def _uses_dot(extra: Any, kernel_table: list) -> bool:
     """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry."""
-    if _truthy_key(extra, T.DOT_OP_KEYS):
+    if _truthy_key(extra, tables.DOT_OP_KEYS):
         return True
     if not isinstance(extra, dict):
         return False
     try:
-        entry = kernel_table[int(extra[T.USER_TRITON_KEY]) - 1]
+        entry = kernel_table[int(extra[tables.USER_TRITON_KEY]) - 1]
     except (KeyError, TypeError, ValueError, IndexError):
         return False
-    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in T.DOT_TABLE_KEYS)
+    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in tables.DOT_TABLE_KEYS)
 
 
 def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
     """For each op row: its name, then its aten ancestors' names, joined by OP_CHAIN_SEP."""
-    names = ops[T.OP_NAME].to_numpy(dtype=object)
-    parent = ops[T.OP_PARENT].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    parent = ops[tables.OP_PARENT].to_numpy()
     out: dict[int, str] = {}
     for row in rows.tolist():
         chain, p = [str(names[row])], int(parent[row])
@@ -199,23 +199,23 @@ def classify(rank: RankTrace) -> KernelClassification:
     gpu = rank.gpu
     n = len(gpu)
     ops, runtime = rank.ops, rank.runtime
-    op_pos = gpu[T.GPU_OP].to_numpy()
-    launch_pos = gpu[T.GPU_LAUNCH].to_numpy()
-    op_extra = ops[T.OP_EXTRA].to_numpy(dtype=object) if len(ops) else []
-    rt_names = runtime[T.RT_NAME].to_numpy(dtype=object) if len(runtime) else []
+    op_pos = gpu[tables.GPU_OP].to_numpy()
+    launch_pos = gpu[tables.GPU_LAUNCH].to_numpy()
+    op_extra = ops[tables.OP_EXTRA].to_numpy(dtype=object) if len(ops) else []
+    rt_names = runtime[tables.RT_NAME].to_numpy(dtype=object) if len(runtime) else []
     provenance = getattr(rank.meta, "tracekit", None)
-    table = provenance.get(T.TRITON_TABLE_KEY) if isinstance(provenance, dict) else None
+    table = provenance.get(tables.TRITON_TABLE_KEY) if isinstance(provenance, dict) else None
     kernel_table = table if isinstance(table, list) else []
     used = np.unique(op_pos[op_pos >= 0]) if n else np.empty(0, dtype=np.int64)
     chains = _op_chains(ops, used) if len(used) else {}
     keys = pd.DataFrame({
-        "name": gpu[T.GPU_NAME].astype(str).to_numpy(),
-        "kind": gpu[T.GPU_KIND].astype(str).to_numpy(),
+        "name": gpu[tables.GPU_NAME].astype(str).to_numpy(),
+        "kind": gpu[tables.GPU_KIND].astype(str).to_numpy(),
         "op": [chains[i] if i >= 0 else "" for i in op_pos],
         "api": [str(rt_names[i]) if i >= 0 else "" for i in launch_pos],
-        "inductor": [_truthy_key(op_extra[i], (T.INDUCTOR_OP_KEY,)) if i >= 0 else False
+        "inductor": [_truthy_key(op_extra[i], (tables.INDUCTOR_OP_KEY,)) if i >= 0 else False
                      for i in op_pos],
-        "user": [_truthy_key(op_extra[i], (T.USER_TRITON_KEY,)) if i >= 0 else False
+        "user": [_truthy_key(op_extra[i], (tables.USER_TRITON_KEY,)) if i >= 0 else False
                  for i in op_pos],
         "dot": [_uses_dot(op_extra[i], kernel_table) if i >= 0 else False for i in op_pos],
     })
@@ -235,7 +235,7 @@ def classify(rank: RankTrace) -> KernelClassification:
         LIBRARY: merged[LIBRARY].to_numpy(dtype=object) if n else [],
         RULE: merged[RULE].to_numpy(dtype="int64") if n else pd.Series([], dtype="int64"),
     })
-    dur = gpu[T.GPU_DUR].astype(float)
+    dur = gpu[tables.GPU_DUR].astype(float)
     return KernelClassification(
         rank=int(rank.rank),
         table=table,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import idle as I
+from tracekit.analyzers import idle
 from tracekit.analyzers.steady import (
     StepPhase,
     StepsError,
@@ -29,7 +29,7 @@ from tracekit.analyzers.totals import (  # noqa: F401  (re-exported: the verdict
 )
 from tracekit.analyzers.windows import StepWindows, step_windows
 from tracekit.jsonsafe import plain, records
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, intervals, merge_intervals
 from tracekit.trace.model import RankTrace
 
@@ -175,19 +175,19 @@ def _queue_fields(q: QueueStats) -> dict[str, Any]:
 def _activities(rank: RankTrace, kernel_wait_us: float) -> pd.DataFrame:
     gpu, rt = rank.gpu, rank.runtime
     n = len(gpu)
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     linked = launch >= 0
     safe = np.maximum(launch, 0)
     has_rt = len(rt) > 0
     rt_start, rt_stop = intervals(rt)
     rt_ts = rt_start[safe] if has_rt else np.zeros(n)
     rt_end = rt_stop[safe] if has_rt else np.zeros(n)
-    rt_dur = rt[T.RT_DUR].to_numpy(dtype=float)[safe] if has_rt else np.zeros(n)
-    rt_kind = rt[T.RT_KIND].to_numpy(dtype=object)[safe] if has_rt else np.full(n, "")
+    rt_dur = rt[tables.RT_DUR].to_numpy(dtype=float)[safe] if has_rt else np.zeros(n)
+    rt_kind = rt[tables.RT_KIND].to_numpy(dtype=object)[safe] if has_rt else np.full(n, "")
     ts, end = intervals(gpu)
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    kind = gpu[T.GPU_KIND].to_numpy(dtype=object)
-    stream = gpu[T.GPU_STREAM].to_numpy()
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    kind = gpu[tables.GPU_KIND].to_numpy(dtype=object)
+    stream = gpu[tables.GPU_STREAM].to_numpy()
     queue = np.where(linked, np.maximum(ts - rt_end, 0.0), np.nan)
     # idle gaps per stream, HTA style
     order = np.lexsort((ts, stream))
@@ -205,10 +205,10 @@ def _activities(rank: RankTrace, kernel_wait_us: float) -> pd.DataFrame:
     kwait = has_gap & ~host & (ts - prev_end < kernel_wait_us)
     category = np.where(~has_gap, NO_GAP, np.where(host, HOST_WAIT,
                                                    np.where(kwait, KERNEL_WAIT, OTHER_WAIT)))
-    is_kernel = kind == T.KIND_KERNEL
+    is_kernel = kind == tables.KIND_KERNEL
     short = is_kernel & linked & (rt_kind == "kernel") & (dur < rt_dur)
     return pd.DataFrame({
-        A_STEP: gpu[T.GPU_STEP].to_numpy(), A_STREAM: stream, A_KIND: kind, A_DUR: dur,
+        A_STEP: gpu[tables.GPU_STEP].to_numpy(), A_STREAM: stream, A_KIND: kind, A_DUR: dur,
         A_LAUNCH_US: np.where(linked, rt_dur, np.nan), A_QUEUE_US: queue, A_GAP_US: gap,
         A_IDLE: category, A_SHORT: short,
     })
@@ -263,10 +263,10 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
     busy = busy_in_windows(starts, ends, w0, w1)
     n = len(windows)
     a_pos, r_pos = windows.gpu_pos, windows.rt_pos
-    rt_kind = rt[T.RT_KIND].to_numpy(dtype=object) if len(rt) else np.empty(0, dtype=object)
-    rt_dur = rt[T.RT_DUR].to_numpy(dtype=float) if len(rt) else np.empty(0)
-    is_launch = np.isin(rt_kind, T.LAUNCH_KINDS)
-    is_sync = np.isin(rt_kind, T.SYNC_KINDS)
+    rt_kind = rt[tables.RT_KIND].to_numpy(dtype=object) if len(rt) else np.empty(0, dtype=object)
+    rt_dur = rt[tables.RT_DUR].to_numpy(dtype=float) if len(rt) else np.empty(0)
+    is_launch = np.isin(rt_kind, tables.LAUNCH_KINDS)
+    is_sync = np.isin(rt_kind, tables.SYNC_KINDS)
     gaps = act[A_GAP_US].fillna(0.0).to_numpy()
     cat = act[A_IDLE].to_numpy(dtype=object)
 
@@ -277,7 +277,7 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
 
     every = np.ones(len(act), dtype=bool)
     columns = {
-        "kernels": per_step(a_pos, act[A_KIND].to_numpy(dtype=object) == T.KIND_KERNEL),
+        "kernels": per_step(a_pos, act[A_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL),
         "gpu_ops": per_step(a_pos, every),
         "launches": per_step(r_pos, is_launch), "cpu_launch_us": per_step(r_pos, is_launch, rt_dur),
         "syncs": per_step(r_pos, is_sync), "sync_us": per_step(r_pos, is_sync, rt_dur),
@@ -286,7 +286,7 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
         "kernel_wait_us": per_step(a_pos, cat == KERNEL_WAIT, gaps),
         "other_idle_us": per_step(a_pos, cat == OTHER_WAIT, gaps),
         "short_kernels": per_step(a_pos, act[A_SHORT].to_numpy(dtype=bool)),
-        **I.idle_components(rank, windows, classes),
+        **idle.idle_components(rank, windows, classes),
     }
     kinds: dict[str, Any] = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
     step_totals = tuple(LaunchTotals(steps=1, **{k: kinds[k](v[i]) for k, v in columns.items()})
@@ -339,6 +339,6 @@ def _apis(rt: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     if not mask.any():
         return pd.DataFrame(columns=cols)
     sel = rt[mask]
-    out = sel.groupby([T.RT_NAME, T.RT_KIND], sort=False)[T.RT_DUR].agg(["count", "sum"]).reset_index()
+    out = sel.groupby([tables.RT_NAME, tables.RT_KIND], sort=False)[tables.RT_DUR].agg(["count", "sum"]).reset_index()
     out.columns = cols
     return out.sort_values([API_TIME_US, API_NAME], ascending=[False, True]).reset_index(drop=True)

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.detectors import hostside as H
-from tracekit.trace import tables as T
+from tracekit.analyzers.detectors import hostside
+from tracekit.trace import tables
 
 COMM_CLASS = "communication"
 # CPU-side collective ranges (gloo on CPU, or record_param_comms annotations) when no GPU comm kernel
@@ -86,18 +86,18 @@ def _collectives(rank: Any, classes: np.ndarray) -> tuple[CollectiveDigest, ...]
     gpu = rank.gpu
     is_comm = classes == COMM_CLASS
     if is_comm.any():
-        names = gpu[T.GPU_NAME].to_numpy(dtype=object)[is_comm]
-        ts = gpu[T.GPU_TS].to_numpy(dtype=float)[is_comm]
-        end = gpu[T.GPU_END].to_numpy(dtype=float)[is_comm]
-        step = gpu[T.GPU_STEP].to_numpy()[is_comm]
+        names = gpu[tables.GPU_NAME].to_numpy(dtype=object)[is_comm]
+        ts = gpu[tables.GPU_TS].to_numpy(dtype=float)[is_comm]
+        end = gpu[tables.GPU_END].to_numpy(dtype=float)[is_comm]
+        step = gpu[tables.GPU_STEP].to_numpy()[is_comm]
     else:
         ann = rank.annotations
         if not len(ann):
             return ()
-        keep = ann[T.OP_NAME].astype(str).str.match(CPU_COLLECTIVE.pattern).to_numpy()
-        names = ann[T.OP_NAME].to_numpy(dtype=object)[keep]
-        ts, end = ann[T.OP_TS].to_numpy(dtype=float)[keep], ann[T.OP_END].to_numpy(dtype=float)[keep]
-        step = ann[T.OP_STEP].to_numpy()[keep]
+        keep = ann[tables.OP_NAME].astype(str).str.match(CPU_COLLECTIVE.pattern).to_numpy()
+        names = ann[tables.OP_NAME].to_numpy(dtype=object)[keep]
+        ts, end = ann[tables.OP_TS].to_numpy(dtype=float)[keep], ann[tables.OP_END].to_numpy(dtype=float)[keep]
+        step = ann[tables.OP_STEP].to_numpy()[keep]
     order = np.lexsort((ts, step))
     seen: dict[tuple[int, str], int] = {}
     out = []
@@ -133,19 +133,19 @@ def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) 
     if patterns is not None:
         dataloader, comm = patterns.dataloader, patterns.comm
     else:
-        dataloader, comm = H.find_dataloader(rank), H.find_comm(rank, classes)
-    dl = _per_step(dataloader, H.DL_STEP, H.DL_US)
-    exposed = _per_step(comm, H.CM_STEP, H.CM_EXPOSED_US)
-    comm_us = _per_step(comm, H.CM_STEP, H.CM_COMM_US)
-    gpu_step = rank.gpu[T.GPU_STEP].to_numpy() if len(rank.gpu) else np.empty(0, int)
-    dur = rank.gpu[T.GPU_DUR].to_numpy(dtype=float) if len(rank.gpu) else np.empty(0)
+        dataloader, comm = hostside.find_dataloader(rank), hostside.find_comm(rank, classes)
+    dl = _per_step(dataloader, hostside.DL_STEP, hostside.DL_US)
+    exposed = _per_step(comm, hostside.CM_STEP, hostside.CM_EXPOSED_US)
+    comm_us = _per_step(comm, hostside.CM_STEP, hostside.CM_COMM_US)
+    gpu_step = rank.gpu[tables.GPU_STEP].to_numpy() if len(rank.gpu) else np.empty(0, int)
+    dur = rank.gpu[tables.GPU_DUR].to_numpy(dtype=float) if len(rank.gpu) else np.empty(0)
     by_class: dict[int, dict[str, float]] = {}
     for (st, c), v in pd.DataFrame({"s": gpu_step, "c": classes, "d": dur}).groupby(["s", "c"])["d"].sum().items():
         by_class.setdefault(int(st), {})[str(c)] = float(v)
     phases = _phases(lo)
     ops = rank.ops
-    top_ops = ops[ops[T.OP_PARENT].to_numpy() < 0] if len(ops) else ops
-    cpu_ops = _per_step(top_ops.assign(d=top_ops[T.OP_END] - top_ops[T.OP_TS]), T.OP_STEP, "d") if len(ops) else {}
+    top_ops = ops[ops[tables.OP_PARENT].to_numpy() < 0] if len(ops) else ops
+    cpu_ops = _per_step(top_ops.assign(d=top_ops[tables.OP_END] - top_ops[tables.OP_TS]), tables.OP_STEP, "d") if len(ops) else {}
     steps = []
     for row in lo.steps.to_dict("records"):
         s = int(row["step"])

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import KernelClassification
 from tracekit.jsonsafe import records
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 from tracekit.units import fmt_time
 
@@ -93,7 +93,7 @@ class Roofline:
         }
 
 
-def roofline(rank: RankTrace, classification: KernelClassification | None, costs: C.KernelCosts,
+def roofline(rank: RankTrace, classification: KernelClassification | None, costs: attribution.KernelCosts,
              device: Device | None, rows: np.ndarray | None = None) -> Roofline:
     """Group `rank`'s GPU rows by (kernel name, op, shapes, dtype), sum time/FLOPs/bytes, and place
     each group under the device's ceilings. device None: rates without bound or roofline_pct.
@@ -105,15 +105,15 @@ def roofline(rank: RankTrace, classification: KernelClassification | None, costs
     index = pd.RangeIndex(n)
     frame = pd.DataFrame({
         **{col: _objects(values, index) for col, values in (
-            (NAME, gpu[T.GPU_NAME].to_numpy(dtype=object)),
+            (NAME, gpu[tables.GPU_NAME].to_numpy(dtype=object)),
             (CLASS, table["class"].to_numpy(dtype=object) if table is not None else none),
             (LIBRARY, table["library"].to_numpy(dtype=object) if table is not None else none),
-            (OP, costs.table[C.OP].to_numpy(dtype=object)),
-            (SHAPES, costs.table[C.SHAPES].to_numpy(dtype=object)),
-            (DTYPE, costs.table[C.DTYPE].to_numpy(dtype=object)))},
-        TIME_US: gpu[T.GPU_DUR].to_numpy(dtype=float),
-        FLOPS: costs.table[C.FLOPS].to_numpy(dtype=float),
-        BYTES: costs.table[C.BYTES].to_numpy(dtype=float),
+            (OP, costs.table[attribution.OP].to_numpy(dtype=object)),
+            (SHAPES, costs.table[attribution.SHAPES].to_numpy(dtype=object)),
+            (DTYPE, costs.table[attribution.DTYPE].to_numpy(dtype=object)))},
+        TIME_US: gpu[tables.GPU_DUR].to_numpy(dtype=float),
+        FLOPS: costs.table[attribution.FLOPS].to_numpy(dtype=float),
+        BYTES: costs.table[attribution.BYTES].to_numpy(dtype=float),
     })
     if rows is not None:
         frame = frame[rows].reset_index(drop=True)
@@ -227,7 +227,7 @@ def kernel_precision(name: str) -> str | None:
     return None
 
 
-def _coverage_notes(costs: C.KernelCosts) -> tuple[str, ...]:
+def _coverage_notes(costs: attribution.KernelCosts) -> tuple[str, ...]:
     """Where FLOPs/bytes are missing for a reason the user can act on or should know."""
     notes = []
     total = costs.total_us

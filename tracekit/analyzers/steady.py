@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import names as N
+from tracekit.analyzers import names
 from tracekit.analyzers.windows import StepWindows
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace
 from tracekit.units import fmt_bytes, fmt_us, plural
@@ -109,18 +109,18 @@ def one_time_work(rank: RankTrace, windows: StepWindows) -> list[dict[str, float
     for table, pos in ((rank.ops, windows.op_pos), (rank.annotations, windows.an_pos)):
         if not len(table):
             continue
-        labels = N.labels(table[T.OP_NAME].to_numpy(dtype=object), _ONE_TIME_OPS)
+        labels = names.labels(table[tables.OP_NAME].to_numpy(dtype=object), _ONE_TIME_OPS)
         hit = (labels != "") & (pos >= 0)
         for label in set(labels[hit].tolist()):
             sel = hit & (labels == label)
-            ts, end = table[T.OP_TS].to_numpy(dtype=float)[sel], table[T.OP_END].to_numpy(dtype=float)[sel]
+            ts, end = table[tables.OP_TS].to_numpy(dtype=float)[sel], table[tables.OP_END].to_numpy(dtype=float)[sel]
             for p in np.unique(pos[sel]).tolist():
                 mine = pos[sel] == p
                 out[p][label] = out[p].get(label, 0.0) + busy_time_us(ts[mine], end[mine])
     rt = rank.runtime
     if len(rt):
-        labels = N.labels(rt[T.RT_NAME].to_numpy(dtype=object), _ONE_TIME_APIS)
-        dur = rt[T.RT_DUR].to_numpy(dtype=float)
+        labels = names.labels(rt[tables.RT_NAME].to_numpy(dtype=object), _ONE_TIME_APIS)
+        dur = rt[tables.RT_DUR].to_numpy(dtype=float)
         hit = (labels != "") & (windows.rt_pos >= 0)
         for i in np.flatnonzero(hit).tolist():
             d = out[windows.rt_pos[i]]
@@ -128,8 +128,8 @@ def one_time_work(rank: RankTrace, windows: StepWindows) -> list[dict[str, float
             d[labels[i] + " calls"] = d.get(labels[i] + " calls", 0.0) + 1
     gpu = rank.gpu
     if len(gpu):
-        is_h2d = (gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_MEMCPY) & N.matches(gpu[T.GPU_NAME], H2D)
-        nbytes = np.clip(gpu[T.GPU_BYTES].to_numpy(dtype=float), 0, None)
+        is_h2d = (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_MEMCPY) & names.matches(gpu[tables.GPU_NAME], H2D)
+        nbytes = np.clip(gpu[tables.GPU_BYTES].to_numpy(dtype=float), 0, None)
         sel = is_h2d & (windows.gpu_pos >= 0)
         per = np.bincount(windows.gpu_pos[sel], weights=nbytes[sel], minlength=n)
         for p in range(n):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
 
@@ -106,20 +106,20 @@ def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Ser
     if not len(gpu):
         return None
     rt = rank.runtime
-    launches = rt[rt[T.RT_KIND].isin(T.LAUNCH_KINDS)] if len(rt) and T.RT_KIND in rt else rt.iloc[:0]
-    t0 = float(gpu[T.GPU_TS].min())
-    t1 = float(gpu[T.GPU_END].max())
+    launches = rt[rt[tables.RT_KIND].isin(tables.LAUNCH_KINDS)] if len(rt) and tables.RT_KIND in rt else rt.iloc[:0]
+    t0 = float(gpu[tables.GPU_TS].min())
+    t1 = float(gpu[tables.GPU_END].max())
     if len(launches):
-        t0, t1 = min(t0, float(launches[T.RT_TS].min())), max(t1, float(launches[T.RT_END].max()))
+        t0, t1 = min(t0, float(launches[tables.RT_TS].min())), max(t1, float(launches[tables.RT_END].max()))
     if steps is not None and len(steps) and "ts" in steps:
         t0, t1 = min(t0, float(steps["ts"].min())), max(t1, float(steps["end"].max()))
     t1 = max(t1, t0 + 1.0)
     edges = np.linspace(t0, t1, bins + 1)
-    names, codes = np.unique(gpu[T.GPU_NAME].astype(str).to_numpy(), return_inverse=True)
+    names, codes = np.unique(gpu[tables.GPU_NAME].astype(str).to_numpy(), return_inverse=True)
     cls = classes.astype(str).to_numpy() if classes is not None else np.full(len(gpu), "", dtype=object)
     name_class = pd.Series(cls).groupby(codes).first()
-    ts, end = gpu[T.GPU_TS].to_numpy(float), gpu[T.GPU_END].to_numpy(float)
-    stream = gpu[T.GPU_STREAM].to_numpy()
+    ts, end = gpu[tables.GPU_TS].to_numpy(float), gpu[tables.GPU_END].to_numpy(float)
+    stream = gpu[tables.GPU_STREAM].to_numpy()
     rows = [_row("GPU (all streams)", "gpu", ts, end, codes, edges)]
     order = pd.Series(end - ts).groupby(stream).sum().sort_values(ascending=False).index.tolist()
     if len(order) > 1:
@@ -133,12 +133,12 @@ def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Ser
     all_names = [str(n) for n in names]
     all_classes = [str(name_class.get(i, "")) for i in range(len(names))]
     if len(launches):
-        lnames, lcodes = np.unique(launches[T.RT_NAME].astype(str).to_numpy(), return_inverse=True)
+        lnames, lcodes = np.unique(launches[tables.RT_NAME].astype(str).to_numpy(), return_inverse=True)
         offset = len(all_names)
         all_names += [str(n) for n in lnames]
         all_classes += ["launch"] * len(lnames)
-        rows.append(_row("CPU launch calls", "cpu", launches[T.RT_TS].to_numpy(float),
-                         launches[T.RT_END].to_numpy(float), lcodes + offset, edges))
+        rows.append(_row("CPU launch calls", "cpu", launches[tables.RT_TS].to_numpy(float),
+                         launches[tables.RT_END].to_numpy(float), lcodes + offset, edges))
     return Timeline(t0_us=t0, span_us=t1 - t0, bin_us=(t1 - t0) / bins, rows=tuple(rows),
                     steps=_marks(steps, t0), names=tuple(all_names), classes=tuple(all_classes))
 
@@ -159,12 +159,12 @@ def launch_queue_depth(rank: RankTrace) -> QueueDepth:
     gpu, rt = rank.gpu, rank.runtime
     if not len(gpu) or not len(rt):
         return QueueDepth((), ())
-    pos = gpu[T.GPU_LAUNCH].to_numpy()
+    pos = gpu[tables.GPU_LAUNCH].to_numpy()
     linked = pos >= 0
     if not linked.any():
         return QueueDepth((), ())
-    issued = rt[T.RT_END].to_numpy(float)[pos[linked]]
-    start = gpu[T.GPU_TS].to_numpy(float)[linked]
+    issued = rt[tables.RT_END].to_numpy(float)[pos[linked]]
+    start = gpu[tables.GPU_TS].to_numpy(float)[linked]
     issued = np.minimum(issued, start)  # clock skew: never a negative wait
     times = np.concatenate([issued, start])
     steps = np.concatenate([np.ones(len(issued), dtype=np.int64), -np.ones(len(start), dtype=np.int64)])

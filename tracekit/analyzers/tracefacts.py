@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tracekit.analyzers.devices import Device
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 from tracekit.units import fmt_bytes
 
@@ -76,12 +76,12 @@ def _gpus(props: tuple[dict, ...]) -> tuple[GpuInfo, ...]:
 def has_shapes(rank: RankTrace) -> bool:
     """Whether any CPU op in the rank recorded input shapes."""
     ops = rank.ops
-    if T.OP_INPUT_DIMS not in ops:
+    if tables.OP_INPUT_DIMS not in ops:
         return False
-    if ops[T.OP_INPUT_DIMS].notna().any():  # decoded up front for ops that issued GPU work
+    if ops[tables.OP_INPUT_DIMS].notna().any():  # decoded up front for ops that issued GPU work
         return True
     store = rank.op_input_store
-    return store is not None and bool(store.has_values(T.OP_INPUT_DIMS))
+    return store is not None and bool(store.has_values(tables.OP_INPUT_DIMS))
 
 
 def cpu_ops(rank: RankTrace) -> CpuOps:
@@ -89,11 +89,11 @@ def cpu_ops(rank: RankTrace) -> CpuOps:
     ops = rank.ops
     if not len(ops):
         return CpuOps(0, 0, 0.0, ())
-    top = ops[ops[T.OP_DEPTH] == 0] if T.OP_DEPTH in ops else ops
-    g = top.groupby(T.OP_NAME)[T.OP_DUR].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    top = ops[ops[tables.OP_DEPTH] == 0] if tables.OP_DEPTH in ops else ops
+    g = top.groupby(tables.OP_NAME)[tables.OP_DUR].agg(["sum", "count"]).sort_values("sum", ascending=False)
     rows = tuple((str(n), float(r["sum"]), int(r["count"])) for n, r in g.head(MAX_CPU_OPS).iterrows())
-    threads = int(ops[T.OP_TID].nunique()) if T.OP_TID in ops else 0
-    return CpuOps(ops=len(ops), threads=threads, top_level_us=float(top[T.OP_DUR].sum()), top=rows)
+    threads = int(ops[tables.OP_TID].nunique()) if tables.OP_TID in ops else 0
+    return CpuOps(ops=len(ops), threads=threads, top_level_us=float(top[tables.OP_DUR].sum()), top=rows)
 
 
 def trace_facts(rank: RankTrace) -> TraceFacts:

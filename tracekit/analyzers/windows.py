@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 SCOPE_STEPS = "steps"  # ProfilerStep#N ranges
@@ -68,22 +68,22 @@ def _profiler_steps(rank: RankTrace) -> StepWindows:
     first mark on, so their spans add up to the wall time, and a loop whose GPU runs behind the CPU
     gets steps as long as the GPU takes per iteration, not as long as the CPU takes to queue them."""
     steps, gpu = rank.steps, rank.gpu
-    numbers = steps[T.STEP_NUMBER].to_numpy()
-    cpu0 = steps[T.STEP_TS].to_numpy(dtype=float)
-    cpu1 = steps[T.STEP_END].to_numpy(dtype=float)
-    gpu_pos = _positions(numbers, gpu[T.GPU_STEP].to_numpy())
+    numbers = steps[tables.STEP_NUMBER].to_numpy()
+    cpu0 = steps[tables.STEP_TS].to_numpy(dtype=float)
+    cpu1 = steps[tables.STEP_END].to_numpy(dtype=float)
+    gpu_pos = _positions(numbers, gpu[tables.GPU_STEP].to_numpy())
     gpu_end = np.full(len(numbers), -np.inf)
     inside = gpu_pos >= 0
     if inside.any():
-        np.maximum.at(gpu_end, gpu_pos[inside], gpu[T.GPU_END].to_numpy(dtype=float)[inside])
+        np.maximum.at(gpu_end, gpu_pos[inside], gpu[tables.GPU_END].to_numpy(dtype=float)[inside])
     w1 = np.maximum.accumulate(np.maximum(cpu1, gpu_end))
     w0 = cpu0.copy()
     w0[1:] = w1[:-1]  # steps tile the time: the gap before a mark (the mark itself) is the next step's
     return StepWindows(
         scope=SCOPE_STEPS, numbers=numbers, ts=w0, end=w1, gpu_pos=gpu_pos,
-        rt_pos=_positions(numbers, rank.runtime[T.RT_STEP].to_numpy()),
-        op_pos=_positions(numbers, rank.ops[T.OP_STEP].to_numpy()),
-        an_pos=_positions(numbers, rank.annotations[T.AN_STEP].to_numpy()),
+        rt_pos=_positions(numbers, rank.runtime[tables.RT_STEP].to_numpy()),
+        op_pos=_positions(numbers, rank.ops[tables.OP_STEP].to_numpy()),
+        an_pos=_positions(numbers, rank.annotations[tables.AN_STEP].to_numpy()),
     )
 
 
@@ -91,12 +91,12 @@ def _first_gpu_launch(rank: RankTrace) -> float | None:
     """Start of the first call that put work on the GPU, or of the first GPU activity."""
     candidates = []
     if len(rank.gpu):
-        candidates.append(float(rank.gpu[T.GPU_TS].min()))
+        candidates.append(float(rank.gpu[tables.GPU_TS].min()))
     rt = rank.runtime
     if len(rt):
-        linked = rt[rt[T.RT_KIND].isin(T.LINKED_KINDS)]
+        linked = rt[rt[tables.RT_KIND].isin(tables.LINKED_KINDS)]
         if len(linked):
-            candidates.append(float(linked[T.RT_TS].min()))
+            candidates.append(float(linked[tables.RT_TS].min()))
     return min(candidates) if candidates else None
 
 
@@ -106,7 +106,7 @@ def _trace_window(rank: RankTrace) -> StepWindows:
     time. Without GPU work it spans every event."""
     start = _first_gpu_launch(rank)
     if start is not None and len(rank.gpu):
-        t0, t1 = start, float(rank.gpu[T.GPU_END].max())
+        t0, t1 = start, float(rank.gpu[tables.GPU_END].max())
     else:
         firsts = [float(t["ts"].min()) for t in (rank.gpu, rank.runtime, rank.ops, rank.annotations) if len(t)]
         lasts = [float(t["end"].max()) for t in (rank.gpu, rank.runtime, rank.ops, rank.annotations) if len(t)]
@@ -163,23 +163,23 @@ def find_period(codes: np.ndarray, *, min_repeats: int = MIN_REPEATS) -> tuple[i
 def _inferred_steps(rank: RankTrace) -> StepWindows | None:
     """Iterations of the top-level op sequence on the thread that launched the most GPU work."""
     gpu, ops, rt = rank.gpu, rank.ops, rank.runtime
-    op_of = gpu[T.GPU_OP].to_numpy() if len(gpu) else np.empty(0, dtype=np.int64)
+    op_of = gpu[tables.GPU_OP].to_numpy() if len(gpu) else np.empty(0, dtype=np.int64)
     if not len(ops) or not (op_of >= 0).any():
         return None
-    tids = ops[T.OP_TID].to_numpy()[op_of[op_of >= 0]]
+    tids = ops[tables.OP_TID].to_numpy()[op_of[op_of >= 0]]
     values, counts = np.unique(tids, return_counts=True)
     tid = values[np.argmax(counts)]
-    top = ops[(ops[T.OP_PARENT].to_numpy() < 0) & (ops[T.OP_TID].to_numpy() == tid)]
-    top = top.sort_values(T.OP_TS, kind="stable")
-    codes = pd.factorize(top[T.OP_NAME].to_numpy(dtype=object))[0]
+    top = ops[(ops[tables.OP_PARENT].to_numpy() < 0) & (ops[tables.OP_TID].to_numpy() == tid)]
+    top = top.sort_values(tables.OP_TS, kind="stable")
+    codes = pd.factorize(top[tables.OP_NAME].to_numpy(dtype=object))[0]
     found = find_period(codes)
     if found is None:
         return None
     start, period, repeats = found
     if repeats * period < MIN_COVERAGE * len(codes):
         return None
-    op_ts = top[T.OP_TS].to_numpy(dtype=float)
-    op_end = top[T.OP_END].to_numpy(dtype=float)
+    op_ts = top[tables.OP_TS].to_numpy(dtype=float)
+    op_end = top[tables.OP_END].to_numpy(dtype=float)
     cpu_starts = op_ts[start: start + repeats * period: period]
     cpu_stop = float(op_end[start: start + repeats * period].max())
     cpu_ends = np.append(cpu_starts[1:], cpu_stop)
@@ -189,14 +189,14 @@ def _inferred_steps(rank: RankTrace) -> StepWindows | None:
         kk = np.maximum(k, 0)
         return np.where((k >= 0) & (t < cpu_ends[kk]), k, -1).astype(np.int64)
 
-    rt_pos = by_time(rt[T.RT_TS].to_numpy(dtype=float)) if len(rt) else np.empty(0, dtype=np.int64)
-    launch = gpu[T.GPU_LAUNCH].to_numpy()
+    rt_pos = by_time(rt[tables.RT_TS].to_numpy(dtype=float)) if len(rt) else np.empty(0, dtype=np.int64)
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()
     gpu_pos = np.full(len(gpu), -1, dtype=np.int64)
     linked = launch >= 0
     if len(rt):
         gpu_pos[linked] = rt_pos[launch[linked]]
     # the GPU side: each iteration from its first activity to the next iteration's first one
-    g_ts, g_end = gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float)
+    g_ts, g_end = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
     inside = gpu_pos >= 0
     if np.unique(gpu_pos[inside]).size != repeats:
         return None  # an iteration launched nothing: not a loop of GPU steps
@@ -208,7 +208,7 @@ def _inferred_steps(rank: RankTrace) -> StepWindows | None:
         return None
     return StepWindows(
         scope=SCOPE_INFERRED, numbers=np.arange(repeats), ts=w0, end=w1, gpu_pos=gpu_pos,
-        rt_pos=rt_pos, op_pos=by_time(ops[T.OP_TS].to_numpy(dtype=float)),
-        an_pos=by_time(rank.annotations[T.AN_TS].to_numpy(dtype=float)) if len(rank.annotations)
+        rt_pos=rt_pos, op_pos=by_time(ops[tables.OP_TS].to_numpy(dtype=float)),
+        an_pos=by_time(rank.annotations[tables.AN_TS].to_numpy(dtype=float)) if len(rank.annotations)
         else np.empty(0, dtype=np.int64),
     )

@@ -24,14 +24,14 @@ class Tile:
 
 def verdict_rule(verdict: str) -> str:
     """How the verdict is chosen (tracekit.analyzers.totals), in one plain sentence."""
-    from tracekit.analyzers import totals as V
+    from tracekit.analyzers.totals import CPU_ONLY, DOMINANT_SHARE, GPU_BOUND_SHARE
 
-    if verdict == V.CPU_ONLY:
+    if verdict == CPU_ONLY:
         return "How this is decided: the trace holds no kernel, copy or memset, so only CPU work was recorded."
     return (
         "How this is decided, over the steady steps: GPU-bound when the GPU computes (or waits only "
-        f"on itself) at least {V.GPU_BOUND_SHARE:.0%} of the step; otherwise the largest reason it "
-        f"waits names the verdict if it holds at least {V.DOMINANT_SHARE:.0%} of the rest — kernel "
+        f"on itself) at least {GPU_BOUND_SHARE:.0%} of the step; otherwise the largest reason it "
+        f"waits names the verdict if it holds at least {DOMINANT_SHARE:.0%} of the rest — kernel "
         "launches (launch-bound), the DataLoader, host syncs, pageable copies or other CPU work "
         "(host-bound), collectives with no compute beside them (communication-bound) — and the "
         "verdict is mixed when no reason dominates."

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tracekit.analyzers import kernels as K
+from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.analyzers.launch import LaunchOverhead, LaunchTotals
 from tracekit.report.names import hover_name, short_name
 from tracekit.report.palette import class_color
@@ -236,7 +236,7 @@ def summary_bars(table: pd.DataFrame, *, colors: bool) -> list[Bar]:
     """Bars from a kernels.summarize table (Analysis.classes or .libraries)."""
     items = {
         str(key): (float(t), int(c))
-        for key, t, c in zip(table[K.SUM_KEY], table[K.SUM_TIME], table[K.SUM_COUNT], strict=True)
+        for key, t, c in zip(table[SUM_KEY], table[SUM_TIME], table[SUM_COUNT], strict=True)
     }
     return bars(items, colors=colors)
 

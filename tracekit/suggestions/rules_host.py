@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import hostside as H
+from tracekit.analyzers.detectors import hostside
 from tracekit.analyzers.devices import Device
 from tracekit.suggestions.common import (
     Scope,
@@ -44,23 +44,23 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
     scope = Scope.of(analysis)
     frames = []
     for r, table in rank_tables(analysis, "syncs"):
-        t = table[in_headline(r, table[H.SY_STEP].to_numpy()) & ~table[H.SY_PAGEABLE].astype(bool)]
+        t = table[in_headline(r, table[hostside.SY_STEP].to_numpy()) & ~table[hostside.SY_PAGEABLE].astype(bool)]
         if len(t):
             frames.append(t.assign(rank=r.rank))
     if not frames:
         return None
     syncs = pd.concat(frames, ignore_index=True)
-    syncs["saving"] = np.minimum(syncs[H.SY_WAIT_US], syncs[H.SY_BUBBLE_US])
+    syncs["saving"] = np.minimum(syncs[hostside.SY_WAIT_US], syncs[hostside.SY_BUBBLE_US])
     rows, total = [], 0.0
-    for (origin, api), g in syncs.groupby([H.SY_ORIGIN, H.SY_API], sort=False):
+    for (origin, api), g in syncs.groupby([hostside.SY_ORIGIN, hostside.SY_API], sort=False):
         per_step = len(g) / (scope.steps * scope.ranks)
         if per_step < SYNC_LOOP_MIN:
             continue
         saving = float(g["saving"].sum())
         total += saving
         rows.append({"origin": origin or "(none)", "what": ORIGIN_LABEL.get(origin, origin), "api": api,
-                     "calls": len(g), "per_step": per_step, "wait_us": float(g[H.SY_WAIT_US].sum()),
-                     "bubble_us": float(g[H.SY_BUBBLE_US].sum()), "saving_us": saving})
+                     "calls": len(g), "per_step": per_step, "wait_us": float(g[hostside.SY_WAIT_US].sum()),
+                     "bubble_us": float(g[hostside.SY_BUBBLE_US].sum()), "saving_us": saving})
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
@@ -89,14 +89,14 @@ def pinned_memory(analysis: Analysis) -> Suggestion | None:
     gbps = pinned_bandwidth(analysis.device)
     rows, total, nbytes, count = [], 0.0, 0.0, 0
     for r, table in rank_tables(analysis, "copies"):
-        t = table[in_headline(r, table[H.CP_STEP].to_numpy())]
+        t = table[in_headline(r, table[hostside.CP_STEP].to_numpy())]
         steady = len(r.launch.steady_steps)
-        if not len(t) or t[H.CP_STEP].nunique() < PINNED_STEP_SHARE * steady:
+        if not len(t) or t[hostside.CP_STEP].nunique() < PINNED_STEP_SHARE * steady:
             continue  # a one-off upload, not a per-step copy
         waits = {p.step: tot.copy_wait_us for p, tot in zip(r.launch.phases, r.launch.step_totals, strict=True)}
-        for step, g in t.groupby(H.CP_STEP, sort=True):
-            b = float(g[H.CP_BYTES].clip(lower=0).sum())
-            copy_us = float(g[H.CP_COPY_US].sum())
+        for step, g in t.groupby(hostside.CP_STEP, sort=True):
+            b = float(g[hostside.CP_BYTES].clip(lower=0).sum())
+            copy_us = float(g[hostside.CP_COPY_US].sum())
             pinned_us = b / gbps / 1e3
             blocked = waits.get(step, 0.0)
             saving = max(copy_us - pinned_us, 0.0) + blocked
@@ -122,17 +122,17 @@ def dataloader_workers(analysis: Analysis) -> Suggestion | None:
     scope = Scope.of(analysis)
     rows, total, load, single = [], 0.0, 0.0, False
     for r, table in rank_tables(analysis, "dataloader"):
-        t = table[in_headline(r, table[H.DL_STEP].to_numpy())]
+        t = table[in_headline(r, table[hostside.DL_STEP].to_numpy())]
         spans = dict(zip(r.launch.steps["step"].tolist(), r.launch.steps["span_us"].tolist(), strict=True))
         for row in t.to_dict("records"):
-            total += row[H.DL_GPU_IDLE_US]
-            load += row[H.DL_US]
-            single |= bool(row[H.DL_SINGLE])
-            span = spans.get(row[H.DL_STEP])
-            rows.append({"rank": r.rank, "step": row[H.DL_STEP], "dataloader_us": row[H.DL_US],
-                         "gpu_idle_us": row[H.DL_GPU_IDLE_US], "span_us": span,
-                         "loading_pct": 100 * row[H.DL_US] / span if span else None,
-                         "saving_us": row[H.DL_GPU_IDLE_US]})
+            total += row[hostside.DL_GPU_IDLE_US]
+            load += row[hostside.DL_US]
+            single |= bool(row[hostside.DL_SINGLE])
+            span = spans.get(row[hostside.DL_STEP])
+            rows.append({"rank": r.rank, "step": row[hostside.DL_STEP], "dataloader_us": row[hostside.DL_US],
+                         "gpu_idle_us": row[hostside.DL_GPU_IDLE_US], "span_us": span,
+                         "loading_pct": 100 * row[hostside.DL_US] / span if span else None,
+                         "saving_us": row[hostside.DL_GPU_IDLE_US]})
     if not rows:
         return None
     saving = total / scope.ranks
@@ -148,17 +148,17 @@ def overlap_comm(analysis: Analysis) -> Suggestion | None:
     scope = Scope.of(analysis)
     rows, total, exposed = [], 0.0, 0.0
     for r, table in rank_tables(analysis, "comm"):
-        t = table[in_headline(r, table[H.CM_STEP].to_numpy())]
+        t = table[in_headline(r, table[hostside.CM_STEP].to_numpy())]
         for row in t.to_dict("records"):
-            hideable = max(row[H.CM_EXPOSED_US] - row[H.CM_LAST_EXPOSED_US], 0.0)
-            room = max(row[H.CM_COMPUTE_US] - row[H.CM_OVERLAP_US], 0.0)
+            hideable = max(row[hostside.CM_EXPOSED_US] - row[hostside.CM_LAST_EXPOSED_US], 0.0)
+            room = max(row[hostside.CM_COMPUTE_US] - row[hostside.CM_OVERLAP_US], 0.0)
             saving = min(hideable, room)
             total += saving
-            exposed += row[H.CM_EXPOSED_US]
-            rows.append({"rank": r.rank, "step": row[H.CM_STEP], "collectives": row[H.CM_COLLECTIVES],
-                         "comm_us": row[H.CM_COMM_US], "exposed_us": row[H.CM_EXPOSED_US],
-                         "compute_us": row[H.CM_COMPUTE_US], "overlap_us": row[H.CM_OVERLAP_US],
-                         "saving_us": saving, "top_kernel": row[H.CM_TOP]})
+            exposed += row[hostside.CM_EXPOSED_US]
+            rows.append({"rank": r.rank, "step": row[hostside.CM_STEP], "collectives": row[hostside.CM_COLLECTIVES],
+                         "comm_us": row[hostside.CM_COMM_US], "exposed_us": row[hostside.CM_EXPOSED_US],
+                         "compute_us": row[hostside.CM_COMPUTE_US], "overlap_us": row[hostside.CM_OVERLAP_US],
+                         "saving_us": saving, "top_kernel": row[hostside.CM_TOP]})
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import launch as L
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
-from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.detectors import sequences
+from tracekit.analyzers.launch import LAUNCH_BOUND
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,
@@ -47,34 +47,34 @@ def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     modes = set()
     for r, table in rank_tables(analysis, "chains"):
         lo = r.launch
-        launch_bound = lo.verdict == L.LAUNCH_BOUND
+        launch_bound = lo.verdict == LAUNCH_BOUND
         per_launch = lo.totals.cpu_launch_us / lo.totals.launches if lo.totals.launches else 0.0
         for row in table.to_dict("records"):
-            k = row[S.CH_KERNELS]
-            count = row[S.CH_COUNT]
-            time_us = row[S.CH_TIME_US]
+            k = row[sequences.CH_KERNELS]
+            count = row[sequences.CH_COUNT]
+            time_us = row[sequences.CH_TIME_US]
             cap = time_us * (1 - count / k) if k else 0.0  # the fused kernels still run once each
             if launch_bound:
                 saving = min((k - count) * per_launch, cap)
                 modes.add(f"launch-bound: (kernels − chains) × {fmt_us(per_launch)} per launch call (mean)")
             else:
-                achieved = (row[S.CH_BYTES] / time_us * 1e6 if time_us > 0 and not math.isnan(row[S.CH_BYTES])
+                achieved = (row[sequences.CH_BYTES] / time_us * 1e6 if time_us > 0 and not math.isnan(row[sequences.CH_BYTES])
                             else math.inf)
                 peak = device.memory_bandwidth if device is not None else math.inf
                 bw = min(achieved, peak)
                 if not 0 < bw < math.inf:
                     continue
-                saving = min(row[S.CH_AVOIDED_BYTES] / bw * 1e6, cap)
+                saving = min(row[sequences.CH_AVOIDED_BYTES] / bw * 1e6, cap)
                 modes.add("avoided bytes / the bandwidth the chain's kernels achieved"
                           + (f" (at most {device.memory_gbps:.0f} GB/s, {device.name})" if device is not None else ""))
             if saving <= 0:
                 continue
             total += saving
-            avoided_total += row[S.CH_AVOIDED_BYTES]
+            avoided_total += row[sequences.CH_AVOIDED_BYTES]
             launches_total += k - count
-            rows.append({"rank": r.rank, "ops": row[S.CH_OPS], "shape": row[S.CH_SHAPE],
-                         "dtype": row[S.CH_DTYPE], "chains": count, "kernels": k, "time_us": time_us,
-                         "bytes": row[S.CH_BYTES], "avoided_bytes": row[S.CH_AVOIDED_BYTES],
+            rows.append({"rank": r.rank, "ops": row[sequences.CH_OPS], "shape": row[sequences.CH_SHAPE],
+                         "dtype": row[sequences.CH_DTYPE], "chains": count, "kernels": k, "time_us": time_us,
+                         "bytes": row[sequences.CH_BYTES], "avoided_bytes": row[sequences.CH_AVOIDED_BYTES],
                          "saving_us": saving})
     if not rows:
         return None
@@ -239,19 +239,19 @@ def use_sdpa(analysis: Analysis) -> Suggestion | None:
     rows, total, before = [], 0.0, 0.0
     for r, table in rank_tables(analysis, "attention"):
         for row in table.to_dict("records"):
-            est = row[S.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
-            peak = device.peak_flops(row[S.AT_DTYPE]) if device is not None and row[S.AT_DTYPE] in MATMUL_DTYPES else None
-            if peak and device is not None and not math.isnan(row[S.AT_FLOPS]):
-                est = max(row[S.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
-                          row[S.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
-            saving = row[S.AT_TIME_US] - est
+            est = row[sequences.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
+            peak = device.peak_flops(row[sequences.AT_DTYPE]) if device is not None and row[sequences.AT_DTYPE] in MATMUL_DTYPES else None
+            if peak and device is not None and not math.isnan(row[sequences.AT_FLOPS]):
+                est = max(row[sequences.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
+                          row[sequences.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
+            saving = row[sequences.AT_TIME_US] - est
             if saving <= 0:
                 continue
             total += saving
-            before += row[S.AT_TIME_US]
-            rows.append({"rank": r.rank, "ops": row[S.AT_OPS], "scores": row[S.AT_SCORES], "dtype": row[S.AT_DTYPE],
-                         "count": row[S.AT_COUNT], "kernels": row[S.AT_KERNELS], "time_us": row[S.AT_TIME_US],
-                         "gemm_us": row[S.AT_GEMM_US], "other_us": row[S.AT_OTHER_US], "flops": row[S.AT_FLOPS],
+            before += row[sequences.AT_TIME_US]
+            rows.append({"rank": r.rank, "ops": row[sequences.AT_OPS], "scores": row[sequences.AT_SCORES], "dtype": row[sequences.AT_DTYPE],
+                         "count": row[sequences.AT_COUNT], "kernels": row[sequences.AT_KERNELS], "time_us": row[sequences.AT_TIME_US],
+                         "gemm_us": row[sequences.AT_GEMM_US], "other_us": row[sequences.AT_OTHER_US], "flops": row[sequences.AT_FLOPS],
                          "sdpa_us": est, "saving_us": saving})
     if not rows:
         return None

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.analyzers import launch as L
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import sequences as S
+from tracekit.analyzers.detectors import sequences
 from tracekit.analyzers.devices import Device
+from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
@@ -43,11 +43,11 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         if lo.totals.gpu_ops == 0:
             continue
         act = lo.activities
-        host = (act[L.A_IDLE] == L.HOST_WAIT).to_numpy() & (act[L.A_GAP_US].to_numpy() <= LONG_GAP_US)
-        gap = act[L.A_GAP_US].fillna(0.0).to_numpy()
+        host = (act[A_IDLE] == HOST_WAIT).to_numpy() & (act[A_GAP_US].to_numpy() <= LONG_GAP_US)
+        gap = act[A_GAP_US].fillna(0.0).to_numpy()
         # the step's first activity still waits for the CPU: a graph has one launch per step too
         # (activities are in rank.gpu order, sorted by start)
-        steps = L.step_numbers(lo)
+        steps = step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
         graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
@@ -97,14 +97,14 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
 
 def launch_limited(verdict: str, cause: str | None) -> bool:
     """Launch-bound, or mixed with launch waits among its two largest causes."""
-    return verdict == L.LAUNCH_BOUND or (verdict == L.MIXED and "launch" in (cause or "").split("+"))
+    return verdict == LAUNCH_BOUND or (verdict == MIXED and "launch" in (cause or "").split("+"))
 
 
 def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device | None) -> tuple[float, str]:
     """Time of one batched kernel doing one loop run's work, and how it was estimated."""
-    n = row[S.LP_PER_RUN]
-    one = row[S.LP_KERNEL_US]
-    blocks = row[S.LP_BLOCKS]
+    n = row[sequences.LP_PER_RUN]
+    one = row[sequences.LP_KERNEL_US]
+    blocks = row[sequences.LP_BLOCKS]
     if num_sms and blocks > 0:
         waves = max(math.ceil(n * blocks / num_sms), 1)
         how = f"⌈{n:.0f} GEMMs × {blocks:.0f} blocks / {num_sms} SMs⌉ = {waves} wave(s) × {fmt_us(one)}"
@@ -113,14 +113,14 @@ def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device |
         how = f"{waves} waves (SM count or grid unknown) × {fmt_us(one)}"
     est = waves * one
     if device is not None:
-        runs = max(row[S.LP_RUNS], 1)
-        precision, _ = roof_for("gemm", row[S.LP_DTYPE], str(row[S.LP_NAME] or ""), device)
+        runs = max(row[sequences.LP_RUNS], 1)
+        precision, _ = roof_for("gemm", row[sequences.LP_DTYPE], str(row[sequences.LP_NAME] or ""), device)
         peak = device.peak_flops(precision) if precision else None
         floor = 0.0
-        if peak and not math.isnan(row[S.LP_FLOPS]):
-            floor = max(floor, row[S.LP_FLOPS] / runs / peak * 1e6)
-        if not math.isnan(row[S.LP_BYTES]):
-            floor = max(floor, row[S.LP_BYTES] / runs / device.memory_bandwidth * 1e6)
+        if peak and not math.isnan(row[sequences.LP_FLOPS]):
+            floor = max(floor, row[sequences.LP_FLOPS] / runs / peak * 1e6)
+        if not math.isnan(row[sequences.LP_BYTES]):
+            floor = max(floor, row[sequences.LP_BYTES] / runs / device.memory_bandwidth * 1e6)
         if floor > est:
             est, how = floor, f"roofline time of one run's FLOPs/bytes = {fmt_us(floor)}"
     return est, how
@@ -133,20 +133,20 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
     for r, table in rank_tables(analysis, "loops"):
         num_sms = r.patterns.num_sms
         for row in table.to_dict("records"):
-            fills = bool(num_sms) and row[S.LP_BLOCKS] >= num_sms
-            if fills or row[S.LP_BUSY_US] >= LOOP_BUSY_SHARE * row[S.LP_WALL_US]:
+            fills = bool(num_sms) and row[sequences.LP_BLOCKS] >= num_sms
+            if fills or row[sequences.LP_BUSY_US] >= LOOP_BUSY_SHARE * row[sequences.LP_WALL_US]:
                 continue  # each GEMM already fills the GPU, or the loop keeps it busy
             est, how = _batched_estimate(row, num_sms, analysis.device)
-            runs = row[S.LP_RUNS]
-            saving = max(row[S.LP_WALL_US] - runs * est, 0.0)
+            runs = row[sequences.LP_RUNS]
+            saving = max(row[sequences.LP_WALL_US] - runs * est, 0.0)
             if saving <= 0:
                 continue
             total += saving
-            parts.append(f"{fmt_us(row[S.LP_WALL_US])} − {runs} run(s) × {fmt_us(est)} [{how}]")
-            rows.append({"rank": r.rank, "kernel": row[S.LP_NAME], "op": row[S.LP_OP],
-                         "shapes": row[S.LP_SHAPES], "dtype": row[S.LP_DTYPE], "runs": runs,
-                         "gemms_per_run": row[S.LP_PER_RUN], "kernel_us": row[S.LP_KERNEL_US],
-                         "loop_wall_us": row[S.LP_WALL_US] / runs, "batched_us": est,
+            parts.append(f"{fmt_us(row[sequences.LP_WALL_US])} − {runs} run(s) × {fmt_us(est)} [{how}]")
+            rows.append({"rank": r.rank, "kernel": row[sequences.LP_NAME], "op": row[sequences.LP_OP],
+                         "shapes": row[sequences.LP_SHAPES], "dtype": row[sequences.LP_DTYPE], "runs": runs,
+                         "gemms_per_run": row[sequences.LP_PER_RUN], "kernel_us": row[sequences.LP_KERNEL_US],
+                         "loop_wall_us": row[sequences.LP_WALL_US] / runs, "batched_us": est,
                          "saving_us": saving})
     if not rows:
         return None

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
 from tracekit.trace.reader import Event
 from tracekit.trace.store import OpInputStore
@@ -61,13 +61,13 @@ class Pieces:
         return pd.DataFrame(data)
 
 
-GPU_ORDER = (T.GPU_NAME, T.GPU_KIND, T.GPU_TS, T.GPU_DUR, T.GPU_END, T.GPU_DEVICE, T.GPU_STREAM,
-             T.GPU_CORRELATION, T.GPU_EXTERNAL_ID, *T.GPU_GRID, *T.GPU_BLOCK, T.GPU_REGISTERS,
-             T.GPU_SHARED_MEM, T.GPU_BLOCKS_PER_SM, T.GPU_WARPS_PER_SM, T.GPU_OCCUPANCY, T.GPU_BYTES)
-OP_ORDER = (T.OP_NAME, T.OP_PID, T.OP_TID, T.OP_TS, T.OP_DUR, T.OP_END, T.OP_EXTERNAL_ID, T.OP_EXTRA)
-RT_ORDER = (T.RT_NAME, T.RT_API, T.RT_PID, T.RT_TID, T.RT_TS, T.RT_DUR, T.RT_END, T.RT_CORRELATION,
-            T.RT_EXTERNAL_ID, T.RT_KIND)
-AN_ORDER = (T.AN_NAME, T.AN_GPU, T.AN_PID, T.AN_TID, T.AN_TS, T.AN_DUR, T.AN_END)
+GPU_ORDER = (tables.GPU_NAME, tables.GPU_KIND, tables.GPU_TS, tables.GPU_DUR, tables.GPU_END, tables.GPU_DEVICE, tables.GPU_STREAM,
+             tables.GPU_CORRELATION, tables.GPU_EXTERNAL_ID, *tables.GPU_GRID, *tables.GPU_BLOCK, tables.GPU_REGISTERS,
+             tables.GPU_SHARED_MEM, tables.GPU_BLOCKS_PER_SM, tables.GPU_WARPS_PER_SM, tables.GPU_OCCUPANCY, tables.GPU_BYTES)
+OP_ORDER = (tables.OP_NAME, tables.OP_PID, tables.OP_TID, tables.OP_TS, tables.OP_DUR, tables.OP_END, tables.OP_EXTERNAL_ID, tables.OP_EXTRA)
+RT_ORDER = (tables.RT_NAME, tables.RT_API, tables.RT_PID, tables.RT_TID, tables.RT_TS, tables.RT_DUR, tables.RT_END, tables.RT_CORRELATION,
+            tables.RT_EXTERNAL_ID, tables.RT_KIND)
+AN_ORDER = (tables.AN_NAME, tables.AN_GPU, tables.AN_PID, tables.AN_TID, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
 
 @dataclass
@@ -98,9 +98,9 @@ class TableBuilder:
         out: dict[str, list[Event]] = {"gpu": [], "ops": [], "runtime": [], "annotations": []}
         extras: list = []
         self.counts.update(map(_CAT, events))
-        table_of = T.CATEGORY_TABLE.get
+        table_of = tables.CATEGORY_TABLE.get
         flows: list[Event] = []
-        step_name = T.STEP_NAME_RE.match
+        step_name = tables.STEP_NAME_RE.match
         for i, e in enumerate(events):
             table = table_of(e.cat or "")
             if table is None:
@@ -204,25 +204,25 @@ class TableBuilder:
             return
         p = self.gpu
         a = [e.args or NO_ARGS for e in events]
-        kind = T.GPU_KIND_BY_CATEGORY
-        p.add(T.GPU_NAME, self._name_list(events))
-        p.add(T.GPU_KIND, [kind[e.cat or ""] for e in events])
-        self._times(p, events, ts, T.GPU_TS, T.GPU_DUR, T.GPU_END)
-        self._ints(p, T.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
+        kind = tables.GPU_KIND_BY_CATEGORY
+        p.add(tables.GPU_NAME, self._name_list(events))
+        p.add(tables.GPU_KIND, [kind[e.cat or ""] for e in events])
+        self._times(p, events, ts, tables.GPU_TS, tables.GPU_DUR, tables.GPU_END)
+        self._ints(p, tables.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
                                      for x, e in zip(a, events, strict=True)))
-        self._ints(p, T.GPU_STREAM, (stream_of(x, e.tid) for x, e in zip(a, events, strict=True)))
-        self._ints(p, T.GPU_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
-        self._ints(p, T.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        for cols, values in ((T.GPU_GRID, [x.grid for x in a]), (T.GPU_BLOCK, [x.block for x in a])):
+        self._ints(p, tables.GPU_STREAM, (stream_of(x, e.tid) for x, e in zip(a, events, strict=True)))
+        self._ints(p, tables.GPU_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, tables.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        for cols, values in ((tables.GPU_GRID, [x.grid for x in a]), (tables.GPU_BLOCK, [x.block for x in a])):
             dims = dim3_columns(values)
             for i, col in enumerate(cols):
                 p.add(col, np.ascontiguousarray(dims[:, i]))
-        self._ints(p, T.GPU_REGISTERS, (int_or(x.registers) for x in a))
-        self._ints(p, T.GPU_SHARED_MEM, (int_or(x.shared_mem) for x in a))
-        for col, attr in ((T.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (T.GPU_WARPS_PER_SM, "warps_per_sm"),
-                          (T.GPU_OCCUPANCY, "occupancy")):
+        self._ints(p, tables.GPU_REGISTERS, (int_or(x.registers) for x in a))
+        self._ints(p, tables.GPU_SHARED_MEM, (int_or(x.shared_mem) for x in a))
+        for col, attr in ((tables.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (tables.GPU_WARPS_PER_SM, "warps_per_sm"),
+                          (tables.GPU_OCCUPANCY, "occupancy")):
             p.add(col, np.fromiter((float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
-        self._ints(p, T.GPU_BYTES, (int_or(x.bytes) for x in a))
+        self._ints(p, tables.GPU_BYTES, (int_or(x.bytes) for x in a))
         self._note_missing("gpu", events, a)
 
     def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
@@ -230,12 +230,12 @@ class TableBuilder:
             return
         p = self.ops
         a = [e.args or NO_ARGS for e in events]
-        p.add(T.OP_NAME, self._name_list(events))
-        p.add(T.OP_PID, id_array([e.pid for e in events]))
-        p.add(T.OP_TID, id_array([e.tid for e in events]))
-        self._times(p, events, ts, T.OP_TS, T.OP_DUR, T.OP_END)
-        self._ints(p, T.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        p.add(T.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
+        p.add(tables.OP_NAME, self._name_list(events))
+        p.add(tables.OP_PID, id_array([e.pid for e in events]))
+        p.add(tables.OP_TID, id_array([e.tid for e in events]))
+        self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
+        self._ints(p, tables.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        p.add(tables.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
         self.inputs.append([r for x in a for r in (x.input_dims, x.input_types, x.input_strides,
                                                    x.concrete_inputs)])
 
@@ -247,15 +247,15 @@ class TableBuilder:
         names = self._name_list(events)
         kinds = self._runtime_kinds
         for name in set(names) - kinds.keys():
-            kinds[name] = T.runtime_kind(name)
-        p.add(T.RT_NAME, names)
-        p.add(T.RT_API, [T.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
-        p.add(T.RT_PID, id_array([e.pid for e in events]))
-        p.add(T.RT_TID, id_array([e.tid for e in events]))
-        self._times(p, events, ts, T.RT_TS, T.RT_DUR, T.RT_END)
-        self._ints(p, T.RT_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
-        self._ints(p, T.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        p.add(T.RT_KIND, [kinds[n] for n in names])
+            kinds[name] = tables.runtime_kind(name)
+        p.add(tables.RT_NAME, names)
+        p.add(tables.RT_API, [tables.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
+        p.add(tables.RT_PID, id_array([e.pid for e in events]))
+        p.add(tables.RT_TID, id_array([e.tid for e in events]))
+        self._times(p, events, ts, tables.RT_TS, tables.RT_DUR, tables.RT_END)
+        self._ints(p, tables.RT_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, tables.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        p.add(tables.RT_KIND, [kinds[n] for n in names])
         self._note_missing("runtime", events, a)
 
     def _add_flows(self, events: list[Event]) -> None:
@@ -270,21 +270,21 @@ class TableBuilder:
         if not events:
             return
         p = self.annotations
-        p.add(T.AN_NAME, self._name_list(events))
-        p.add(T.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
-        p.add(T.AN_PID, id_array([e.pid for e in events]))
-        p.add(T.AN_TID, id_array([e.tid for e in events]))
-        self._times(p, events, ts, T.AN_TS, T.AN_DUR, T.AN_END)
+        p.add(tables.AN_NAME, self._name_list(events))
+        p.add(tables.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
+        p.add(tables.AN_PID, id_array([e.pid for e in events]))
+        p.add(tables.AN_TID, id_array([e.tid for e in events]))
+        self._times(p, events, ts, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """gpu, ops, runtime, annotations frames in file order (correlations filled from flows)."""
         gpu = self.gpu.frame(GPU_ORDER)
         runtime = self.runtime.frame(RT_ORDER)
-        self._fill_from_flows(gpu, "gpu", "f", T.GPU_CORRELATION)
-        self._fill_from_flows(runtime, "runtime", "s", T.RT_CORRELATION)
+        self._fill_from_flows(gpu, "gpu", "f", tables.GPU_CORRELATION)
+        self._fill_from_flows(runtime, "runtime", "s", tables.RT_CORRELATION)
         ops = self.ops.frame(OP_ORDER)
         annotations = self.annotations.frame(AN_ORDER)
-        annotations[T.AN_GPU] = annotations[T.AN_GPU].astype(bool)
+        annotations[tables.AN_GPU] = annotations[tables.AN_GPU].astype(bool)
         return gpu, ops, runtime, annotations
 
     def _fill_from_flows(self, table: pd.DataFrame, name: str, phase: str, column: str) -> None:
@@ -318,18 +318,18 @@ def _extra(raw: bytes | None) -> dict | None:
 
 def step_table(annotations: pd.DataFrame) -> pd.DataFrame:
     """ProfilerStep#N ranges on the CPU, one row per step, sorted by start."""
-    cpu = annotations[~annotations[T.AN_GPU]] if len(annotations) else annotations
+    cpu = annotations[~annotations[tables.AN_GPU]] if len(annotations) else annotations
     if len(cpu) == 0:
-        return pd.DataFrame({T.STEP_NUMBER: np.array([], dtype=np.int64), T.STEP_NAME: [],
-                             T.STEP_TS: np.array([]), T.STEP_DUR: np.array([]), T.STEP_END: np.array([])})
-    numbers = cpu[T.AN_NAME].astype(str).str.extract(T.STEP_NAME_RE.pattern, expand=False)
+        return pd.DataFrame({tables.STEP_NUMBER: np.array([], dtype=np.int64), tables.STEP_NAME: [],
+                             tables.STEP_TS: np.array([]), tables.STEP_DUR: np.array([]), tables.STEP_END: np.array([])})
+    numbers = cpu[tables.AN_NAME].astype(str).str.extract(tables.STEP_NAME_RE.pattern, expand=False)
     rows = cpu[numbers.notna()]
     steps = pd.DataFrame({
-        T.STEP_NUMBER: numbers[numbers.notna()].astype(np.int64).to_numpy(),
-        T.STEP_NAME: rows[T.AN_NAME].to_numpy(dtype=object),
-        T.STEP_TS: rows[T.AN_TS].to_numpy(),
-        T.STEP_DUR: rows[T.AN_DUR].to_numpy(),
-        T.STEP_END: rows[T.AN_END].to_numpy(),
+        tables.STEP_NUMBER: numbers[numbers.notna()].astype(np.int64).to_numpy(),
+        tables.STEP_NAME: rows[tables.AN_NAME].to_numpy(dtype=object),
+        tables.STEP_TS: rows[tables.AN_TS].to_numpy(),
+        tables.STEP_DUR: rows[tables.AN_DUR].to_numpy(),
+        tables.STEP_END: rows[tables.AN_END].to_numpy(),
     })
-    steps = steps.drop_duplicates(T.STEP_NUMBER).sort_values(T.STEP_TS, kind="stable")
+    steps = steps.drop_duplicates(tables.STEP_NUMBER).sort_values(tables.STEP_TS, kind="stable")
     return steps.reset_index(drop=True)

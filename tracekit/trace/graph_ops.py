@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 from tracekit.trace.store import OpInputStore
 
@@ -19,7 +19,7 @@ def append_capture_ops(rank: RankTrace, ops: pd.DataFrame, sources: list[RankTra
     base = len(ops)
     for s, rows_map in sorted(wanted.items()):
         src = sources[s]
-        parent = src.ops[T.OP_PARENT].to_numpy()
+        parent = src.ops[tables.OP_PARENT].to_numpy()
         keep = set(rows_map)
         frontier = list(keep)
         while frontier:
@@ -29,12 +29,12 @@ def append_capture_ops(rank: RankTrace, ops: pd.DataFrame, sources: list[RankTra
         rows = np.array(sorted(keep), dtype=np.int64)
         new_row = {int(r): base + k for k, r in enumerate(rows.tolist())}
         part = src.ops.iloc[rows].copy().reset_index(drop=True)
-        for col in (T.OP_TS, T.OP_DUR, T.OP_END):
+        for col in (tables.OP_TS, tables.OP_DUR, tables.OP_END):
             part[col] = np.nan
-        part[T.OP_STEP] = -1
-        part[T.OP_EXTERNAL_ID] = -1
-        part[T.OP_PARENT] = [new_row.get(int(p), -1) for p in parent[rows]]
-        part[T.OP_ORIGIN] = src.path
+        part[tables.OP_STEP] = -1
+        part[tables.OP_EXTERNAL_ID] = -1
+        part[tables.OP_PARENT] = [new_row.get(int(p), -1) for p in parent[rows]]
+        part[tables.OP_ORIGIN] = src.path
         if src.op_input_store is not None:
             decoded = src.op_input_store.decode_rows(rows)
             for col, values in decoded.items():
@@ -53,7 +53,7 @@ def decode_linked(ops: pd.DataFrame, store: OpInputStore | None, rows: np.ndarra
     """Decode the input columns of op `rows` (and their ancestors) the loader left undecoded."""
     if store is None or len(store.starts) != len(ops):
         return
-    parent = ops[T.OP_PARENT].to_numpy()
+    parent = ops[tables.OP_PARENT].to_numpy()
     rows = np.unique(rows[rows >= 0])
     seen = [rows]
     while len(rows):
@@ -61,7 +61,7 @@ def decode_linked(ops: pd.DataFrame, store: OpInputStore | None, rows: np.ndarra
         rows = rows[rows >= 0]
         seen.append(rows)
     rows = np.unique(np.concatenate(seen))
-    dims = ops[T.OP_INPUT_DIMS].to_numpy(dtype=object)
+    dims = ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object)
     rows = rows[[dims[r] is None for r in rows.tolist()]] if len(rows) else rows
     if not len(rows):
         return

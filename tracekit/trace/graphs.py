@@ -6,7 +6,7 @@ the same work in the same order. `join_graphs` aligns each distinct replayed seq
 with the captured launch sequences of the trace itself and of the capture traces given, and copies
 the capture ops (with their ancestors) into the execution rank's ops table. A graph no capture
 explains gets the ops of an eager run of the same kernels in the same trace ("inferred").
-Columns written: gpu T.GPU_GRAPH, T.GPU_GRAPH_MATCH (MATCH_* values), ops T.OP_ORIGIN.
+Columns written: gpu tables.GPU_GRAPH, tables.GPU_GRAPH_MATCH (MATCH_* values), ops tables.OP_ORIGIN.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.align import SeedIndex, align
 from tracekit.trace.graph_ops import append_capture_ops, decode_linked
 from tracekit.trace.model import RankTrace
@@ -72,14 +72,14 @@ class _Graph:
 
 
 def _gpu_tokens(gpu: pd.DataFrame, rows: np.ndarray) -> list[tuple]:
-    cols = [gpu[c].to_numpy()[rows].tolist() for c in (T.GPU_KIND, T.GPU_NAME, *T.GPU_GRID, *T.GPU_BLOCK)]
+    cols = [gpu[c].to_numpy()[rows].tolist() for c in (tables.GPU_KIND, tables.GPU_NAME, *tables.GPU_GRID, *tables.GPU_BLOCK)]
     return list(zip(*cols, strict=True))
 
 
 def _launch_kinds(rank: RankTrace) -> np.ndarray:
     """Runtime kind of each GPU row's launch call ('' when unlinked)."""
-    launch = rank.gpu[T.GPU_LAUNCH].to_numpy()
-    kinds = rank.runtime[T.RT_KIND].to_numpy(dtype=object) if len(rank.runtime) else np.array([], dtype=object)
+    launch = rank.gpu[tables.GPU_LAUNCH].to_numpy()
+    kinds = rank.runtime[tables.RT_KIND].to_numpy(dtype=object) if len(rank.runtime) else np.array([], dtype=object)
     out = np.full(len(launch), "", dtype=object)
     ok = launch >= 0
     out[ok] = kinds[launch[ok]]
@@ -93,8 +93,8 @@ def _graphs(rank: RankTrace, launch_kind: np.ndarray) -> tuple[list[_Graph], np.
     rows = np.flatnonzero(launch_kind == "graph")
     if not len(rows):
         return [], graph_id
-    launch = gpu[T.GPU_LAUNCH].to_numpy()[rows]
-    order = np.lexsort((gpu[T.GPU_TS].to_numpy()[rows], launch))
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()[rows]
+    order = np.lexsort((gpu[tables.GPU_TS].to_numpy()[rows], launch))
     rows, launch = rows[order], launch[order]
     tokens = _gpu_tokens(gpu, rows)
     cuts = np.flatnonzero(np.diff(launch)) + 1
@@ -114,8 +114,8 @@ def _graphs(rank: RankTrace, launch_kind: np.ndarray) -> tuple[list[_Graph], np.
 def _raw_dims(rank: RankTrace, rows: np.ndarray) -> list[bytes]:
     store = rank.op_input_store
     if store is not None and len(store.starts) == len(rank.ops):
-        return store.raw_values(rows, T.OP_INPUT_DIMS)
-    values = rank.ops[T.OP_INPUT_DIMS].to_numpy(dtype=object)[rows]
+        return store.raw_values(rows, tables.OP_INPUT_DIMS)
+    values = rank.ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object)[rows]
     return [msgspec.json.encode(v) for v in values]
 
 
@@ -123,9 +123,9 @@ def _launch_keys(rank: RankTrace, launches: np.ndarray) -> list[tuple | None]:
     """(op name, its input dims as recorded, position of the launch within the op call) per launch:
     equal keys in eager work and in a capture mean the same kernel launch."""
     rt = rank.runtime
-    op = rt[T.RT_OP].to_numpy()[launches]
+    op = rt[tables.RT_OP].to_numpy()[launches]
     ordinal = pd.Series(op).groupby(op).cumcount().to_numpy()
-    names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
+    names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     has_op = op >= 0
     dims = dict(zip(np.unique(op[has_op]).tolist(), _raw_dims(rank, np.unique(op[has_op])), strict=True))
     return [(names[o], dims[o], int(k)) if o >= 0 else None
@@ -138,10 +138,10 @@ def _scan(source: int, rank: RankTrace, evidence: dict) -> list[_Captured]:
     rt, gpu = rank.runtime, rank.gpu
     if not len(rt):
         return []
-    kind = rt[T.RT_KIND].to_numpy(dtype=object)
+    kind = rt[tables.RT_KIND].to_numpy(dtype=object)
     work = np.isin(kind, WORK_KINDS)
-    corr = rt[T.RT_CORRELATION].to_numpy()
-    linked = gpu[T.GPU_LAUNCH].to_numpy() if len(gpu) else np.array([], dtype=np.int64)
+    corr = rt[tables.RT_CORRELATION].to_numpy()
+    linked = gpu[tables.GPU_LAUNCH].to_numpy() if len(gpu) else np.array([], dtype=np.int64)
     first_gpu = np.full(len(rt), -1, dtype=np.int64)
     ok = linked >= 0
     first_gpu[linked[ok][::-1]] = np.flatnonzero(ok)[::-1]
@@ -149,7 +149,7 @@ def _scan(source: int, rank: RankTrace, evidence: dict) -> list[_Captured]:
     captured = work & (first_gpu < 0) & (corr >= 0)
     if not captured.any():
         return []
-    marker = rt[T.RT_NAME].astype(str).str.contains(CAPTURE_MARKERS).to_numpy()
+    marker = rt[tables.RT_NAME].astype(str).str.contains(CAPTURE_MARKERS).to_numpy()
     cut = eager | marker | np.isin(kind, ("sync", "graph"))
     segment = np.cumsum(cut)
     launches = np.flatnonzero(work)
@@ -161,8 +161,8 @@ def _scan(source: int, rank: RankTrace, evidence: dict) -> list[_Captured]:
             evidence.setdefault(key_of[r], tok)
     out = []
     crow = np.flatnonzero(captured)
-    ops = rt[T.RT_OP].to_numpy()
-    op_names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
+    ops = rt[tables.RT_OP].to_numpy()
+    op_names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     gemm = np.array([o >= 0 and bool(GEMM_OP.match(str(op_names[o]))) for o in ops[crow].tolist()])
     coarse = np.empty(len(rt), dtype=object)
     coarse[crow] = [_coarse(k, g) for k, g in zip(kind[crow].tolist(), gemm.tolist(), strict=True)]
@@ -229,12 +229,12 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     `captures`) or an eager run of the same kernels explains it; one note per capture not joined.
     own_capture=False ignores captures recorded in `rank` itself (to measure the inferred path)."""
     gpu, ops = rank.gpu, rank.ops  # fresh from the loader: columns are added in place
-    ops[T.OP_ORIGIN] = ""
+    ops[tables.OP_ORIGIN] = ""
     match = np.full(len(gpu), "", dtype=object)
-    replays = len(rank.runtime) > 0 and bool((rank.runtime[T.RT_KIND] == "graph").any())
+    replays = len(rank.runtime) > 0 and bool((rank.runtime[tables.RT_KIND] == "graph").any())
     graphs, graph_id = _graphs(rank, _launch_kinds(rank)) if replays else ([], np.full(len(gpu), -1))
-    gpu[T.GPU_GRAPH] = graph_id
-    gpu[T.GPU_GRAPH_MATCH] = match
+    gpu[tables.GPU_GRAPH] = graph_id
+    gpu[tables.GPU_GRAPH_MATCH] = match
     if not graphs:
         notes = tuple(f"{c.path}: capture trace not joined: {Path(rank.path).name} replays no "
                       "CUDA/HIP graph" for c in captures)
@@ -246,7 +246,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     by_kinds: dict[tuple, list[_Captured]] = {}
     for c in captured:
         by_kinds.setdefault(c.kinds, []).append(c)
-    op_col = gpu[T.GPU_OP].to_numpy().copy()
+    op_col = gpu[tables.GPU_OP].to_numpy().copy()
     wanted: dict[int, dict[int, int]] = {}  # source -> its op row -> row in `ops` (filled below)
     assigned: list[tuple[np.ndarray, np.ndarray, int, str]] = []  # gpu rows, source op rows, source, how
     used_sources: set[int] = set()
@@ -274,8 +274,8 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
         mapped = np.array([wanted[source][o] for o in src_ops.tolist()]) if source else src_ops
         op_col[rows] = np.tile(mapped, len(rows) // max(len(mapped), 1))
         match[rows] = how
-    gpu[T.GPU_OP] = op_col
-    gpu[T.GPU_GRAPH_MATCH] = match
+    gpu[tables.GPU_OP] = op_col
+    gpu[tables.GPU_GRAPH_MATCH] = match
     decode_linked(ops, store, op_col[match != ""])
     notes = tuple(_not_joined(s, cap, rank, captured, graphs) for s, cap in enumerate(captures, start=1)
                   if s not in used_sources)
@@ -310,11 +310,11 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
     eager = np.flatnonzero((launch_kind != "graph") & (launch_kind != ""))
     if not len(eager):
         return
-    eager = eager[np.lexsort((gpu[T.GPU_TS].to_numpy()[eager], gpu[T.GPU_STREAM].to_numpy()[eager]))]
+    eager = eager[np.lexsort((gpu[tables.GPU_TS].to_numpy()[eager], gpu[tables.GPU_STREAM].to_numpy()[eager]))]
     tokens = _gpu_tokens(gpu, eager)
     kinds = [_kernel_kind(t[0], t[1]) for t in tokens]
     index = SeedIndex(tokens)
-    eager_op = gpu[T.GPU_OP].to_numpy()[eager]
+    eager_op = gpu[tables.GPU_OP].to_numpy()[eager]
     for g in graphs:
         win = index.window(g.tokens)
         if win is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 
 
 def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +50,7 @@ def busy_in_windows(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np
 def intervals(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of a table's events in µs after the trace origin (exact to the ns: the loader
     parses timestamps exactly and stores them relative to `meta.origin_us`). Every event table of
-    a RankTrace names these columns alike (T.GPU_TS == T.OP_TS == ... == "ts")."""
+    a RankTrace names these columns alike (tables.GPU_TS == tables.OP_TS == ... == "ts")."""
     if len(table) == 0:
         return np.empty(0), np.empty(0)
-    return table[T.GPU_TS].to_numpy(dtype=float), table[T.GPU_END].to_numpy(dtype=float)
+    return table[tables.GPU_TS].to_numpy(dtype=float), table[tables.GPU_END].to_numpy(dtype=float)

@@ -17,8 +17,7 @@ import pandas as pd
 
 from tracekit.errors import TraceFormatError
 from tracekit.terminal import visible
-from tracekit.trace import build, files, graphs, link
-from tracekit.trace import tables as T
+from tracekit.trace import build, files, graphs, link, tables
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
 from tracekit.trace.store import OpInputStore
@@ -152,28 +151,28 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
         raise TraceFormatError(f"{path}: not a PyTorch profiler trace (no GPU activity, CPU ops, "
                                "runtime calls or annotations)")
 
-    ops, op_order = _sorted(ops, T.OP_TS, T.OP_DUR)
+    ops, op_order = _sorted(ops, tables.OP_TS, tables.OP_DUR)
     builder.inputs.seal(op_order)
-    runtime, _ = _sorted(runtime, T.RT_TS, T.RT_DUR)
-    gpu, _ = _sorted(gpu, T.GPU_TS, T.GPU_DUR)
-    annotations, _ = _sorted(annotations, T.AN_TS, T.AN_DUR)
+    runtime, _ = _sorted(runtime, tables.RT_TS, tables.RT_DUR)
+    gpu, _ = _sorted(gpu, tables.GPU_TS, tables.GPU_DUR)
+    annotations, _ = _sorted(annotations, tables.AN_TS, tables.AN_DUR)
     steps = build.step_table(annotations)
 
     depth, parent = link.nest_ops(ops)
-    ops[T.OP_DEPTH] = depth
-    ops[T.OP_PARENT] = parent
-    ops[T.OP_STEP] = link.step_of(ops[T.OP_TS].to_numpy(), steps)
-    runtime[T.RT_OP] = link.issuing_ops(runtime, ops)
-    runtime[T.RT_STEP] = link.step_of(runtime[T.RT_TS].to_numpy(), steps)
-    annotations[T.AN_STEP] = link.step_of(annotations[T.AN_TS].to_numpy(), steps)
+    ops[tables.OP_DEPTH] = depth
+    ops[tables.OP_PARENT] = parent
+    ops[tables.OP_STEP] = link.step_of(ops[tables.OP_TS].to_numpy(), steps)
+    runtime[tables.RT_OP] = link.issuing_ops(runtime, ops)
+    runtime[tables.RT_STEP] = link.step_of(runtime[tables.RT_TS].to_numpy(), steps)
+    annotations[tables.AN_STEP] = link.step_of(annotations[tables.AN_TS].to_numpy(), steps)
 
     launch = link.link_launches(gpu, runtime)
-    gpu[T.GPU_LAUNCH] = launch
+    gpu[tables.GPU_LAUNCH] = launch
     linked = launch >= 0
     safe = np.maximum(launch, 0)
-    gpu[T.GPU_OP] = np.where(linked, runtime[T.RT_OP].to_numpy()[safe] if len(runtime) else -1, -1)
-    step_by_time = link.step_of(gpu[T.GPU_TS].to_numpy(), steps)
-    gpu[T.GPU_STEP] = np.where(linked, runtime[T.RT_STEP].to_numpy()[safe] if len(runtime) else -1,
+    gpu[tables.GPU_OP] = np.where(linked, runtime[tables.RT_OP].to_numpy()[safe] if len(runtime) else -1, -1)
+    step_by_time = link.step_of(gpu[tables.GPU_TS].to_numpy(), steps)
+    gpu[tables.GPU_STEP] = np.where(linked, runtime[tables.RT_STEP].to_numpy()[safe] if len(runtime) else -1,
                                step_by_time)
 
     _decode_inputs(ops, builder.inputs, _ops_to_decode(ops, gpu))
@@ -207,9 +206,9 @@ def _ops_to_decode(ops: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
     (all ops of a CPU-only trace)."""
     if len(gpu) == 0:
         return np.arange(len(ops))
-    rows = np.unique(gpu[T.GPU_OP].to_numpy())
+    rows = np.unique(gpu[tables.GPU_OP].to_numpy())
     rows = rows[rows >= 0]
-    parent = ops[T.OP_PARENT].to_numpy()
+    parent = ops[tables.OP_PARENT].to_numpy()
     seen = [rows]
     while len(rows):
         rows = np.unique(parent[rows])
@@ -316,7 +315,7 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
     props = _device_properties(top.get("deviceProperties"), ignored)
     device_id = None
     if len(gpu):
-        devices = gpu[T.GPU_DEVICE]
+        devices = gpu[tables.GPU_DEVICE]
         devices = devices[devices >= 0]
         if len(devices):
             device_id = int(devices.mode().iat[0])
@@ -324,10 +323,10 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
     if match is None and props and (device_id is None or len(props) == 1):
         match = props[0]
     rocm = (top.get("hip_runtime_version") is not None or top.get("roctracer_version") is not None
-            or (len(runtime) > 0 and runtime[T.RT_NAME].str.startswith("hip").any()))
+            or (len(runtime) > 0 and runtime[tables.RT_NAME].str.startswith("hip").any()))
     platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
     info = _bounded(top.get("distributedInfo"))
-    tk = _bounded(top.get(T.TRACEKIT_KEY))
+    tk = _bounded(top.get(tables.TRACEKIT_KEY))
     versions = {k: _bounded(top[k]) for k in _VERSION_KEYS if top.get(k) is not None}
     base = top.get("baseTimeNanoseconds")
     return TraceMeta(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.store import OpInputStore
 
 
@@ -58,18 +58,18 @@ class RankTrace:
         decodes them up front only for ops that issued GPU work and their ancestors)."""
         if self.op_input_store is not None:
             return self.op_input_store.row(row)
-        cols = (T.OP_INPUT_DIMS, T.OP_INPUT_TYPES, T.OP_INPUT_STRIDES, T.OP_CONCRETE_INPUTS)
+        cols = (tables.OP_INPUT_DIMS, tables.OP_INPUT_TYPES, tables.OP_INPUT_STRIDES, tables.OP_CONCRETE_INPUTS)
         return {col: self.ops[col].iat[row] for col in cols}
 
     @property
     def kernels(self) -> pd.DataFrame:
         """GPU kernel rows only (memcpy and memset excluded)."""
-        return self.gpu[self.gpu[T.GPU_KIND] == T.KIND_KERNEL]
+        return self.gpu[self.gpu[tables.GPU_KIND] == tables.KIND_KERNEL]
 
     @property
     def launches(self) -> pd.DataFrame:
         """Runtime/driver calls that put work on the GPU (kernel, memcpy, memset, graph launches)."""
-        return self.runtime[self.runtime[T.RT_KIND].isin(T.LAUNCH_KINDS)]
+        return self.runtime[self.runtime[tables.RT_KIND].isin(tables.LAUNCH_KINDS)]
 
     @property
     def has_gpu(self) -> bool:

@@ -7,9 +7,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 
-INPUT_COLUMNS = (T.OP_INPUT_DIMS, T.OP_INPUT_TYPES, T.OP_INPUT_STRIDES, T.OP_CONCRETE_INPUTS)
+INPUT_COLUMNS = (tables.OP_INPUT_DIMS, tables.OP_INPUT_TYPES, tables.OP_INPUT_STRIDES, tables.OP_CONCRETE_INPUTS)
 _DECODER = msgspec.json.Decoder()
 MAX_DIM = 1 << 48  # a tensor size or stride beyond this is not a recorded shape
 MAX_NDIM = 64
@@ -36,10 +36,10 @@ def _concrete_arg(value: Any) -> bool:
 
 # column -> test of one argument's value; a recorded list with any argument failing it is ignored
 VALID_ARG = {
-    T.OP_INPUT_DIMS: _shape_arg,
-    T.OP_INPUT_STRIDES: _shape_arg,
-    T.OP_INPUT_TYPES: lambda v: isinstance(v, str),
-    T.OP_CONCRETE_INPUTS: _concrete_arg,
+    tables.OP_INPUT_DIMS: _shape_arg,
+    tables.OP_INPUT_STRIDES: _shape_arg,
+    tables.OP_INPUT_TYPES: lambda v: isinstance(v, str),
+    tables.OP_CONCRETE_INPUTS: _concrete_arg,
 }
 
 

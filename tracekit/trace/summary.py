@@ -6,23 +6,23 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_time_us
 from tracekit.trace.model import RankTrace, Trace
 
 
 def own_ops(rank: RankTrace) -> int:
     """CPU ops recorded in the rank's own file (not those copied from a graph capture trace)."""
-    if T.OP_ORIGIN in rank.ops:
-        return int((rank.ops[T.OP_ORIGIN] == "").sum())
+    if tables.OP_ORIGIN in rank.ops:
+        return int((rank.ops[tables.OP_ORIGIN] == "").sum())
     return len(rank.ops)
 
 
 def span_us(rank: RankTrace) -> float:
     """Wall time covered by the rank's CPU and GPU events (first start to last end)."""
     starts, ends = [], []
-    for table, ts, end in ((rank.gpu, T.GPU_TS, T.GPU_END), (rank.ops, T.OP_TS, T.OP_END),
-                           (rank.runtime, T.RT_TS, T.RT_END), (rank.annotations, T.AN_TS, T.AN_END)):
+    for table, ts, end in ((rank.gpu, tables.GPU_TS, tables.GPU_END), (rank.ops, tables.OP_TS, tables.OP_END),
+                           (rank.runtime, tables.RT_TS, tables.RT_END), (rank.annotations, tables.AN_TS, tables.AN_END)):
         if len(table):
             starts.append(table[ts].min())
             ends.append(table[end].max())
@@ -55,12 +55,12 @@ class RankSummary:
 def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
     """One rank's summary; busy time is the union of all GPU activity intervals."""
     gpu = rank.gpu
-    kinds = gpu[T.GPU_KIND]
-    kernels = gpu[kinds == T.KIND_KERNEL]
-    busy = busy_time_us(gpu[T.GPU_TS].to_numpy(), gpu[T.GPU_END].to_numpy())
-    grouped = kernels.groupby(T.GPU_NAME, sort=False)[T.GPU_DUR].agg(["count", "sum"])
+    kinds = gpu[tables.GPU_KIND]
+    kernels = gpu[kinds == tables.KIND_KERNEL]
+    busy = busy_time_us(gpu[tables.GPU_TS].to_numpy(), gpu[tables.GPU_END].to_numpy())
+    grouped = kernels.groupby(tables.GPU_NAME, sort=False)[tables.GPU_DUR].agg(["count", "sum"])
     grouped = grouped.sort_values("sum", ascending=False).head(top)
-    total = float(kernels[T.GPU_DUR].sum()) or 1.0
+    total = float(kernels[tables.GPU_DUR].sum()) or 1.0
     top_table = pd.DataFrame({"name": grouped.index.to_numpy(dtype=object),
                               "count": grouped["count"].to_numpy(),
                               "time_us": grouped["sum"].to_numpy(),
@@ -68,10 +68,10 @@ def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
     return RankSummary(
         rank=rank.rank, path=rank.path, device=rank.meta.device_name, platform=rank.meta.platform,
         events=int(sum(rank.counts.values())), kernels=len(kernels),
-        memcpy=int((kinds == T.KIND_MEMCPY).sum()), memset=int((kinds == T.KIND_MEMSET).sum()),
+        memcpy=int((kinds == tables.KIND_MEMCPY).sum()), memset=int((kinds == tables.KIND_MEMSET).sum()),
         cpu_ops=own_ops(rank), launches=len(rank.launches),
-        kernels_linked_to_launch=int((kernels[T.GPU_LAUNCH] >= 0).sum()),
-        kernels_linked_to_op=int((kernels[T.GPU_OP] >= 0).sum()),
+        kernels_linked_to_launch=int((kernels[tables.GPU_LAUNCH] >= 0).sum()),
+        kernels_linked_to_op=int((kernels[tables.GPU_OP] >= 0).sum()),
         gpu_busy_us=busy, span_us=span_us(rank), steps=len(rank.steps), skipped=rank.skipped,
         top_kernels=top_table)
 

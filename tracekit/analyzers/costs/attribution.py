@@ -20,7 +20,7 @@ from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
 from tracekit.analyzers.kernels import CLASS, KernelClassification
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 # --- columns of KernelCosts.table (aligned with RankTrace.gpu row positions) --------------------
@@ -101,11 +101,11 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
     op_name = np.full(n, None, dtype=object)
     shapes = np.full(n, None, dtype=object)
 
-    kind = gpu[T.GPU_KIND].to_numpy()
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    op = gpu[T.GPU_OP].to_numpy()
-    transfer = kind != T.KIND_KERNEL
-    recorded = gpu[T.GPU_BYTES].to_numpy()
+    kind = gpu[tables.GPU_KIND].to_numpy()
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    op = gpu[tables.GPU_OP].to_numpy()
+    transfer = kind != tables.KIND_KERNEL
+    recorded = gpu[tables.GPU_BYTES].to_numpy()
     flops[transfer] = 0.0
     nbytes[transfer] = np.where(recorded[transfer] >= 0, recorded[transfer], np.nan)
     role[transfer] = ROLE_TRANSFER
@@ -117,9 +117,9 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
     unmodeled: dict[str, float] = {}
     if linked.any():
         rows = np.unique(op[linked])
-        names = ops[T.OP_NAME].to_numpy()[rows]
+        names = ops[tables.OP_NAME].to_numpy()[rows]
         info = _op_info(ops, rows, names, costs, _triton_arg_names(rank))
-        op_name[linked] = ops[T.OP_NAME].to_numpy()[op[linked]]
+        op_name[linked] = ops[tables.OP_NAME].to_numpy()[op[linked]]
         by_row = np.full(len(ops), None, dtype=object)  # tuples stay elements (a list would not)
         for r, value in info.items():
             by_row[r] = value
@@ -135,7 +135,7 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
 
     _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
     cls = _classes(classification, n)
-    _assign(costs, op, dur, kind, cls, gpu[T.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
+    _assign(costs, op, dur, kind, cls, gpu[tables.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
             calls=_op_calls(gpu, op, len(ops)))
 
     table = pd.DataFrame({FLOPS: flops, BYTES: nbytes, **{
@@ -163,13 +163,13 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
     """Bytes of memcpy rows that have none recorded, from the copying op's source tensor."""
     if not rows.any():
         return
-    names = ops[T.OP_NAME].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy()
     for i in np.flatnonzero(rows):
         r = op[i]
         pos = TRANSFER_SOURCE_ARG.get(names[r])
         if pos is None:
             continue
-        src = OpArgs.of(ops[T.OP_INPUT_DIMS].iat[r], ops[T.OP_INPUT_TYPES].iat[r]).tensor(pos)
+        src = OpArgs.of(ops[tables.OP_INPUT_DIMS].iat[r], ops[tables.OP_INPUT_TYPES].iat[r]).tensor(pos)
         if src is not None:
             nbytes[i] = src.nbytes
 
@@ -177,22 +177,22 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
 def _triton_arg_names(rank: RankTrace) -> list[Any]:
     """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
     (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
-    table = (rank.meta.tracekit or {}).get(T.TRITON_TABLE_KEY)
+    table = (rank.meta.tracekit or {}).get(tables.TRITON_TABLE_KEY)
     if not isinstance(table, list):
         return []
-    return [k.get(T.ARG_NAMES_KEY) if isinstance(k, dict) else None for k in table]
+    return [k.get(tables.ARG_NAMES_KEY) if isinstance(k, dict) else None for k in table]
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
              costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, Shapes | None]:
     """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
-    dims = ops[T.OP_INPUT_DIMS].to_numpy()
-    types = ops[T.OP_INPUT_TYPES].to_numpy()
-    strides = ops[T.OP_INPUT_STRIDES].to_numpy()
-    concrete = ops[T.OP_CONCRETE_INPUTS].to_numpy()
-    extra = ops[T.OP_EXTRA].to_numpy()
-    parents = ops[T.OP_PARENT].to_numpy()
-    all_names = ops[T.OP_NAME].to_numpy()
+    dims = ops[tables.OP_INPUT_DIMS].to_numpy()
+    types = ops[tables.OP_INPUT_TYPES].to_numpy()
+    strides = ops[tables.OP_INPUT_STRIDES].to_numpy()
+    concrete = ops[tables.OP_CONCRETE_INPUTS].to_numpy()
+    extra = ops[tables.OP_EXTRA].to_numpy()
+    parents = ops[tables.OP_PARENT].to_numpy()
+    all_names = ops[tables.OP_NAME].to_numpy()
     cache: dict[bytes, tuple[OpCost, str] | None] = {}
     shapes: dict[int, Shapes | None] = {}
     by_dims: dict[bytes, Shapes | None] = {}
@@ -210,13 +210,13 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
                 costs[r] = (cost, SOURCE_MODEL)
                 continue
         ex: dict[str, Any] | None = extra[r] if isinstance(extra[r], dict) else None
-        user = ex.get(T.USER_TRITON_KEY) if ex else None
-        if ex and isinstance(user, int) and 0 < user <= len(arg_names) and T.ARG_NAMES_KEY not in ex:
-            ex = {**ex, T.ARG_NAMES_KEY: arg_names[user - 1]}
+        user = ex.get(tables.USER_TRITON_KEY) if ex else None
+        if ex and isinstance(user, int) and 0 < user <= len(arg_names) and tables.ARG_NAMES_KEY not in ex:
+            ex = {**ex, tables.ARG_NAMES_KEY: arg_names[user - 1]}
         if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
             continue
         key = encode((name, dkey, types[r], strides[r], concrete[r],
-                      ex.get(T.ARG_NAMES_KEY) if ex else None))
+                      ex.get(tables.ARG_NAMES_KEY) if ex else None))
         if key not in cache:
             cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
             cache[key] = None if cost is None else (cost, _source(name, ex))
@@ -232,9 +232,9 @@ def _model(name: str) -> object:
 
 
 def _source(name: str, extra: dict | None) -> str:
-    if extra and extra.get(T.USER_TRITON_KEY):
+    if extra and extra.get(tables.USER_TRITON_KEY):
         return SOURCE_TRITON
-    if name.startswith("triton_") or (extra and extra.get(T.KERNEL_BACKEND_KEY) == "triton"):
+    if name.startswith("triton_") or (extra and extra.get(tables.KERNEL_BACKEND_KEY) == "triton"):
         return SOURCE_INDUCTOR
     return SOURCE_MODEL
 
@@ -248,13 +248,13 @@ def _classes(classification: KernelClassification | None, n: int) -> np.ndarray:
 def _op_calls(gpu: pd.DataFrame, op: np.ndarray, n_ops: int) -> np.ndarray:
     """One id per op call: the op row, except that a graph-replayed kernel's op (captured once,
     run at every replay) makes one call per graph launch."""
-    if T.GPU_GRAPH not in gpu:
+    if tables.GPU_GRAPH not in gpu:
         return op
-    replayed = (gpu[T.GPU_GRAPH].to_numpy() >= 0) & (op >= 0)
+    replayed = (gpu[tables.GPU_GRAPH].to_numpy() >= 0) & (op >= 0)
     if not replayed.any():
         return op
     calls = op.copy()
-    pairs = pd.MultiIndex.from_arrays([op[replayed], gpu[T.GPU_LAUNCH].to_numpy()[replayed]])
+    pairs = pd.MultiIndex.from_arrays([op[replayed], gpu[tables.GPU_LAUNCH].to_numpy()[replayed]])
     calls[replayed] = n_ops + pd.factorize(pairs)[0]
     return calls
 
@@ -266,7 +266,7 @@ def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarra
     """Give each costed op call's cost to its working kernel(s); the rest become helpers.
     `calls` tells op calls apart where one op row runs several times (graph replays)."""
     keys = np.fromiter(costs, dtype=np.int64, count=len(costs))
-    idx = np.flatnonzero((kind == T.KIND_KERNEL) & np.isin(op, keys))
+    idx = np.flatnonzero((kind == tables.KIND_KERNEL) & np.isin(op, keys))
     if not len(idx):
         return
     order = np.argsort(keys)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import names as N
 from tracekit.analyzers.idle import dataloader_rows
+from tracekit.analyzers.names import matches
 from tracekit.analyzers.windows import StepWindows
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
 from tracekit.trace.model import RankTrace
 
@@ -73,15 +73,15 @@ class StepsOf:
         """From step windows (ProfilerSteps, inferred repeats or the one pseudo-step -1), or from
         the loader's ProfilerStep columns when no windows are given."""
         if windows is None:
-            return cls(rank.gpu[T.GPU_STEP].to_numpy(), rank.runtime[T.RT_STEP].to_numpy(),
-                       rank.ops[T.OP_STEP].to_numpy(), rank.annotations[T.AN_STEP].to_numpy())
+            return cls(rank.gpu[tables.GPU_STEP].to_numpy(), rank.runtime[tables.RT_STEP].to_numpy(),
+                       rank.ops[tables.OP_STEP].to_numpy(), rank.annotations[tables.AN_STEP].to_numpy())
         return cls(windows.step_numbers(windows.gpu_pos), windows.step_numbers(windows.rt_pos),
                    windows.step_numbers(windows.op_pos), windows.step_numbers(windows.an_pos))
 
 
 def _ancestor_names(ops: pd.DataFrame, row: int) -> list[str]:
-    names = ops[T.OP_NAME].to_numpy(dtype=object)
-    parent = ops[T.OP_PARENT].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    parent = ops[tables.OP_PARENT].to_numpy()
     out: list[str] = []
     p = row
     while p >= 0 and len(out) <= ORIGIN_DEPTH:
@@ -108,50 +108,50 @@ def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     cols = [SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE]
     if not len(rt):
         return pd.DataFrame(columns=cols)
-    is_sync = rt[T.RT_KIND].isin(T.SYNC_KINDS).to_numpy()
+    is_sync = rt[tables.RT_KIND].isin(tables.SYNC_KINDS).to_numpy()
     sync = rt[is_sync]
     if not len(sync):
         return pd.DataFrame(columns=cols)
-    starts = np.sort(gpu[T.GPU_TS].to_numpy(dtype=float))
-    ends = sync[T.RT_END].to_numpy(dtype=float)
+    starts = np.sort(gpu[tables.GPU_TS].to_numpy(dtype=float))
+    ends = sync[tables.RT_END].to_numpy(dtype=float)
     nxt = np.searchsorted(starts, ends, side="left")
     has_next = nxt < len(starts)
     following = starts[np.minimum(nxt, len(starts) - 1)] if len(starts) else ends
     bubble = np.where(has_next, following - ends, 0.0)
     # GPU work still running at the call's end (another stream) means no bubble
-    s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
+    s_all, e_all = merge_intervals(gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float))
     busy_after = busy_in_windows(s_all, e_all, ends, ends + np.maximum(bubble, 0.0))
     bubble = np.maximum(bubble - busy_after, 0.0)
-    pageable_ops = set(_pageable_h2d(gpu, rt, steps.gpu)[T.RT_OP].tolist()) - {-1}
-    op_rows = sync[T.RT_OP].to_numpy()
+    pageable_ops = set(_pageable_h2d(gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
+    op_rows = sync[tables.RT_OP].to_numpy()
     return pd.DataFrame({
-        SY_STEP: steps.runtime[is_sync], SY_API: sync[T.RT_NAME].to_numpy(dtype=object),
+        SY_STEP: steps.runtime[is_sync], SY_API: sync[tables.RT_NAME].to_numpy(dtype=object),
         SY_ORIGIN: [_origin(ops, int(r)) for r in op_rows],
-        SY_WAIT_US: sync[T.RT_DUR].to_numpy(dtype=float), SY_BUBBLE_US: bubble,
+        SY_WAIT_US: sync[tables.RT_DUR].to_numpy(dtype=float), SY_BUBBLE_US: bubble,
         SY_PAGEABLE: [int(r) in pageable_ops for r in op_rows],
     })
 
 
 def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) -> pd.DataFrame:
     """Launch rows (runtime) of pageable host-to-device copies, with the GPU row's fields."""
-    keep = (gpu[T.GPU_KIND] == T.KIND_MEMCPY).to_numpy() & N.matches(gpu[T.GPU_NAME], PAGEABLE_H2D)
+    keep = (gpu[tables.GPU_KIND] == tables.KIND_MEMCPY).to_numpy() & matches(gpu[tables.GPU_NAME], PAGEABLE_H2D)
     sel = gpu[keep]
-    launch = sel[T.GPU_LAUNCH].to_numpy()
+    launch = sel[tables.GPU_LAUNCH].to_numpy()
     linked = launch >= 0
     call = np.full(len(sel), np.nan)
     op = np.full(len(sel), -1)
     if len(rt) and linked.any():
-        call[linked] = rt[T.RT_DUR].to_numpy(dtype=float)[launch[linked]]
-        op[linked] = rt[T.RT_OP].to_numpy()[launch[linked]]
-    return pd.DataFrame({CP_STEP: gpu_steps[keep], CP_BYTES: sel[T.GPU_BYTES].to_numpy(),
-                         CP_COPY_US: sel[T.GPU_DUR].to_numpy(dtype=float), CP_CALL_US: call,
-                         T.RT_OP: op})
+        call[linked] = rt[tables.RT_DUR].to_numpy(dtype=float)[launch[linked]]
+        op[linked] = rt[tables.RT_OP].to_numpy()[launch[linked]]
+    return pd.DataFrame({CP_STEP: gpu_steps[keep], CP_BYTES: sel[tables.GPU_BYTES].to_numpy(),
+                         CP_COPY_US: sel[tables.GPU_DUR].to_numpy(dtype=float), CP_CALL_US: call,
+                         tables.RT_OP: op})
 
 
 def find_copies(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
     steps = steps or StepsOf.of(rank)
-    return _pageable_h2d(rank.gpu, rank.runtime, steps.gpu).drop(columns=[T.RT_OP])
+    return _pageable_h2d(rank.gpu, rank.runtime, steps.gpu).drop(columns=[tables.RT_OP])
 
 
 def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
@@ -165,21 +165,21 @@ def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFra
     in_ops, in_an = dataloader_rows(rank)
     if len(ops):
         sel = in_ops
-        names.append(ops[T.OP_NAME].to_numpy(dtype=object)[sel])
-        ts.append(ops[T.OP_TS].to_numpy(dtype=float)[sel])
-        end.append(ops[T.OP_END].to_numpy(dtype=float)[sel])
+        names.append(ops[tables.OP_NAME].to_numpy(dtype=object)[sel])
+        ts.append(ops[tables.OP_TS].to_numpy(dtype=float)[sel])
+        end.append(ops[tables.OP_END].to_numpy(dtype=float)[sel])
         step.append(steps.ops[sel])
     if len(an):
         sel = in_an
-        names.append(an[T.AN_NAME].to_numpy(dtype=object)[sel])
-        ts.append(an[T.AN_TS].to_numpy(dtype=float)[sel])
-        end.append(an[T.AN_END].to_numpy(dtype=float)[sel])
+        names.append(an[tables.AN_NAME].to_numpy(dtype=object)[sel])
+        ts.append(an[tables.AN_TS].to_numpy(dtype=float)[sel])
+        end.append(an[tables.AN_END].to_numpy(dtype=float)[sel])
         step.append(steps.annotations[sel])
     if not names or not sum(len(x) for x in names):
         return pd.DataFrame(columns=cols)
     dl = pd.DataFrame({"name": np.concatenate(names), "ts": np.concatenate(ts), "end": np.concatenate(end),
                        "step": np.concatenate(step)})
-    s_all, e_all = merge_intervals(gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float))
+    s_all, e_all = merge_intervals(gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float))
     rows = []
     for st, g in dl.groupby("step", sort=True):
         w0, w1 = merge_intervals(g["ts"].to_numpy(dtype=float), g["end"].to_numpy(dtype=float))
@@ -200,9 +200,9 @@ def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None
     if not is_comm.any():
         return pd.DataFrame(columns=cols)
     is_compute = ~np.isin(classes, NON_COMPUTE)
-    ts, end = gpu[T.GPU_TS].to_numpy(dtype=float), gpu[T.GPU_END].to_numpy(dtype=float)
+    ts, end = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
     step = steps.gpu
-    names = gpu[T.GPU_NAME].to_numpy(dtype=object)
+    names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
     rows = []
     for s in np.unique(step[is_comm]).tolist():
         c = is_comm & (step == s)

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs import attribution as C
+from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})
@@ -75,8 +75,8 @@ class _Inputs:
     """Recorded tensor inputs of op rows, decoded on demand and cached."""
 
     def __init__(self, ops: pd.DataFrame):
-        self.dims = ops[T.OP_INPUT_DIMS].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
-        self.types = ops[T.OP_INPUT_TYPES].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+        self.dims = ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+        self.types = ops[tables.OP_INPUT_TYPES].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
         self.cache: dict[int, list[tuple[tuple[int, ...], str]] | None] = {}
 
     def __call__(self, row: int) -> list[tuple[tuple[int, ...], str]] | None:
@@ -107,24 +107,24 @@ def _stream_order(rank: RankTrace, kernels_only: bool = True, rows: np.ndarray |
     """Kernel (or every GPU activity) row positions ordered by (stream, start); only `rows` (bool per
     GPU row: the headline steps' activities) when given, else those inside ProfilerSteps."""
     gpu = rank.gpu
-    keep = gpu[T.GPU_KIND].to_numpy(dtype=object) == T.KIND_KERNEL
+    keep = gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL
     if not kernels_only:
         keep = np.ones(len(gpu), dtype=bool)
     if rows is not None:
         keep &= rows
     elif len(rank.steps):
-        keep &= np.isin(gpu[T.GPU_STEP].to_numpy(), rank.steps[T.STEP_NUMBER].to_numpy())
+        keep &= np.isin(gpu[tables.GPU_STEP].to_numpy(), rank.steps[tables.STEP_NUMBER].to_numpy())
     kernels = np.flatnonzero(keep)
     if not len(kernels):
         return kernels
-    stream = gpu[T.GPU_STREAM].to_numpy()[kernels]
-    ts = gpu[T.GPU_TS].to_numpy(dtype=float)[kernels]
+    stream = gpu[tables.GPU_STREAM].to_numpy()[kernels]
+    ts = gpu[tables.GPU_TS].to_numpy(dtype=float)[kernels]
     return kernels[np.lexsort((ts, stream))]
 
 
 def _excluded_ops(ops: pd.DataFrame, rows: set[int]) -> set[int]:
-    names = ops[T.OP_NAME].to_numpy(dtype=object)
-    parent = ops[T.OP_PARENT].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    parent = ops[tables.OP_PARENT].to_numpy()
     out = set()
     for r in rows:
         p, depth = r, 0
@@ -141,14 +141,14 @@ def _fmt_shape(shape: tuple[int, ...]) -> str:
 
 
 def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
-                costs: C.KernelCosts | None, skip: np.ndarray | None = None,
+                costs: attribution.KernelCosts | None, skip: np.ndarray | None = None,
                 rows: np.ndarray | None = None) -> pd.DataFrame:
     """Chains of >= 2 elementwise/normalization op calls linked by shape on one stream (see module doc).
     `skip` (bool per GPU row) removes kernels another pattern already explains (unfused attention)."""
     gpu, ops = rank.gpu, rank.ops
     order = _stream_order(rank, rows=rows)
-    op_pos = gpu[T.GPU_OP].to_numpy()
-    names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+    op_pos = gpu[tables.GPU_OP].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
     fusable = np.isin(classes, list(FUSABLE_CLASSES)) & ~np.isin(libraries, list(PREFUSED_LIBRARIES))
     fusable &= op_pos >= 0
     if skip is not None:
@@ -165,10 +165,10 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
         tensors = inputs(r)
         out = _out_shape(name, tensors) if tensors else None
         info[r] = (name, tensors, out) if out is not None else None
-    stream = gpu[T.GPU_STREAM].to_numpy()
-    step = gpu[T.GPU_STEP].to_numpy()
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    nbytes = costs.table[C.BYTES].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
+    stream = gpu[tables.GPU_STREAM].to_numpy()
+    step = gpu[tables.GPU_STEP].to_numpy()
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    nbytes = costs.table[attribution.BYTES].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
 
     chains: list[dict[str, Any]] = []
     nodes: list[tuple[int, list[int]]] = []  # (op row, kernel rows) of the chain being built
@@ -244,7 +244,7 @@ LOOP_COLUMNS = (LP_NAME, LP_OP, LP_SHAPES, LP_DTYPE, LP_RUNS, LP_GEMMS, LP_PER_R
                 LP_BUSY_US, LP_KERNEL_US, LP_BLOCKS, LP_FLOPS, LP_BYTES)
 
 
-def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None,
+def find_loops(rank: RankTrace, classes: np.ndarray, costs: attribution.KernelCosts | None,
                rows: np.ndarray | None = None) -> pd.DataFrame:
     """Runs of >= LOOP_MIN_RUN GEMM kernels back to back on one stream with the same kernel name,
     launching op and input shapes: a Python loop of independent-looking small matmuls."""
@@ -252,11 +252,11 @@ def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None
     order = _stream_order(rank, rows=rows)
     if not len(order) or costs is None:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
-    key_name = gpu[T.GPU_NAME].to_numpy(dtype=object)
-    key_op = costs.table[C.OP].to_numpy(dtype=object)
-    key_shapes = costs.table[C.SHAPES].to_numpy(dtype=object)
-    stream = gpu[T.GPU_STREAM].to_numpy()
-    step = gpu[T.GPU_STEP].to_numpy()
+    key_name = gpu[tables.GPU_NAME].to_numpy(dtype=object)
+    key_op = costs.table[attribution.OP].to_numpy(dtype=object)
+    key_shapes = costs.table[attribution.SHAPES].to_numpy(dtype=object)
+    stream = gpu[tables.GPU_STREAM].to_numpy()
+    step = gpu[tables.GPU_STEP].to_numpy()
     is_gemm = classes == "gemm"
     runs: list[list[int]] = []
     cur: list[int] = []
@@ -273,14 +273,14 @@ def find_loops(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None
         runs.append(cur)
     if not runs:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
-    ts = gpu[T.GPU_TS].to_numpy(dtype=float)
-    end = gpu[T.GPU_END].to_numpy(dtype=float)
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    grid_parts = np.stack([gpu[c].to_numpy() for c in T.GPU_GRID])
+    ts = gpu[tables.GPU_TS].to_numpy(dtype=float)
+    end = gpu[tables.GPU_END].to_numpy(dtype=float)
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    grid_parts = np.stack([gpu[c].to_numpy() for c in tables.GPU_GRID])
     grid = np.where((grid_parts > 0).all(axis=0), np.prod(grid_parts, axis=0), -1)
-    flops = costs.table[C.FLOPS].to_numpy(dtype=float)
-    nbytes = costs.table[C.BYTES].to_numpy(dtype=float)
-    dtype = costs.table[C.DTYPE].to_numpy(dtype=object)
+    flops = costs.table[attribution.FLOPS].to_numpy(dtype=float)
+    nbytes = costs.table[attribution.BYTES].to_numpy(dtype=float)
+    dtype = costs.table[attribution.DTYPE].to_numpy(dtype=object)
     recs = []
     for run in runs:
         blocks = grid[run]
@@ -318,7 +318,7 @@ def _gemm_io(inputs: _Inputs, row: int) -> tuple[tuple[int, ...], tuple[int, ...
     return a, b, (*a[:-1], b[-1])
 
 
-def find_attention(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | None,
+def find_attention(rank: RankTrace, classes: np.ndarray, costs: attribution.KernelCosts | None,
                    rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """Unfused attention: GEMM (scores) → up to ATTN_LOOKBACK kernels → softmax → up to
     ATTN_LOOKAHEAD kernels → GEMM reading the probabilities. Returns the patterns and a bool per GPU
@@ -328,11 +328,11 @@ def find_attention(rank: RankTrace, classes: np.ndarray, costs: C.KernelCosts | 
     order = _stream_order(rank, kernels_only=False, rows=rows)  # the clone's device copy of masked_fill counts
     if not len(order):
         return pd.DataFrame(columns=list(ATTENTION_COLUMNS)), covered
-    op_pos = gpu[T.GPU_OP].to_numpy()
-    names = ops[T.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
-    stream = gpu[T.GPU_STREAM].to_numpy()
-    dur = gpu[T.GPU_DUR].to_numpy(dtype=float)
-    flops = costs.table[C.FLOPS].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
+    op_pos = gpu[tables.GPU_OP].to_numpy()
+    names = ops[tables.OP_NAME].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
+    stream = gpu[tables.GPU_STREAM].to_numpy()
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    flops = costs.table[attribution.FLOPS].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
 
     def gemm_at(i: int) -> tuple | None:
         r = int(op_pos[i])
