@@ -8,7 +8,8 @@ import pytest
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.analyzers.analysis import KERNEL_COLUMNS, SCHEMA, analyze
+from tracekit.analyzers.analysis import analyze
+from tracekit.analyzers.summary import KERNEL_COLUMNS, SCHEMA
 from tracekit.cli import main
 from tracekit.suggestions import Suggestion, analysis_document
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from tracekit.analyzers.analysis import KERNEL_COLUMNS
+from tracekit.analyzers.summary import KERNEL_COLUMNS
 from tracekit.report.names import demangle, short_name
 from tracekit.report.suggest_view import (
     EvidenceCell,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import SCHEMA, Analysis, RankAnalysis, analyze
+from tracekit.analyzers.analysis import Analysis, RankAnalysis, analyze
 from tracekit.analyzers.kernels import KernelClassification, classify
 from tracekit.analyzers.launch import LaunchOverhead, LaunchTotals, launch_overhead
+from tracekit.analyzers.summary import SCHEMA
 
 __all__ = [
     "SCHEMA",

@@ -1,4 +1,4 @@
-"""The combined analysis of a trace (classification, launch overhead, costs, roofline) and its JSON."""
+"""The analysis of a trace: every analyzer on each rank (RankAnalysis), combined over the selected ranks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
-from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
@@ -23,7 +22,6 @@ from tracekit.analyzers.kernels import (
     KernelClassification,
     classify,
     summarize,
-    summary_records,
 )
 from tracekit.analyzers.launch import (
     LaunchOverhead,
@@ -31,23 +29,16 @@ from tracekit.analyzers.launch import (
     QueueStats,
     launch_overhead,
     steady_mask,
-    step_records,
 )
-from tracekit.analyzers.roofline import Roofline, roofline, roofline_rows
+from tracekit.analyzers.roofline import Roofline, roofline
+from tracekit.analyzers.summary import (
+    regroup_kernel_rows,
+    sort_kernel_rows,
+    summarize_analysis,
+)
 from tracekit.analyzers.timeline import Timeline, timeline
 from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
-from tracekit.jsonsafe import plain, records
 from tracekit.trace.model import RankTrace, Trace
-
-SCHEMA = "tracekit.analysis/1"
-
-# Columns of Analysis.kernels (the JSON `kernels` rows), in output order.
-KERNEL_COLUMNS: tuple[str, ...] = (
-    "name", "class", "library", "op", "shapes", "dtype", "count", "time_us", "flops", "bytes",
-    "intensity", "achieved_tflops", "achieved_gbps", "bound", "roofline_pct",
-)
-_GROUP_KEYS = ["name", "class", "library", "op", "shapes", "dtype"]
-_SUMMED = ["count", "time_us", "flops", "bytes"]
 
 
 @dataclass(frozen=True)
@@ -128,72 +119,18 @@ class Analysis:
         return per_step / self.tokens_per_step
 
     def summary_dict(self) -> dict[str, Any]:
-        t = self.totals
-        scopes = sorted({r.launch.scope for r in self.ranks})
-        return {
-            **t.to_dict(),
-            "scope": scopes[0] if len(scopes) == 1 else "mixed",
-            "steps_mode": self.steps_mode,
-            "steps_total": sum(len(r.launch.step_totals) for r in self.ranks),
-            "kernels_per_step_median": self.kernels_per_step_median,
-            "tokens_per_step": self.tokens_per_step,
-            "kernels_per_token": self.kernels_per_token,
-            "queue_p50_us": self.queue.p50_us, "queue_p90_us": self.queue.p90_us,
-            "queue_max_us": self.queue.max_us,
-            "other_share": self.other_share,
-            "verdict": self.verdict,
-        }
+        """The document's `summary` object (tracekit.analyzers.summary.AnalysisSummary.summary_dict)."""
+        return summarize_analysis(self).summary_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        device = self.device.to_dict() if self.device is not None else None
-        return plain({
-            "schema": SCHEMA,
-            "trace": self.path,
-            "ranks": [_rank_dict(r) for r in self.ranks],
-            "device": device,
-            "summary": self.summary_dict(),
-            "steady_steps": self.steady_steps(),
-            "excluded_steps": self.excluded_steps(),
-            "steps": [rec for r in self.ranks for rec in step_records(r.launch)],
-            "classes": summary_records(self.classes, "class"),
-            "libraries": summary_records(self.libraries, "library"),
-            "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
-            "graphs": [r.graphs.to_dict() for r in self.ranks if r.graphs is not None],
-            "warnings": list(self.warnings),
-        })
-
-
-def _rank_dict(r: RankAnalysis) -> dict[str, Any]:
-    launch = r.launch.to_dict()
-    return {"rank": r.rank, "scope": r.launch.scope, "verdict": r.launch.verdict,
-            "cause": r.launch.totals.cause, "steady_steps": list(r.launch.steady_steps),
-            "gpu_busy_us": r.launch.totals.gpu_busy_us, "span_us": r.launch.totals.span_us,
-            "kernels": r.launch.totals.kernels, "other_share": r.classification.other_share,
-            "temporal": r.temporal.to_dict(), "streams": launch["streams"], "apis": launch["apis"]}
+        """The document's analysis keys: `summarize_analysis(self).to_dict()`."""
+        return summarize_analysis(self).to_dict()
 
 
 def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataFrame:
     if len(tables) == 1:
-        out = tables[0].sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
-        return out.reset_index(drop=True)
+        return sort_kernel_rows(tables[0])
     return regroup_kernel_rows(pd.concat(tables, ignore_index=True), device)
-
-
-def regroup_kernel_rows(both: pd.DataFrame, device: Device | None) -> pd.DataFrame:
-    """Kernel rows of several ranks summed per (name, class, library, op, shapes, dtype), the roofline
-    columns recomputed, largest time first; FLOPs/bytes unknown when any rank's row lacks them."""
-    keys = both[_GROUP_KEYS].astype(object).where(both[_GROUP_KEYS].notna(), "\x00")
-    by = [keys[k] for k in _GROUP_KEYS]
-    summed = both[_SUMMED].groupby(by, sort=False).sum(min_count=1)
-    unknown = both[["flops", "bytes"]].isna().groupby(by, sort=False).any()
-    summed[["flops", "bytes"]] = summed[["flops", "bytes"]].mask(unknown)
-    out = summed.reset_index()
-    for k in _GROUP_KEYS:
-        col = out[k].astype(object)
-        out[k] = col.where(col != "\x00", None)
-    out = roofline_rows(out, device)
-    out = out.sort_values(["time_us", "name"], ascending=[False, True], kind="stable")
-    return out.reset_index(drop=True)
 
 
 def analyze_rank(rank: RankTrace, *, device: Device | None = None,

@@ -67,7 +67,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         if result.multi:  # the job's verdict and biggest win, over every rank and the cross-rank rules
             from tracekit.report.headline import job_headline
 
-            label, change = job_headline(result.to_dict())
+            label, change = job_headline(result.summary, result.suggestions)
         late = result.cross.stragglers if result.cross is not None else ()
         verdict = f" · {label}" if label else ""
         straggler = f" · straggler: rank {late[0].rank}" if late else ""

@@ -8,19 +8,26 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracekit.analyzers.analysis import analyze
-from tracekit.analyzers.launch import LaunchTotals, steady_mask
 from tracekit.analyzers.rank_digest import RankDigest, rank_digest
 from tracekit.analyzers.steady import parse_steps
+from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, run_tasks
-from tracekit.suggestions import Suggestion, analysis_document, suggest
+from tracekit.suggestions import Suggestion, suggest
+from tracekit.suggestions.document import RankedSuggestion, by_saving, document, ranked
 from tracekit.trace import files
 from tracekit.trace.load import load_trace, stderr_progress
 
+if TYPE_CHECKING:
+    from tracekit.analyzers.ranks import CrossRank
+    from tracekit.report.context import RankRow, RankView
+
+Outcome = TypeVar("Outcome")  # what a worker returns for a readable file
 CROSS_RANK_RULES = ("rank_imbalance",)  # rules (in suggestions.RULES) that read the cross-rank view
 
 
@@ -39,24 +46,28 @@ class RankTask:
 
 @dataclass(frozen=True)
 class RankResult:
-    """What a worker returns for one rank: numbers, suggestions and view, never the event tables."""
+    """What a worker returns for one rank: its summary, suggestions and view, never the event tables."""
 
     rank: int
     path: str
     origin_us: int  # the file's clock origin (µs): digest times are absolute on it
-    doc: dict[str, Any]  # this rank's tracekit.analysis/1 document, suggestions included
-    totals: LaunchTotals
-    queue: tuple[tuple[float, ...], int]  # queue-delay sketch (combine.queue_sketch)
-    device: Any | None  # tracekit.analyzers.devices.Device
+    summary: AnalysisSummary  # adds up over ranks (tracekit.analyzers.summary)
     digest: RankDigest
     suggestions: tuple[Suggestion, ...]
-    view: Any | None  # tracekit.report.context.RankView, when the task asked for it
-    row: Any | None  # tracekit.report.context.RankRow, with the view
+    view: RankView | None  # the rank's report section, when the task asked for it
+    row: RankRow | None  # its line in the report's rank table, with the view
     warnings: tuple[str, ...]  # what loading this file warned about
     seconds: float  # wall time in the worker
     cpu_seconds: float  # CPU time of the worker on this rank
     peak_rss_kb: int  # the worker process's peak resident set so far
     pid: int
+
+    def renumbered(self, number: int) -> RankResult:
+        """The same result under another rank number (two files claimed the same rank)."""
+        view = dataclasses.replace(self.view, rank=number, anchor=f"r{number}") if self.view is not None else None
+        row = dataclasses.replace(self.row, rank=number, anchor=f"r{number}") if self.row is not None else None
+        return dataclasses.replace(self, rank=number, summary=self.summary.renumbered(number), view=view, row=row,
+                                   digest=dataclasses.replace(self.digest, rank=number))
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,6 @@ def peak_rss_kb() -> int:
 
 def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     """The worker: load one rank's file, analyze it, run the rules, reduce to a RankResult."""
-    from tracekit.analyzers.combine import queue_sketch
-
     t0, c0 = time.perf_counter(), time.process_time()
     progress = stderr_progress() if task.show_load else None
     try:
@@ -98,12 +107,8 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     rank = trace.rank()
     analysis = analyze(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
     found = tuple(suggest(analysis))
-    doc = analysis_document(analysis, found)
     ra = analysis.ranks[0]
-    lo = ra.launch
-    mask = steady_mask(lo)
-    digest = rank_digest(rank, ra, verdict=str(doc["summary"].get("verdict")),
-                         cause=doc["summary"].get("cause"))
+    digest = rank_digest(rank, ra, verdict=analysis.verdict, cause=analysis.cause)
     view = row = None
     if task.view:
         from tracekit.report.context import rank_view
@@ -111,9 +116,8 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
         view = rank_view(analysis, list(found), tuple(trace.warnings))
         row = view.row
     return RankResult(
-        rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us), doc=doc,
-        totals=analysis.totals, queue=queue_sketch(lo.activities["queue_us"].to_numpy()[mask]),
-        device=analysis.device, digest=digest, suggestions=found, view=view, row=row,
+        rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us),
+        summary=rank_summary(analysis, ra), digest=digest, suggestions=found, view=view, row=row,
         warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0, peak_rss_kb=peak_rss_kb(),
         pid=os.getpid())
@@ -126,31 +130,27 @@ class RunResult:
     path: str
     results: tuple[RankResult, ...]
     warnings: tuple[str, ...]
-    cross: Any | None  # tracekit.analyzers.ranks.CrossRank (two or more ranks)
+    cross: CrossRank | None  # two or more ranks
     cross_suggestions: tuple[Suggestion, ...] = ()
 
     @property
     def multi(self) -> bool:
         return len(self.results) > 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `analyze --json` document: one rank's own, or the combination plus the cross-rank view."""
-        if not self.multi:
-            doc = dict(self.results[0].doc)
-            doc["trace"] = self.path
-            doc["warnings"] = list(dict.fromkeys([*self.warnings, *doc.get("warnings", ())]))
-            return doc
-        from tracekit.analyzers.combine import combined_doc
+    @cached_property
+    def summary(self) -> AnalysisSummary:
+        """The ranks' summaries added up (one rank: its own)."""
+        return combine([r.summary for r in self.results])
 
-        r = self.results
-        doc = combined_doc(self.path, [x.doc for x in r], [x.totals for x in r], [x.queue for x in r],
-                           next((x.device for x in r if x.device is not None), None),
-                           [*self.warnings, *(w for x in r for w in x.doc.get("warnings", ()))])
-        extra = [s.to_dict() for s in self.cross_suggestions]
-        doc["suggestions"] = sorted([*extra, *doc["suggestions"]], key=lambda s: -(s.get("saving_us") or 0.0))
-        if self.cross is not None:
-            doc.update(self.cross.to_dict())
-        return doc
+    @cached_property
+    def suggestions(self) -> tuple[RankedSuggestion, ...]:
+        """The cross-rank rules' suggestions and every rank's, largest estimated saving first."""
+        per_rank = [x for r in self.results for x in ranked(r.rank, r.suggestions)]
+        return by_saving([*ranked(None, self.cross_suggestions), *per_rank])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `analyze --json` document: one rank's own, or the ranks' sum plus the cross-rank view."""
+        return document(self.summary, self.suggestions, cross=self.cross, path=self.path, warnings=self.warnings)
 
 
 def resolve_inputs(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -185,11 +185,11 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
     tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=steps,
                       show_load=here and progress is not None, max_bytes=max_bytes,
                       captures=tuple(str(c) for c in captures)) for p in paths]
-    outcomes: list[Any] = [None] * len(tasks)
+    outcomes: list[RankResult | RankFailure | None] = [None] * len(tasks)
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
                                     progress=progress):
         outcomes[index] = outcome
-    return merge(display_path(inputs), outcomes, rank=rank)
+    return merge(display_path(inputs), [o for o in outcomes if o is not None], rank=rank)
 
 
 def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None) -> RunResult:
@@ -200,7 +200,7 @@ def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int 
         number = r.rank
         while number in results:
             number += 1
-        results[number] = r if number == r.rank else relabel(r, number)
+        results[number] = r if number == r.rank else r.renumbered(number)
     if rank is not None:
         if rank not in results:
             known = ", ".join(str(k) for k in sorted(results))
@@ -209,7 +209,7 @@ def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int 
     ordered = tuple(results[k] for k in sorted(results))
     for r in ordered:
         warnings.extend(r.warnings)
-    cross: Any = None
+    cross: CrossRank | None = None
     extra: tuple[Suggestion, ...] = ()
     if len(ordered) > 1:
         from tracekit.analyzers.ranks import cross_rank
@@ -223,7 +223,7 @@ def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int 
                      cross_suggestions=extra)
 
 
-def _readable(path: str, outcomes: Sequence[Any]) -> tuple[list[Any], list[str]]:
+def _readable(path: str, outcomes: Sequence[Outcome | RankFailure]) -> tuple[list[Outcome], list[str]]:
     """(the outcomes that are not failures, a warning per failure); TraceFormatError when all failed
     (the file's own message for one file), as load_trace does for a directory."""
     failures = [o for o in outcomes if isinstance(o, RankFailure)]
@@ -234,15 +234,3 @@ def _readable(path: str, outcomes: Sequence[Any]) -> tuple[list[Any], list[str]]
         raise TraceFormatError(f"{path}: none of the {len(outcomes)} files is a readable trace "
                                f"({'; '.join(f.message for f in failures[:3])})")
     return ok, [f"skipped {f.message}" for f in failures]
-
-
-def relabel(r: RankResult, number: int) -> RankResult:
-    """The same result under another rank number (two files claimed the same rank)."""
-    doc = dict(r.doc)
-    doc["ranks"] = [{**x, "rank": number} for x in doc.get("ranks") or ()]
-    for key in ("steps", "steady_steps", "excluded_steps"):
-        doc[key] = [{**x, "rank": number} for x in doc.get(key) or ()]
-    view = dataclasses.replace(r.view, rank=number, anchor=f"r{number}") if r.view is not None else None
-    row = dataclasses.replace(r.row, rank=number, anchor=f"r{number}") if r.row is not None else None
-    return dataclasses.replace(r, rank=number, doc=doc, view=view, row=row,
-                               digest=dataclasses.replace(r.digest, rank=number))

@@ -36,7 +36,7 @@ def report_of(result: RunResult) -> Any:
 
     views = tuple(r.view for r in result.results if r.view is not None)
     rows = tuple(r.row for r in result.results if r.row is not None) if result.multi else ()
-    cross = cross_rank_view(result.cross, result.cross_suggestions, result.results) if result.multi else None
+    cross = cross_rank_view(result.cross, result.cross_suggestions) if result.multi else None
     title, source = report_title(result.path)
     return ReportView(title=title, source=source, version=__version__, ranks=views,
                       warnings=result.warnings, rank_rows=rows, cross=cross)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchTotals
 from tracekit.analyzers.tracefacts import TraceFacts, device_label
+from tracekit.jsonsafe import plain
 from tracekit.report.meta import threads_text
 from tracekit.report.tables import Bar, idle_parts
 from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, plural
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.summary import AnalysisSummary
+    from tracekit.suggestions.document import RankedSuggestion
 
 
 @dataclass(frozen=True)
@@ -138,19 +143,19 @@ def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
     )
 
 
-def job_headline(doc: dict[str, Any]) -> tuple[str, str]:
-    """(verdict label, biggest win) of a merged multi-rank `analyze` document (RunResult.to_dict):
-    the job's verdict over all ranks' steady steps, and the largest saving of any rank or of the
-    cross-rank rules, named with its rank ('rank 1: Load data in parallel … (~20.0 ms per step)')."""
+def job_headline(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion]) -> tuple[str, str]:
+    """(verdict label, biggest win) of a multi-rank run: the job's verdict over all ranks' steady
+    steps (`summary`: the ranks' summaries added up), and the largest saving of any rank or of the
+    cross-rank rules (`suggestions`, largest first), named with its rank ('rank 1: Load data in
+    parallel … (~20.0 ms per step)')."""
     from tracekit.report.palette import VERDICTS
 
-    summary = doc.get("summary") or {}
-    verdict = str(summary.get("verdict") or "")
-    label = verdict_label(verdict, summary.get("cause"), VERDICTS.get(verdict, ("", verdict))[1]) if verdict else ""
-    top = next(iter(doc.get("suggestions") or ()), None)
-    if top is None:
+    verdict = summary.verdict
+    label = verdict_label(verdict, summary.cause, VERDICTS.get(verdict, ("", verdict))[1]) if verdict else ""
+    if not suggestions:
         return label, ""
-    per_step = top.get("per_step_us")
-    saving = f"{fmt_time(per_step)} per step" if per_step is not None else fmt_time(top.get("saving_us"))
-    where = f"rank {top['rank']}: " if top.get("rank") is not None else ""
-    return label, f"{where}{top.get('title', '')} (~{saving})"
+    rank, top = suggestions[0]
+    per_step = plain(top.per_step_us)
+    saving = f"{fmt_time(per_step)} per step" if per_step is not None else fmt_time(plain(top.saving_us))
+    where = f"rank {rank}: " if rank is not None else ""
+    return label, f"{where}{top.title} (~{saving})"

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
 from tracekit.units import fmt_pct, fmt_time
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.ranks import CrossRank, RankStep
+    from tracekit.suggestions.model import Suggestion
 
 MAX_SKEW_ROWS = 40
 CAUSE_LABEL = {"data_loading": "DataLoader", "sync": "host syncs", "launch": "CPU launch overhead",
@@ -77,12 +81,12 @@ class CrossRankView:
     suggestions: tuple[SuggestionView, ...]
 
 
-def cross_rank_view(cross: Any, suggestions: Sequence[Any], results: Sequence[Any] = ()) -> CrossRankView | None:
-    """The view of a tracekit.analyzers.ranks.CrossRank (None without one)."""
+def cross_rank_view(cross: CrossRank | None, suggestions: Sequence[Suggestion]) -> CrossRankView | None:
+    """The view of a cross-rank comparison (None without one) and of the cross-rank rules' suggestions."""
     if cross is None:
         return None
     waits = [r for r in cross.rank_steps]
-    by_rank: dict[int, list[Any]] = {}
+    by_rank: dict[int, list[RankStep]] = {}
     for r in waits:
         by_rank.setdefault(r.rank, []).append(r)
     top_wait = max((float(np.mean([x.wait_us for x in rows])) for rows in by_rank.values()), default=0.0) or 1.0

@@ -1,0 +1,164 @@
+"""The analysis as terminal text (`tracekit analyze`), from the typed summary, suggestions and cross-rank view."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tracekit.analyzers.steady import excluded_lines
+from tracekit.jsonsafe import plain
+from tracekit.terminal import visible
+from tracekit.units import fmt_us, plural
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.ranks import CrossRank
+    from tracekit.analyzers.summary import AnalysisSummary
+    from tracekit.suggestions.document import RankedSuggestion
+
+
+def safe(text: object, width: int | None = None) -> str:
+    """Trace names are untrusted: control characters made visible, truncated to `width`."""
+    s = str(text)
+    if width is not None and len(s) > width:
+        s = s[: width - 3] + "..."
+    return visible(s)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None or x != x else fmt.format(x)
+
+
+def _text(x: object) -> str:
+    return "-" if x is None or (isinstance(x, float) and x != x) or x == "" else safe(x)
+
+
+def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion] | None,
+                cross: CrossRank | None = None, *, path: str | None = None, top: int = 15,
+                max_steps: int = 10) -> str:
+    """A compact, human-readable rendering of an analysis (one rank, or several added up); `path`
+    names the input as the user gave it (default: the summary's)."""
+    t = summary.totals
+    multi = len(summary.ranks) > 1
+    device = summary.device.name if summary.device is not None else None
+    verdict = t.verdict + (f" ({t.cause})" if t.cause else "")
+    lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
+             f"device    {safe(device) if device else 'unknown (no roofline)'}",
+             f"verdict   {safe(verdict)}", f"          {safe(t.evidence or '')}", _steps_line(summary)]
+    left_out = [{"rank": rank, **phase.to_dict()} for rank, phase in summary.excluded]
+    for line in excluded_lines(left_out, multi=multi)[:max_steps]:
+        lines.append(f"          {safe(line, 140)}")
+    if cross is not None:
+        lines += ["", *cross_rank_text(cross), ""]
+    if t.verdict != "cpu-only":
+        lines += _numbers(summary)
+        lines += _kernel_rows(summary, top)
+    if suggestions:
+        lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
+        for rank, sug in suggestions[:top]:
+            where = f"r{rank:<3d} " if multi and rank is not None else ""
+            lines.append(f"  {fmt_us(plain(sug.per_step_us)):>12s} {plain(sug.saving_pct):5.1f}%  {where}"
+                         f"{safe(sug.id):18s} {safe(sug.title, 90)}")
+    lines += _step_rows(summary, max_steps)
+    return "\n".join(lines)
+
+
+def _numbers(summary: AnalysisSummary) -> list[str]:
+    t = summary.totals
+    per_token = summary.kernels_per_token
+    q = summary.queue.stats
+    return [
+        f"GPU       busy {fmt_us(t.gpu_busy_us)} of {fmt_us(t.span_us)} span "
+        f"({_pct(t.gpu_util)}), idle {fmt_us(t.gpu_idle_us)}",
+        f"CPU       {t.launches} launches, {fmt_us(t.cpu_launch_us)} in launch calls; "
+        f"{t.syncs} syncs, {fmt_us(t.sync_us)}",
+        f"kernels   {t.kernels} in {plural(t.steps, 'step')} (median {_num(summary.kernels_per_step_median)}/step"
+        + (f", {_num(per_token)}/token" if per_token is not None else "")
+        + f"), {t.short_kernels} shorter than their launch call",
+        f"queue     delay p50 {fmt_us(q.p50_us)}, p90 {fmt_us(q.p90_us)}, max {fmt_us(q.max_us)}",
+        f"idle      per stream: host wait {fmt_us(t.host_wait_us)}, kernel wait "
+        f"{fmt_us(t.kernel_wait_us)}, other {fmt_us(t.other_idle_us)}",
+        "", "time by class:",
+        *(f"  {safe(r.key):14s} {fmt_us(r.time_us):>12s} {100 * r.share:6.1f}% {r.count:8d}x"
+          for r in summary.classes.rows),
+    ]
+
+
+def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
+    kernels = summary.kernels
+    lines = ["", f"top kernel rows (grouped by name, op and shapes; of {len(kernels)} rows):",
+             f"  {'time':>12s} {'share':>6s} {'count':>7s} {'class':13s} {'library':10s} "
+             f"{'TFLOP/s':>8s} {'GB/s':>8s} {'bound':7s} name"]
+    total = sum(r.time_us for r in summary.classes.rows) or 1.0
+    for r in kernels.head(top).to_dict("records"):
+        row = {k: plain(v) for k, v in r.items()}
+        lines.append(
+            f"  {fmt_us(row['time_us']):>12s} {100 * row['time_us'] / total:5.1f}% {int(row['count']):7d} "
+            f"{safe(row['class']):13s} {safe(row['library']):10s} {_num(row['achieved_tflops'], '{:.2f}'):>8s} "
+            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(row['name'], 60)}")
+    return lines
+
+
+def _step_rows(summary: AnalysisSummary, max_steps: int) -> list[str]:
+    steps = summary.steps
+    if not steps or steps[0].step < 0:
+        return []
+    multi = len(summary.ranks) > 1
+    lines = ["", "steps:", f"  {'rank ' if multi else ''}{'step':>6s} {'phase':8s} {'span':>12s} "
+             f"{'GPU busy':>12s} {'util':>6s} {'kernels':>7s} {'launches':>8s} {'CPU launch':>12s} verdict"]
+    for st in steps[:max_steps]:
+        t = st.totals
+        util = t.gpu_busy_us / t.span_us if t.span_us > 0 else None
+        who = f"{st.rank:4d} " if multi else ""
+        cause = f" ({t.cause})" if t.cause else ""
+        lines.append(f"  {who}{st.step:6d} {safe(st.phase):8s} {fmt_us(t.span_us):>12s} "
+                     f"{fmt_us(t.gpu_busy_us):>12s} {_pct(util):>6s} {t.kernels:7d} "
+                     f"{t.launches:8d} {fmt_us(t.cpu_launch_us):>12s} {safe(t.verdict)}{safe(cause)}")
+    if len(steps) > max_steps:
+        lines.append(f"  ... {len(steps) - max_steps} more (see --json)")
+    return lines
+
+
+def _steps_line(summary: AnalysisSummary) -> str:
+    """Which steps the numbers above describe."""
+    scopes = {r.scope for r in summary.ranks}
+    total = summary.steps_total or len(summary.steps)
+    used = len(summary.steady_steps)
+    if scopes == {"trace"}:
+        return "steps     none marked: first GPU launch to the end of the last GPU activity"
+    how = "inferred from the repeating op sequence" if "inferred" in scopes else "ProfilerStep"
+    mode = summary.steps_mode
+    what = {"steady": "steady", "all": "all"}.get(mode, f"selected ({mode})")
+    return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
+
+
+def cross_rank_text(cross: CrossRank, max_steps: int = 10) -> list[str]:
+    """The cross-rank lines: verdicts, stragglers, skew per step."""
+    groups = "; ".join(f"{len(ranks)} {safe(verdict)} ({', '.join(map(str, ranks))})"
+                       for verdict, ranks in cross.verdicts)
+    lines = [f"ranks by verdict: {groups}"]
+    if cross.stragglers:
+        for s in cross.stragglers:
+            lines.append(f"straggler {safe(s.evidence)}; the others wait "
+                         f"{fmt_us(s.others_wait_us_per_step)} per step")
+    else:
+        counts = sorted(cross.late_steps, key=lambda x: -x[1])
+        top = f" (most often last: rank {counts[0][0]}, in {counts[0][1]} of {len(cross.skew)} steps)" \
+            if counts and counts[0][1] else ""
+        lines.append(f"straggler none: no rank arrives last at the collectives in most steps more often than "
+                     f"chance would{top}")
+    if cross.skew:
+        lines += ["skew per step:", f"  {'step':>6s} {'span min':>10s} {'median':>10s} {'max':>10s} "
+                  f"{'slowest':>7s} {'colls':>5s} {'start spread':>12s} {'late':>4s} {'waiting':>10s}"]
+        for k in cross.skew[:max_steps]:
+            late = "-" if k.late_rank is None else str(k.late_rank)
+            spread = fmt_us(k.start_spread_max_us) if k.start_spread_max_us is not None else "-"
+            lines.append(f"  {k.step:6d} {fmt_us(k.span_min_us):>10s} {fmt_us(k.span_median_us):>10s} "
+                         f"{fmt_us(k.span_max_us):>10s} {k.slowest_rank:7d} {k.collectives:5d} "
+                         f"{spread:>12s} {late:>4s} {fmt_us(k.wait_us):>10s}")
+        if len(cross.skew) > max_steps:
+            lines.append(f"  ... {len(cross.skew) - max_steps} more (see --json)")
+    return lines
