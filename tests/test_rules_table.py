@@ -106,6 +106,9 @@ def test_a_fired_suggestion_shows_its_rows_snippet(train_sync: Analysis):
     assert {"avoid_sync", "lower_precision", "pinned_memory"} <= {s.id for s in found}
     for s in found:
         assert s.snippet == rules.RULES_BY_ID[s.id].snippet != ""
+    for rule in RULES:  # each row's check answers under the row's own id
+        fired = rule.run(train_sync)
+        assert fired is None or (fired.id, fired.snippet) == (rule.id, rule.snippet)
     check_only = rules.RULES_BY_ID["avoid_sync"].check(train_sync)
     assert check_only is not None and check_only.snippet == ""  # the row, not the check, gives it
 
