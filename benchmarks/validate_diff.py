@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracekit.analyzers.diff import diff
 from tracekit.cli.diff import _analysed, slower_message
+from tracekit.compare.diff import diff
 from tracekit.suggestions import suggest
 from tracekit.units import fmt_us
 

@@ -13,7 +13,7 @@ import pytest
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers import analyze
-from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, diff
+from tracekit.compare.diff import AFTER, BEFORE, DELTA, diff
 from tracekit.suggestions import suggest
 from tracekit.trace.load import load_trace
 
@@ -173,7 +173,7 @@ def test_cli_text_and_html_escaped(tmp_path: Path) -> None:
 
 
 def test_suggestion_outcomes() -> None:
-    from tracekit.analyzers.diff import SuggestionCheck
+    from tracekit.compare.diff import SuggestionCheck
 
     def outcome(predicted: float, before: float, after: float) -> tuple[bool | None, str | None]:
         c = SuggestionCheck("x", "x", "part", predicted, before, after)

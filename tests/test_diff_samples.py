@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.analyzers import analyze
-from tracekit.analyzers import diff_parts as P
-from tracekit.analyzers.diff import AFTER, BEFORE, diff
+from tracekit.analyzers import analyze, step_parts
+from tracekit.compare.diff import AFTER, BEFORE, diff
 from tracekit.suggestions import suggest
 from tracekit.trace.load import load_trace
 
@@ -48,7 +47,7 @@ def analysed(name: str):
 
 
 def selected(a) -> list[int]:
-    return sorted(P.steady(a).by_rank[0])
+    return sorted(step_parts.steady(a).by_rank[0])
 
 
 def test_fp32_to_tf32_gemm_time_and_prediction() -> None:

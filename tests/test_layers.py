@@ -1,7 +1,7 @@
 """Import-layer contract: data flows one way (docs/design.md), read from every module's imports;
 and no module over 400 lines.
 
-trace <- analyzers <- suggestions <- report <- pipeline <- cli / profile: a module imports only
+trace <- analyzers <- suggestions <- compare <- report <- pipeline <- cli / profile: a module imports only
 from its own layer or layers to its left. Imports inside functions count too (a lazy import is
 still a dependency). Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
 only in one executor module, jinja2 only in report/.
@@ -21,10 +21,11 @@ LAYERS: dict[str, int] = {
     "trace": 1,
     "analyzers": 2, "hta_compat": 2,
     "suggestions": 3,
-    "report": 4, "templates": 4,
-    "pipeline": 5, "executor": 5, "export": 5,
-    "profile": 6, "cli": 6,
-    "__main__": 7,
+    "compare": 4,  # diff: two analyses and the first one's suggestions
+    "report": 5, "templates": 5,
+    "pipeline": 6, "executor": 6, "export": 6,
+    "profile": 7, "cli": 7,
+    "__main__": 8,
 }
 # Pairs in one layer that still must not import each other.
 FORBIDDEN_SAME_LAYER = {("profile", "cli")}

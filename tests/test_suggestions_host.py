@@ -9,6 +9,7 @@ import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import hostside as H
 from tracekit.suggestions import rules_host
+from tracekit.suggestions.rules import RULES_BY_ID
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
 GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
@@ -41,7 +42,7 @@ def sync_loop_trace(tmp_path, iterations: int = 10, item_every: int = 1):
 
 def test_avoid_sync_fires_on_item_in_loop(tmp_path):
     a = _analysis(sync_loop_trace(tmp_path))
-    s = rules_host.avoid_sync(a)
+    s = RULES_BY_ID["avoid_sync"].run(a)  # the check, with its row's snippet
     # each sync: CPU waits 16 µs (14 -> 30), the GPU then idles 30 -> 107 (77 µs): min = 16
     assert s.saving_us == pytest.approx(10 * 16.0)
     row = s.evidence[0]
@@ -86,7 +87,7 @@ def copy_trace(tmp_path, pinned: bool = False):
 
 def test_pinned_memory_fires_on_pageable_copies(tmp_path):
     a = _analysis(copy_trace(tmp_path))
-    s = rules_host.pinned_memory(a)
+    s = RULES_BY_ID["pinned_memory"].run(a)  # the check, with its row's snippet
     # per step: the 1900 µs pageable copy − the same bytes at the H200's pinned 54 GB/s (356.8 µs),
     # + GPU idle while the CPU sat in the copy call [t+50, t+2050]: [t+50, t+100] before the copy
     # and [t+2000, t+2050] after it = 100 µs
@@ -119,7 +120,7 @@ def loader_trace(tmp_path, load_us: float, single: bool = True):
 
 def test_dataloader_workers_fires_when_loading_dominates(tmp_path):
     a = _analysis(loader_trace(tmp_path, 4000))
-    s = rules_host.dataloader_workers(a)
+    s = RULES_BY_ID["dataloader_workers"].run(a)  # the check, with its row's snippet
     assert s.saving_us == pytest.approx(8000)  # the GPU is idle through both 4 ms loads
     assert s.saving_pct == pytest.approx(40.0)
     assert [r["dataloader_us"] for r in s.evidence] == [4000, 4000]

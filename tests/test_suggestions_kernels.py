@@ -9,6 +9,7 @@ from tracebuilder import TraceBuilder
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.suggestions import rules_kernels, suggest
+from tracekit.suggestions.rules import RULES_BY_ID
 
 F32, BF16 = "float", "c10::BFloat16"
 BW = 4800e9  # H200 HBM bytes/s (device table)
@@ -64,7 +65,7 @@ AVOIDED = 3 * 2 * N * N * 4  # three intermediates, each written once and read o
 
 def test_fuse_elementwise_fires_on_chain(tmp_path):
     a = _analysis(chain_trace(tmp_path))
-    s = rules_kernels.fuse_elementwise(a)
+    s = RULES_BY_ID["fuse_elementwise"].run(a)  # the check, with its row's snippet
     achieved = CHAIN_BYTES / 530e-6  # 4.56 TB/s: the fused kernel is assumed to stream at this rate
     assert achieved < BW
     assert s.saving_us == pytest.approx(AVOIDED / achieved * 1e6)  # 353 µs, below the cap 530 x 3/4
@@ -140,7 +141,7 @@ def gemm_trace(tmp_path, kernel: str, dtype: str, dur: float):
 
 def test_lower_precision_fires_on_fp32_gemm(tmp_path):
     a = _analysis(gemm_trace(tmp_path, SGEMM, F32, 2500.0))
-    s = rules_kernels.lower_precision(a)
+    s = RULES_BY_ID["lower_precision"].run(a)  # the check, with its row's snippet
     flops = 2 * 4096**3
     eff = flops / 2500e-6 / FP32_PEAK  # 0.82 of the fp32 roof
     new = flops / (TF32_PEAK * eff) * 1e6  # = 2500 x 66.9 / 494.7 = 338 µs

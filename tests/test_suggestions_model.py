@@ -10,16 +10,19 @@ from test_suggestions_host import loader_trace
 
 import tracekit
 from tracekit.analyzers import analyze
+from tracekit.analyzers.step_parts import WHOLE_STEP
 from tracekit.cli import main
-from tracekit.suggestions import RULES, Rule, Suggestion, suggest
+from tracekit.suggestions import CROSS_RANK_RULES, RULES, Rule, Suggestion, suggest
 from tracekit.suggestions.common import Scope, gemm_dims, suggestion
+from tracekit.suggestions.rules import RULES_BY_ID
 
 RULE_IDS = ["cuda_graphs", "fuse_elementwise", "batch_bmm", "batch_decode", "lower_precision", "align_dims",
-            "use_sdpa", "avoid_sync", "pinned_memory", "dataloader_workers", "overlap_comm", "rank_imbalance"]
+            "use_sdpa", "avoid_sync", "dataloader_workers", "pinned_memory", "overlap_comm"]
 
 
 def test_rule_ids_are_stable_and_ordered():
     assert [r.id for r in RULES] == RULE_IDS
+    assert [r.id for r in CROSS_RANK_RULES] == ["rank_imbalance"]  # the cross-rank view's own list
 
 
 def test_suggestion_to_dict_is_json_ready():
@@ -40,7 +43,8 @@ def test_no_suggestion_without_evidence_or_below_threshold():
     assert suggestion("cuda_graphs", "t", 49.0, scope, "f", row) is None  # 0.49 % < 0.5 %
     s = suggestion("cuda_graphs", "t", 50.0, scope, "f", row)
     assert (s.saving_pct, s.per_step_us) == (0.5, 25.0)
-    assert "torch.cuda.CUDAGraph" in s.snippet and s.basis == "span of 2 steady steps (10.0 ms)"
+    assert s.basis == "span of 2 steady steps (10.0 ms)"
+    assert s.snippet == "" and "torch.cuda.CUDAGraph" in RULES_BY_ID["cuda_graphs"].snippet  # the row's
 
 
 @pytest.mark.parametrize(("op", "shapes", "dims"), [
@@ -67,7 +71,7 @@ def test_suggest_ranks_by_saving(tmp_path):
     def fixed(name: str, us: float) -> Rule:
         made = Suggestion(id=name, title=name, saving_us=us, saving_pct=1.0, formula="", snippet="",
                           evidence=({"n": 1},))
-        return Rule(name, lambda analysis: made)
+        return Rule(name, lambda analysis: made, "", WHOLE_STEP, (), ())
     rules = [fixed("small", 1.0), fixed("tie_a", 5.0), fixed("big", 9.0), fixed("tie_b", 5.0)]
     assert [s.id for s in suggest(a, rules=rules)] == ["big", "tie_a", "tie_b", "small"]
 

@@ -16,7 +16,8 @@ from tracekit.profile import knobs as KN  # noqa: E402
 from tracekit.profile.runner import Target  # noqa: E402
 from tracekit.profile.script import run_target  # noqa: E402
 from tracekit.profile.timed import StepClock, TimedSession  # noqa: E402
-from tracekit.profile.tryrun import _timed_mean, output_paths  # noqa: E402
+from tracekit.profile.tryrun import _prediction, _timed_mean, output_paths  # noqa: E402
+from tracekit.suggestions.model import Suggestion  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "sample_traces" / "scripts" / "train_try.py"
@@ -90,6 +91,22 @@ def test_compile_knob_compiles_the_model_when_the_optimizer_appears(monkeypatch:
     torch.optim.SGD(model.parameters(), lr=0.1)
     assert calls == [(Net, {})]
     assert applied.notes == ["torch.compile(Net)"]
+
+
+def _fired(rule_id: str, per_step_us: float) -> Suggestion:
+    return Suggestion(id=rule_id, title=rule_id, saving_us=2 * per_step_us, saving_pct=1.0, formula="",
+                      snippet="", evidence=({"n": 1},), per_step_us=per_step_us)
+
+
+def test_prediction_comes_from_the_rule_rows() -> None:
+    """A knob answers the rows that name it: the fired one with the largest per-step saving, else its
+    first row (RULES order) with no prediction."""
+    both = [_fired("avoid_sync", 50.0), _fired("pinned_memory", 5.0), _fired("dataloader_workers", 3.0)]
+    assert _prediction("dataloader", both) == ("pinned_memory", 5.0)  # avoid_sync is no knob's
+    assert _prediction("dataloader", both[2:]) == ("dataloader_workers", 3.0)
+    assert _prediction("dataloader", both[:1]) == ("dataloader_workers", None)
+    assert _prediction("bf16", [_fired("lower_precision", 7.5)]) == ("lower_precision", 7.5)
+    assert _prediction("cudnn_benchmark", both) == (None, None)
 
 
 def test_timed_mean_uses_the_given_steps() -> None:

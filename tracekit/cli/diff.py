@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, Change, TraceDiff, diff
 from tracekit.cli.common import analyze_for_cli, load_for_cli, quiet_option, steps_option
+from tracekit.compare.diff import AFTER, BEFORE, DELTA, Change, TraceDiff, diff
 from tracekit.report.text import safe as _safe
 from tracekit.suggestions import suggest
 from tracekit.units import fmt_us

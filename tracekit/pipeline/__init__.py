@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from tracekit.report.context import RankRow, RankView
 
 Outcome = TypeVar("Outcome")  # what a worker returns for a readable file
-CROSS_RANK_RULES = ("rank_imbalance",)  # rules (in suggestions.RULES) that read the cross-rank view
 
 
 @dataclass(frozen=True)
@@ -213,12 +212,10 @@ def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int 
     extra: tuple[Suggestion, ...] = ()
     if len(ordered) > 1:
         from tracekit.analyzers.ranks import cross_rank
-        from tracekit.suggestions.rules import RULES
+        from tracekit.suggestions.rules import suggest_cross_rank
 
         cross = cross_rank([r.digest for r in ordered])
-        checks: list[Callable[[Any], Suggestion | None]] = [r.check for r in RULES if r.id in CROSS_RANK_RULES]
-        extra = tuple(sorted((s for check in checks if (s := check(cross)) is not None),
-                             key=lambda s: -s.saving_us))
+        extra = tuple(suggest_cross_rank(cross))  # the CROSS_RANK_RULES rows
     return RunResult(path=path, results=ordered, warnings=tuple(dict.fromkeys(warnings)), cross=cross,
                      cross_suggestions=extra)
 

@@ -1,8 +1,8 @@
 """Knobs for `tracekit profile --try`: small adapters that apply one suggested change to an unedited script.
 
-Each knob is a row of KNOBS: its name, the suggestion ids it answers, whether it needs CUDA, what it
-does in one sentence, and an `apply(torch) -> Applied` function run in the child process before the
-script starts. Knobs that act on "the model" find it through the optimizer: when the script creates a
+Each knob is a row of KNOBS: its name, whether it needs CUDA, what it does in one sentence, and an
+`apply(torch) -> Applied` function run in the child process before the script starts. Which
+suggestions a knob answers is said by the rule rows (`tracekit.suggestions.rules.Rule.knobs`). Knobs that act on "the model" find it through the optimizer: when the script creates a
 `torch.optim.Optimizer`, the outermost `nn.Module`s holding that optimizer's parameters are the model
 (`model_roots`); a knob then changes those modules in place (`Module.compile()`, an autocast wrapper
 around `forward`), so the script's own references and the optimizer keep working.
@@ -16,7 +16,12 @@ import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+    from torch.optim import Optimizer
 
 MAX_LOADER_WORKERS = 8  # the `dataloader` knob's num_workers: min(this, CPU cores // 2), at least 1
 
@@ -39,25 +44,24 @@ class Knob:
     """One change `--try` can make without editing the script."""
 
     name: str
-    answers: tuple[str, ...]  # suggestion ids whose predicted saving this knob realises
     needs_cuda: bool
     does: str  # one sentence for the README / --help
-    apply: Callable[[Any], Applied]
+    apply: Callable[[ModuleType], Applied]  # gets the torch module
 
 
-def _tf32(torch: Any) -> Applied:
+def _tf32(torch: ModuleType) -> Applied:
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.set_float32_matmul_precision("high")
     return Applied(True, notes=["TF32 on for matmul and cuDNN (set_float32_matmul_precision('high'))"])
 
 
-def _cudnn_benchmark(torch: Any) -> Applied:
+def _cudnn_benchmark(torch: ModuleType) -> Applied:
     torch.backends.cudnn.benchmark = True
     return Applied(True, notes=["torch.backends.cudnn.benchmark = True"])
 
 
-def _dataloader(torch: Any) -> Applied:
+def _dataloader(torch: ModuleType) -> Applied:
     cuda = bool(torch.cuda.is_available())
     workers = max(1, min(MAX_LOADER_WORKERS, (os.cpu_count() or 2) // 2))
     applied = Applied(True, reason="the script created no torch.utils.data.DataLoader")
@@ -66,7 +70,7 @@ def _dataloader(torch: Any) -> Applied:
     signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: object, *args: object, **kwargs: object) -> None:
         given = signature.bind_partial(self, *args, **kwargs).arguments
         changed = []
         if "num_workers" not in given:
@@ -88,7 +92,7 @@ def _dataloader(torch: Any) -> Applied:
     return applied
 
 
-def model_roots(params: set[int]) -> list[Any]:
+def model_roots(params: set[int]) -> list[Module]:
     """The outermost live nn.Modules that hold any of the parameters whose ids are in `params`."""
     import torch
 
@@ -100,16 +104,16 @@ def model_roots(params: set[int]) -> list[Any]:
             if id(m) not in children and any(id(p) in params for p in m.parameters())]
 
 
-def on_model(applied: Applied, change: Callable[[Any], str]) -> Applied:
+def on_model(applied: Applied, change: Callable[[Module], str]) -> Applied:
     """Call `change(module)` on the model's root modules when the script creates its first optimizer."""
     import torch
 
     optimizer_cls = torch.optim.Optimizer
-    original = optimizer_cls.__init__
+    original: Callable[..., None] = optimizer_cls.__init__
     done: set[int] = set()
 
     @functools.wraps(original)
-    def __init__(self: Any, params: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: Optimizer, params: object, *args: object, **kwargs: object) -> None:
         original(self, params, *args, **kwargs)
         ids = {id(p) for g in self.param_groups for p in g["params"]}
         for module in model_roots(ids):
@@ -122,21 +126,21 @@ def on_model(applied: Applied, change: Callable[[Any], str]) -> Applied:
     return applied
 
 
-def _compile_with(mode: str | None) -> Callable[[Any], Applied]:
-    def apply(torch: Any) -> Applied:
-        def change(module: Any) -> str:
+def _compile_with(mode: str | None) -> Callable[[ModuleType], Applied]:
+    def apply(torch: ModuleType) -> Applied:
+        def change(module: Module) -> str:
             module.compile(**({"mode": mode} if mode else {}))
             return f"torch.compile({type(module).__name__}{f', mode={mode!r}' if mode else ''})"
         return on_model(Applied(True), change)
     return apply
 
 
-def _bf16(torch: Any) -> Applied:
-    def change(module: Any) -> str:
+def _bf16(torch: ModuleType) -> Applied:
+    def change(module: Module) -> str:
         forward = module.forward
 
         @functools.wraps(forward)
-        def autocast_forward(*args: Any, **kwargs: Any) -> Any:
+        def autocast_forward(*args: object, **kwargs: object) -> object:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
                 return forward(*args, **kwargs)
 
@@ -146,18 +150,18 @@ def _bf16(torch: Any) -> Applied:
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("tf32", ("lower_precision",), True,
+    Knob("tf32", True,
          "TF32 tensor cores for fp32 matmuls and convolutions (allow_tf32, matmul precision 'high')", _tf32),
-    Knob("bf16", ("lower_precision",), True,
+    Knob("bf16", True,
          "autocast to bfloat16 around the forward of the model (the modules the optimizer trains)", _bf16),
-    Knob("dataloader", ("dataloader_workers", "pinned_memory"), False,
+    Knob("dataloader", False,
          "DataLoader defaults num_workers=min(8, cores/2), pin_memory=True (CUDA), persistent_workers=True, "
          "where the script did not pass them", _dataloader),
-    Knob("cudnn_benchmark", (), True,
+    Knob("cudnn_benchmark", True,
          "torch.backends.cudnn.benchmark = True (cuDNN autotunes convolution algorithms)", _cudnn_benchmark),
-    Knob("compile", ("fuse_elementwise",), False,
+    Knob("compile", False,
          "torch.compile of the model's root modules, in place (Module.compile())", _compile_with(None)),
-    Knob("cudagraphs", ("cuda_graphs",), True,
+    Knob("cudagraphs", True,
          "torch.compile(mode='reduce-overhead') of the model's root modules: CUDA graphs", _compile_with("reduce-overhead")),
 )}
 
@@ -173,7 +177,7 @@ def parse_knobs(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def apply_knob(name: str, torch: Any) -> Applied:
+def apply_knob(name: str, torch: ModuleType) -> Applied:
     """Apply KNOBS[name] in this process, or say why it cannot apply here."""
     knob = KNOBS[name]
     if knob.needs_cuda and not torch.cuda.is_available():

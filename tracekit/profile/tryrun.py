@@ -4,8 +4,9 @@ Every run (the baseline, then each knob) is two child processes (`tracekit.profi
 under the profiler, writing BASE.trace.json.gz / BASE.try-KNOB.trace.json.gz, and one timed without
 the profiler (the same step marks, `timed.TimedSession`). The steady steps of the profiled run (the
 analysis's steady steps) pick which steps of the timed run are averaged, so both columns describe the
-same steps. The predicted saving is the baseline's suggestion that the knob answers
-(`knobs.Knob.answers`, the largest per-step saving among those that fired).
+same steps. The predicted saving is the baseline's suggestion that the knob answers (the rule rows
+whose `knobs` name it, `tracekit.suggestions.rules.knob_rules`; the largest per-step saving among
+those that fired).
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from tracekit.profile.knobs import KNOBS
 from tracekit.profile.runner import Target
 from tracekit.trace.files import PROFILE_SUFFIX
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import Analysis
+    from tracekit.suggestions.model import Suggestion
 
 SCHEMA = "tracekit.try/1"
 OK, FAILED, SKIPPED, NOT_APPLIED = "ok", "failed", "skipped", "not applied"
@@ -78,7 +82,7 @@ def output_paths(base_trace: Path, knobs: list[str]) -> dict[str | None, Path]:
     return out
 
 
-def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Path, log: Any,
+def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Path, log: TextIO,
            warmup: int, active: int | None, timeout: float | None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "tracekit.profile.trychild", "--mode", mode, "--result", str(result),
            "--trace", str(trace), "--warmup", str(warmup)]
@@ -103,7 +107,7 @@ def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Pat
     return data
 
 
-def steady_steps(analysis: Any) -> tuple[list[int], float | None]:
+def steady_steps(analysis: Analysis) -> tuple[list[int], float | None]:
     """(steady step numbers, mean steady-step span in µs) of a profiled run's analysis (first rank)."""
     if not analysis.ranks:
         return [], None
@@ -124,7 +128,7 @@ def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None
     return sum(bounds[s + 1] - bounds[s] for s in chosen) / len(chosen), clock
 
 
-def _analyse(trace: Path, with_suggestions: bool) -> tuple[Any, list[Any]]:
+def _analyse(trace: Path, with_suggestions: bool) -> tuple[Analysis, list[Suggestion]]:
     from tracekit.analyzers import analyze
     from tracekit.suggestions import suggest
     from tracekit.trace.load import load_trace
@@ -133,13 +137,17 @@ def _analyse(trace: Path, with_suggestions: bool) -> tuple[Any, list[Any]]:
     return analysis, (suggest(analysis) if with_suggestions else [])
 
 
-def _prediction(knob: str, suggestions: list[Any]) -> tuple[str | None, float | None]:
-    answers = KNOBS[knob].answers
-    fired = [s for s in suggestions if s.id in answers and s.per_step_us is not None]
+def _prediction(knob: str, suggestions: Sequence[Suggestion]) -> tuple[str | None, float | None]:
+    """(the suggestion id the knob answers, its predicted per-step saving): the fired suggestion of
+    the knob's rules with the largest per-step saving, else the knob's first rule and None."""
+    from tracekit.suggestions.rules import knob_rules
+
+    answers = [rule.id for rule in knob_rules(knob)]
+    fired = [(s.id, s.per_step_us) for s in suggestions if s.id in answers and s.per_step_us is not None]
     if not fired:
         return (answers[0] if answers else None), None
-    best = max(fired, key=lambda s: s.per_step_us)
-    return best.id, float(best.per_step_us)
+    best_id, best_us = max(fired, key=lambda pair: pair[1])
+    return best_id, float(best_us)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -156,7 +164,7 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
     paths = output_paths(base_trace, knobs)
     rows: list[TryRow] = []
     base: dict[str, float | None] = {}
-    suggestions: list[Any] = []
+    suggestions: list[Suggestion] = []
     for knob, trace in paths.items():
         label = knob or "baseline"
         log_path = trace.with_name(trace.name[: -len(PROFILE_SUFFIX)] + ".log") \
@@ -170,7 +178,7 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
                 runs[mode] = _child(target, mode, knob, trace, result_path, log, warmup, active, timeout)
                 if runs[mode].get("applied") is False:
                     break  # the knob cannot apply here: one run said so
-        analysed: tuple[Any, list[Any]] | str | None = None
+        analysed: tuple[Analysis, list[Suggestion]] | str | None = None
         if trace.exists():
             try:
                 analysed = _analyse(trace, knob is None)
@@ -187,21 +195,21 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
 
 
 def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, Any]],
-         suggestions: list[Any], base: dict[str, float | None], base_trace: Path,
-         log_path: Path, analysed: tuple[Any, list[Any]] | str | None) -> TryRow:
+         suggestions: list[Suggestion], base: dict[str, float | None], base_trace: Path,
+         log_path: Path, analysed: tuple[Analysis, list[Suggestion]] | str | None) -> TryRow:
     answers, predicted = _prediction(knob, suggestions) if knob else (None, None)
     prof, timed = runs.get("profile", {}), runs.get("time", {})
     empty = TryRow(label, answers, predicted, None, None, None, None, None, None, 0, OK, "", None, None)
     if prof.get("applied") is False:
-        return _replace(empty, status=SKIPPED, reason=str(prof.get("reason", "")))
+        return replace(empty, status=SKIPPED, reason=str(prof.get("reason", "")))
     errors = [f"{m}: {r['error']}" for m, r in (("profiled", prof), ("timed", timed)) if r.get("error")]
     errors += [f"{m}: the script exited with status {r['status']}" for m, r in
                (("profiled", prof), ("timed", timed)) if not r.get("error") and r.get("status")]
     if errors or analysed is None:
         why = "; ".join(errors) or "no trace was written"
-        return _replace(empty, status=FAILED, reason=f"{why} (log: {log_path.name})")
+        return replace(empty, status=FAILED, reason=f"{why} (log: {log_path.name})")
     if isinstance(analysed, str):
-        return _replace(empty, status=FAILED, reason=analysed)
+        return replace(empty, status=FAILED, reason=analysed)
     analysis = analysed[0]
     steady, span = steady_steps(analysis)
     timed_mean, clock = _timed_mean(timed, steady)
@@ -215,10 +223,6 @@ def _row(label: str, knob: str | None, trace: Path, runs: dict[str, dict[str, An
         _ratio(base_timed, timed_mean), clock, len(steady),
         OK if applied else NOT_APPLIED, notes if applied else str(prof.get("reason", "")), str(trace), diff,
     )
-
-
-def _replace(row: TryRow, **changes: Any) -> TryRow:
-    return TryRow(**{**asdict(row), **changes})
 
 
 def _ms(us: float | None) -> str:

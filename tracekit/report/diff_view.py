@@ -7,16 +7,20 @@ page has none), written atomically.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
+from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
 from tracekit.report.html import asset, environment
 from tracekit.report.write import write_atomic
 from tracekit.units import fmt_time
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TEMPLATE = "diff.html.j2"
 _LABELS = {
@@ -74,7 +78,8 @@ def _cell(name: str, v: float | None) -> str:
     return f"{v:.1f}" if name in _COUNTS else fmt_time(v)
 
 
-def _rows(table: Any, label: Any, scale: float, limit: int = TABLE_ROWS) -> tuple[Row, ...]:
+def _rows(table: pd.DataFrame, label: Callable[[Mapping[str, Any]], tuple[str, ...]], scale: float,
+          limit: int = TABLE_ROWS) -> tuple[Row, ...]:
     return tuple(Row((*label(r), fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA])),
                      _css(r[DELTA], scale)) for r in table.head(limit).to_dict("records"))
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from tracekit.suggestions.document import analysis_document
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules import RULES, Rule, suggest
+from tracekit.suggestions.rules import CROSS_RANK_RULES, RULES, CrossRankRule, Rule, suggest
 
-__all__ = ["RULES", "Rule", "Suggestion", "analysis_document", "suggest"]
+__all__ = ["CROSS_RANK_RULES", "RULES", "CrossRankRule", "Rule", "Suggestion", "analysis_document", "suggest"]

@@ -13,7 +13,6 @@ import pandas as pd
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs.op_args import Shapes
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
 
 # A rule stays silent below both of these (per rank, over the analysed window).
@@ -52,9 +51,9 @@ class Scope:
 
 
 def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula: str,
-               evidence: Iterable[Mapping[str, Any]], *, min_pct: float = MIN_SAVING_PCT,
-               snippet: str | None = None) -> Suggestion | None:
-    """A Suggestion, or None when there is no evidence or the saving is below the thresholds."""
+               evidence: Iterable[Mapping[str, Any]], *, min_pct: float = MIN_SAVING_PCT) -> Suggestion | None:
+    """A Suggestion, or None when there is no evidence or the saving is below the thresholds. Its
+    snippet is empty: the rule's row (tracekit.suggestions.rules.Rule.run) gives it the row's."""
     rows = tuple(evidence)
     if scope.ranks == 1:  # one rank: the rank column says nothing
         rows = tuple({k: v for k, v in row.items() if k != "rank"} for row in rows)
@@ -62,7 +61,7 @@ def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula
         return None
     return Suggestion(id=rule_id, title=title, saving_us=float(saving_us),
                       saving_pct=float(scope.pct(saving_us)), formula=formula,
-                      snippet=SNIPPETS[rule_id] if snippet is None else snippet, evidence=rows,
+                      snippet="", evidence=rows,
                       per_step_us=float(saving_us / scope.steps), basis=scope.basis)
 
 

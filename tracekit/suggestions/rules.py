@@ -1,41 +1,116 @@
-"""The rule list (stable ids, in report order) and `suggest`: run every rule, rank by estimated saving."""
+"""The rule tables (one row per rule: id, check, snippet, diff target, --try knobs, inputs) and `suggest`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.ranks import CrossRank
+from tracekit.analyzers.step_parts import StepPart
 from tracekit.suggestions import rules_host, rules_kernels, rules_launch, rules_ranks
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.snippets import SNIPPETS
 
 
-class Rule(NamedTuple):
-    """One rule: a stable id and a function from an `Analysis` to a Suggestion or None."""
+@dataclass(frozen=True)
+class Rule:
+    """One rule over an `Analysis`, everything about it in one row.
+
+    `check` finds the problem (a Suggestion without its snippet, or None); `snippet` is the code the
+    suggestion shows; `target` the part of the step the change acts on (what `tracekit diff`
+    measures before and after); `knobs` the `tracekit profile --try` knobs that apply the change
+    (names in tracekit.profile.knobs.KNOBS); `reads` the analyzer results the check reads, as
+    `Analysis` / `RankAnalysis` fields ("patterns.loops": a field of that field), besides the
+    `totals` and `ranks` every rule's Scope reads.
+    """
 
     id: str
     check: Callable[[Analysis], Suggestion | None]
+    snippet: str
+    target: StepPart
+    knobs: tuple[str, ...]
+    reads: tuple[str, ...]
+
+    def run(self, analysis: Analysis) -> Suggestion | None:
+        """The check's suggestion with this row's snippet, or None."""
+        found = self.check(analysis)
+        return None if found is None else dataclasses.replace(found, snippet=self.snippet)
 
 
-RULES: list[Rule] = [
-    Rule("cuda_graphs", rules_launch.cuda_graphs),
-    Rule("fuse_elementwise", rules_kernels.fuse_elementwise),
-    Rule("batch_bmm", rules_launch.batch_bmm),
-    Rule("batch_decode", rules_kernels.batch_decode),
-    Rule("lower_precision", rules_kernels.lower_precision),
-    Rule("align_dims", rules_kernels.align_dims),
-    Rule("use_sdpa", rules_kernels.use_sdpa),
-    Rule("avoid_sync", rules_host.avoid_sync),
-    Rule("pinned_memory", rules_host.pinned_memory),
-    Rule("dataloader_workers", rules_host.dataloader_workers),
-    Rule("overlap_comm", rules_host.overlap_comm),
-    Rule("rank_imbalance", rules_ranks.rank_imbalance),  # silent on an Analysis: reads the cross-rank view
-]
+@dataclass(frozen=True)
+class CrossRankRule:
+    """One rule over the cross-rank view of a multi-rank run (`reads`: CrossRank fields)."""
+
+    id: str
+    check: Callable[[CrossRank], Suggestion | None]
+    snippet: str
+    reads: tuple[str, ...]
+
+    def run(self, view: CrossRank) -> Suggestion | None:
+        """The check's suggestion with this row's snippet, or None."""
+        found = self.check(view)
+        return None if found is None else dataclasses.replace(found, snippet=self.snippet)
 
 
-def suggest(analysis: Analysis, rules: list[Rule] | None = None) -> list[Suggestion]:
+# In report order (ties of equal savings keep it); a knob's first row is the one `--try` names
+# when none of its rules fired.
+RULES: tuple[Rule, ...] = (
+    Rule("cuda_graphs", rules_launch.cuda_graphs, SNIPPETS["cuda_graphs"],
+         StepPart("GPU idle time (launch gaps)", step_parts.gpu_idle), ("cudagraphs",),
+         ("totals", "launch", "graphs")),
+    Rule("fuse_elementwise", rules_kernels.fuse_elementwise, SNIPPETS["fuse_elementwise"],
+         StepPart("elementwise + normalization time", step_parts.elementwise_time), ("compile",),
+         ("device", "launch", "patterns.chains")),
+    Rule("batch_bmm", rules_launch.batch_bmm, SNIPPETS["batch_bmm"],
+         StepPart("the same-shape GEMM loop", step_parts.gemm_loop), (),
+         ("device", "patterns.loops", "patterns.num_sms")),
+    Rule("batch_decode", rules_kernels.batch_decode, SNIPPETS["batch_decode"],
+         step_parts.WHOLE_STEP, (), ("device", "kernels", "patterns.training")),
+    Rule("lower_precision", rules_kernels.lower_precision, SNIPPETS["lower_precision"],
+         StepPart("GEMM time", step_parts.gemm_time), ("tf32", "bf16"), ("device", "kernels")),
+    Rule("align_dims", rules_kernels.align_dims, SNIPPETS["align_dims"],
+         step_parts.WHOLE_STEP, (), ("device", "kernels")),
+    Rule("use_sdpa", rules_kernels.use_sdpa, SNIPPETS["use_sdpa"],
+         StepPart("the attention chain (scores GEMM → softmax → GEMM, or the fused kernel)",
+                  step_parts.attention_chain), (), ("device", "patterns.attention")),
+    Rule("avoid_sync", rules_host.avoid_sync, SNIPPETS["avoid_sync"],
+         StepPart("GPU idle after host syncs", step_parts.total("sync_wait_us")), (),
+         ("launch", "patterns.syncs")),
+    Rule("dataloader_workers", rules_host.dataloader_workers, SNIPPETS["dataloader_workers"],
+         StepPart("GPU idle while the main thread loads data", step_parts.total("data_wait_us")),
+         ("dataloader",), ("launch", "patterns.dataloader")),
+    Rule("pinned_memory", rules_host.pinned_memory, SNIPPETS["pinned_memory"],
+         StepPart("copy time + GPU idle while the CPU is blocked in copies", step_parts.copies),
+         ("dataloader",), ("device", "launch", "patterns.copies")),
+    Rule("overlap_comm", rules_host.overlap_comm, SNIPPETS["overlap_comm"],
+         StepPart("exposed communication", step_parts.total("comm_exposed_us")), (),
+         ("launch", "patterns.comm")),
+)
+RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
+
+CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
+    CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],
+                  ("ranks", "steps", "stragglers", "span_us")),
+)
+
+
+def knob_rules(knob: str) -> tuple[Rule, ...]:
+    """The rows whose change the `--try` knob `knob` applies, in RULES order."""
+    return tuple(rule for rule in RULES if knob in rule.knobs)
+
+
+def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None) -> list[Suggestion]:
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
     estimated saving first (ties keep the RULES order). Savings of different rules can overlap
     (a CUDA graph and a bmm both remove the same launch gaps): they do not add up."""
-    found = [s for rule in (RULES if rules is None else rules) if (s := rule.check(analysis)) is not None]
+    found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
+    return sorted(found, key=lambda s: -s.saving_us)
+
+
+def suggest_cross_rank(view: CrossRank) -> list[Suggestion]:
+    """Every cross-rank rule's suggestion for `view`, largest estimated saving first."""
+    found = [s for rule in CROSS_RANK_RULES if (s := rule.run(view)) is not None]
     return sorted(found, key=lambda s: -s.saving_us)

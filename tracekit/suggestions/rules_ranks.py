@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from tracekit.analyzers.ranks import CrossRank
 from tracekit.suggestions.common import Scope, fmt_us, suggestion
 from tracekit.suggestions.model import Suggestion
 
@@ -15,24 +14,17 @@ ADVICE: dict[str | None, str] = {
     "cpu_work": "give it more CPU (cores, threads per rank) or less CPU work per step",
     None: "find what that rank does differently (its own report section below)",
 }
-IMBALANCE_SNIPPET = '''\
-# A rank that arrives late at every collective makes all the others wait.
-# If its DataLoader is the cause: load in worker processes, like the other ranks.
-loader = torch.utils.data.DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,
-                                     persistent_workers=True)
-# If its data is bigger (uneven shards, longer sequences): balance the shards or pack the sequences.
-'''
 
 
-def rank_imbalance(result: Any) -> Suggestion | None:
-    """Stragglers of a cross-rank view (tracekit.analyzers.ranks.CrossRank): the collective waiting
-    the other ranks would get back if the straggler arrived on time; silent on a one-rank Analysis."""
-    stragglers = getattr(result, "stragglers", None)
-    if not stragglers or not getattr(result, "steps", None):
+def rank_imbalance(view: CrossRank) -> Suggestion | None:
+    """Stragglers of a cross-rank view: the collective waiting the other ranks would get back if the
+    straggler arrived on time; silent without a straggler or without compared steps."""
+    stragglers = view.stragglers
+    if not stragglers or not view.steps:
         return None
-    n = len(result.ranks)
-    steps = len(result.steps)
-    scope = Scope(span_us=result.span_us / n, steps=float(steps), ranks=n)
+    n = len(view.ranks)
+    steps = len(view.steps)
+    scope = Scope(span_us=view.span_us / n, steps=float(steps), ranks=n)
     waiting = sum(s.others_wait_us_per_step for s in stragglers) * steps
     saving = waiting / n
     rows = [{"rank": s.rank, "late_steps_pct": s.late_steps_pct, "late_us_per_step": s.late_us_per_step,
@@ -46,4 +38,4 @@ def rank_imbalance(result: Any) -> Suggestion | None:
                f"/ {n} ranks = {fmt_us(saving)} per rank")
     title = (f"Rank {first.rank} holds the job back: the other ranks wait {fmt_us(first.others_wait_us_per_step)} "
              f"per step for it at the collectives; {advice}")
-    return suggestion("rank_imbalance", title, saving, scope, formula, rows, snippet=IMBALANCE_SNIPPET)
+    return suggestion("rank_imbalance", title, saving, scope, formula, rows)

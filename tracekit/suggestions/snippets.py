@@ -1,4 +1,4 @@
-"""Code snippets shown with each suggestion, keyed by rule id (data, not logic)."""
+"""Code snippets shown with each suggestion, keyed by rule id (data, not logic): the rule rows read them."""
 
 from __future__ import annotations
 
@@ -114,5 +114,12 @@ model = torch.nn.parallel.DistributedDataParallel(
 model = FSDP(model, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_prefetch=True,
              limit_all_gathers=True)
 # your own collectives: work = dist.all_reduce(t, async_op=True); ...compute...; work.wait()
+''',
+    "rank_imbalance": '''\
+# A rank that arrives late at every collective makes all the others wait.
+# If its DataLoader is the cause: load in worker processes, like the other ranks.
+loader = torch.utils.data.DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,
+                                     persistent_workers=True)
+# If its data is bigger (uneven shards, longer sequences): balance the shards or pack the sequences.
 ''',
 }

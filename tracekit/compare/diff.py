@@ -1,7 +1,8 @@
 """Two analyses compared over their steady steps: per-step metrics, classes, ops, kernels, idle, suggestions.
 
 `diff(before, after, suggestions)` takes two `Analysis` results and BEFORE's suggestions (each is
-checked against what changed) and returns a `TraceDiff`. Every time is µs per steady step (summed over ranks, divided
+checked against what changed: the part of the step its rule row targets, `Rule.target`) and returns a
+`TraceDiff`. Every time is µs per steady step (summed over ranks, divided
 by the steady steps of all ranks). Work is matched by what it is: by kernel class, by the launching op
 and its input shapes, and by kernel name where names match (new and vanished kernels are listed).
 """
@@ -14,9 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from tracekit.analyzers import diff_parts
+from tracekit.analyzers import step_parts
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
+from tracekit.analyzers.step_parts import Selection, StepPart
+from tracekit.analyzers.totals import LaunchTotals
 from tracekit.jsonsafe import plain
+from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules import RULES_BY_ID
 
 SCHEMA = "tracekit.diff/1"
 CAME_TRUE_TOLERANCE = 0.35  # realised within ±35 % of the predicted saving
@@ -202,8 +208,8 @@ def _outer(before: pd.DataFrame, after: pd.DataFrame, keys: list[str], nb: int, 
     return out.reset_index()
 
 
-def _classes(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
-    def table(a: Any) -> pd.DataFrame:
+def _classes(before: Analysis, after: Analysis, nb: int, na: int) -> pd.DataFrame:
+    def table(a: Analysis) -> pd.DataFrame:
         return a.classes.rename(columns={SUM_KEY: C_CLASS})[[C_CLASS, SUM_TIME, SUM_COUNT]]
     b, a = table(before), table(after)
     out = _outer(b, a, [C_CLASS], nb, na)
@@ -219,7 +225,7 @@ def _by_delta(out: pd.DataFrame) -> pd.DataFrame:
     return out.loc[order].reset_index(drop=True)
 
 
-def _op_table(a: Any) -> pd.DataFrame:
+def _op_table(a: Analysis) -> pd.DataFrame:
     k = a.kernels
     frame = pd.DataFrame({O_OP: k["op"].fillna("(no op)").astype(str),
                           O_SHAPES: k["shapes"].fillna("").astype(str),
@@ -230,7 +236,7 @@ def _op_table(a: Any) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _ops(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
+def _ops(before: Analysis, after: Analysis, nb: int, na: int) -> pd.DataFrame:
     b, a = _op_table(before), _op_table(after)
     out = _outer(b[[O_OP, O_SHAPES, "time_us"]], a[[O_OP, O_SHAPES, "time_us"]], [O_OP, O_SHAPES], nb, na)
     names_b = {(r[0], r[1]): r[2] for r in b[[O_OP, O_SHAPES, "names"]].itertuples(index=False)}
@@ -256,8 +262,8 @@ def _ops(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
     return _by_delta(out)
 
 
-def _kernels(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
-    def table(a: Any) -> pd.DataFrame:
+def _kernels(before: Analysis, after: Analysis, nb: int, na: int) -> pd.DataFrame:
+    def table(a: Analysis) -> pd.DataFrame:
         k = a.kernels
         return pd.DataFrame({K_NAME: k["name"].astype(str), "class": k["class"].astype(str),
                              "time_us": k["time_us"].astype(float)}).groupby(K_NAME, sort=False).agg(
@@ -275,20 +281,20 @@ def _kernels(before: Any, after: Any, nb: int, na: int) -> pd.DataFrame:
 def _attribution(classes: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
     rows = [(f"class:{c}", d) for c, d in zip(classes[C_CLASS], classes[DELTA], strict=True)]
     rows += [(f"idle:{p}", d) for p, d in zip(idle[I_PART], idle[DELTA], strict=True)
-             if p not in (diff_parts.IDLE_TOTAL, diff_parts.IDLE_OTHER)]
+             if p not in (step_parts.IDLE_TOTAL, step_parts.IDLE_OTHER)]
     out = pd.DataFrame(rows, columns=[A_PART, DELTA])
     return _by_delta(out)
 
 
-def diff(before: Any, after: Any, suggestions: Sequence[Any] = ()) -> TraceDiff:
+def diff(before: Analysis, after: Analysis, suggestions: Sequence[Suggestion] = ()) -> TraceDiff:
     """Compare two `Analysis` results over their steady steps (see the module docstring);
     `suggestions` (BEFORE's, from tracekit.suggestions.suggest) are checked against what changed."""
-    sb, sa = diff_parts.steady(before), diff_parts.steady(after)
+    sb, sa = step_parts.steady(before), step_parts.steady(after)
     nb, na = sb.steps, sa.steps
     metrics = tuple(Change(name, _per(sb.totals, attr, nb), _per(sa.totals, attr, na))
                     for name, attr in METRICS)
     classes = _classes(before, after, nb, na)
-    idle_b, idle_a = diff_parts.idle_parts(before, sb), diff_parts.idle_parts(after, sa)
+    idle_b, idle_a = step_parts.idle_parts(before, sb), step_parts.idle_parts(after, sa)
     idle = pd.DataFrame({I_PART: list(idle_b), BEFORE: list(idle_b.values()),
                          AFTER: [idle_a[k] for k in idle_b]})
     idle[DELTA] = idle[AFTER] - idle[BEFORE]
@@ -306,16 +312,23 @@ def diff(before: Any, after: Any, suggestions: Sequence[Any] = ()) -> TraceDiff:
     )
 
 
-def _check(suggestion: Any, before: Any, after: Any, sb: diff_parts.Selection, sa: diff_parts.Selection) -> SuggestionCheck:
-    words, measure = diff_parts.target(suggestion.id)
+def target(suggestion_id: str) -> StepPart:
+    """The part of the step a suggestion acts on: its rule row's target; the whole step for an id
+    with no row (a cross-rank suggestion)."""
+    rule = RULES_BY_ID.get(suggestion_id)
+    return step_parts.WHOLE_STEP if rule is None else rule.target
+
+
+def _check(suggestion: Suggestion, before: Analysis, after: Analysis, sb: Selection, sa: Selection) -> SuggestionCheck:
+    part = target(suggestion.id)
     predicted = suggestion.per_step_us
     return SuggestionCheck(
-        id=suggestion.id, title=suggestion.title, target=words,
+        id=suggestion.id, title=suggestion.title, target=part.label,
         predicted_us_per_step=None if predicted is None else float(predicted),
-        before_part_us=measure(before, sb), after_part_us=measure(after, sa),
+        before_part_us=part.measure(before, sb), after_part_us=part.measure(after, sa),
     )
 
 
-def _per(totals: Any, attr: str, n: int) -> float | None:
+def _per(totals: LaunchTotals, attr: str, n: int) -> float | None:
     value = getattr(totals, attr)
     return None if value is None else float(value) / max(n, 1)
