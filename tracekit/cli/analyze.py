@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from tracekit.cli.common import (
 )
 from tracekit.terminal import visible
 from tracekit.units import plural
+
+if TYPE_CHECKING:
+    from tracekit.pipeline import StepSelection
 
 
 def _safe(text: object, width: int | None = None) -> str:
@@ -115,7 +118,7 @@ def _steps_line(doc: dict[str, Any]) -> str:
     if scopes == {"trace"}:
         return "steps     none marked: first GPU launch to the end of the last GPU activity"
     how = "inferred from the repeating op sequence" if "inferred" in scopes else "ProfilerStep"
-    mode = s.get("steps_mode", "steady")
+    mode = s["steps_mode"]
     what = {"steady": "steady", "all": "all"}.get(mode, f"selected ({mode})")
     return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
 
@@ -163,7 +166,7 @@ def cross_rank_text(doc: dict[str, Any], max_steps: int = 10) -> list[str]:
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
 
