@@ -10,8 +10,7 @@ import pytest
 from tracebuilder import TraceBuilder
 
 import tracekit
-from tracekit.analyzers import idle
-from tracekit.analyzers import steady
+from tracekit.analyzers import idle, steady
 from tracekit.analyzers.analysis import analyze
 from tracekit.analyzers.launch import launch_overhead
 from tracekit.analyzers.step_selection import StepsError

@@ -339,9 +339,9 @@ def step_table(plan: StepPlan, step_totals: tuple[LaunchTotals, ...], act: pd.Da
     return table
 
 
-def _queue_by_step(pos: np.ndarray, queue: np.ndarray, n: int) -> dict[str, list]:
+def _queue_by_step(pos: np.ndarray, queue: np.ndarray, n: int) -> dict[str, list[float | None]]:
     """p50 / p90 / max queue delay per step position (None where a step has no linked activity)."""
-    out: dict[str, list] = {"queue_p50_us": [None] * n, "queue_p90_us": [None] * n,
+    out: dict[str, list[float | None]] = {"queue_p50_us": [None] * n, "queue_p90_us": [None] * n,
                             "queue_max_us": [None] * n}
     keep = (pos >= 0) & ~np.isnan(queue)
     if not keep.any():
