@@ -23,7 +23,7 @@ def _rank(tmp_path):
 
 def test_bins_by_hand(tmp_path):
     rank, ra = _rank(tmp_path)
-    tl = timeline(rank, ra.launch.steps, ra.classification.table["class"], bins=10)  # 100 µs bins from 0
+    tl = timeline(rank, ra.launch.plan, ra.classification.table["class"], bins=10)  # 100 µs bins from 0
     origin = rank.meta.origin_us  # table times count from here; the file's times from 0
     assert (tl.t0_us + origin, tl.span_us, tl.bin_us) == (0.0, 1000.0, 100.0)
     gpu, s7, s8, cpu = tl.rows

@@ -28,9 +28,10 @@ from tracekit.analyzers.launch import (
     LaunchTotals,
     QueueStats,
     launch_overhead,
-    steady_mask,
 )
 from tracekit.analyzers.roofline import Roofline, roofline
+from tracekit.analyzers.step_plan import plan_steps
+from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.analyzers.summary import (
     regroup_kernel_rows,
     sort_kernel_rows,
@@ -72,7 +73,7 @@ class Analysis:
     kernels: pd.DataFrame  # KERNEL_COLUMNS, largest time first
     tokens_per_step: float | None = None
     warnings: tuple[str, ...] = ()
-    steps_mode: str = "steady"  # which steps the headline covers: steady, all or N-M
+    steps_mode: str = STEADY_STEPS.mode  # which steps the headline covers: steady, all or N-M
 
     @property
     def verdict(self) -> str:
@@ -133,34 +134,37 @@ def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataF
     return regroup_kernel_rows(pd.concat(tables, ignore_index=True), device)
 
 
-def analyze_rank(rank: RankTrace, *, device: Device | None = None,
-                 kernel_wait_us: float | None = None, steps: str = "steady") -> RankAnalysis:
-    """All analyzers on one RankTrace; the kernel rows and patterns cover the headline steps."""
+def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_us: float | None = None,
+                 steps: StepSelection = STEADY_STEPS) -> RankAnalysis:
+    """All analyzers on one RankTrace, after its step plan; the kernel rows and patterns cover the
+    headline steps (those `steps` selects)."""
+    plan = plan_steps(rank, steps)
     kc = classify(rank)
     classes = kc.table[CLASS].to_numpy(dtype=object)
     options = {} if kernel_wait_us is None else {"kernel_wait_us": kernel_wait_us}
-    lo = launch_overhead(rank, classes=classes, steps=steps, **options)
+    lo = launch_overhead(rank, plan, classes=classes, **options)
     tb = temporal_breakdown(rank, kc.table[CLASS])
-    rows = steady_mask(lo)
     costs = estimate_costs(rank, kc)
-    roof = roofline(rank, kc, costs, device, rows=rows)
-    patterns = find_patterns(rank, kc, costs, windows=lo.windows, rows=rows)
+    roof = roofline(rank, kc, costs, device, rows=plan.gpu_rows)
+    patterns = find_patterns(rank, kc, costs, windows=plan.windows, rows=plan.gpu_rows)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
-                        timeline=timeline(rank, lo.steps, kc.table[CLASS]), facts=trace_facts(rank))
+                        timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
-            steps: str = "steady") -> Analysis:
+            steps: StepSelection | str = STEADY_STEPS) -> Analysis:
     """Analyze every rank of `trace` (or only `rank`) and combine the results. `steps` picks the
-    steps the headline numbers cover: "steady" (default: set-up, warm-up, partial and outlier steps
-    left out, see tracekit.analyzers.steady), "all", or a range "N-M"."""
+    steps the headline numbers cover: the steady ones (default: set-up, warm-up, partial and outlier
+    steps left out, see tracekit.analyzers.steady), all, or a range of step numbers; a
+    StepSelection or its text ("steady", "all", "N-M"; StepsError when malformed)."""
+    selection = StepSelection.of(steps)
     selected = [trace.rank(rank)] if rank is not None else list(trace.ranks.values())
     with_gpu = [r for r in selected if r.has_gpu] or selected
     device = match_device(with_gpu[0].meta)
-    results = tuple(analyze_rank(r, device=device, steps=steps) for r in selected)
+    results = tuple(analyze_rank(r, device=device, steps=selection) for r in selected)
     totals = sum((r.launch.totals for r in results), LaunchTotals())
-    masks = [steady_mask(r.launch) for r in results]
+    masks = [r.launch.plan.gpu_rows for r in results]
     queues = [r.launch.activities["queue_us"].to_numpy()[m] for r, m in zip(results, masks, strict=True)]
     all_keys = pd.concat([r.classification.table[CLASS][m] for r, m in zip(results, masks, strict=True)],
                          ignore_index=True)
@@ -176,5 +180,5 @@ def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | N
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),
         classes=summarize(all_keys, all_dur), libraries=summarize(all_libs, all_dur),
         kernels=_combine_rows([r.roofline.table for r in results], device), tokens_per_step=tokens_per_step,
-        warnings=tuple(dict.fromkeys(warnings)), steps_mode=results[0].launch.steps_mode if results else steps,
+        warnings=tuple(dict.fromkeys(warnings)), steps_mode=selection.mode,
     )

@@ -9,14 +9,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import idle
-from tracekit.analyzers.steady import (
-    StepPhase,
-    StepsError,
-    classify_steps,
-    parse_steps,
-    select_steps,
-    step_mask,
-)
+from tracekit.analyzers.steady import StepPhase
+from tracekit.analyzers.step_plan import StepPlan, per_step, plan_steps
 from tracekit.analyzers.totals import (  # noqa: F401  (re-exported: the verdict names live with the totals)
     CPU_ONLY,
     GPU_BOUND,
@@ -27,7 +21,7 @@ from tracekit.analyzers.totals import (  # noqa: F401  (re-exported: the verdict
     LaunchTotals,
     bottleneck,
 )
-from tracekit.analyzers.windows import StepWindows, step_windows
+from tracekit.analyzers.windows import StepWindows
 from tracekit.jsonsafe import plain, records
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, intervals, merge_intervals
@@ -93,7 +87,7 @@ class QueueStats:
 class LaunchOverhead:
     """Launch overhead of one rank: per-step table, per-stream idle table, per-activity detail.
 
-    `totals` sums the selected steps (the steady ones by default: see tracekit.analyzers.steady),
+    `totals` sums the steps `plan` selects (the steady ones by default: see tracekit.analyzers.steady),
     `all_totals` every step; `step_totals` and `phases` are per step, aligned with `steps` rows.
     """
 
@@ -106,15 +100,30 @@ class LaunchOverhead:
     totals: LaunchTotals  # the selected (steady) steps
     queue: QueueStats  # the selected steps' GPU activities
     step_totals: tuple[LaunchTotals, ...]
-    phases: tuple[StepPhase, ...] = ()
-    selected: tuple[bool, ...] = ()  # per step: counted in `totals`
-    all_totals: LaunchTotals | None = None
-    steps_mode: str = "steady"
-    windows: StepWindows | None = field(default=None, repr=False, compare=False)
+    all_totals: LaunchTotals
+    plan: StepPlan = field(repr=False, compare=False)  # the steps, their phases and the selected ones
 
     @property
     def verdict(self) -> str:
         return self.totals.verdict
+
+    @property
+    def phases(self) -> tuple[StepPhase, ...]:
+        return self.plan.phases
+
+    @property
+    def selected(self) -> tuple[bool, ...]:
+        """Per step: counted in `totals`."""
+        return tuple(bool(keep) for keep in self.plan.selected)
+
+    @property
+    def steps_mode(self) -> str:
+        """The selection's text (JSON `steps_mode`): steady, all or N-M."""
+        return self.plan.selection.mode
+
+    @property
+    def windows(self) -> StepWindows:
+        return self.plan.windows
 
     @property
     def steady_steps(self) -> tuple[int, ...]:
@@ -140,9 +149,7 @@ class LaunchOverhead:
 def steady_mask(lo: LaunchOverhead) -> np.ndarray:
     """GPU activities (rows of `lo.activities`, i.e. of rank.gpu) that count in the headline: those
     launched in a selected step (every activity when the trace is one pseudo-step)."""
-    if lo.scope == "trace":
-        return np.ones(len(lo.activities), dtype=bool)
-    return step_mask(lo.activities[A_POS].to_numpy(), np.array(lo.selected, dtype=bool))
+    return lo.plan.gpu_rows
 
 
 def step_numbers(lo: LaunchOverhead) -> np.ndarray:
@@ -157,12 +164,11 @@ def step_numbers(lo: LaunchOverhead) -> np.ndarray:
 def step_records(lo: LaunchOverhead) -> list[dict[str, Any]]:
     """Per-step rows as JSON-ready dicts (numbers, verdict, cause, queue delay, phase)."""
     out = []
-    phases = lo.phases or (None,) * len(lo.step_totals)
-    for row, totals, phase in zip(lo.steps.to_dict("records"), lo.step_totals, phases, strict=True):
+    for row, totals, phase in zip(lo.steps.to_dict("records"), lo.step_totals, lo.phases, strict=True):
         rec = {"rank": lo.rank, "step": int(row["step"]), **totals.to_dict()}
         rec.update({k: plain(row[k]) for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")})
-        rec["phase"] = phase.phase if phase is not None else None
-        rec["phase_reason"] = phase.reason if phase is not None else None
+        rec["phase"] = phase.phase
+        rec["phase_reason"] = phase.reason
         rec.pop("steps", None)
         out.append(rec)
     return out
@@ -228,8 +234,8 @@ def _streams(act: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
-                    classes: np.ndarray | None = None, steps: str = "steady") -> LaunchOverhead:
+def launch_overhead(rank: RankTrace, plan: StepPlan | None = None, *, kernel_wait_us: float = KERNEL_WAIT_US,
+                    classes: np.ndarray | None = None) -> LaunchOverhead:
     """Launch overhead vs GPU time of one RankTrace, per step.
 
     Definitions (all times in µs):
@@ -249,78 +255,93 @@ def launch_overhead(rank: RankTrace, *, kernel_wait_us: float = KERNEL_WAIT_US,
       ``host_wait`` when its launch started after the previous activity ended, else ``kernel_wait``
       under ``kernel_wait_us``, else ``other``; summed over streams.
     - Idle causes (tracekit.analyzers.idle): every GPU-idle interval split by what held the GPU.
-    - Phases (tracekit.analyzers.steady): set-up, warm-up, partial and outlier steps are left out
-      of ``totals`` (``steps="steady"``); ``steps="all"`` or ``"N-M"`` selects otherwise.
-      The verdict and cause come from ``totals`` (tracekit.analyzers.totals.bottleneck).
+    - Phases and the selected steps come from `plan` (tracekit.analyzers.step_plan; default: the
+      steady steps): set-up, warm-up, partial and outlier steps are left out of ``totals`` unless
+      the plan's selection keeps them. The verdict and cause come from ``totals``
+      (tracekit.analyzers.totals.bottleneck).
     """
-    mode, span_range = parse_steps(steps)
-    windows = step_windows(rank)
+    plan = plan if plan is not None else plan_steps(rank)
     act = _activities(rank, kernel_wait_us)
-    act[A_POS] = windows.gpu_pos
-    rt = rank.runtime
-    starts, ends = merge_intervals(*intervals(rank.gpu))
-    w0, w1 = windows.ts, windows.end
-    busy = busy_in_windows(starts, ends, w0, w1)
-    n = len(windows)
-    a_pos, r_pos = windows.gpu_pos, windows.rt_pos
-    rt_kind = rt[tables.RT_KIND].to_numpy(dtype=object) if len(rt) else np.empty(0, dtype=object)
-    rt_dur = rt[tables.RT_DUR].to_numpy(dtype=float) if len(rt) else np.empty(0)
-    is_launch = np.isin(rt_kind, tables.LAUNCH_KINDS)
-    is_sync = np.isin(rt_kind, tables.SYNC_KINDS)
-    gaps = act[A_GAP_US].fillna(0.0).to_numpy()
-    cat = act[A_IDLE].to_numpy(dtype=object)
-
-    def per_step(pos: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        keep = mask & (pos >= 0)
-        w = None if weights is None else weights[keep]
-        return np.bincount(pos[keep], weights=w, minlength=n)
-
-    every = np.ones(len(act), dtype=bool)
-    columns = {
-        "kernels": per_step(a_pos, act[A_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL),
-        "gpu_ops": per_step(a_pos, every),
-        "launches": per_step(r_pos, is_launch), "cpu_launch_us": per_step(r_pos, is_launch, rt_dur),
-        "syncs": per_step(r_pos, is_sync), "sync_us": per_step(r_pos, is_sync, rt_dur),
-        "span_us": w1 - w0, "gpu_busy_us": busy,
-        "host_wait_us": per_step(a_pos, cat == HOST_WAIT, gaps),
-        "kernel_wait_us": per_step(a_pos, cat == KERNEL_WAIT, gaps),
-        "other_idle_us": per_step(a_pos, cat == OTHER_WAIT, gaps),
-        "short_kernels": per_step(a_pos, act[A_SHORT].to_numpy(dtype=bool)),
-        **idle.idle_components(rank, windows, classes),
-    }
-    kinds: dict[str, Any] = {f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
-    step_totals = tuple(LaunchTotals(steps=1, **{k: kinds[k](v[i]) for k, v in columns.items()})
-                        for i in range(n))
-    phases = classify_steps(rank, windows, columns["span_us"], columns["kernels"], columns["launches"])
-    selected = select_steps(phases, mode, span_range)
-    if not selected.any():
-        numbers = [p.step for p in phases]
-        raise StepsError(f"{steps} selects no step of rank {rank.rank} (its steps: {numbers[0]}–{numbers[-1]})")
+    act[A_POS] = plan.windows.gpu_pos
+    step_totals = _step_totals(step_columns(rank, plan, act, classes))
     queue = act[A_QUEUE_US].to_numpy()
-    queues = _queue_by_step(a_pos, queue, n)
-    table = pd.DataFrame({"step": windows.numbers, "ts": w0, "end": w1})
-    for name in columns:
-        table[name] = [getattr(t, name) for t in step_totals]
-    table["verdict"] = [t.verdict for t in step_totals]
-    table["cause"] = [t.cause for t in step_totals]
-    table["phase"] = [p.phase for p in phases]
-    for key, values in queues.items():
-        table[key] = values
-    in_sel = step_mask(a_pos, selected)
-    rt_sel = step_mask(r_pos, selected)
     return LaunchOverhead(
-        rank=int(rank.rank), scope=windows.scope, steps=table, streams=_streams(act), activities=act,
-        apis=_apis(rt, rt_sel & (is_launch | is_sync)),
-        totals=sum((t for t, keep in zip(step_totals, selected, strict=True) if keep), LaunchTotals()),
-        queue=QueueStats.of(queue[in_sel]), step_totals=step_totals, phases=phases,
-        selected=tuple(bool(x) for x in selected), all_totals=sum(step_totals, LaunchTotals()),
-        steps_mode=mode, windows=windows,
+        rank=int(rank.rank), scope=plan.scope, steps=step_table(plan, step_totals, act), streams=_streams(act),
+        activities=act, apis=_apis(rank.runtime, plan.runtime_rows & _launch_or_sync(rank.runtime)),
+        totals=sum((t for t, keep in zip(step_totals, plan.selected, strict=True) if keep), LaunchTotals()),
+        queue=QueueStats.of(queue[plan.gpu_rows]), step_totals=step_totals,
+        all_totals=sum(step_totals, LaunchTotals()), plan=plan,
     )
 
 
-def _queue_by_step(pos: np.ndarray, queue: np.ndarray, n: int) -> dict[str, list]:
+def _runtime_columns(runtime: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, duration) of each runtime call (empty arrays without runtime calls)."""
+    if not len(runtime):
+        return np.empty(0, dtype=object), np.empty(0)
+    return runtime[tables.RT_KIND].to_numpy(dtype=object), runtime[tables.RT_DUR].to_numpy(dtype=float)
+
+
+def _launch_or_sync(runtime: pd.DataFrame) -> np.ndarray:
+    """Runtime calls that launch GPU work or wait for it (bool per row)."""
+    kind, _ = _runtime_columns(runtime)
+    return np.isin(kind, tables.LAUNCH_KINDS) | np.isin(kind, tables.SYNC_KINDS)
+
+
+def step_columns(rank: RankTrace, plan: StepPlan, act: pd.DataFrame,
+                 classes: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Per step (position in the plan): every LaunchTotals field but `steps` (see launch_overhead)."""
+    steps, gpu_pos, rt_pos = len(plan), plan.windows.gpu_pos, plan.windows.rt_pos
+    rt_kind, rt_dur = _runtime_columns(rank.runtime)
+    is_launch = np.isin(rt_kind, tables.LAUNCH_KINDS)
+    is_sync = np.isin(rt_kind, tables.SYNC_KINDS)
+    gaps = act[A_GAP_US].fillna(0.0).to_numpy()
+    wait = act[A_IDLE].to_numpy(dtype=object)
+    starts, ends = merge_intervals(*intervals(rank.gpu))
+    return {
+        "kernels": per_step(gpu_pos, act[A_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL, steps),
+        "gpu_ops": per_step(gpu_pos, np.ones(len(act), dtype=bool), steps),
+        "launches": per_step(rt_pos, is_launch, steps),
+        "cpu_launch_us": per_step(rt_pos, is_launch, steps, rt_dur),
+        "syncs": per_step(rt_pos, is_sync, steps), "sync_us": per_step(rt_pos, is_sync, steps, rt_dur),
+        "span_us": plan.span_us, "gpu_busy_us": busy_in_windows(starts, ends, plan.windows.ts, plan.windows.end),
+        "host_wait_us": per_step(gpu_pos, wait == HOST_WAIT, steps, gaps),
+        "kernel_wait_us": per_step(gpu_pos, wait == KERNEL_WAIT, steps, gaps),
+        "other_idle_us": per_step(gpu_pos, wait == OTHER_WAIT, steps, gaps),
+        "short_kernels": per_step(gpu_pos, act[A_SHORT].to_numpy(dtype=bool), steps),
+        **idle.idle_components(rank, plan.windows, classes),
+    }
+
+
+_FIELD_TYPES: dict[str, type[int] | type[float]] = {
+    f.name: int if f.type in (int, "int") else float for f in fields(LaunchTotals)}
+
+
+def _step_totals(columns: dict[str, np.ndarray]) -> tuple[LaunchTotals, ...]:
+    """One LaunchTotals per step from the per-step columns."""
+    out = []
+    for i in range(len(columns["span_us"])):
+        values: dict[str, Any] = {k: _FIELD_TYPES[k](v[i]) for k, v in columns.items()}  # int or float by field
+        out.append(LaunchTotals(steps=1, **values))
+    return tuple(out)
+
+
+def step_table(plan: StepPlan, step_totals: tuple[LaunchTotals, ...], act: pd.DataFrame) -> pd.DataFrame:
+    """LaunchOverhead.steps: step, window, the LaunchTotals fields, verdict, cause, phase, queue delay."""
+    table = pd.DataFrame({"step": plan.windows.numbers, "ts": plan.windows.ts, "end": plan.windows.end})
+    names = [f.name for f in fields(LaunchTotals) if f.name != "steps"]
+    for name in names:
+        table[name] = [getattr(t, name) for t in step_totals]
+    table["verdict"] = [t.verdict for t in step_totals]
+    table["cause"] = [t.cause for t in step_totals]
+    table["phase"] = [p.phase for p in plan.phases]
+    for key, values in _queue_by_step(plan.windows.gpu_pos, act[A_QUEUE_US].to_numpy(), len(plan)).items():
+        table[key] = values
+    return table
+
+
+def _queue_by_step(pos: np.ndarray, queue: np.ndarray, n: int) -> dict[str, list[float | None]]:
     """p50 / p90 / max queue delay per step position (None where a step has no linked activity)."""
-    out: dict[str, list] = {"queue_p50_us": [None] * n, "queue_p90_us": [None] * n,
+    out: dict[str, list[float | None]] = {"queue_p50_us": [None] * n, "queue_p90_us": [None] * n,
                             "queue_max_us": [None] * n}
     keep = (pos >= 0) & ~np.isnan(queue)
     if not keep.any():

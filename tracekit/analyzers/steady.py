@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracekit.analyzers import names
 from tracekit.analyzers.windows import StepWindows
@@ -59,10 +58,6 @@ ONE_TIME_APIS: tuple[tuple[str, str], ...] = (
 _ONE_TIME_OPS = tuple((re.compile(p), label) for p, label in ONE_TIME_OPS)
 _ONE_TIME_APIS = tuple((re.compile(p), label) for p, label in ONE_TIME_APIS)
 H2D = re.compile(r"HtoD|Host\s*->\s*Device|Pageable\s*->\s*Device|Pinned\s*->\s*Device")
-
-
-class StepsError(ValueError):
-    """A --steps value that is malformed or selects no step."""
 
 
 @dataclass(frozen=True)
@@ -265,46 +260,6 @@ def _regime_change(body: np.ndarray, spans: np.ndarray, launches: np.ndarray,
         if max(was + 1, now + 1) / min(was + 1, now + 1) >= REGIME_RATIO:
             return at, (was, now, " and ".join(changes))
     return None
-
-
-def parse_steps(text: str) -> tuple[str, tuple[int, int] | None]:
-    """'steady' | 'all' | 'N-M' | 'N' -> (mode, inclusive step range or None); ValueError if bad."""
-    t = text.strip().lower()
-    if t in ("steady", "all"):
-        return t, None
-    m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", t)
-    if not m:
-        raise StepsError(f"--steps takes steady, all, N or N-M, not {text!r}")
-    lo = int(m.group(1))
-    hi = int(m.group(2)) if m.group(2) else lo
-    if hi < lo:
-        raise StepsError(f"--steps {text}: the range ends before it starts")
-    return f"{lo}-{hi}", (lo, hi)
-
-
-def select_steps(phases: tuple[StepPhase, ...], mode: str, span: tuple[int, int] | None) -> np.ndarray:
-    """Which steps the headline uses (bool per step) for a --steps mode."""
-    if mode == "all" or not phases:
-        return np.ones(len(phases), dtype=bool)
-    if span is not None:
-        numbers = np.array([p.step for p in phases])
-        return (numbers >= span[0]) & (numbers <= span[1])
-    return np.array([p.steady for p in phases], dtype=bool)
-
-
-def step_mask(step_positions: np.ndarray, selected: np.ndarray) -> np.ndarray:
-    """Rows (by step position, -1 for none) that fall in a selected step."""
-    if not len(selected):
-        return np.zeros(len(step_positions), dtype=bool)
-    ok = step_positions >= 0
-    out = np.zeros(len(step_positions), dtype=bool)
-    out[ok] = selected[step_positions[ok]]
-    return out
-
-
-def phase_frame(phases: tuple[StepPhase, ...]) -> pd.DataFrame:
-    return pd.DataFrame({"step": [p.step for p in phases], "phase": [p.phase for p in phases],
-                         "reason": [p.reason for p in phases]})
 
 
 def excluded_lines(rows: Sequence[Mapping[str, Any]], *, multi: bool = False) -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.step_plan import StepPlan
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
@@ -32,7 +33,7 @@ class StepMark:
     step: int
     start_us: float  # relative to Timeline.t0_us
     end_us: float
-    phase: str  # 'steady', 'setup', 'partial', 'outlier' (from LaunchOverhead.steps), 'steady' if unknown
+    phase: str  # the step's phase (tracekit.analyzers.steady.PHASES)
 
 
 @dataclass(frozen=True)
@@ -84,23 +85,23 @@ def _row(label: str, kind: str, ts: np.ndarray, end: np.ndarray, codes: np.ndarr
     )
 
 
-def _marks(steps: pd.DataFrame | None, t0: float) -> tuple[StepMark, ...]:
-    if steps is None or not len(steps) or "ts" not in steps:
+def _marks(plan: StepPlan | None, t0: float) -> tuple[StepMark, ...]:
+    if plan is None:
         return ()
-    phases = steps["phase"].astype(str) if "phase" in steps else pd.Series(["steady"] * len(steps))
+    windows = plan.windows
     return tuple(
-        StepMark(step=int(n), start_us=float(a) - t0, end_us=float(b) - t0, phase=str(p))
-        for n, a, b, p in zip(steps["step"], steps["ts"], steps["end"], phases, strict=True)
+        StepMark(step=int(n), start_us=float(a) - t0, end_us=float(b) - t0, phase=p.phase)
+        for n, a, b, p in zip(windows.numbers, windows.ts, windows.end, plan.phases, strict=True)
         if int(n) >= 0
     )
 
 
-def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Series | None = None,
+def timeline(rank: RankTrace, plan: StepPlan | None = None, classes: pd.Series | None = None,
              bins: int = TIMELINE_BINS) -> Timeline | None:
     """Busy share and top kernel per bin for all streams, each busy stream and the CPU launch calls.
 
-    `steps` is LaunchOverhead.steps (step, ts, end and, when known, phase); `classes` the kernel
-    class of each rank.gpu row. None when the rank has no GPU activity.
+    `plan` gives the step marks (window and phase; none without it); `classes` the kernel class of
+    each rank.gpu row. None when the rank has no GPU activity.
     """
     gpu = rank.gpu
     if not len(gpu):
@@ -111,8 +112,8 @@ def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Ser
     t1 = float(gpu[tables.GPU_END].max())
     if len(launches):
         t0, t1 = min(t0, float(launches[tables.RT_TS].min())), max(t1, float(launches[tables.RT_END].max()))
-    if steps is not None and len(steps) and "ts" in steps:
-        t0, t1 = min(t0, float(steps["ts"].min())), max(t1, float(steps["end"].max()))
+    if plan is not None and len(plan):
+        t0, t1 = min(t0, float(plan.windows.ts.min())), max(t1, float(plan.windows.end.max()))
     t1 = max(t1, t0 + 1.0)
     edges = np.linspace(t0, t1, bins + 1)
     names, codes = np.unique(gpu[tables.GPU_NAME].astype(str).to_numpy(), return_inverse=True)
@@ -140,7 +141,7 @@ def timeline(rank: RankTrace, steps: pd.DataFrame | None = None, classes: pd.Ser
         rows.append(_row("CPU launch calls", "cpu", launches[tables.RT_TS].to_numpy(float),
                          launches[tables.RT_END].to_numpy(float), lcodes + offset, edges))
     return Timeline(t0_us=t0, span_us=t1 - t0, bin_us=(t1 - t0) / bins, rows=tuple(rows),
-                    steps=_marks(steps, t0), names=tuple(all_names), classes=tuple(all_classes))
+                    steps=_marks(plan, t0), names=tuple(all_names), classes=tuple(all_classes))
 
 
 MAX_QUEUE_POINTS = 20_000  # above this, the depth is kept as the maximum per bin

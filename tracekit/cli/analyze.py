@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from tracekit.cli.common import (
     scheduler_options,
     steps_option,
 )
+
+if TYPE_CHECKING:
+    from tracekit.pipeline import StepSelection
 
 
 @click.command("analyze", short_help="Print what bounds TRACE (verdict, time by class, top kernels) and what to change.")
@@ -29,7 +33,7 @@ from tracekit.cli.common import (
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracekit.pipeline import STEADY_STEPS, StepSelection, StepsError
 from tracekit.terminal import visible
 from tracekit.trace.files import MAX_BYTES_ENV, parse_size
 from tracekit.trace.load import load_trace, stderr_progress
@@ -60,17 +61,30 @@ def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
     return trace
 
 
+class StepsType(click.ParamType):
+    """A --steps value: steady, all, N or N-M (tracekit.pipeline.StepSelection), parsed here once."""
+
+    name = "STEPS"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> StepSelection:
+        if isinstance(value, StepSelection):
+            return value
+        try:
+            return StepSelection.parse(str(value))
+        except StepsError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param, param_hint="--steps") from None
+
+
 steps_option = click.option(
-    "--steps", default="steady", show_default=True, metavar="steady|all|N-M",
+    "--steps", type=StepsType(), default=STEADY_STEPS, show_default=True, metavar="steady|all|N-M",
     help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
          "steps left out and listed), all of them, or a range of step numbers.",
 )
 
 
-def analyze_for_cli(trace: Trace, *, steps: str = "steady", **options: object) -> Analysis:
-    """analyze() with a bad --steps value turned into a usage error."""
+def analyze_for_cli(trace: Trace, *, steps: StepSelection = STEADY_STEPS, **options: object) -> Analysis:
+    """analyze() with a --steps value that selects no step turned into a usage error."""
     from tracekit.analyzers.analysis import analyze
-    from tracekit.analyzers.steady import StepsError
 
     try:
         return analyze(trace, steps=steps, **options)  # type: ignore[arg-type]
@@ -95,11 +109,12 @@ def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
-                tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+                tokens_per_step: float | None = None, steps: StepSelection = STEADY_STEPS,
+                max_bytes: int | None = None,
                 captures: tuple[str, ...] = (), progress_quiet: bool | None = None) -> RunResult:
     """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
-    file), with a rank counter on a terminal, then its warnings; a bad --steps value is a usage error."""
-    from tracekit.analyzers.steady import StepsError
+    file), with a rank counter on a terminal, then its warnings; a --steps value that selects no
+    step of a rank is a usage error."""
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline import run
 

@@ -10,6 +10,7 @@ import click
 from tracekit.analyzers.analysis import Analysis
 from tracekit.cli.common import analyze_for_cli, load_for_cli, quiet_option, steps_option
 from tracekit.compare.diff import AFTER, BEFORE, DELTA, Change, TraceDiff, diff
+from tracekit.pipeline import STEADY_STEPS, StepSelection
 from tracekit.report.text import safe as _safe
 from tracekit.suggestions import suggest
 from tracekit.units import fmt_us
@@ -91,12 +92,12 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def _analysed(path: str, quiet: bool, rank: int | None, steps: str = "steady") -> Analysis:
+def _analysed(path: str, quiet: bool, rank: int | None, steps: StepSelection) -> Analysis:
     return analyze_for_cli(load_for_cli(path, quiet=quiet), steps=steps, rank=rank)
 
 
 def compare(before: str, after: str, *, quiet: bool = False, rank: int | None = None,
-            steps: str = "steady") -> TraceDiff:
+            steps: StepSelection = STEADY_STEPS) -> TraceDiff:
     """Load and analyse both traces, run the rules on BEFORE, and diff them."""
     a = _analysed(before, quiet, rank, steps)
     b = _analysed(after, quiet, rank, steps)
@@ -131,7 +132,7 @@ def slower_message(d: TraceDiff, pct: float) -> str | None:
 @steps_option
 @quiet_option
 def command(before: str, after: str, as_json: bool, html: Path | None, force: bool, fail_pct: float | None,
-            rank: int | None, top: int, steps: str, quiet: bool) -> None:
+            rank: int | None, top: int, steps: StepSelection, quiet: bool) -> None:
     """Compare two traces (files or rank directories) over their steady steps; check BEFORE's suggestions."""
     result = compare(before, after, quiet=quiet or as_json, rank=rank, steps=steps)
     if html is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,9 @@ from tracekit.cli.common import (
     steps_option,
 )
 from tracekit.terminal import visible
+
+if TYPE_CHECKING:
+    from tracekit.pipeline import StepSelection
 
 
 @click.command("report", short_help="Write one self-contained HTML report of TRACE.")
@@ -35,7 +39,7 @@ from tracekit.terminal import visible
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
-            steps: str, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
     several may be given). Ranks are analysed in parallel; a multi-rank report opens with the

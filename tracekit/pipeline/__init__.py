@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracekit.analyzers.analysis import analyze
 from tracekit.analyzers.rank_digest import RankDigest, rank_digest
-from tracekit.analyzers.steady import parse_steps
+from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-exported for the commands)
+    STEADY_STEPS,
+    StepSelection,
+    StepsError,
+)
 from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, run_tasks
@@ -37,7 +41,7 @@ class RankTask:
     path: str
     tokens_per_step: float | None = None
     view: bool = False  # also build the rank's report section (view fragment)
-    steps: str = "steady"  # the headline steps: steady, all or N-M (tracekit.analyzers.analyze)
+    steps: StepSelection = STEADY_STEPS  # the headline steps (tracekit.analyzers.analyze)
     show_load: bool = False  # loading progress on stderr (a terminal; only for work in the caller's process)
     max_bytes: int | None = None  # refuse a larger trace (tracekit.trace.load.load_trace)
     captures: tuple[str, ...] = ()  # CUDA-graph capture traces (load_trace)
@@ -167,21 +171,22 @@ def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str
 
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
         jobs: int | None = None, scheduler: Any = None, view: bool = False,
-        tokens_per_step: float | None = None, steps: str = "steady", max_bytes: int | None = None,
+        tokens_per_step: float | None = None, steps: StepSelection | str = STEADY_STEPS, max_bytes: int | None = None,
         captures: Sequence[str] = (), progress: Progress | None = None) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
 
     `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
     scheduler address or Client (then the tasks run on that cluster). `rank`: keep only that rank
     (files whose name states another rank are not even loaded). `view`: build report sections.
-    `steps`: the headline steps (steady, all, N-M; StepsError before any work when malformed)."""
-    parse_steps(steps)
+    `steps`: the headline steps, a StepSelection or its text (steady, all, N-M; StepsError before any
+    work when malformed)."""
+    selection = StepSelection.of(steps)
     paths = resolve_inputs(inputs)
     if rank is not None:
         named = [p for p in paths if files.rank_from_name(p) == rank]
         paths = named or paths
     here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
-    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=steps,
+    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=selection,
                       show_load=here and progress is not None, max_bytes=max_bytes,
                       captures=tuple(str(c) for c in captures)) for p in paths]
     outcomes: list[RankResult | RankFailure | None] = [None] * len(tasks)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.executor import Progress
 from tracekit.pipeline import RunResult, resolve_inputs, run
 from tracekit.suggestions import Suggestion, suggest
@@ -44,18 +45,21 @@ def report_of(result: RunResult) -> Any:
 
 def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
                  *, force: bool = False, rank: int | None = None, jobs: int | None = None,
-                 scheduler: Any = None, steps: str = "steady", progress: Progress | None = None) -> Path:
+                 scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS,
+                 progress: Progress | None = None) -> Path:
     """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
-    name beside it (compare the returned path with `out_path`)."""
+    name beside it (compare the returned path with `out_path`). `steps`: the headline steps, a
+    StepSelection or its text (steady, all, N-M; StepsError when malformed, before any work)."""
     from tracekit.report import write_view
     from tracekit.report.write import check_target
 
+    selection = StepSelection.of(steps)
     inputs = resolve_inputs(trace_path)
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
-    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
+    result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,
                  progress=progress)
     return write_view(report_of(result), wanted, force=force, inputs=inputs)
 
@@ -65,7 +69,7 @@ def analysis_of(path: str | os.PathLike) -> Analysis:
     return analyze(load_trace(path))
 
 
-def analyse_trace(trace: Trace, *, rank: int | None = None, steps: str = "steady"
+def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection = STEADY_STEPS
                   ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
     """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`;
     `steps` picks the headline steps (see tracekit.analyzers.analyze)."""
@@ -74,12 +78,13 @@ def analyse_trace(trace: Trace, *, rank: int | None = None, steps: str = "steady
     return analyses, {r: suggest(a) for r, a in analyses.items()}
 
 
-def build_view(trace: Trace, *, rank: int | None = None, steps: str = "steady") -> Any:
-    """The report's view model of an already loaded Trace (every rank, or only `rank`)."""
+def build_view(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS) -> Any:
+    """The report's view model of an already loaded Trace (every rank, or only `rank`); `steps` as
+    in write_report."""
     from tracekit._version import __version__
     from tracekit.report.context import rank_view, report_view
 
-    analyses, suggestions = analyse_trace(trace, rank=rank, steps=steps)
+    analyses, suggestions = analyse_trace(trace, rank=rank, steps=StepSelection.of(steps))
     shown = tuple(str(w) for w in trace.warnings)
     views = [rank_view(analyses[r], suggestions[r], shown) for r in analyses]
     return report_view(views, path=str(trace.path), warnings=shown, version=__version__)

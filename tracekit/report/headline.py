@@ -69,7 +69,7 @@ def steps_summary(a: Analysis) -> tuple[str, tuple[str, ...]]:
     if scopes == {"trace"}:
         return ("No step marks: the numbers cover the first GPU launch to the end of the last GPU "
                 "activity (the CPU work before and after is left out)."), ()
-    mode = a.steps_mode or "steady"
+    mode = a.steps_mode
     how = " (steps inferred from the repeating op sequence)" if "inferred" in scopes else ""
     if mode == "steady":
         head = f"Numbers per step over the {steady} steady steps of {total}{how}."

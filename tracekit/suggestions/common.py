@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs.op_args import Shapes
+from tracekit.analyzers.step_selection import STEADY_STEPS
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import fmt_bytes, fmt_us  # noqa: F401  (re-exported for the rule modules)
 
@@ -27,14 +28,14 @@ class Scope:
     span_us: float
     steps: float
     ranks: int
-    mode: str = "steady"  # Analysis.steps_mode: steady, all or N-M
+    mode: str = STEADY_STEPS.mode  # Analysis.steps_mode: steady, all or N-M
 
     @classmethod
     def of(cls, analysis: Analysis) -> Scope:
         n = max(len(analysis.ranks), 1)
         t = analysis.totals
         return cls(span_us=t.span_us / n, steps=max(t.steps / n, 1.0), ranks=n,
-                   mode=getattr(analysis, "steps_mode", "steady"))
+                   mode=analysis.steps_mode)
 
     def pct(self, saving_us: float) -> float:
         return 100.0 * saving_us / self.span_us if self.span_us > 0 else 0.0
