@@ -97,7 +97,7 @@ def test_after_is_gpu_bound_and_the_rule_is_silent(before, after, verdict, cause
                                   "train_sync_fixed", "train_copies", "train_copies_fixed", "train_compile"])
 def test_no_suggestion_rests_on_excluded_steps(name):
     a, found = _analysis(name)
-    excluded = {x["step"] for x in a.excluded_steps()}
+    excluded = {p.step for _, p in a.excluded}
     assert 0 in excluded  # the first step builds the model and uploads it (or compiles)
     for s in found:
         steps = {row.get("step") for row in s.evidence if "step" in row}
@@ -106,7 +106,7 @@ def test_no_suggestion_rests_on_excluded_steps(name):
 
 def test_compile_step_is_set_up_work():
     a, _ = _analysis("train_compile")
-    step0 = next(x for x in a.excluded_steps() if x["step"] == 0)
+    step0 = next(p.to_dict() for _, p in a.excluded if p.step == 0)
     assert step0["phase"] == "setup"
     assert "torch.compile" in step0["reason"] and "autotuning" in step0["reason"]
     raw = raw_first_gpu_start("train_compile")
@@ -153,7 +153,7 @@ def test_two_regimes_headline_is_the_last(batch):
     name = f"graph_decode_inline_b{batch}"
     capture, replays = raw_graph_steps(name)
     a, found = _analysis(name)
-    excluded = {x["step"]: x for x in a.excluded_steps()}
+    excluded = {p.step: p.to_dict() for _, p in a.excluded}
     steady = [s for s in range(max(replays) + 1) if s not in excluded]
     assert all(s in excluded for s in range(1, capture)), "eager steps before the capture are left out"
     assert all(excluded[s]["phase"] == "warmup" and "earlier regime" in excluded[s]["reason"]

@@ -30,6 +30,7 @@ from tracekit.analyzers.launch import (
     launch_overhead,
 )
 from tracekit.analyzers.roofline import Roofline, roofline
+from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.analyzers.summary import (
@@ -92,11 +93,10 @@ class Analysis:
         """Every step of every analysed rank (set-up, warm-up and partial ones included)."""
         return sum((r.launch.all_totals or r.launch.totals for r in self.ranks), LaunchTotals())
 
-    def steady_steps(self) -> list[dict[str, int]]:
-        return [{"rank": r.rank, "step": s} for r in self.ranks for s in r.launch.steady_steps]
-
-    def excluded_steps(self) -> list[dict[str, Any]]:
-        return [{"rank": r.rank, **p.to_dict()} for r in self.ranks for p in r.launch.excluded]
+    @property
+    def excluded(self) -> tuple[tuple[int, StepPhase], ...]:
+        """(rank, phase) of every step left out of the headline."""
+        return tuple((r.rank, p) for r in self.ranks for p in r.launch.excluded)
 
     @property
     def other_share(self) -> float:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -262,25 +261,26 @@ def _regime_change(body: np.ndarray, spans: np.ndarray, launches: np.ndarray,
     return None
 
 
-def excluded_lines(rows: Sequence[Mapping[str, Any]], *, multi: bool = False) -> list[str]:
+def excluded_lines(steps: Sequence[tuple[int, StepPhase]], *, multi: bool = False) -> list[str]:
     """One line per left-out step, consecutive steps of one rank with the same phase and reason on
-    one line ('steps 1–15 (warmup, 6.01–7.45 ms each): an earlier regime: …'). `rows`: dicts with
-    rank, step, phase, reason and span_us (StepPhase.to_dict plus the rank)."""
-    groups: list[list[Mapping[str, Any]]] = []
-    for row in rows:
+    one line ('steps 1–15 (warmup, 6.01–7.45 ms each): an earlier regime: …'). `steps`: (rank, phase)
+    pairs in rank and step order (Analysis.excluded, AnalysisSummary.excluded)."""
+    groups: list[list[tuple[int, StepPhase]]] = []
+    for rank, phase in steps:
         last = groups[-1][-1] if groups else None
-        if (last is not None and last["rank"] == row["rank"] and last["phase"] == row["phase"]
-                and last["reason"] == row["reason"] and int(row["step"]) == int(last["step"]) + 1):
-            groups[-1].append(row)
+        if (last is not None and last[0] == rank and last[1].phase == phase.phase
+                and last[1].reason == phase.reason and phase.step == last[1].step + 1):
+            groups[-1].append((rank, phase))
         else:
-            groups.append([row])
+            groups.append([(rank, phase)])
     lines = []
     for g in groups:
-        head = f"rank {g[0]['rank']} " if multi else ""
-        lo, hi = min(float(x["span_us"]) for x in g), max(float(x["span_us"]) for x in g)
+        first, last_phase = g[0][1], g[-1][1]
+        head = f"rank {g[0][0]} " if multi else ""
+        lo, hi = min(p.span_us for _, p in g), max(p.span_us for _, p in g)
         if len(g) == 1:
-            what = f"step {g[0]['step']} ({g[0]['phase']}, {fmt_us(lo)})"
+            what = f"step {first.step} ({first.phase}, {fmt_us(lo)})"
         else:
-            what = f"steps {g[0]['step']}–{g[-1]['step']} ({g[0]['phase']}, {fmt_us(lo)}–{fmt_us(hi)} each)"
-        lines.append(f"{head}{what}: {g[0]['reason']}")
+            what = f"steps {first.step}–{last_phase.step} ({first.phase}, {fmt_us(lo)}–{fmt_us(hi)} each)"
+        lines.append(f"{head}{what}: {first.reason}")
     return lines

@@ -181,7 +181,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
     label = verdict_label(verdict, analysis.cause, label)
     steps_head, excluded = steps_summary(analysis)
-    left_out = len(analysis.excluded_steps())
+    left_out = len(analysis.excluded)
     classes = tuple(summary_bars(analysis.classes, colors=True)) if facts.has_gpu else ()
     cards = suggestion_views(suggestions, analysis.totals)
     steps, steps_note = step_rows(ra.launch)

@@ -79,7 +79,7 @@ def steps_summary(a: Analysis) -> tuple[str, tuple[str, ...]]:
         head = f"Numbers per step over steps {mode} ({steady} of {total}){how}."
     from tracekit.analyzers.steady import excluded_lines
 
-    return head, tuple(excluded_lines(a.excluded_steps(), multi=len(a.ranks) > 1)[:12])
+    return head, tuple(excluded_lines(a.excluded, multi=len(a.ranks) > 1)[:12])
 
 
 HEADLINE_DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the roof quoted in the device tile, first found

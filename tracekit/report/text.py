@@ -48,8 +48,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
     lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
              f"device    {safe(device) if device else 'unknown (no roofline)'}",
              f"verdict   {safe(verdict)}", f"          {safe(t.evidence or '')}", _steps_line(summary)]
-    left_out = [{"rank": rank, **phase.to_dict()} for rank, phase in summary.excluded]
-    for line in excluded_lines(left_out, multi=multi)[:max_steps]:
+    for line in excluded_lines(summary.excluded, multi=multi)[:max_steps]:
         lines.append(f"          {safe(line, 140)}")
     if cross is not None:
         lines += ["", *cross_rank_text(cross), ""]
