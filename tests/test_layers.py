@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
 # helpers every layer may use (they import no other part of tracekit).
 LAYERS: dict[str, int] = {
     "_version": 0, "errors": 0, "units": 0, "jsonsafe": 0, "terminal": 0, "paths": 0,
+    "output": 0,  # the atomic writer: the report, the pipeline's export and profile/ write through it
     "trace": 1,
     "analyzers": 2, "hta_compat": 2,
     "suggestions": 3,

@@ -20,7 +20,7 @@ from tracekit.analyzers import Analysis, analyze
 from tracekit.analyzers.kernels import CLASS, OTHER
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
 from tracekit.errors import TraceFormatError
-from tracekit.report.write import check_target, write_stream
+from tracekit.output import check_target, write_stream
 from tracekit.suggestions import Suggestion, suggest
 from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files

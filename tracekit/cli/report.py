@@ -23,7 +23,7 @@ from tracekit.terminal import visible
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),  # checked by report.write.check_target: one line, before loading
+    type=click.Path(path_type=Path),  # checked by output.check_target: one line, before loading
     help="HTML file to write (default: TRACE_STEM.report.html beside the trace).",
 )
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
@@ -44,10 +44,10 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
+    from tracekit.output import check_target
     from tracekit.pipeline import resolve_inputs
     from tracekit.pipeline.reports import default_report_path, report_of
     from tracekit.report import write_view
-    from tracekit.report.write import check_target
 
     inputs = resolve_inputs(list(traces))
     wanted = output if output is not None else default_report_path(list(traces))

@@ -49,8 +49,8 @@ def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], ou
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
     name beside it (compare the returned path with `out_path`)."""
+    from tracekit.output import check_target
     from tracekit.report import write_view
-    from tracekit.report.write import check_target
 
     inputs = resolve_inputs(trace_path)
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)

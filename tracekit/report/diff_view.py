@@ -14,8 +14,8 @@ from typing import Any
 from markupsafe import Markup
 
 from tracekit.analyzers.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
+from tracekit.output import write_atomic
 from tracekit.report.html import asset, environment
-from tracekit.report.write import write_atomic
 from tracekit.units import fmt_time
 
 TEMPLATE = "diff.html.j2"
