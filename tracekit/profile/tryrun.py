@@ -19,11 +19,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.profile.knobs import KNOBS
 from tracekit.profile.runner import Target
 from tracekit.trace.files import PROFILE_SUFFIX
+
+if TYPE_CHECKING:
+    from tracekit.pipeline.types import Analysis, Suggestion
 
 SCHEMA = "tracekit.try/1"
 OK, FAILED, SKIPPED, NOT_APPLIED = "ok", "failed", "skipped", "not applied"
@@ -124,13 +127,11 @@ def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None
     return sum(bounds[s + 1] - bounds[s] for s in chosen) / len(chosen), clock
 
 
-def _analyse(trace: Path, with_suggestions: bool) -> tuple[Any, list[Any]]:
-    from tracekit.analyzers import analyze
-    from tracekit.suggestions import suggest
-    from tracekit.trace.load import load_trace
+def _analyse(trace: Path, with_suggestions: bool) -> tuple[Analysis, list[Suggestion]]:
+    from tracekit.pipeline.local import analyse_file
 
-    analysis = analyze(load_trace(trace))
-    return analysis, (suggest(analysis) if with_suggestions else [])
+    result = analyse_file(trace, with_suggestions=with_suggestions)
+    return result.analysis, list(result.suggestions)
 
 
 def _prediction(knob: str, suggestions: list[Any]) -> tuple[str | None, float | None]:
