@@ -3,7 +3,8 @@ and no module over 400 lines.
 
 trace <- analyzers <- suggestions <- report <- pipeline <- cli / profile: a module imports only
 from its own layer or layers to its left. Imports inside functions count too (a lazy import is
-still a dependency). Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
+still a dependency). cli/ and profile/ reach the analyzers and the rules only through the
+pipeline. Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
 only in one executor module, jinja2 only in report/.
 """
 
@@ -169,3 +170,59 @@ def test_no_module_over_400_lines():
 
 def test_known_long_modules_are_still_long():
     assert sorted(KNOWN_LONG - _long_modules()) == []
+
+
+# Commands and profile/ reach analysis through the pipeline (tracekit.pipeline.local, .compare, .reports;
+# the types they name from tracekit.pipeline.types), never the analyzers or the rules directly.
+DIRECT_ANALYSIS = ("analyzers", "suggestions")
+THROUGH_PIPELINE = ("cli/", "profile/")
+# Known direct imports, each waiting for a change on another branch (remove the entry when it lands;
+# test_known_direct_imports_are_still_there fails once one is gone).
+KNOWN_DIRECT: set[tuple[str, str]] = {
+    ("tracekit.cli.analyze", "tracekit.analyzers.steady"),  # render_text moves to report/ (lead's branch)
+}
+# Direct imports another branch adds (its knobs read the rule table): allowed, not required to exist yet.
+PENDING_DIRECT: set[tuple[str, str]] = {
+    ("tracekit.profile.tryrun", "tracekit.suggestions.rules"),
+    ("tracekit.profile.knobs", "tracekit.suggestions.rules"),
+}
+
+
+def direct_analysis_imports() -> set[tuple[str, str]]:
+    """(module under cli/ or profile/, analyzers or suggestions module it imports) pairs, lazy and
+    TYPE_CHECKING imports included."""
+    found: set[tuple[str, str]] = set()
+    for path in _modules():
+        if not path.relative_to(PACKAGE).as_posix().startswith(THROUGH_PIPELINE):
+            continue
+        for target in _imports(path):
+            if _part(target) in DIRECT_ANALYSIS and _is_module(target):
+                found.add((_name(path), target))
+    return found
+
+
+def test_commands_and_profile_import_the_pipeline_not_analyzers():
+    assert sorted(direct_analysis_imports() - KNOWN_DIRECT - PENDING_DIRECT) == []
+
+
+def test_known_direct_imports_are_still_there():
+    assert sorted(KNOWN_DIRECT - direct_analysis_imports()) == []
+
+
+def test_the_pipeline_contract_catches_a_lazy_import(tmp_path, monkeypatch):
+    """The checker itself: a command importing the rules inside a function, or an analyzer type under
+    TYPE_CHECKING, is reported; the same names through the pipeline are not."""
+    fake = tmp_path / "tracekit"
+    for part in ("cli", "analyzers", "suggestions", "pipeline"):
+        (fake / part).mkdir(parents=True)
+        (fake / part / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "analyzers" / "analysis.py").write_text("")
+    (fake / "pipeline" / "types.py").write_text("from tracekit.analyzers.analysis import Analysis\n")
+    (fake / "cli" / "bad.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tracekit.analyzers.analysis import Analysis\n"
+        "def f():\n    from tracekit.suggestions import suggest\n")
+    (fake / "cli" / "good.py").write_text("from tracekit.pipeline.types import Analysis\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", fake)
+    assert direct_analysis_imports() == {("tracekit.cli.bad", "tracekit.analyzers.analysis"),
+                                         ("tracekit.cli.bad", "tracekit.suggestions")}
