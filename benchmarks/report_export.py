@@ -23,7 +23,7 @@ CHILD = """
 import resource, sys
 from pathlib import Path
 if sys.argv[1] == "export":
-    from tracekit.export import export
+    from tracekit.pipeline.export import export
     export(sys.argv[2], Path(sys.argv[3]), force=True)
 else:
     from tracekit.trace.load import load_trace

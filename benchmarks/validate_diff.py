@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracekit.cli.diff import _analysed, slower_message
-from tracekit.compare.diff import diff
-from tracekit.suggestions import suggest
+from tracekit.pipeline.compare import compare_results
+from tracekit.pipeline.local import analyse_file
+from tracekit.report.diff_text import slower_message
 from tracekit.units import fmt_us
 
 GATE_PCT = 5.0
@@ -27,8 +27,8 @@ def main(paths: list[str]) -> int:
           "gate after→before | suggestion | predicted / step | realised / step | realised / predicted | outcome |")
     print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for before_path, after_path in zip(paths[::2], paths[1::2], strict=True):
-        before, after = _analysed(before_path, True, None), _analysed(after_path, True, None)
-        forward, backward = diff(before, after, suggest(before)), diff(after, before, suggest(after))
+        before, after = analyse_file(before_path), analyse_file(after_path)
+        forward, backward = compare_results(before, after), compare_results(after, before)
         step = forward.step
         gate_ab = 1 if slower_message(forward, GATE_PCT) else 0
         gate_ba = 1 if slower_message(backward, GATE_PCT) else 0

@@ -142,7 +142,7 @@ def test_naive_attention_to_sdpa_chain_time() -> None:
 
 
 def test_ci_gate_on_a_real_pair() -> None:
-    from tracekit.cli.diff import slower_message
+    from tracekit.report.diff_text import slower_message
 
     fp32, tf32 = analysed("linear_fp32"), analysed("linear_tf32")
     assert slower_message(diff(fp32, tf32, suggest(fp32)), 5) is None
@@ -158,7 +158,7 @@ def test_ci_gate_on_a_real_pair() -> None:
 def test_host_bound_fixes(pair: tuple[str, str], fired: str) -> None:
     """H200 training loops and their fixes: the suggestion the fix answers came true, the step change is
     explained by named parts, and the CI gate fires in the slower direction only."""
-    from tracekit.cli.diff import slower_message
+    from tracekit.report.diff_text import slower_message
 
     before, after = analysed(pair[0]), analysed(pair[1])
     d = diff(before, after, suggest(before))

@@ -10,7 +10,7 @@ import pytest
 from tracebuilder import TraceBuilder
 
 from tracekit.cli import main
-from tracekit.export import PID
+from tracekit.pipeline.export import PID
 
 ROOT = Path(__file__).resolve().parents[1]
 

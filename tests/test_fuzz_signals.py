@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from tracebuilder import TraceBuilder
 
+from tracekit import output
 from tracekit.cli import main
 from tracekit.errors import OutputError
-from tracekit.report import write as W
 
 REPO = Path(__file__).resolve().parents[1]
 BIG = REPO / "sample_traces" / "gpt2_decode.trace.json.gz"
@@ -79,7 +79,7 @@ def test_interrupt_while_writing_removes_the_temp_file(tmp_path: Path, monkeypat
         open(path, *args, **kwargs).close()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(W, "open", open_then_interrupt, raising=False)
+    monkeypatch.setattr(output, "open", open_then_interrupt, raising=False)
     code = main(["report", str(trace), "-o", str(tmp_path / "r.html")])
     monkeypatch.undo()
     assert opened and opened[0].startswith(".r.html.") and opened[0].endswith(".tmp")
@@ -100,11 +100,12 @@ def test_report_mode_follows_the_umask(tmp_path: Path) -> None:
 
 def test_publish_never_replaces_a_file_created_after_the_check(tmp_path: Path) -> None:
     target = tmp_path / "r.html"
-    assert W.free_path(target) == target  # the name is free at check time...
+    output.check_target(target)  # the name is free at check time...
+    assert not target.exists()
     target.write_text("someone else's")  # ...then another process takes it
-    tmp = W.temp_beside(target)
+    tmp = output.temp_beside(target)
     tmp.write_text("ours")
-    written = W.publish(tmp, target)
+    written = output.publish(tmp, target)
     assert written == tmp_path / "r-1.html" and written.read_text() == "ours"
     assert target.read_text() == "someone else's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r-1.html", "r.html"]
@@ -116,10 +117,10 @@ def test_force_never_replaces_an_input(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     for spelled in (trace, tmp_path / "sub" / ".." / "T.json"):
         with pytest.raises(OutputError, match="is the input trace"):
-            W.write_atomic(spelled, lambda: "<html>", force=True, inputs=[trace])
-    tmp = W.temp_beside(trace)
+            output.write_atomic(spelled, lambda: "<html>", force=True, inputs=[trace])
+    tmp = output.temp_beside(trace)
     with pytest.raises(OutputError, match="is an input trace"):
-        W.publish(tmp, trace, force=True, inputs=[trace])
+        output.publish(tmp, trace, force=True, inputs=[trace])
     assert trace.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["T.json", "sub"]
 

@@ -3,7 +3,8 @@ and no module over 400 lines.
 
 trace <- analyzers <- suggestions <- compare <- report <- pipeline <- cli / profile: a module imports only
 from its own layer or layers to its left. Imports inside functions count too (a lazy import is
-still a dependency). Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
+still a dependency). cli/ and profile/ reach the analyzers and the rules only through the
+pipeline. Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
 only in one executor module, jinja2 only in report/.
 """
 
@@ -18,12 +19,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
 # helpers every layer may use (they import no other part of tracekit).
 LAYERS: dict[str, int] = {
     "_version": 0, "errors": 0, "units": 0, "jsonsafe": 0, "terminal": 0, "paths": 0,
+    "output": 0,  # the atomic writer: the report, the pipeline's export and profile/ write through it
     "trace": 1,
     "analyzers": 2, "hta_compat": 2,
     "suggestions": 3,
     "compare": 4,  # diff: two analyses and the first one's suggestions
     "report": 5, "templates": 5,
-    "pipeline": 6, "executor": 6, "export": 6,
+    "pipeline": 6, "executor": 6,
     "profile": 7, "cli": 7,
     "__main__": 8,
 }
@@ -169,3 +171,52 @@ def test_no_module_over_400_lines():
 
 def test_known_long_modules_are_still_long():
     assert sorted(KNOWN_LONG - _long_modules()) == []
+
+
+# Commands and profile/ reach analysis through the pipeline (tracekit.pipeline.local, .compare, .reports;
+# the types they name from tracekit.pipeline.types), never the analyzers or the rules directly.
+DIRECT_ANALYSIS = ("analyzers", "suggestions")
+THROUGH_PIPELINE = ("cli/", "profile/")
+# Known direct imports, each waiting for a change on another branch (remove the entry when it lands;
+# test_known_direct_imports_are_still_there fails once one is gone).
+KNOWN_DIRECT: set[tuple[str, str]] = set()
+
+
+def direct_analysis_imports() -> set[tuple[str, str]]:
+    """(module under cli/ or profile/, analyzers or suggestions module it imports) pairs, lazy and
+    TYPE_CHECKING imports included."""
+    found: set[tuple[str, str]] = set()
+    for path in _modules():
+        if not path.relative_to(PACKAGE).as_posix().startswith(THROUGH_PIPELINE):
+            continue
+        for target in _imports(path):
+            if _part(target) in DIRECT_ANALYSIS and _is_module(target):
+                found.add((_name(path), target))
+    return found
+
+
+def test_commands_and_profile_import_the_pipeline_not_analyzers():
+    assert sorted(direct_analysis_imports() - KNOWN_DIRECT) == []
+
+
+def test_known_direct_imports_are_still_there():
+    assert sorted(KNOWN_DIRECT - direct_analysis_imports()) == []
+
+
+def test_the_pipeline_contract_catches_a_lazy_import(tmp_path, monkeypatch):
+    """The checker itself: a command importing the rules inside a function, or an analyzer type under
+    TYPE_CHECKING, is reported; the same names through the pipeline are not."""
+    fake = tmp_path / "tracekit"
+    for part in ("cli", "analyzers", "suggestions", "pipeline"):
+        (fake / part).mkdir(parents=True)
+        (fake / part / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "analyzers" / "analysis.py").write_text("")
+    (fake / "pipeline" / "types.py").write_text("from tracekit.analyzers.analysis import Analysis\n")
+    (fake / "cli" / "bad.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tracekit.analyzers.analysis import Analysis\n"
+        "def f():\n    from tracekit.suggestions import suggest\n")
+    (fake / "cli" / "good.py").write_text("from tracekit.pipeline.types import Analysis\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", fake)
+    assert direct_analysis_imports() == {("tracekit.cli.bad", "tracekit.analyzers.analysis"),
+                                         ("tracekit.cli.bad", "tracekit.suggestions")}

@@ -1,8 +1,7 @@
-"""Helpers shared by the commands: loading a trace with progress, options, output checks, escaping."""
+"""Helpers shared by the commands: options, the pipeline run with progress, warnings on stderr."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,12 +10,9 @@ import click
 from tracekit.pipeline import STEADY_STEPS, StepSelection, StepsError
 from tracekit.terminal import visible
 from tracekit.trace.files import MAX_BYTES_ENV, parse_size
-from tracekit.trace.load import load_trace, stderr_progress
-from tracekit.trace.model import Trace
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 if TYPE_CHECKING:
-    from tracekit.analyzers.analysis import Analysis
     from tracekit.pipeline import RunResult
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
@@ -48,17 +44,9 @@ capture_option = click.option(
          "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
 
 
-def load_for_cli(path: str, quiet: bool = False, max_bytes: int | None = None,
-                 captures: tuple[str, ...] = ()) -> Trace:
-    """Load a trace, showing progress on a terminal for slow loads, then print its warnings."""
-    progress = stderr_progress(quiet)
-    trace = load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[K")
-    if not quiet:
-        for warning in trace.warnings:
-            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
-    return trace
+def echo_warning(warning: str) -> None:
+    """One warning on stderr, its control characters made visible."""
+    click.echo(f"tracekit: warning: {visible(warning)}", err=True)
 
 
 class StepsType(click.ParamType):
@@ -80,16 +68,6 @@ steps_option = click.option(
     help="Steps the headline numbers cover: the steady ones (set-up, warm-up, partial and outlier "
          "steps left out and listed), all of them, or a range of step numbers.",
 )
-
-
-def analyze_for_cli(trace: Trace, *, steps: StepSelection = STEADY_STEPS, **options: object) -> Analysis:
-    """analyze() with a --steps value that selects no step turned into a usage error."""
-    from tracekit.analyzers.analysis import analyze
-
-    try:
-        return analyze(trace, steps=steps, **options)  # type: ignore[arg-type]
-    except StepsError as exc:
-        raise click.BadParameter(str(exc), param_hint="--steps") from None
 
 
 def _jobs(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -127,5 +105,5 @@ def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     if not quiet:
         for warning in result.warnings:
-            click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+            echo_warning(warning)
     return result

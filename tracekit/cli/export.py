@@ -27,8 +27,8 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
     queue depth, and the top suggestion over the slowest steady step. Open it at
     https://ui.perfetto.dev or in chrome://tracing.
     """
-    from tracekit.export import export
     from tracekit.paths import export_path
+    from tracekit.pipeline.export import export
 
     wanted = output if output is not None else export_path(trace)
     written, added = export(trace, wanted, force=force)

@@ -10,9 +10,9 @@ import click
 
 from tracekit.cli.common import (
     capture_option,
+    echo_warning,
     max_bytes_option,
     quiet_option,
-    run_for_cli,
     scheduler_options,
     steps_option,
 )
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),  # checked by report.write.check_target: one line, before loading
+    type=click.Path(path_type=Path),  # checked by output.check_target: one line, before loading
     help="HTML file to write (default: TRACE_STEM.report.html beside the trace).",
 )
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
@@ -48,18 +48,20 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
-    from tracekit.pipeline import resolve_inputs
-    from tracekit.pipeline.reports import default_report_path, report_of
-    from tracekit.report import write_view
-    from tracekit.report.write import check_target
+    from tracekit.executor import progress_bar, scheduler_from_env
+    from tracekit.pipeline.reports import produce_report
+    from tracekit.pipeline.types import StepsError
 
-    inputs = resolve_inputs(list(traces))
-    wanted = output if output is not None else default_report_path(list(traces))
-    check_target(wanted, inputs=inputs, force=force)  # before the long work
-    result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=steps,
-                         max_bytes=max_bytes, captures=captures)
-    view = report_of(result)
-    written = write_view(view, wanted, force=force, inputs=inputs)
+    try:
+        report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs,
+                                scheduler=scheduler_from_env(scheduler), steps=steps, max_bytes=max_bytes,
+                                captures=captures, progress=progress_bar(quiet))
+    except StepsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--steps") from None
+    result, view, written, wanted = report.result, report.view, report.path, report.wanted
+    if not quiet:
+        for warning in result.warnings:
+            echo_warning(warning)
     if written != wanted:
         click.echo(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)",
                    err=True)

@@ -6,16 +6,20 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.executor import Progress
 from tracekit.pipeline import RunResult, resolve_inputs, run
-from tracekit.suggestions import Suggestion, suggest
-from tracekit.trace.load import load_trace
+from tracekit.pipeline.local import analyse_ranks
+from tracekit.suggestions import Suggestion
 from tracekit.trace.model import Trace
+
+if TYPE_CHECKING:
+    from tracekit.report.context import ReportView
 
 
 def default_report_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> Path:
@@ -29,8 +33,8 @@ def default_report_path(inputs: str | os.PathLike | Sequence[str | os.PathLike])
     return default_output(first)
 
 
-def report_of(result: RunResult) -> Any:
-    """The report's view model (tracekit.report.context.ReportView) of a run with views."""
+def report_of(result: RunResult) -> ReportView:
+    """The report's view model of a run with views."""
     from tracekit._version import __version__
     from tracekit.report.context import ReportView, report_title
     from tracekit.report.ranks_view import cross_rank_view
@@ -43,50 +47,58 @@ def report_of(result: RunResult) -> Any:
                       warnings=result.warnings, rank_rows=rows, cross=cross)
 
 
-def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
-                 *, force: bool = False, rank: int | None = None, jobs: int | None = None,
-                 scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS,
-                 progress: Progress | None = None) -> Path:
-    """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
+@dataclass(frozen=True)
+class WrittenReport:
+    """What writing a report did: the file written, the one asked for, the run and the view it shows."""
+
+    path: Path  # the file written: `wanted`, or a numbered name beside it when that existed (no force)
+    wanted: Path  # the path asked for (or the default beside the trace)
+    result: RunResult
+    view: ReportView
+
+
+def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
+                   out_path: str | os.PathLike | None = None, *, force: bool = False, rank: int | None = None,
+                   jobs: int | None = None, scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS,
+                   max_bytes: int | None = None, captures: Sequence[str] = (),
+                   progress: Progress | None = None) -> WrittenReport:
+    """Load, analyse and report traces (file, directory of ranks, glob or list): the inputs resolved and
+    the target checked before the long work, the ranks run (tracekit.pipeline.run), the view written.
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
-    name beside it (compare the returned path with `out_path`). `steps`: the headline steps, a
-    StepSelection or its text (steady, all, N-M; StepsError when malformed, before any work)."""
+    name beside it (WrittenReport.path differs from .wanted)."""
+    from tracekit.output import check_target
     from tracekit.report import write_view
-    from tracekit.report.write import check_target
 
-    selection = StepSelection.of(steps)
+    selection = StepSelection.of(steps)  # StepsError when malformed, before any work
     inputs = resolve_inputs(trace_path)
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,
-                 progress=progress)
-    return write_view(report_of(result), wanted, force=force, inputs=inputs)
+                 max_bytes=max_bytes, captures=captures, progress=progress)
+    view = report_of(result)
+    written = write_view(view, wanted, force=force, inputs=inputs)
+    return WrittenReport(path=written, wanted=wanted, result=result, view=view)
 
 
-def analysis_of(path: str | os.PathLike) -> Analysis:
-    """`analyze(load_trace(path))`: the combined Analysis object of the Python API (all in memory)."""
-    return analyze(load_trace(path))
+def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
+                 *, force: bool = False, rank: int | None = None, jobs: int | None = None,
+                 scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS, progress: Progress | None = None) -> Path:
+    """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
+
+    Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
+    name beside it (compare the returned path with `out_path`)."""
+    return produce_report(trace_path, out_path, force=force, rank=rank, jobs=jobs, scheduler=scheduler,
+                          steps=steps, progress=progress).path
 
 
-def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection = STEADY_STEPS
-                  ) -> tuple[dict[int, Analysis], dict[int, list[Suggestion]]]:
-    """({rank: Analysis}, {rank: suggestions}) for every rank of a loaded `trace`, or only `rank`;
-    `steps` picks the headline steps (see tracekit.analyzers.analyze)."""
-    ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
-    analyses = {r: analyze(trace, rank=r, steps=steps) for r in ranks}
-    return analyses, {r: suggest(a) for r, a in analyses.items()}
-
-
-def build_view(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS) -> Any:
-    """The report's view model of an already loaded Trace (every rank, or only `rank`); `steps` as
-    in write_report."""
+def build_view(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS) -> ReportView:
+    """The report's view model of an already loaded Trace (every rank, or only `rank`)."""
     from tracekit._version import __version__
     from tracekit.report.context import rank_view, report_view
 
-    analyses, suggestions = analyse_trace(trace, rank=rank, steps=StepSelection.of(steps))
     shown = tuple(str(w) for w in trace.warnings)
-    views = [rank_view(analyses[r], suggestions[r], shown) for r in analyses]
+    views = [rank_view(r.analysis, r.suggestions, shown) for r in analyse_ranks(trace, rank=rank, steps=steps).values()]
     return report_view(views, path=str(trace.path), warnings=shown, version=__version__)
 
 
@@ -105,9 +117,10 @@ def render_html(analysis: Analysis | Mapping[int, Analysis], trace: Trace | None
     if isinstance(analysis, Analysis) and len(analysis.ranks) > 1:
         if trace is None:
             raise ValueError("a multi-rank Analysis needs its trace to be reported per rank")
-        analysis, per_rank = analyse_trace(trace)
+        per_rank = analyse_ranks(trace)
+        analysis = {r: x.analysis for r, x in per_rank.items()}
         if suggestions is None:
-            suggestions = per_rank
+            suggestions = {r: x.suggestions for r, x in per_rank.items()}
     analyses = dict(analysis) if isinstance(analysis, Mapping) else {analysis.ranks[0].rank: analysis}
     sugg = suggestions if isinstance(suggestions, Mapping) else dict.fromkeys(analyses, suggestions)
     shown = tuple(str(w) for w in (getattr(trace, "warnings", None) or ()))

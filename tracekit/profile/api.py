@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import ProfileError
 from tracekit.profile.record import (
@@ -21,6 +21,9 @@ from tracekit.profile.record import (
 )
 from tracekit.profile.runner import exit_status
 from tracekit.profile.session import ProfileOptions, Session, require_torch
+
+if TYPE_CHECKING:
+    from tracekit.pipeline.types import Analysis
 
 
 def _resolve(output: str | Path | None, stem: str) -> Path:
@@ -98,7 +101,7 @@ class Profiling:
             raise ProfileError(nothing_recorded(session, flag="warmup="))
 
     @property
-    def analysis(self) -> Any | None:
+    def analysis(self) -> Analysis | None:
         """The analysis of the written trace (None before the block ends or without analyzers)."""
         return self.result.analysis if self.result is not None else None
 

@@ -48,10 +48,10 @@ def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool
 
     `drop_step0` removes the ProfilerStep#0 annotation that spans the whole run when the script
     marked no steps. The file appears complete or not at all: temp files are created with O_EXCL
-    beside it (tracekit.report.write, the package's one atomic writer), then published; without
+    beside it (tracekit.output, the package's one atomic writer), then published; without
     `force` a file that appeared meanwhile is kept and the trace goes to a numbered name.
     """
-    from tracekit.report.write import make_temp, publish, signals_deferred
+    from tracekit.output import make_temp, publish, signals_deferred
 
     made: list[Path] = []
     try:

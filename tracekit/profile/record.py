@@ -10,13 +10,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import Session
 from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
 from tracekit.trace.tables import TRITON_TABLE_KEY
 from tracekit.units import plural
+
+if TYPE_CHECKING:
+    from tracekit.pipeline.types import Analysis
 
 
 @dataclass(frozen=True)
@@ -31,11 +34,11 @@ class ProfileRun:
     report_error: str | None = None  # why the report could not be written (the trace was)
 
     @cached_property
-    def analysis(self) -> Any:
+    def analysis(self) -> Analysis:
         """`tracekit.analyze(load_trace(trace_path))` of this trace, computed on first use."""
-        from tracekit.pipeline.reports import analysis_of
+        from tracekit.pipeline.local import analyse_file
 
-        return analysis_of(self.trace_path)
+        return analyse_file(self.trace_path, with_suggestions=False).analysis
 
 
 def report_writer() -> Callable[..., Any]:

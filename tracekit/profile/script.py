@@ -53,7 +53,7 @@ def profile_target(
         else default_output(target.name, unique=False)
     )
     if target.script is not None:
-        from tracekit.report.write import is_input
+        from tracekit.output import is_input
 
         script = Path(target.script)
         for out in (trace_path, report_path_for(trace_path) if report else None):

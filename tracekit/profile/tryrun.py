@@ -26,8 +26,7 @@ from tracekit.profile.runner import Target
 from tracekit.trace.files import PROFILE_SUFFIX
 
 if TYPE_CHECKING:
-    from tracekit.analyzers.analysis import Analysis
-    from tracekit.suggestions.model import Suggestion
+    from tracekit.pipeline.types import Analysis, Suggestion
 
 SCHEMA = "tracekit.try/1"
 OK, FAILED, SKIPPED, NOT_APPLIED = "ok", "failed", "skipped", "not applied"
@@ -129,18 +128,16 @@ def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None
 
 
 def _analyse(trace: Path, with_suggestions: bool) -> tuple[Analysis, list[Suggestion]]:
-    from tracekit.analyzers import analyze
-    from tracekit.suggestions import suggest
-    from tracekit.trace.load import load_trace
+    from tracekit.pipeline.local import analyse_file
 
-    analysis = analyze(load_trace(trace))
-    return analysis, (suggest(analysis) if with_suggestions else [])
+    result = analyse_file(trace, with_suggestions=with_suggestions)
+    return result.analysis, list(result.suggestions)
 
 
 def _prediction(knob: str, suggestions: Sequence[Suggestion]) -> tuple[str | None, float | None]:
     """(the suggestion id the knob answers, its predicted per-step saving): the fired suggestion of
     the knob's rules with the largest per-step saving, else the knob's first rule and None."""
-    from tracekit.suggestions.rules import knob_rules
+    from tracekit.pipeline.types import knob_rules
 
     answers = [rule.id for rule in knob_rules(knob)]
     fired = [(s.id, s.per_step_us) for s in suggestions if s.id in answers and s.per_step_us is not None]

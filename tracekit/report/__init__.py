@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tracekit.output import write_atomic
 from tracekit.paths import report_path
 from tracekit.report.context import ReportView, rank_view, report_view
 from tracekit.report.html import render
-from tracekit.report.write import write_atomic
 
 __all__ = [
     "ReportView",

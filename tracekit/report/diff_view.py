@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
+from tracekit.output import write_atomic
 from tracekit.report.html import asset, environment
-from tracekit.report.write import write_atomic
 from tracekit.units import fmt_time
 
 if TYPE_CHECKING:

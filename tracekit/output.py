@@ -24,16 +24,6 @@ def numbered(path: Path, n: int) -> Path:
     return path.with_name(f"{stem}-{n}{dot}{ext}")
 
 
-def free_path(path: Path) -> Path:
-    """`path` if it does not exist, else the first 'name-N.ext' beside it that does not (a hint:
-    publish() claims the name race-free)."""
-    for n in range(MAX_BESIDE):
-        candidate = path if n == 0 else numbered(path, n)
-        if not os.path.lexists(candidate):
-            return candidate
-    raise OutputError(f"{path}: exists, and so do {MAX_BESIDE - 1} numbered files beside it; use --force")
-
-
 def is_input(path: Path, inputs: Iterable[Path]) -> Path | None:
     """The input that `path` resolves to (same file, or same real path), if any."""
     real = os.path.realpath(path)

@@ -16,15 +16,15 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from tracekit.analyzers import Analysis, analyze
+from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import CLASS, OTHER
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
 from tracekit.errors import TraceFormatError
-from tracekit.report.write import check_target, write_stream
-from tracekit.suggestions import Suggestion, suggest
+from tracekit.output import check_target, write_stream
+from tracekit.pipeline.local import analyse_trace, load_file
+from tracekit.suggestions import Suggestion
 from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files
-from tracekit.trace.load import load_trace
 from tracekit.trace.model import RankTrace
 from tracekit.trace.reader import _next_cut as next_cut
 from tracekit.trace.reader import open_document
@@ -214,10 +214,10 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
                                "pass one rank's file")
     out_path = Path(out_path)
     check_target(out_path, inputs=files, force=force)  # one line, before the long work
-    trace = load_trace(files[0])
+    trace = load_file(files[0])
     rank = trace.rank()
-    a = analyze(trace, rank=rank.rank)
-    suggestions = suggest(a)
+    result = analyse_trace(trace, rank=rank.rank)
+    a, suggestions = result.analysis, result.suggestions
     origin = float(rank.meta.origin_us)
     extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
                                    *_suggestion_events(a, suggestions[0] if suggestions else None, origin)]

@@ -1,0 +1,64 @@
+"""The pipeline's in-memory entry point: load -> analyze -> suggest of one trace in this process, whole Analysis kept."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tracekit.analyzers.analysis import Analysis, analyze
+from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
+from tracekit.suggestions import Suggestion, suggest
+from tracekit.trace.load import Progress, load_trace
+from tracekit.trace.model import Trace
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """One loaded trace's Analysis (every rank combined, or the rank asked for) and its suggestions.
+
+    `tracekit.pipeline.run` spreads ranks over workers and keeps compact results; this keeps the whole
+    Analysis, for `diff`, `export`, `profile --try`, a profiled run's `.analysis` and the Python API."""
+
+    path: str  # the loaded Trace's path
+    warnings: tuple[str, ...]  # what loading it warned about
+    analysis: Analysis
+    suggestions: tuple[Suggestion, ...]  # () when the rules were not run
+
+
+def load_file(path: str | os.PathLike, *, max_bytes: int | None = None, captures: Sequence[str | os.PathLike] = (),
+              progress: Progress | None = None) -> Trace:
+    """`load_trace`; a progress line (tracekit.trace.load.stderr_progress) is cleared once loaded."""
+    try:
+        return load_trace(path, progress=progress, max_bytes=max_bytes, captures=captures)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[K")
+
+
+def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,
+                  tokens_per_step: float | None = None, with_suggestions: bool = True) -> LocalResult:
+    """Analyze an already loaded `trace` (every rank combined, or only `rank`) and run the rules on it.
+
+    `steps` picks the headline steps (steady, all, N-M; StepsError when malformed)."""
+    analysis = analyze(trace, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
+    found = tuple(suggest(analysis)) if with_suggestions else ()
+    return LocalResult(path=str(trace.path), warnings=tuple(str(w) for w in trace.warnings),
+                       analysis=analysis, suggestions=found)
+
+
+def analyse_file(path: str | os.PathLike, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,
+                 tokens_per_step: float | None = None, max_bytes: int | None = None,
+                 captures: Sequence[str | os.PathLike] = (), progress: Progress | None = None,
+                 with_suggestions: bool = True) -> LocalResult:
+    """Load the trace at `path` (a file or a directory of ranks), analyze it and run the rules."""
+    trace = load_file(path, max_bytes=max_bytes, captures=captures, progress=progress)
+    return analyse_trace(trace, rank=rank, steps=steps, tokens_per_step=tokens_per_step,
+                         with_suggestions=with_suggestions)
+
+
+def analyse_ranks(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS) -> dict[int, LocalResult]:
+    """{rank: LocalResult} of every rank of a loaded `trace` (one Analysis each), or only `rank`."""
+    ranks = [trace.rank(rank).rank] if rank is not None else sorted(trace.ranks)
+    return {number: analyse_trace(trace, rank=number, steps=steps) for number in ranks}
