@@ -10,7 +10,7 @@ from test_ranks import STEPS, rank_trace, write_job
 
 import tracekit
 from tracekit.analyzers.analysis import analyze
-from tracekit.analyzers.steady import StepsError
+from tracekit.analyzers.step_selection import StepsError
 from tracekit.compare.diff import diff
 from tracekit.pipeline.compare import compare_files
 from tracekit.pipeline.local import analyse_file, analyse_ranks, analyse_trace
