@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -279,7 +278,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     decode_linked(ops, store, op_col[match != ""])
     notes = tuple(_not_joined(s, cap, rank, captured, graphs) for s, cap in enumerate(captures, start=1)
                   if s not in used_sources)
-    return JoinResult(_replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
+    return JoinResult(replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
 
 
 def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Captured],
@@ -329,7 +328,3 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
         for rows in g.launches:
             op_col[rows[js]] = src
             match[rows[js]] = MATCH_INFERRED
-
-
-def _replace(rank: RankTrace, **changes: Any) -> RankTrace:
-    return RankTrace(**{**rank.__dict__, **changes})
