@@ -174,7 +174,7 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
             nbytes[i] = src.nbytes
 
 
-def _triton_arg_names(rank: RankTrace) -> list[Any]:
+def _triton_arg_names(rank: RankTrace) -> list[object]:
     """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
     (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
     table = (rank.meta.tracekit or {}).get(tables.TRITON_TABLE_KEY)
@@ -184,7 +184,7 @@ def _triton_arg_names(rank: RankTrace) -> list[Any]:
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
-             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, Shapes | None]:
+             costs: dict[int, tuple[OpCost, str]], arg_names: list[object]) -> dict[int, Shapes | None]:
     """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
     dims = ops[tables.OP_INPUT_DIMS].to_numpy()
     types = ops[tables.OP_INPUT_TYPES].to_numpy()
