@@ -6,6 +6,7 @@ import importlib.util
 import sys
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 from tracekit.errors import ProfileError
@@ -36,7 +37,7 @@ class ProfileOptions:
         return step >= self.warmup and (self.active is None or step < self.warmup + self.active)
 
 
-def require_torch() -> Any:
+def require_torch() -> ModuleType:
     """Import torch, or raise the one-line ProfileError that says how to install it."""
     try:
         import torch

@@ -82,7 +82,7 @@ class TableBuilder:
     inputs: OpInputStore = field(default_factory=OpInputStore)
     flows: Pieces = field(default_factory=Pieces)  # start ('s') / end ('f') of ac2g flows
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str | None] = field(default_factory=Counter)  # events per category
     skipped: int = 0
     origin: int | None = None  # integer µs subtracted from every timestamp
     _names: dict[str, str] = field(default_factory=dict)

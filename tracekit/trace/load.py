@@ -187,7 +187,7 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
                      skipped=skipped, op_input_store=builder.inputs, warnings=warnings)
 
 
-def _counts(counts: Mapping[Any, Any]) -> dict[str, int]:
+def _counts(counts: Mapping[str | None, int]) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items() if k is not None}
 
 
