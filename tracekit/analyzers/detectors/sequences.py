@@ -28,6 +28,7 @@ from tracekit.trace.model import RankTrace
 
 FUSABLE_CLASSES = frozenset({ELEMENTWISE, NORMALIZATION})
 PREFUSED_LIBRARIES = frozenset({LIB_INDUCTOR, LIB_TRITON})  # generated kernels: already fused
+_OpShapes = tuple[str, list[tuple[tuple[int, ...], str]], tuple[tuple[int, ...], str]]  # name, ins, out
 # Ops never chained: multi-tensor / optimizer updates, RNG fills, ops without a tensor output.
 NO_CHAIN_OP = re.compile(r"^aten::(_foreach_|_fused_|fill_|zero_|normal_|uniform_|random_|bernoulli_|"
                          r"exponential_|empty|resize_|set_|copy_)")
@@ -164,7 +165,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     op_rows = {int(op_pos[i]) for i in order if fusable[i]}
     excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
-    info: dict[int, tuple[str, Any, Any] | None] = {}
+    info: dict[int, _OpShapes | None] = {}
     for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
@@ -172,7 +173,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
             continue
         tensors = inputs(r)
         out = _out_shape(name, tensors) if tensors else None
-        info[r] = (name, tensors, out) if out is not None else None
+        info[r] = (name, tensors, out) if tensors and out is not None else None
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
@@ -206,7 +207,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     return _group_chains(chains)
 
 
-def _linked(a: tuple[str, Any, Any] | None, b: tuple[str, Any, Any] | None) -> bool:
+def _linked(a: _OpShapes | None, b: _OpShapes | None) -> bool:
     """b reads a's output (by shape); the same op on the same shapes twice is a loop over different
     tensors (per-feature clamps, per-parameter updates), not a chain."""
     if a is None or b is None:
