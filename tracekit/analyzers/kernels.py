@@ -34,14 +34,14 @@ CLASSES: tuple[str, ...] = (
 )
 NOT_COMPUTE = (COMMUNICATION, MEMCPY, MEMSET)  # classes of GPU time that is not computation
 MATMUL_CLASSES = frozenset({GEMM, ATTENTION, CONV})  # tensor-core work
-LIBRARIES: tuple[str, ...] = (
-    "cublas", "cutlass", "cudnn", "aten", "triton", "inductor", "flash-attn", "nccl", "rccl",
-    "rocblas", "hipblaslt", "cuda", "other",
-)
 LIB_TRITON = "triton"
 LIB_INDUCTOR = "inductor"
 LIB_CUDA = "cuda"
 LIB_OTHER = "other"
+LIBRARIES: tuple[str, ...] = (
+    "cublas", "cutlass", "cudnn", "aten", LIB_TRITON, LIB_INDUCTOR, "flash-attn", "nccl", "rccl",
+    "rocblas", "hipblaslt", LIB_CUDA, LIB_OTHER,
+)
 
 # --- columns of KernelClassification.table (aligned with RankTrace.gpu row positions) ----------
 CLASS = "class"

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any, SupportsInt, cast
 
-from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND
 from tracekit.trace.tables import USER_TRITON_KEY as USER_KERNEL_KEY
 
 # Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md), besides
@@ -197,7 +197,7 @@ class TritonRecorder:
             else:  # e.g. a TensorDescriptor: describe its base tensor; other objects: no data
                 base = getattr(value, "base", None)
                 rec_args.append(base if isinstance(base, tensor) else None)
-        extra: dict[str, Any] = {KERNEL_BACKEND_KEY: "triton", USER_KERNEL_KEY: info.index}
+        extra: dict[str, Any] = {KERNEL_BACKEND_KEY: TRITON_BACKEND, USER_KERNEL_KEY: info.index}
         if grid is not None:
             # Triton's grid: a tuple or list of ints (anything else raises, and the launch goes unrecorded)
             extra[GRID_KEY] = self._grid_text(cast("Sequence[SupportsInt]", grid))

@@ -170,7 +170,8 @@ TRITON_TABLE_KEY = "triton_kernels"  # list in that object, one entry per user T
 ARG_NAMES_KEY = "arg_names"  # key of such an entry: the kernel's parameter names
 DOT_TABLE_KEYS = ("uses_dot", "tl_dot")  # truthy in such an entry when the kernel calls tl.dot
 # keys of a Triton launch's cpu_op args
-KERNEL_BACKEND_KEY = "kernel_backend"  # "triton" (Inductor writes it; so does tracekit profile)
+KERNEL_BACKEND_KEY = "kernel_backend"  # TRITON_BACKEND (Inductor writes it; so does tracekit profile)
+TRITON_BACKEND = "triton"
 USER_TRITON_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of TRITON_TABLE_KEY (user kernels)
 INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
 DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot

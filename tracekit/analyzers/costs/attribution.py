@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
+from tracekit.analyzers.costs.models import TRITON_PREFIX, model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
 from tracekit.analyzers.kernels import CLASS, KernelClassification
@@ -213,7 +213,7 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
         user = ex.get(tables.USER_TRITON_KEY) if ex else None
         if ex and isinstance(user, int) and 0 < user <= len(arg_names) and tables.ARG_NAMES_KEY not in ex:
             ex = {**ex, tables.ARG_NAMES_KEY: arg_names[user - 1]}
-        if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
+        if not d or (ex is None and not name.startswith(TRITON_PREFIX) and _model(name) is None):
             continue
         key = encode((name, dkey, types[r], strides[r], concrete[r],
                       ex.get(tables.ARG_NAMES_KEY) if ex else None))
@@ -234,7 +234,7 @@ def _model(name: str) -> object:
 def _source(name: str, extra: dict | None) -> str:
     if extra and extra.get(tables.USER_TRITON_KEY):
         return SOURCE_TRITON
-    if name.startswith("triton_") or (extra and extra.get(tables.KERNEL_BACKEND_KEY) == "triton"):
+    if name.startswith(TRITON_PREFIX) or (extra and extra.get(tables.KERNEL_BACKEND_KEY) == tables.TRITON_BACKEND):
         return SOURCE_INDUCTOR
     return SOURCE_MODEL
 

@@ -20,7 +20,7 @@ from tracekit.analyzers.costs.models_pointwise import (
     foreach,
 )
 from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
-from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, USER_TRITON_KEY
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
 TRITON_PREFIX = "triton_"
@@ -59,7 +59,7 @@ def op_cost(name: str, dims: Sequence[object] | None, types: Sequence[str] | Non
     if not dims:
         return None
     args = OpArgs.of(dims, types, strides, concrete)
-    if extra and (extra.get(KERNEL_BACKEND_KEY) == "triton" or extra.get(USER_TRITON_KEY)):
+    if extra and (extra.get(KERNEL_BACKEND_KEY) == TRITON_BACKEND or extra.get(USER_TRITON_KEY)):
         return triton_cost(name, args, extra)
     if name.startswith(TRITON_PREFIX):
         return triton_cost(name, args, extra or {})
