@@ -17,7 +17,7 @@ import tracekit
 from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import classify
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_INFERRED, MATCH_NAME, MATCH_ORDER
 
 STEP_ACTIVITIES = 7
@@ -49,15 +49,15 @@ def _capture(tmp_path, steps, name, warmup=False, markers=False):
 
 def _replayed(rank):
     g = rank.gpu
-    return g[g[T.GPU_GRAPH] >= 0]
+    return g[g[tables.GPU_GRAPH] >= 0]
 
 
 def _gemm_flops_of(rank):
     """FLOPs tracekit gives the replayed GEMM kernels of the first replay, in order."""
     costs = estimate_costs(rank, classify(rank))
     g = rank.gpu
-    first = g[T.GPU_LAUNCH].to_numpy() == g[T.GPU_LAUNCH][g[T.GPU_GRAPH] >= 0].min()
-    gemm = g[T.GPU_NAME].str.contains("xmma_gemm").to_numpy() & first
+    first = g[tables.GPU_LAUNCH].to_numpy() == g[tables.GPU_LAUNCH][g[tables.GPU_GRAPH] >= 0].min()
+    gemm = g[tables.GPU_NAME].str.contains("xmma_gemm").to_numpy() & first
     return costs.table["flops"].to_numpy()[np.flatnonzero(gemm)].tolist()
 
 
@@ -68,11 +68,11 @@ def test_separate_capture_without_warmup_joins_by_order(tmp_path):
     rank = tracekit.load_trace(exe, captures=[cap]).rank()
     rep = _replayed(rank)
     assert len(rep) == 3 * STEP_ACTIVITIES
-    assert (rep[T.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
-    names = rank.ops[T.OP_NAME].to_numpy()[rep[T.GPU_OP].to_numpy()]
+    assert (rep[tables.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
+    names = rank.ops[tables.OP_NAME].to_numpy()[rep[tables.GPU_OP].to_numpy()]
     assert names[:STEP_ACTIVITIES].tolist() == ["aten::mm", "aten::add", "aten::mm", "aten::mm", "aten::add",
                                                 "aten::mm", "aten::copy_"]
-    assert (rank.ops[T.OP_ORIGIN].to_numpy()[rep[T.GPU_OP].to_numpy()] == str(cap)).all()
+    assert (rank.ops[tables.OP_ORIGIN].to_numpy()[rep[tables.GPU_OP].to_numpy()] == str(cap)).all()
     assert _gemm_flops_of(rank) == _gemm_flops(4)
     res = graph_replays(rank)
     assert (res.launches, len(res.graphs), res.activities, res.matched_count) == (3, 1, 21, 21)
@@ -87,7 +87,7 @@ def test_warmup_in_capture_trace_confirms_kernel_names(tmp_path):
     exe = _exec(tmp_path, [step])
     cap = _capture(tmp_path, [step], "cap.json", warmup=True, markers=True)
     rank = tracekit.load_trace(exe, captures=[cap]).rank()
-    assert (_replayed(rank)[T.GPU_GRAPH_MATCH] == MATCH_NAME).all()
+    assert (_replayed(rank)[tables.GPU_GRAPH_MATCH] == MATCH_NAME).all()
 
 
 def test_two_batch_sizes_each_graph_finds_its_own_capture(tmp_path):
@@ -100,7 +100,7 @@ def test_two_batch_sizes_each_graph_finds_its_own_capture(tmp_path):
     assert sorted(g.source for g in res.graphs) == ["cap_b1.json", "cap_b64.json"]
     assert res.matched_count == res.activities == 2 * 3 * STEP_ACTIVITIES
     costs = estimate_costs(rank, classify(rank))
-    gemm = rank.gpu[T.GPU_NAME].str.contains("xmma_gemm").to_numpy()
+    gemm = rank.gpu[tables.GPU_NAME].str.contains("xmma_gemm").to_numpy()
     total = float(np.nansum(costs.table["flops"].to_numpy()[gemm]))
     assert total == pytest.approx(3 * (sum(_gemm_flops(1)) + sum(_gemm_flops(64))))
 
@@ -112,7 +112,7 @@ def test_extra_and_missing_nodes_are_tolerated(tmp_path):
     rank = tracekit.load_trace(exe, captures=[cap]).rank()
     rep = _replayed(rank)
     assert len(rep) == 3 * (STEP_ACTIVITIES - 1 + 2)
-    matched = rep[rep[T.GPU_GRAPH_MATCH] != ""]
+    matched = rep[rep[tables.GPU_GRAPH_MATCH] != ""]
     # the 6 kept step activities match; of the 2 extra memcpy nodes at most none (the capture's one
     # memcpy is at the end, aligned to the step's own copy)
     assert len(matched) == 3 * (STEP_ACTIVITIES - 1)
@@ -124,7 +124,7 @@ def test_mismatched_capture_is_reported_in_one_line_not_joined(tmp_path):
     cap = _capture(tmp_path, [decode_step(4, hidden=512, ffn=2048)], "other.json", warmup=True)
     trace = tracekit.load_trace(exe, captures=[cap])
     rank = trace.rank()
-    assert (_replayed(rank)[T.GPU_GRAPH_MATCH] == "").all()
+    assert (_replayed(rank)[tables.GPU_GRAPH_MATCH] == "").all()
     lines = [w for w in trace.warnings if "other.json" in w]
     assert len(lines) == 1 and "not joined" in lines[0] and "\n" not in lines[0]
 
@@ -147,7 +147,7 @@ def test_capture_inside_the_same_trace_needs_no_option(tmp_path):
         b.replay(step)
     rank = tracekit.load_trace(b.write(tmp_path / "inline.json")).rank()
     rep = _replayed(rank)
-    assert len(rep) == 4 * STEP_ACTIVITIES and (rep[T.GPU_GRAPH_MATCH] == MATCH_NAME).all()
+    assert len(rep) == 4 * STEP_ACTIVITIES and (rep[tables.GPU_GRAPH_MATCH] == MATCH_NAME).all()
     assert _gemm_flops_of(rank) == _gemm_flops(8)
 
 
@@ -160,7 +160,7 @@ def test_eager_twin_gives_inferred_ops(tmp_path):
         b.replay(step)
     rank = tracekit.load_trace(b.write(tmp_path / "t.json")).rank()
     rep = _replayed(rank)
-    assert (rep[T.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
+    assert (rep[tables.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
     assert _gemm_flops_of(rank) == _gemm_flops(2)
 
 
@@ -173,7 +173,7 @@ def test_capture_traces_folder_is_picked_up(tmp_path):
     b.capture(step)
     b.write(folder / "cap.json")
     rank = tracekit.load_trace(tmp_path).rank()
-    assert (_replayed(rank)[T.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
+    assert (_replayed(rank)[tables.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
 
 
 def test_cli_capture_option_and_bad_capture_path(tmp_path):
@@ -201,4 +201,4 @@ def test_own_capture_can_be_ignored_to_measure_the_inferred_path(tmp_path):
     from tracekit.trace.load import load_file
 
     rank = graphs.join_graphs(load_file(b.write(tmp_path / "t.json")), [], own_capture=False).rank
-    assert (_replayed(rank)[T.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
+    assert (_replayed(rank)[tables.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()

@@ -25,7 +25,7 @@ import tracekit
 from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import classify
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_NAME
 
 LAYER_GEMMS = ((768, 2304), (768, 768), (768, 3072), (3072, 768))
@@ -70,9 +70,9 @@ def test_every_replayed_kernel_gets_its_captured_op(joined):
 def test_replayed_gemm_flops_equal_the_model_s(joined):
     _, rank, costs = joined
     gpu = rank.gpu
-    op = gpu[T.GPU_OP].to_numpy()
-    names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
-    rep = gpu[T.GPU_GRAPH].to_numpy() >= 0
+    op = gpu[tables.GPU_OP].to_numpy()
+    names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
+    rep = gpu[tables.GPU_GRAPH].to_numpy() >= 0
     gemm = rep & np.isin(np.where(op >= 0, names[np.maximum(op, 0)], ""), ("aten::addmm", "aten::mm"))
     flops = float(np.nansum(costs.table["flops"].to_numpy()[gemm]))
     assert flops == pytest.approx(20 * GEMM_FLOPS_PER_TOKEN, rel=1e-9)

@@ -18,7 +18,7 @@ import tracekit
 from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import classify
-from tracekit.trace import tables as T
+from tracekit.trace import tables
 
 H, LAYERS, HEADS, D, FFN, VOCAB, SLOTS = 1024, 4, 16, 64, 2816, 8192, 64
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
@@ -41,11 +41,11 @@ def _replayed_gemm_flops(rank) -> tuple[float, int]:
     """FLOPs tracekit gives the replayed kernels of GEMM ops, and the number of graph launches."""
     costs = estimate_costs(rank, classify(rank))
     gpu = rank.gpu
-    rep = gpu[T.GPU_GRAPH].to_numpy() >= 0
-    op = gpu[T.GPU_OP].to_numpy()
-    names = rank.ops[T.OP_NAME].to_numpy(dtype=object)
+    rep = gpu[tables.GPU_GRAPH].to_numpy() >= 0
+    op = gpu[tables.GPU_OP].to_numpy()
+    names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     gemm = rep & (op >= 0) & np.isin(np.where(op >= 0, names[np.maximum(op, 0)], ""), GEMM_OPS)
-    launches = len(np.unique(gpu[T.GPU_LAUNCH].to_numpy()[rep]))
+    launches = len(np.unique(gpu[tables.GPU_LAUNCH].to_numpy()[rep]))
     return float(np.nansum(costs.table["flops"].to_numpy()[gemm])), launches
 
 
@@ -85,7 +85,7 @@ def test_mismatched_capture_is_one_line_and_not_joined():
     trace = tracekit.load_trace(exe, captures=[bad])
     lines = [w for w in trace.warnings if str(bad) in w]
     assert len(lines) == 1 and "not joined" in lines[0]
-    origins = set(trace.rank().ops[T.OP_ORIGIN].tolist()) - {""}
+    origins = set(trace.rank().ops[tables.OP_ORIGIN].tolist()) - {""}
     assert str(bad) not in origins
 
 
@@ -109,7 +109,7 @@ def test_inferred_path_without_the_capture(batch):
 
     (path,) = _need(f"graph_decode_inline_b{batch}.trace.json.gz")
     rank = graphs.join_graphs(load_file(path), [], own_capture=False).rank
-    rep = rank.gpu[rank.gpu[T.GPU_GRAPH] >= 0]
-    assert (rep[T.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
+    rep = rank.gpu[rank.gpu[tables.GPU_GRAPH] >= 0]
+    assert (rep[tables.GPU_GRAPH_MATCH] == MATCH_INFERRED).all()
     flops, launches = _replayed_gemm_flops(rank)
     assert flops == pytest.approx(launches * step_gemm_flops(batch), rel=1e-6)

@@ -11,7 +11,7 @@ import pytest
 from conftest import SHARED_TRACES
 
 import tracekit
-from tracekit import hta_compat as H
+from tracekit import hta_compat
 from tracekit.analyzers.gputime import temporal_breakdown
 from tracekit.analyzers.launch import launch_overhead
 from tracekit.analyzers.step_plan import plan_steps
@@ -72,15 +72,15 @@ def _run(rel: str, include_last: bool):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rank = tracekit.load_trace(path).rank()
-            numbers = H.hta_numbers(path, rank.rank, include_last_profiler_step=include_last)
+            numbers = hta_compat.hta_numbers(path, rank.rank, include_last_profiler_step=include_last)
     finally:
         logging.disable(logging.NOTSET)
-    return path, rank, numbers, H.hta_view(rank, include_last_profiler_step=include_last)
+    return path, rank, numbers, hta_compat.hta_view(rank, include_last_profiler_step=include_last)
 
 
 def _check_idle(view, numbers) -> None:
-    lo = launch_overhead(view, kernel_wait_us=H.HTA_KERNEL_WAIT_US)
-    hta = H.idle_by_category(numbers.idle)
+    lo = launch_overhead(view, kernel_wait_us=hta_compat.HTA_KERNEL_WAIT_US)
+    hta = hta_compat.idle_by_category(numbers.idle)
     cols = {"host_wait": "host_wait_us", "kernel_wait": "kernel_wait_us", "other": "other_us"}
     ours = {(int(s["stream"]), cat): float(s[col]) for s in lo.streams.to_dict("records")
             for cat, col in cols.items()}
@@ -95,7 +95,7 @@ def test_agrees_with_hta_including_last_step(rel):
     _check_idle(view, numbers)
 
     # launch counts: equal under HTA's API list; tracekit also counts driver (Triton) and HIP launches
-    assert H.hta_launch_count(view) == numbers.launches
+    assert hta_compat.hta_launch_count(view) == numbers.launches
     linked = int((view.gpu["launch"] >= 0).sum())
     assert linked - numbers.launches == TRACEKIT_COUNTS_MORE.get(path.name, 0)
     launches = launch_overhead(view, plan_steps(view, ALL_STEPS)).totals.launches
@@ -122,7 +122,7 @@ def test_agrees_with_hta_default_dropping_last_step(rel):
     _, rank, numbers, view = _run(rel, include_last=False)
     assert len(view.gpu) < len(rank.gpu)  # HTA dropped the work launched in the last step
     _check_idle(view, numbers)
-    assert H.hta_launch_count(view) == numbers.launches
+    assert hta_compat.hta_launch_count(view) == numbers.launches
     tb, hta = temporal_breakdown(view), numbers.temporal
     assert close(tb.kernel_time_us, hta["kernel_time"]) and close(tb.idle_us, hta["idle_time"])
     assert close(tb.compute_us, hta["compute_time"])

@@ -8,14 +8,21 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, TypeVar
+from multiprocessing.context import BaseContext
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from tracekit.errors import TracekitError
+
+if TYPE_CHECKING:
+    from distributed import Client
+    from distributed.deploy.cluster import Cluster
 
 T = TypeVar("T")
 R = TypeVar("R")
 SCHEDULER_ENV = "TRACEKIT_SCHEDULER"
 Progress = Callable[[int, int], None]  # (finished, total)
+# Where tasks run: a Dask scheduler address ("tcp://host:8786"), a dask Client or cluster, or None (local)
+Scheduler: TypeAlias = "str | Client | Cluster | None"
 
 
 def default_jobs() -> int:
@@ -32,7 +39,7 @@ def scheduler_from_env(explicit: str | None) -> str | None:
 
 
 def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = None,
-              scheduler: Any = None, progress: Progress | None = None) -> Iterator[tuple[int, R]]:
+              scheduler: Scheduler = None, progress: Progress | None = None) -> Iterator[tuple[int, R]]:
     """Yield (index, fn(items[index])) as each task finishes (not in input order).
 
     `scheduler`: a Dask scheduler address ("tcp://host:8786"), a dask Client or cluster object, or
@@ -51,7 +58,7 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = No
         yield index, result
 
 
-def _context() -> Any:
+def _context() -> BaseContext:
     """How workers start: fork while this process runs one thread (a worker is ready in
     milliseconds, with tracekit already imported), else forkserver (no thread state copied;
     tracekit.pipeline preloaded once in the server), else spawn."""
@@ -87,7 +94,7 @@ def _pool_tasks(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Itera
                 fut.cancel()
 
 
-def _dask_tasks(fn: Callable[[T], R], items: Sequence[T], scheduler: Any) -> Iterator[tuple[int, R]]:
+def _dask_tasks(fn: Callable[[T], R], items: Sequence[T], scheduler: str | Client | Cluster) -> Iterator[tuple[int, R]]:
     """The same tasks on a Dask distributed cluster (workers need tracekit importable)."""
     try:
         from dask.distributed import Client, as_completed
@@ -95,7 +102,7 @@ def _dask_tasks(fn: Callable[[T], R], items: Sequence[T], scheduler: Any) -> Ite
         raise TracekitError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
     own = not isinstance(scheduler, Client)
     try:
-        client = Client(scheduler) if own else scheduler
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     except (OSError, TimeoutError, ValueError) as exc:
         raise TracekitError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
     try:
@@ -122,4 +129,4 @@ def progress_bar(quiet: bool, label: str = "ranks") -> Progress | None:
     return show
 
 
-__all__ = ["SCHEDULER_ENV", "default_jobs", "progress_bar", "run_tasks", "scheduler_from_env"]
+__all__ = ["SCHEDULER_ENV", "Scheduler", "default_jobs", "progress_bar", "run_tasks", "scheduler_from_env"]

@@ -6,7 +6,6 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,9 +123,3 @@ def idle_by_category(idle: pd.DataFrame) -> dict[tuple[int, str], float]:
     """HTA's idle table as {(stream, category): µs}."""
     return {(int(r["stream"]), str(r["idle_category"])): float(r["idle_time"])
             for r in idle.to_dict("records")}
-
-
-def summary(numbers: HtaNumbers) -> dict[str, Any]:
-    """A compact, printable view of HtaNumbers."""
-    return {"temporal": numbers.temporal, "launches": numbers.launches,
-            "idle": idle_by_category(numbers.idle)}

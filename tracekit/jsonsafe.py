@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """`value` with numpy scalars made Python numbers and NaN/inf/NA made None; dicts, lists and
     tuples are cleaned item by item (tuples become lists)."""
     if isinstance(value, dict):

@@ -19,8 +19,3 @@ def visible(text: object) -> str:
     newline -> \\x0a), so that a name cannot move the cursor, recolour or forge lines."""
     s = str(text)
     return _UNSAFE.sub(_escape, s) if _UNSAFE.search(s) else s
-
-
-def has_unsafe(text: str) -> bool:
-    """Whether `text` holds a character that visible() would escape."""
-    return _UNSAFE.search(text) is not None

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.kernels import CLASS, NOT_COMPUTE, classify
 from tracekit.trace.intervals import busy_time_us, intervals
 from tracekit.trace.model import RankTrace
 
@@ -32,13 +33,11 @@ def temporal_breakdown(rank: RankTrace, classes: pd.Series | None = None) -> Tem
     if len(gpu) == 0:
         return TemporalBreakdown(0.0, 0.0, 0.0, 0.0)
     if classes is None:
-        from tracekit.analyzers.kernels import CLASS, classify
-
         classes = classify(rank).table[CLASS]
     ts, end = intervals(gpu)
     kernel_time = float(end.max() - ts.min())
     busy = busy_time_us(ts, end)
-    comp = ~np.isin(classes.to_numpy(dtype=object), ("communication", "memcpy", "memset"))
+    comp = ~np.isin(classes.to_numpy(dtype=object), NOT_COMPUTE)
     compute = busy_time_us(ts[comp], end[comp])
     idle = kernel_time - busy
     return TemporalBreakdown(kernel_time, idle, compute, kernel_time - compute - idle)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_INFERRED, MATCH_NAME, MATCH_ORDER
+from tracekit.trace.model import RankTrace
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.costs.attribution import KernelCosts
 
 MATCH_LABELS = {MATCH_NAME: "by capture (kernel name and grid agree)",
                 MATCH_ORDER: "by capture (order and kind)",
@@ -80,9 +85,8 @@ class GraphReplays:
                 "graphs": [g.to_dict() for g in self.graphs]}
 
 
-def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
-    """The graph replays of `rank` (a RankTrace loaded by trace.load), None when it has none.
-    `costs` (analyzers.costs.KernelCosts) adds the FLOP-known shares."""
+def graph_replays(rank: RankTrace, costs: KernelCosts | None = None) -> GraphReplays | None:
+    """The graph replays of `rank`, None when it has none; `costs` adds the FLOP-known shares."""
     gpu = rank.gpu
     if tables.GPU_GRAPH not in gpu or not len(gpu):
         return None
@@ -113,7 +117,7 @@ def graph_replays(rank: Any, costs: Any = None) -> GraphReplays | None:
 TOP_KERNELS = 10  # activities listed per graph
 
 
-def _top_kernels(rows: np.ndarray, gpu: Any, dur: np.ndarray, op: np.ndarray,
+def _top_kernels(rows: np.ndarray, gpu: pd.DataFrame, dur: np.ndarray, op: np.ndarray,
                  op_names: np.ndarray) -> tuple[dict[str, Any], ...]:
     names = gpu[tables.GPU_NAME].to_numpy(dtype=object)[rows]
     ops = [str(op_names[o]) if o >= 0 else "" for o in op[rows].tolist()]
@@ -126,7 +130,7 @@ def _top_kernels(rows: np.ndarray, gpu: Any, dur: np.ndarray, op: np.ndarray,
     return tuple({"name": k[0], "op": k[1] or None, "count": int(v[0]), "time_us": float(v[1])} for k, v in top)
 
 
-def _graph_stats(g: int, rows: np.ndarray, gpu: Any, dur: np.ndarray, how: np.ndarray, launch: np.ndarray,
+def _graph_stats(g: int, rows: np.ndarray, gpu: pd.DataFrame, dur: np.ndarray, how: np.ndarray, launch: np.ndarray,
                  known: np.ndarray | None, op: np.ndarray, origin: np.ndarray | None, path: str,
                  op_names: np.ndarray) -> GraphStats:
     launches = np.unique(launch[rows])

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names
+from tracekit.analyzers.kernels import COMMUNICATION as COMM_CLASS
+from tracekit.analyzers.kernels import NOT_COMPUTE
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
@@ -22,8 +24,6 @@ QUEUED_EPS_US = 1e-3  # a launch that returned before the gap began: the GPU, no
 LAUNCH_LATENCY_US = 20.0
 DATALOADER = re.compile(r"DataLoader")
 PAGEABLE = re.compile(r"Pageable")
-COMM_CLASS = "communication"
-NOT_COMPUTE = ("communication", "memcpy", "memset")
 
 # Per-step components, µs (additive; together with GPU busy they make up the step's span).
 GPU_GAP = "gpu_gap_us"  # idle while the next activity was already launched (GPU-side dependency)

@@ -32,14 +32,16 @@ CLASSES: tuple[str, ...] = (
     GEMM, ATTENTION, CONV, ELEMENTWISE, REDUCTION, NORMALIZATION, SOFTMAX, EMBEDDING, COPY,
     MEMCPY, MEMSET, COMMUNICATION, OTHER,
 )
-LIBRARIES: tuple[str, ...] = (
-    "cublas", "cutlass", "cudnn", "aten", "triton", "inductor", "flash-attn", "nccl", "rccl",
-    "rocblas", "hipblaslt", "cuda", "other",
-)
+NOT_COMPUTE = (COMMUNICATION, MEMCPY, MEMSET)  # classes of GPU time that is not computation
+MATMUL_CLASSES = frozenset({GEMM, ATTENTION, CONV})  # tensor-core work
 LIB_TRITON = "triton"
 LIB_INDUCTOR = "inductor"
 LIB_CUDA = "cuda"
 LIB_OTHER = "other"
+LIBRARIES: tuple[str, ...] = (
+    "cublas", "cutlass", "cudnn", "aten", LIB_TRITON, LIB_INDUCTOR, "flash-attn", "nccl", "rccl",
+    "rocblas", "hipblaslt", LIB_CUDA, LIB_OTHER,
+)
 
 # --- columns of KernelClassification.table (aligned with RankTrace.gpu row positions) ----------
 CLASS = "class"
@@ -162,11 +164,11 @@ def classify_name(
     return cls or OTHER, library, rule
 
 
-def _truthy_key(extra: Any, keys: tuple[str, ...]) -> bool:
+def _truthy_key(extra: object, keys: tuple[str, ...]) -> bool:
     return isinstance(extra, dict) and any(bool(extra.get(k)) for k in keys)
 
 
-def _uses_dot(extra: Any, kernel_table: list) -> bool:
+def _uses_dot(extra: object, kernel_table: list[object]) -> bool:
     """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry."""
     if _truthy_key(extra, tables.DOT_OP_KEYS):
         return True

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.detectors import hostside
+from tracekit.analyzers.kernels import COMMUNICATION
 from tracekit.trace import tables
+from tracekit.trace.model import RankTrace
 
-COMM_CLASS = "communication"
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import RankAnalysis
+    from tracekit.analyzers.launch import LaunchOverhead
+
 # CPU-side collective ranges (gloo on CPU, or record_param_comms annotations) when no GPU comm kernel
 CPU_COLLECTIVE = re.compile(r"^(?:gloo|nccl|mpi|ucc):([A-Za-z_]+)$")
 _NCCL_PREFIX = re.compile(r"^(?:nccl(?:Dev)?Kernel_|ncclKernel)", re.IGNORECASE)
@@ -82,9 +87,9 @@ def _per_step(table: pd.DataFrame, step_col: str, value_col: str) -> dict[int, f
     return {int(k): float(v) for k, v in table.groupby(step_col)[value_col].sum().items()}
 
 
-def _collectives(rank: Any, classes: np.ndarray) -> tuple[CollectiveDigest, ...]:
+def _collectives(rank: RankTrace, classes: np.ndarray) -> tuple[CollectiveDigest, ...]:
     gpu = rank.gpu
-    is_comm = classes == COMM_CLASS
+    is_comm = classes == COMMUNICATION
     if is_comm.any():
         names = gpu[tables.GPU_NAME].to_numpy(dtype=object)[is_comm]
         ts = gpu[tables.GPU_TS].to_numpy(dtype=float)[is_comm]
@@ -112,18 +117,18 @@ def _collectives(rank: Any, classes: np.ndarray) -> tuple[CollectiveDigest, ...]
     return tuple(out)
 
 
-def _phases(launch: Any) -> dict[int, str]:
+def _phases(launch: LaunchOverhead) -> dict[int, str]:
     """Step -> 'steady' for the steps the headline covers (launch.selected: the steady ones, or what
     --steps picked), else its phase (setup, partial, outlier...)."""
     steps = [int(s) for s in launch.steps["step"].tolist()]
-    selected = getattr(launch, "selected", ()) or (True,) * len(steps)
-    phases = getattr(launch, "phases", ()) or ()
+    selected = launch.selected or (True,) * len(steps)
+    phases = launch.phases
     names = [p.phase for p in phases] if len(phases) == len(steps) else ["excluded"] * len(steps)
     return {s: "steady" if keep else name for s, keep, name in zip(steps, selected, names, strict=True)}
 
 
-def rank_digest(rank: Any, result: Any, verdict: str, cause: str | None = None) -> RankDigest:
-    """The digest of one RankTrace from its RankAnalysis (`result`): per-step numbers and collectives.
+def rank_digest(rank: RankTrace, result: RankAnalysis, verdict: str, cause: str | None = None) -> RankDigest:
+    """The digest of one rank from its analysis (`result`): per-step numbers and collectives.
 
     Times stay relative to the rank's own `origin_us` (kept exact, as an integer) so that ranks
     analysed in different processes line up in `ranks.cross_rank`."""

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.analyzers.rank_digest import COMM_CLASS, HOST_COMPONENTS, RankDigest, StepDigest
+from tracekit.analyzers.kernels import COMMUNICATION
+from tracekit.analyzers.rank_digest import HOST_COMPONENTS, RankDigest, StepDigest
 from tracekit.units import fmt_us
 
 STRAGGLER_MIN_STEPS_PCT = 50.0  # a straggler arrives last in more than this share of the steps
@@ -200,7 +201,7 @@ def _component_means(st: Sequence[StepDigest]) -> dict[str, float]:
     """Mean per step of each host-side component and of GPU time per kernel class (not communication:
     that is where a rank waits, not why it is late)."""
     out = {c: float(np.mean([getattr(s, c) for s in st])) for c in HOST_COMPONENTS}
-    classes = {c for s in st for c in s.class_us} - {COMM_CLASS}
+    classes = {c for s in st for c in s.class_us} - {COMMUNICATION}
     for c in sorted(classes):
         out[f"gpu:{c}"] = float(np.mean([s.class_us.get(c, 0.0) for s in st]))
     return out

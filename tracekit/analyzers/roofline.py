@@ -8,6 +8,7 @@ hint); every other kernel uses the fp32 (vector) roof. Memory ceiling: the devic
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -18,7 +19,7 @@ import pandas as pd
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.devices import Device
-from tracekit.analyzers.kernels import KernelClassification
+from tracekit.analyzers.kernels import MATMUL_CLASSES, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -50,7 +51,6 @@ COLUMNS = (NAME, CLASS, LIBRARY, OP, SHAPES, DTYPE, COUNT, TIME_US, FLOPS, BYTES
 
 MEMORY, COMPUTE = "memory", "compute"
 FROM_NAME, FROM_DTYPE, ASSUMED = "kernel-name", "dtype", "assumed"
-MATMUL_CLASSES = frozenset({"gemm", "attention", "conv"})
 
 # Precision a matrix kernel computes in, read from its name (first match wins). cuBLAS/cuDNN
 # xmma names spell types (f32f32_tf32f32, bf16bf16); nvjet names carry A/compute/C letters
@@ -144,7 +144,7 @@ def group_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _objects(values: Any, index: pd.Index) -> pd.Series:
+def _objects(values: Iterable[object], index: pd.Index) -> pd.Series:
     """An object column (None stays None; pandas 3 would turn a str column's None into NaN)."""
     return pd.Series(list(values), index=index, dtype=object)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tracekit.analyzers.kernels import COMMUNICATION  # the cause: exposed communication kernels
 from tracekit.units import fmt_us
 
 CPU_ONLY = "cpu-only"
@@ -21,7 +22,6 @@ DATA_LOADING = "data_loading"
 SYNC = "sync"
 COPIES = "copies"
 CPU_WORK = "cpu_work"
-COMMUNICATION = "communication"
 CAUSES = (LAUNCH, DATA_LOADING, SYNC, COPIES, CPU_WORK, COMMUNICATION)
 CAUSE_VERDICT = {LAUNCH: LAUNCH_BOUND, COMMUNICATION: COMM_BOUND}  # the rest: HOST_BOUND
 CAUSE_WORDS = {

@@ -17,13 +17,13 @@ class OptimizerSteps:
     wrapped (marking after it returns); the post-hook still covers classes defined later.
     """
 
-    def __init__(self, on_step: Callable[[Any], None]) -> None:
+    def __init__(self, on_step: Callable[[object], None]) -> None:
         self._on_step = on_step
         self._patched: list[tuple[type, Any, Any]] = []
         self._handle: Any = None
         self._base: Any = None
         self._depth = 0  # wrapped step() calls in progress (an optimizer may step another)
-        self._pending: Any = None  # optimizer whose post-hook fired inside a wrapped step()
+        self._pending: object = None  # optimizer whose post-hook fired inside a wrapped step()
 
     def install(self) -> None:
         """Register the post-hook and wrap the step() of every Optimizer subclass defined so far."""
@@ -57,7 +57,7 @@ class OptimizerSteps:
         steps = self
 
         @functools.wraps(hooked)
-        def step(*args: Any, **kwargs: Any) -> Any:
+        def step(*args: object, **kwargs: object) -> Any:
             steps._depth += 1
             try:
                 return hooked(*args, **kwargs)
@@ -72,7 +72,8 @@ class OptimizerSteps:
         cls.step = step  # type: ignore[attr-defined]
         self._patched.append((cls, step, hooked))
 
-    def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _post_hook(self, optimizer: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        """torch's global optimizer step post-hook: (optimizer, step's args, step's kwargs)."""
         if self._depth:
             self._pending = optimizer
             return

@@ -6,7 +6,8 @@ import importlib.util
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 from tracekit.errors import ProfileError
 from tracekit.profile import steps
@@ -36,7 +37,7 @@ class ProfileOptions:
         return step >= self.warmup and (self.active is None or step < self.warmup + self.active)
 
 
-def require_torch() -> Any:
+def require_torch() -> ModuleType:
     """Import torch, or raise the one-line ProfileError that says how to install it."""
     try:
         import torch
@@ -45,10 +46,23 @@ def require_torch() -> Any:
     return torch
 
 
+class _Actions(Protocol):
+    """torch.profiler.ProfilerAction: the members a schedule returns."""
+
+    @property
+    def WARMUP(self) -> object: ...
+    @property
+    def RECORD(self) -> object: ...
+    @property
+    def RECORD_AND_SAVE(self) -> object: ...
+    @property
+    def NONE(self) -> object: ...
+
+
 class _Schedule:
     """torch.profiler schedule: wait 0, warmup W, active A (or every later step), repeat 1."""
 
-    def __init__(self, options: ProfileOptions, action: Any) -> None:
+    def __init__(self, options: ProfileOptions, action: _Actions) -> None:
         self._warmup = options.warmup
         self._last = None if options.active is None else options.warmup + options.active - 1
         self._action = action
@@ -166,7 +180,7 @@ class Session:
             self.marks += 1
             self._prof.step()
 
-    def _on_optimizer_step(self, optimizer: Any) -> None:
+    def _on_optimizer_step(self, optimizer: object) -> None:
         if self._explicit:
             return
         if self._primary_optimizer is None:
@@ -182,7 +196,7 @@ class Session:
         """True when ProfilerStep#0 spans the whole run only because no step was marked."""
         return self.marks == 0 and self.step_source != "caller"
 
-    def _on_trace_ready(self, prof: Any) -> None:
+    def _on_trace_ready(self, prof: object) -> None:
         self.trace_ready = True
 
     def recorded_steps(self) -> list[int]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from types import ModuleType
+from typing import Any, SupportsInt, cast
 
-from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND
 from tracekit.trace.tables import USER_TRITON_KEY as USER_KERNEL_KEY
 
 # Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md), besides
@@ -31,6 +33,10 @@ _UNSAFE = {ord('"'): "'", ord("\\"): "/", **{c: " " for c in range(32)}}
 def safe_text(text: str) -> str:
     """`text` without the characters Kineto would write unescaped into the trace JSON."""
     return text.translate(_UNSAFE)
+
+
+# torch._C._profiler._RecordFunctionFast: (name, args, kwargs) -> a profiler op around the launch
+RecordFunctionFast = Callable[[str, list[object], dict[str, Any]], AbstractContextManager[object]]
 
 
 class _KernelInfo:
@@ -65,7 +71,7 @@ class _KernelInfo:
         }
 
 
-def _is_constexpr(annotation: Any) -> bool:
+def _is_constexpr(annotation: object) -> bool:
     if annotation is inspect.Parameter.empty:
         return False
     if isinstance(annotation, str):
@@ -73,7 +79,7 @@ def _is_constexpr(annotation: Any) -> bool:
     return getattr(annotation, "__name__", "") == "constexpr"
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> bool | int | float | str | None:
     """A constexpr value as plain data: unwrap tl.constexpr; numbers stay, others become str()."""
     inner = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
     if inner is None or isinstance(inner, (bool, int, float)):
@@ -84,11 +90,11 @@ def _plain(value: Any) -> Any:
 class TritonRecorder:
     """Patches JITFunction.run (and the interpreter's run) while profiling; restores them after."""
 
-    def __init__(self, torch: Any, *, use_cpu_op: bool = True) -> None:
+    def __init__(self, torch: ModuleType, *, use_cpu_op: bool = True) -> None:
         self._torch = torch
         self._tensor = torch.Tensor
         fast = getattr(torch._C._profiler, "_RecordFunctionFast", None) if use_cpu_op else None
-        self._fast = fast if fast is not None and _accepts_kwargs(fast) else None
+        self._fast: RecordFunctionFast | None = fast if fast is not None and _accepts_kwargs(fast) else None
         self._infos: dict[int, _KernelInfo] = {}
         self._text_cache: dict[Any, str] = {}
         self._patched: list[tuple[type, Any]] = []
@@ -131,7 +137,7 @@ class TritonRecorder:
         recorder = self
         infos = self._infos
 
-        def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        def run(fn: object, *args: object, **kwargs: object) -> Any:
             info = infos.get(id(fn))
             if info is None:
                 info = recorder._new_info(fn)
@@ -153,7 +159,7 @@ class TritonRecorder:
         run.__wrapped__ = original  # type: ignore[attr-defined]
         return run
 
-    def _new_info(self, fn: Any) -> _KernelInfo:
+    def _new_info(self, fn: object) -> _KernelInfo:
         py_fn = getattr(fn, "fn", None)
         try:
             info = _KernelInfo(py_fn)  # type: ignore[arg-type]
@@ -164,8 +170,8 @@ class TritonRecorder:
         return info
 
     def _describe(
-        self, info: _KernelInfo, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[list[Any], dict[str, Any]]:
+        self, info: _KernelInfo, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> tuple[list[object], dict[str, Any]]:
         """The op's inputs (one per kernel parameter, in order) and its extra args."""
         if not info.index:
             self.kernels.append(info.table_row)
@@ -181,19 +187,20 @@ class TritonRecorder:
             grid = grid(dict(zip(params, values, strict=True)))
             kwargs["grid"] = grid  # evaluated once: Triton gets the tuple, not the callable
         tensor = self._tensor
-        rec_args: list[Any] = []
+        rec_args: list[object] = []
         for value in values:
             kind = type(value)
             if kind is float or kind is bool or isinstance(value, tensor):
                 rec_args.append(value)
-            elif kind is int:
+            elif type(value) is int:
                 rec_args.append(value if _INT64_MIN <= value <= _INT64_MAX else None)
             else:  # e.g. a TensorDescriptor: describe its base tensor; other objects: no data
                 base = getattr(value, "base", None)
                 rec_args.append(base if isinstance(base, tensor) else None)
-        extra: dict[str, Any] = {KERNEL_BACKEND_KEY: "triton", USER_KERNEL_KEY: info.index}
+        extra: dict[str, Any] = {KERNEL_BACKEND_KEY: TRITON_BACKEND, USER_KERNEL_KEY: info.index}
         if grid is not None:
-            extra[GRID_KEY] = self._grid_text(grid)
+            # Triton's grid: a tuple or list of ints (anything else raises, and the launch goes unrecorded)
+            extra[GRID_KEY] = self._grid_text(cast("Sequence[SupportsInt]", grid))
         options = self._defaults if self._defaults is not None else self._default_options()
         warps = kwargs.get(NUM_WARPS_KEY, options[0])
         if warps is not None:
@@ -209,7 +216,7 @@ class TritonRecorder:
                 break
         return rec_args, extra
 
-    def _grid_text(self, grid: Any) -> str:
+    def _grid_text(self, grid: Sequence[SupportsInt]) -> str:
         try:
             text = self._text_cache.get(grid)
         except TypeError:  # a list grid
@@ -222,7 +229,7 @@ class TritonRecorder:
             self._text_cache[grid] = text
         return text
 
-    def _constexpr_text(self, info: _KernelInfo, values: list[Any]) -> str:
+    def _constexpr_text(self, info: _KernelInfo, values: list[object]) -> str:
         """All of the launch's constexprs as "NAME=VALUE,..." (Inductor's kernel_kwargs form)."""
         return ",".join(f"{info.params[i]}={_plain(values[i])}" for i in info.const_idx)
 
@@ -246,7 +253,8 @@ class TritonRecorder:
             pass
         return self._defaults
 
-    def _fallback(self, info: _KernelInfo, rec_args: list[Any], extra: dict[str, Any]) -> Any:
+    def _fallback(self, info: _KernelInfo, rec_args: list[object],
+                  extra: dict[str, Any]) -> AbstractContextManager[object]:
         """Record the launch in the top-level list; return a plain annotation for the trace."""
         args: list[dict[str, Any]] = []
         for name, value in zip(info.params, rec_args, strict=True):
@@ -267,7 +275,7 @@ class TritonRecorder:
         return self._torch.autograd.profiler.record_function(info.name)
 
 
-def _accepts_kwargs(fast: Any) -> bool:
+def _accepts_kwargs(fast: RecordFunctionFast) -> bool:
     """Whether this torch's _RecordFunctionFast takes (name, args, kwargs) (torch >= 2.4)."""
     try:
         with fast("tracekit_probe", [], {}):

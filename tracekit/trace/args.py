@@ -56,7 +56,7 @@ def external_id(args: Args) -> int:
 RAW_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
-def loose_args(value: Any) -> Args | None:
+def loose_args(value: object) -> Args | None:
     """Args from a generic dict, keeping the keys whose values have the expected type."""
     if not isinstance(value, dict):
         return None

@@ -6,6 +6,7 @@ import decimal
 import itertools
 import operator
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -45,7 +46,7 @@ class Pieces:
 
     columns: dict[str, list] = field(default_factory=dict)
 
-    def add(self, name: str, values: Any) -> None:
+    def add(self, name: str, values: np.ndarray | Sequence[object]) -> None:
         self.columns.setdefault(name, []).append(values)
 
     def frame(self, order: tuple[str, ...]) -> pd.DataFrame:
@@ -81,7 +82,7 @@ class TableBuilder:
     inputs: OpInputStore = field(default_factory=OpInputStore)
     flows: Pieces = field(default_factory=Pieces)  # start ('s') / end ('f') of ac2g flows
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str | None] = field(default_factory=Counter)  # events per category
     skipped: int = 0
     origin: int | None = None  # integer µs subtracted from every timestamp
     _names: dict[str, str] = field(default_factory=dict)
@@ -172,7 +173,7 @@ class TableBuilder:
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
 
-    def _ints(self, p: Pieces, col: str, values: Any, *, ids: bool = False) -> None:
+    def _ints(self, p: Pieces, col: str, values: Iterable[int], *, ids: bool = False) -> None:
         """An int64 column; values past int64 become -1, or stand-in keys when `ids` (correlation
         and External ids are opaque keys: equal ids still link)."""
         values = list(values)
@@ -264,7 +265,7 @@ class TableBuilder:
         p = self.flows
         p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
         p.add("ts", self._rel(events))
-        self._ints(p, "id", (e.id for e in events), ids=True)
+        self._ints(p, "id", (e.id for e in events if isinstance(e.id, int)), ids=True)  # int ids only (kept above)
 
     def _add_annotations(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:

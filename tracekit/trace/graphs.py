@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -36,7 +35,6 @@ MIN_AGREE = 0.9  # share of the aligned launches with name evidence whose kernel
 MIN_EVIDENCE = 3  # launches with name evidence needed before disagreement rejects a capture
 MAX_CANDIDATES = 64  # captured sequences tried per graph when none has the graph's exact shape
 CAPTURE_MARKERS = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate")
-WORK_KINDS = ("kernel", "memcpy", "memset")
 # coarse classes that let order-only alignment tell a GEMM launch from the others
 GEMM_KERNEL = re.compile(r"gemm|gemv|xmma|cutlass|cublas|wgmma|matmul|splitK|nvjet", re.IGNORECASE)
 GEMM_OP = re.compile(r"^aten::(_?(add)?mm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm|_int_mm)$")
@@ -44,7 +42,7 @@ GEMM_OP = re.compile(r"^aten::(_?(add)?mm|bmm|baddbmm|matmul|linear|addmv|mv|_sc
 
 def _coarse(kind: str, gemm: bool) -> str:
     """Kind of a launch for alignment without kernel names: 'kernel:gemm', 'kernel', 'memcpy'..."""
-    return f"{kind}:gemm" if gemm and kind == "kernel" else kind
+    return f"{kind}:gemm" if gemm and kind == tables.KIND_KERNEL else kind
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,7 +88,7 @@ def _graphs(rank: RankTrace, launch_kind: np.ndarray) -> tuple[list[_Graph], np.
     """Distinct replayed sequences and the graph id of every GPU row (-1 for eager work)."""
     gpu = rank.gpu
     graph_id = np.full(len(gpu), -1, dtype=np.int64)
-    rows = np.flatnonzero(launch_kind == "graph")
+    rows = np.flatnonzero(launch_kind == tables.KIND_GRAPH)
     if not len(rows):
         return [], graph_id
     launch = gpu[tables.GPU_LAUNCH].to_numpy()[rows]
@@ -139,7 +137,7 @@ def _scan(source: int, rank: RankTrace, evidence: dict) -> list[_Captured]:
     if not len(rt):
         return []
     kind = rt[tables.RT_KIND].to_numpy(dtype=object)
-    work = np.isin(kind, WORK_KINDS)
+    work = np.isin(kind, tables.GPU_KINDS)
     corr = rt[tables.RT_CORRELATION].to_numpy()
     linked = gpu[tables.GPU_LAUNCH].to_numpy() if len(gpu) else np.array([], dtype=np.int64)
     first_gpu = np.full(len(rt), -1, dtype=np.int64)
@@ -150,7 +148,7 @@ def _scan(source: int, rank: RankTrace, evidence: dict) -> list[_Captured]:
     if not captured.any():
         return []
     marker = rt[tables.RT_NAME].astype(str).str.contains(CAPTURE_MARKERS).to_numpy()
-    cut = eager | marker | np.isin(kind, ("sync", "graph"))
+    cut = eager | marker | np.isin(kind, (tables.KIND_SYNC, tables.KIND_GRAPH))
     segment = np.cumsum(cut)
     launches = np.flatnonzero(work)
     keys = _launch_keys(rank, launches)
@@ -231,7 +229,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     gpu, ops = rank.gpu, rank.ops  # fresh from the loader: columns are added in place
     ops[tables.OP_ORIGIN] = ""
     match = np.full(len(gpu), "", dtype=object)
-    replays = len(rank.runtime) > 0 and bool((rank.runtime[tables.RT_KIND] == "graph").any())
+    replays = len(rank.runtime) > 0 and bool((rank.runtime[tables.RT_KIND] == tables.KIND_GRAPH).any())
     graphs, graph_id = _graphs(rank, _launch_kinds(rank)) if replays else ([], np.full(len(gpu), -1))
     gpu[tables.GPU_GRAPH] = graph_id
     gpu[tables.GPU_GRAPH_MATCH] = match
@@ -279,7 +277,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     decode_linked(ops, store, op_col[match != ""])
     notes = tuple(_not_joined(s, cap, rank, captured, graphs) for s, cap in enumerate(captures, start=1)
                   if s not in used_sources)
-    return JoinResult(_replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
+    return JoinResult(replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
 
 
 def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Captured],
@@ -307,7 +305,7 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
     """Ops of eager runs of the same kernels (same names, grids and blocks) in the same trace."""
     gpu = rank.gpu
     launch_kind = _launch_kinds(rank)
-    eager = np.flatnonzero((launch_kind != "graph") & (launch_kind != ""))
+    eager = np.flatnonzero((launch_kind != tables.KIND_GRAPH) & (launch_kind != ""))
     if not len(eager):
         return
     eager = eager[np.lexsort((gpu[tables.GPU_TS].to_numpy()[eager], gpu[tables.GPU_STREAM].to_numpy()[eager]))]
@@ -329,7 +327,3 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
         for rows in g.launches:
             op_col[rows[js]] = src
             match[rows[js]] = MATCH_INFERRED
-
-
-def _replace(rank: RankTrace, **changes: Any) -> RankTrace:
-    return RankTrace(**{**rank.__dict__, **changes})

@@ -187,7 +187,7 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
                      skipped=skipped, op_input_store=builder.inputs, warnings=warnings)
 
 
-def _counts(counts: Mapping[Any, Any]) -> dict[str, int]:
+def _counts(counts: Mapping[str | None, int]) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items() if k is not None}
 
 
@@ -249,7 +249,7 @@ MAX_META_DEPTH = 8  # nested metadata (distributedInfo, tracekit) deeper than th
 MAX_TEXT = 10_000  # metadata strings are cut to this many characters
 
 
-def _device_properties(value: Any, ignored: list[str]) -> tuple[dict, ...]:
+def _device_properties(value: object, ignored: list[str]) -> tuple[dict, ...]:
     """deviceProperties is a list of objects, or in some files a Python repr string of one. Known
     keys of the wrong type (or absurd numbers) are dropped and noted in `ignored`."""
     if isinstance(value, str):
@@ -286,11 +286,11 @@ def _device_properties(value: Any, ignored: list[str]) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def _sane_number(v: Any) -> bool:
+def _sane_number(v: object) -> bool:
     return not isinstance(v, (int, float)) or (v == v and abs(v) < 1e18)
 
 
-def _bounded(value: Any, depth: int = 0) -> Any:
+def _bounded(value: object, depth: int = 0) -> object:
     """`value` with containers nested deeper than MAX_META_DEPTH cut to None and long strings cut,
     so that printing or re-encoding metadata never recurses without bound."""
     if isinstance(value, str):

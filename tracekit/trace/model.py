@@ -75,12 +75,6 @@ class RankTrace:
     def has_gpu(self) -> bool:
         return len(self.gpu) > 0
 
-    @property
-    def world_size(self) -> int | None:
-        info = self.meta.distributed or {}
-        size = info.get("world_size")
-        return int(size) if isinstance(size, int) else None
-
 
 @dataclass(frozen=True)
 class Trace:
@@ -101,7 +95,3 @@ class Trace:
 
             known = ", ".join(str(r) for r in sorted(self.ranks))
             raise TraceFormatError(f"{self.path}: no rank {rank} in this trace (ranks: {known})") from None
-
-    @property
-    def is_cpu_only(self) -> bool:
-        return not any(r.has_gpu for r in self.ranks.values())

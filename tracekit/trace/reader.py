@@ -183,7 +183,7 @@ def _json_reason(exc: Exception, size: int) -> str:
     return f"not valid JSON ({text})"
 
 
-def _event_from(item: Any) -> Event | None:
+def _event_from(item: object) -> Event | None:
     """An Event from a generic decoded value, or None when it is not a usable event."""
     if not isinstance(item, dict):
         return None

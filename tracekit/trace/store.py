@@ -15,22 +15,22 @@ MAX_DIM = 1 << 48  # a tensor size or stride beyond this is not a recorded shape
 MAX_NDIM = 64
 
 
-def _sizes(value: Any) -> bool:
+def _sizes(value: object) -> bool:
     """A list of at most MAX_NDIM ints below MAX_DIM in magnitude (one tensor's sizes or strides)."""
     return (value.__class__ is list and len(value) <= MAX_NDIM
             and all(v.__class__ is int and -MAX_DIM < v < MAX_DIM for v in value))
 
 
-def _shape_arg(value: Any) -> bool:
+def _shape_arg(value: object) -> bool:
     """One argument of Input Dims / Input Strides: a tensor's sizes, or a list of them (TensorList)."""
     return _sizes(value) or (value.__class__ is list and all(_sizes(v) for v in value))
 
 
-def _scalar(value: Any) -> bool:
+def _scalar(value: object) -> bool:
     return value is None or isinstance(value, (str, int, float))
 
 
-def _concrete_arg(value: Any) -> bool:
+def _concrete_arg(value: object) -> bool:
     return _scalar(value) or (value.__class__ is list and all(_scalar(v) for v in value))
 
 
@@ -43,7 +43,7 @@ VALID_ARG = {
 }
 
 
-def valid_input(column: str, value: Any) -> bool:
+def valid_input(column: str, value: object) -> bool:
     """Whether a decoded input column value has the shape tracekit reads (None counts as valid)."""
     if value is None:
         return True

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_time_us
-from tracekit.trace.model import RankTrace, Trace
+from tracekit.trace.model import RankTrace
 
 
 def own_ops(rank: RankTrace) -> int:
@@ -74,7 +74,3 @@ def summarize_rank(rank: RankTrace, top: int = 10) -> RankSummary:
         kernels_linked_to_op=int((kernels[tables.GPU_OP] >= 0).sum()),
         gpu_busy_us=busy, span_us=span_us(rank), steps=len(rank.steps), skipped=rank.skipped,
         top_kernels=top_table)
-
-
-def summarize(trace: Trace, top: int = 10) -> list[RankSummary]:
-    return [summarize_rank(r, top) for r in trace.ranks.values()]

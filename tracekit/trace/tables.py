@@ -31,6 +31,7 @@ GPU_GRAPH_MATCH = "graph_match"  # how a replayed activity got its op: 'capture'
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
 KIND_MEMSET = "memset"
+GPU_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 
 # --- CPU ops (aten and other record_function ops) ---------------------------------------------
 OP_NAME = "name"
@@ -60,7 +61,7 @@ RT_DUR = "dur"
 RT_END = "end"
 RT_CORRELATION = "correlation"
 RT_EXTERNAL_ID = "external_id"
-RT_KIND = "kind"  # LAUNCH_KINDS, 'sync' or 'other'
+RT_KIND = "kind"  # LAUNCH_KINDS, KIND_SYNC, SYNC_COPY or KIND_OTHER
 RT_OP = "op"
 RT_STEP = "step"
 
@@ -116,44 +117,49 @@ RUNTIME_API_BY_CATEGORY: dict[str, str] = {
     "cuda_driver": "driver",
 }
 
-LAUNCH_KINDS = ("kernel", "memcpy", "memset", "graph")
+# RT_KIND values: a launch call's kind is the kind of the GPU activity it starts (KIND_*), or a graph
+# replay; syncs block the host; the rest is 'other'.
+KIND_GRAPH = "graph"
+KIND_SYNC = "sync"
+KIND_OTHER = "other"
+LAUNCH_KINDS = (*GPU_KINDS, KIND_GRAPH)
 SYNC_COPY = "sync_copy"  # a copy the host waits for (cudaMemcpy, hipMemcpyWithStream): a sync, not a launch
-SYNC_KINDS = ("sync", SYNC_COPY)  # calls that block the host until the GPU catches up
+SYNC_KINDS = (KIND_SYNC, SYNC_COPY)  # calls that block the host until the GPU catches up
 LINKED_KINDS = (*LAUNCH_KINDS, SYNC_COPY)  # calls linked to the GPU activity they started
 
 # Runtime/driver API name -> kind, first match wins. Launches put work on a GPU stream and are
 # linked to GPU activities by correlation id; 'sync' and SYNC_COPY calls block the host on the GPU.
 LAUNCH_APIS: tuple[tuple[str, str], ...] = (
-    (r"^cudaLaunchKernel(ExC)?(_v\d+)?$", "kernel"),
-    (r"^cudaLaunchCooperativeKernel(MultiDevice)?$", "kernel"),
-    (r"^cuLaunchKernel(Ex)?$", "kernel"),
-    (r"^cuLaunchCooperativeKernel$", "kernel"),
-    (r"^hipLaunchKernel$", "kernel"),
-    (r"^hipExtLaunchKernel$", "kernel"),
-    (r"^hipExtModuleLaunchKernel$", "kernel"),
-    (r"^hipModuleLaunchKernel$", "kernel"),
-    (r"^hipLaunchCooperativeKernel$", "kernel"),
-    (r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$", "graph"),
+    (r"^cudaLaunchKernel(ExC)?(_v\d+)?$", KIND_KERNEL),
+    (r"^cudaLaunchCooperativeKernel(MultiDevice)?$", KIND_KERNEL),
+    (r"^cuLaunchKernel(Ex)?$", KIND_KERNEL),
+    (r"^cuLaunchCooperativeKernel$", KIND_KERNEL),
+    (r"^hipLaunchKernel$", KIND_KERNEL),
+    (r"^hipExtLaunchKernel$", KIND_KERNEL),
+    (r"^hipExtModuleLaunchKernel$", KIND_KERNEL),
+    (r"^hipModuleLaunchKernel$", KIND_KERNEL),
+    (r"^hipLaunchCooperativeKernel$", KIND_KERNEL),
+    (r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$", KIND_GRAPH),
     # synchronous copies block the host: syncs that also start a copy, never launch time
     (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(WithStream|ToSymbol|FromSymbol)?(_v\d+)?$", SYNC_COPY),
     (r"^cuMemcpy(HtoD|DtoH|DtoD|HtoA|AtoH|2D|3D|Peer)?(_v\d+)?$", SYNC_COPY),
-    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(ToSymbol|FromSymbol)?Async(_v\d+)?$", "memcpy"),
-    (r"^cuMemcpy.*Async(_v\d+)?$", "memcpy"),
-    (r"^(cuda|hip)Memset(D\d+|2D|3D)?(Async)?(_v\d+)?$", "memset"),
-    (r"^cuMemset.*$", "memset"),
-    (r"^(cuda|hip)(Device|Stream|Event)Synchronize$", "sync"),
-    (r"^cu(Ctx|Stream|Event)Synchronize$", "sync"),
+    (r"^(cuda|hip)Memcpy(2D|3D|Peer)?(ToSymbol|FromSymbol)?Async(_v\d+)?$", KIND_MEMCPY),
+    (r"^cuMemcpy.*Async(_v\d+)?$", KIND_MEMCPY),
+    (r"^(cuda|hip)Memset(D\d+|2D|3D)?(Async)?(_v\d+)?$", KIND_MEMSET),
+    (r"^cuMemset.*$", KIND_MEMSET),
+    (r"^(cuda|hip)(Device|Stream|Event)Synchronize$", KIND_SYNC),
+    (r"^cu(Ctx|Stream|Event)Synchronize$", KIND_SYNC),
 )
 
 _LAUNCH_API_RES = tuple((re.compile(p), kind) for p, kind in LAUNCH_APIS)
 
 
 def runtime_kind(name: str) -> str:
-    """The kind of a runtime/driver API call: a LAUNCH_KINDS value, 'sync' or 'other'."""
+    """The kind of a runtime/driver API call: a LAUNCH_KINDS value, KIND_SYNC, SYNC_COPY or KIND_OTHER."""
     for pattern, kind in _LAUNCH_API_RES:
         if pattern.match(name):
             return kind
-    return "other"
+    return KIND_OTHER
 
 
 STEP_NAME_RE = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # past int64: not a step
@@ -164,7 +170,8 @@ TRITON_TABLE_KEY = "triton_kernels"  # list in that object, one entry per user T
 ARG_NAMES_KEY = "arg_names"  # key of such an entry: the kernel's parameter names
 DOT_TABLE_KEYS = ("uses_dot", "tl_dot")  # truthy in such an entry when the kernel calls tl.dot
 # keys of a Triton launch's cpu_op args
-KERNEL_BACKEND_KEY = "kernel_backend"  # "triton" (Inductor writes it; so does tracekit profile)
+KERNEL_BACKEND_KEY = "kernel_backend"  # TRITON_BACKEND (Inductor writes it; so does tracekit profile)
+TRITON_BACKEND = "triton"
 USER_TRITON_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of TRITON_TABLE_KEY (user kernels)
 INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
 DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -24,14 +23,14 @@ def _digits(value: str) -> bool:
     return 0 < len(value) <= 18 and value.isascii() and value.isdigit()
 
 
-def norm_id(value: Any) -> Any:
+def norm_id(value: int | str | None) -> int | str | None:
     """pid/tid as int when the file wrote a number (some schemas write "1234"), else as given."""
     if isinstance(value, str) and _digits(value):
         return int(value)
     return value
 
 
-def id_array(values: list[Any]) -> np.ndarray:
+def id_array(values: list[int | str | None]) -> np.ndarray:
     """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
     values = [v if v.__class__ is int else norm_id(v) for v in values]
     try:
@@ -40,12 +39,12 @@ def id_array(values: list[Any]) -> np.ndarray:
         return object_array(values)
 
 
-def object_array(values: list[Any]) -> np.ndarray:
+def object_array(values: Sequence[object]) -> np.ndarray:
     """An object array holding `values` as they are (numpy would unpack lists and buffers)."""
     return np.fromiter(values, dtype=object, count=len(values))
 
 
-def int_or(value: Any, default: int = -1) -> int:
+def int_or(value: int | str | None, default: int = -1) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, str) and _digits(value):
@@ -58,11 +57,11 @@ def in_int64(values: list[int], default: int = -1) -> list[int]:
     return [v if -INT64_MAX <= v <= INT64_MAX else default for v in values]
 
 
-def float_or_nan(value: Any) -> float:
+def float_or_nan(value: float | None) -> float:
     return float(value) if value is not None else NAN
 
 
-def stream_of(args: Args, tid: Any) -> int:
+def stream_of(args: Args, tid: int | str | None) -> int:
     if args.stream is not None:
         if isinstance(args.stream, int):
             return args.stream
@@ -79,14 +78,14 @@ def stream_of(args: Args, tid: Any) -> int:
 _NO_DIM3 = (-1, -1, -1)
 
 
-def _dim3(value: Any) -> Sequence[int]:
+def _dim3(value: list[int] | str | None) -> Sequence[int]:
     """A grid/block [x, y, z] as a 3-tuple of ints, or (-1, -1, -1)."""
     if value.__class__ is list and len(value) == 3 and all(v.__class__ is int for v in value):
         return value
     return _NO_DIM3
 
 
-def dim3_columns(values: list[Any]) -> np.ndarray:
+def dim3_columns(values: list[list[int] | str | None]) -> np.ndarray:
     """(n, 3) int64 array of grid or block sizes."""
     if not values:
         return np.zeros((0, 3), dtype=np.int64)

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs.models import model_for, op_cost, parent_cost
+from tracekit.analyzers.costs.models import TRITON_PREFIX, model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
 from tracekit.analyzers.kernels import CLASS, KernelClassification
@@ -174,7 +174,7 @@ def _transfer_bytes(ops: pd.DataFrame, op: np.ndarray, rows: np.ndarray, nbytes:
             nbytes[i] = src.nbytes
 
 
-def _triton_arg_names(rank: RankTrace) -> list[Any]:
+def _triton_arg_names(rank: RankTrace) -> list[object]:
     """Parameter names of the user Triton kernels `tracekit profile` recorded, by table index
     (docs/triton-metadata.md: meta.tracekit["triton_kernels"][i]["arg_names"])."""
     table = (rank.meta.tracekit or {}).get(tables.TRITON_TABLE_KEY)
@@ -184,7 +184,7 @@ def _triton_arg_names(rank: RankTrace) -> list[Any]:
 
 
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
-             costs: dict[int, tuple[OpCost, str]], arg_names: list[Any]) -> dict[int, Shapes | None]:
+             costs: dict[int, tuple[OpCost, str]], arg_names: list[object]) -> dict[int, Shapes | None]:
     """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
     dims = ops[tables.OP_INPUT_DIMS].to_numpy()
     types = ops[tables.OP_INPUT_TYPES].to_numpy()
@@ -213,7 +213,7 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
         user = ex.get(tables.USER_TRITON_KEY) if ex else None
         if ex and isinstance(user, int) and 0 < user <= len(arg_names) and tables.ARG_NAMES_KEY not in ex:
             ex = {**ex, tables.ARG_NAMES_KEY: arg_names[user - 1]}
-        if not d or (ex is None and not name.startswith("triton_") and _model(name) is None):
+        if not d or (ex is None and not name.startswith(TRITON_PREFIX) and _model(name) is None):
             continue
         key = encode((name, dkey, types[r], strides[r], concrete[r],
                       ex.get(tables.ARG_NAMES_KEY) if ex else None))
@@ -234,7 +234,7 @@ def _model(name: str) -> object:
 def _source(name: str, extra: dict | None) -> str:
     if extra and extra.get(tables.USER_TRITON_KEY):
         return SOURCE_TRITON
-    if name.startswith("triton_") or (extra and extra.get(tables.KERNEL_BACKEND_KEY) == "triton"):
+    if name.startswith(TRITON_PREFIX) or (extra and extra.get(tables.KERNEL_BACKEND_KEY) == tables.TRITON_BACKEND):
         return SOURCE_INDUCTOR
     return SOURCE_MODEL
 

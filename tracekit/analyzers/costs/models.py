@@ -8,7 +8,7 @@ arguments of their launch op."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 from tracekit.analyzers.costs import models_matmul as mm
 from tracekit.analyzers.costs.models_nn import NN_MODELS
@@ -20,7 +20,7 @@ from tracekit.analyzers.costs.models_pointwise import (
     foreach,
 )
 from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
-from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, USER_TRITON_KEY
+from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
 TRITON_PREFIX = "triton_"
@@ -50,8 +50,8 @@ def model_for(name: str) -> tuple[str, Model] | None:
     return None
 
 
-def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any = None,
-            extra: dict | None = None) -> OpCost | None:
+def op_cost(name: str, dims: Sequence[object] | None, types: Sequence[str] | None, strides: Sequence[object] | None = None,
+            concrete: Sequence[object] | None = None, extra: dict | None = None) -> OpCost | None:
     """FLOPs/bytes of one op call from its recorded arguments, or None when unknown.
 
     >>> op_cost("aten::mm", [[4096, 4096], [4096, 4096]], ["c10::BFloat16"] * 2).flops
@@ -59,7 +59,7 @@ def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any
     if not dims:
         return None
     args = OpArgs.of(dims, types, strides, concrete)
-    if extra and (extra.get(KERNEL_BACKEND_KEY) == "triton" or extra.get(USER_TRITON_KEY)):
+    if extra and (extra.get(KERNEL_BACKEND_KEY) == TRITON_BACKEND or extra.get(USER_TRITON_KEY)):
         return triton_cost(name, args, extra)
     if name.startswith(TRITON_PREFIX):
         return triton_cost(name, args, extra or {})
@@ -73,8 +73,8 @@ def op_cost(name: str, dims: Any, types: Any, strides: Any = None, concrete: Any
         return None  # arguments that do not match the op's signature: unknown, not a crash
 
 
-def parent_cost(name: str, parent: str, dims: Any, types: Any, strides: Any = None,
-                concrete: Any = None) -> OpCost | None:
+def parent_cost(name: str, parent: str, dims: Sequence[object] | None, types: Sequence[str] | None,
+                strides: Sequence[object] | None = None, concrete: Sequence[object] | None = None) -> OpCost | None:
     """Cost of op `name` from its parent op's recorded args, for the ops in PARENT_MODELS (None for
     any other op, or when `parent` is not the expected parent)."""
     entry = mm.PARENT_MODELS.get(name.removeprefix(ATEN_PREFIX))
@@ -115,7 +115,7 @@ def _template_gemm_flops(ts: list[Tensor]) -> float | None:
     return None
 
 
-def _user_gemm_flops(a: OpArgs, ts: list[Tensor], arg_names: Any) -> float | None:
+def _user_gemm_flops(a: OpArgs, ts: list[Tensor], arg_names: object) -> float | None:
     """2*M*N*K for a user kernel with integer arguments named M, N, K whose values match a pair of
     2-D tensor arguments A[M, K] and B[K, N] (e.g. matmul_kernel(a, b, c, M, N, K, ...))."""
     if not isinstance(arg_names, list):

@@ -19,10 +19,11 @@ from tracekit.analyzers.costs.op_args import (
     Tensor,
     broadcast,
 )
+from tracekit.analyzers.kernels import ATTENTION, CONV, GEMM
 
-GEMM_WORK = ("gemm",)
-ATTENTION_WORK = ("attention", "gemm")
-CONV_WORK = ("conv", "gemm")
+GEMM_WORK = (GEMM,)  # the kernel classes that do an op call's work
+ATTENTION_WORK = (ATTENTION, GEMM)
+CONV_WORK = (CONV, GEMM)
 
 # Backward attention does 5 matmuls (recomputed S, dV, dP, dQ, dK) against the forward's 2.
 ATTENTION_BWD_FACTOR = 2.5

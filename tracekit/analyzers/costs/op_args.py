@@ -6,7 +6,7 @@ import ast
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 # `Input type` string of a tensor argument -> (short dtype name, bytes per element).
 DTYPES: dict[str, tuple[str, float]] = {
@@ -91,10 +91,14 @@ class OpArgs:
     dims: tuple[Any, ...]
     types: tuple[str, ...]
     strides: tuple[Any, ...]
-    concrete: tuple[str, ...]
+    concrete: tuple[object, ...]  # text of each scalar argument (as recorded: any JSON scalar)
 
     @classmethod
-    def of(cls, dims: Any, types: Any, strides: Any = None, concrete: Any = None) -> OpArgs:
+    def of(cls, dims: Sequence[object] | None, types: Sequence[str] | None,
+           strides: Sequence[object] | None = None,
+           concrete: Sequence[object] | None = None) -> OpArgs:
+        """An op call's recorded argument lists (decoded JSON lists as trace/store.py checked them,
+        None where the op recorded none), each padded to the length of `dims`."""
         dims_t = tuple(dims or ())
         n = len(dims_t)
         return cls(
@@ -149,16 +153,19 @@ class OpArgs:
         return None
 
 
-def _pad(values: Any, n: int, fill: Any) -> tuple[Any, ...]:
+_Item = TypeVar("_Item")
+
+
+def _pad(values: Sequence[_Item] | None, n: int, fill: _Item) -> tuple[_Item, ...]:
     out = list(values or ())[:n]
     return tuple(out + [fill] * (n - len(out)))
 
 
-def _is_shape(v: Any) -> bool:
+def _is_shape(v: object) -> bool:
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
-def parse_literal(text: Any) -> Any:
+def parse_literal(text: object) -> Any:
     """A `Concrete Inputs` string as a Python value: '4096' -> 4096, 'True' -> True, '[1, 1]' -> [1, 1]."""
     if not isinstance(text, str) or not text:
         return None
@@ -209,7 +216,7 @@ def result_dtype(tensors: Sequence[Tensor]) -> str | None:
 Shapes = tuple[Any, ...]
 
 
-def shapes_of(dims: Any) -> Shapes | None:
+def shapes_of(dims: Sequence[object] | None) -> Shapes | None:
     """The Shapes of an op call's recorded `Input Dims` (None when no argument has dimensions)."""
     if not dims:
         return None
@@ -217,7 +224,7 @@ def shapes_of(dims: Any) -> Shapes | None:
     return parts or None
 
 
-def _freeze(value: Any) -> Any:
+def _freeze(value: object) -> object:
     return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
 
 
@@ -228,7 +235,7 @@ def format_shapes(shapes: Shapes | None) -> str | None:
     return ", ".join(_text(part) for part in shapes)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(_text(v) for v in value) + "]"
     return str(value)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.idle import dataloader_rows
+from tracekit.analyzers.kernels import COMMUNICATION, NOT_COMPUTE
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables
@@ -17,8 +18,6 @@ from tracekit.trace.model import RankTrace
 
 PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
 SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
-COMM_CLASS = "communication"
-NON_COMPUTE = ("communication", "memcpy", "memset")
 ORIGIN_DEPTH = 4  # ancestors searched for the user-facing op behind a sync (aten::item, aten::to...)
 # User-facing ops that sync, most specific first: the first found among a sync's ancestors names it.
 SYNC_ORIGINS = (
@@ -196,10 +195,10 @@ def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None
     steps = steps or StepsOf.of(rank)
     cols = [CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US,
             CM_LAST_EXPOSED_US, CM_TOP]
-    is_comm = classes == COMM_CLASS
+    is_comm = classes == COMMUNICATION
     if not is_comm.any():
         return pd.DataFrame(columns=cols)
-    is_compute = ~np.isin(classes, NON_COMPUTE)
+    is_compute = ~np.isin(classes, NOT_COMPUTE)
     ts, end = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
     step = steps.gpu
     names = gpu[tables.GPU_NAME].to_numpy(dtype=object)

@@ -15,11 +15,20 @@ import pandas as pd
 
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
+from tracekit.analyzers.kernels import (
+    ELEMENTWISE,
+    GEMM,
+    LIB_INDUCTOR,
+    LIB_TRITON,
+    NORMALIZATION,
+    SOFTMAX,
+)
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
-FUSABLE_CLASSES = frozenset({"elementwise", "normalization"})
-PREFUSED_LIBRARIES = frozenset({"inductor", "triton"})  # generated kernels: already fused
+FUSABLE_CLASSES = frozenset({ELEMENTWISE, NORMALIZATION})
+PREFUSED_LIBRARIES = frozenset({LIB_INDUCTOR, LIB_TRITON})  # generated kernels: already fused
+_OpShapes = tuple[str, list[tuple[tuple[int, ...], str]], tuple[tuple[int, ...], str]]  # name, ins, out
 # Ops never chained: multi-tensor / optimizer updates, RNG fills, ops without a tensor output.
 NO_CHAIN_OP = re.compile(r"^aten::(_foreach_|_fused_|fill_|zero_|normal_|uniform_|random_|bernoulli_|"
                          r"exponential_|empty|resize_|set_|copy_)")
@@ -156,7 +165,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     op_rows = {int(op_pos[i]) for i in order if fusable[i]}
     excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
-    info: dict[int, tuple[str, Any, Any] | None] = {}
+    info: dict[int, _OpShapes | None] = {}
     for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
@@ -164,7 +173,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
             continue
         tensors = inputs(r)
         out = _out_shape(name, tensors) if tensors else None
-        info[r] = (name, tensors, out) if out is not None else None
+        info[r] = (name, tensors, out) if tensors and out is not None else None
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
@@ -198,7 +207,7 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     return _group_chains(chains)
 
 
-def _linked(a: tuple[str, Any, Any] | None, b: tuple[str, Any, Any] | None) -> bool:
+def _linked(a: _OpShapes | None, b: _OpShapes | None) -> bool:
     """b reads a's output (by shape); the same op on the same shapes twice is a loop over different
     tensors (per-feature clamps, per-parameter updates), not a chain."""
     if a is None or b is None:
@@ -257,7 +266,7 @@ def find_loops(rank: RankTrace, classes: np.ndarray, costs: attribution.KernelCo
     key_shapes = costs.table[attribution.SHAPES].to_numpy(dtype=object)
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
-    is_gemm = classes == "gemm"
+    is_gemm = classes == GEMM
     runs: list[list[int]] = []
     cur: list[int] = []
     for i in order.tolist():
@@ -336,7 +345,7 @@ def find_attention(rank: RankTrace, classes: np.ndarray, costs: attribution.Kern
 
     def gemm_at(i: int) -> tuple | None:
         r = int(op_pos[i])
-        if classes[i] != "gemm" or r < 0 or not SCORE_GEMM_OPS.match(str(names[r])):
+        if classes[i] != GEMM or r < 0 or not SCORE_GEMM_OPS.match(str(names[r])):
             return None
         return _gemm_io(inputs, r)
 
@@ -345,7 +354,7 @@ def find_attention(rank: RankTrace, classes: np.ndarray, costs: attribution.Kern
     seq = order.tolist()
     for j, i in enumerate(seq):
         r = int(op_pos[i])
-        if classes[i] != "softmax" or r < 0 or covered[i]:
+        if classes[i] != SOFTMAX or r < 0 or covered[i]:
             continue
         tensors = inputs(r)
         if not tensors or len(tensors[0][0]) < 3:
