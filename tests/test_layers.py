@@ -11,6 +11,7 @@ only in one executor module, jinja2 only in report/.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
@@ -220,3 +221,37 @@ def test_the_pipeline_contract_catches_a_lazy_import(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.PACKAGE", fake)
     assert direct_analysis_imports() == {("tracekit.cli.bad", "tracekit.analyzers.analysis"),
                                          ("tracekit.cli.bad", "tracekit.suggestions")}
+
+
+# Parameters annotated with a bare Any (Any, Any | None, Sequence[Any], list[Any], ...): where a tracekit
+# type is meant, the signature must name it. What is left: a user callable's *args / **kwargs passed
+# through (profile_callable) and one pandas itertuples row (report.charts).
+BARE_ANY = re.compile(r"(Any|Any \| None|None \| Any|Optional\[Any\]|"
+                      r"(Sequence|list|tuple|Iterable|Iterator|set|frozenset)\[Any(, \.\.\.)?\])")
+MAX_BARE_ANY_PARAMETERS = 3
+
+
+def bare_any_parameters(root: Path = PACKAGE) -> list[str]:
+    """'module:function(parameter)' for each parameter under `root` annotated with a bare Any."""
+    found = []
+    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]:
+                    if arg.annotation is not None and BARE_ANY.fullmatch(ast.unparse(arg.annotation)):
+                        found.append(f"{path.relative_to(root).as_posix()}:{node.name}({arg.arg})")
+    return found
+
+
+def test_no_any_where_a_tracekit_type_is_meant():
+    found = bare_any_parameters()
+    assert len(found) <= MAX_BARE_ANY_PARAMETERS, found
+
+
+def test_bare_any_counter_sees_every_form(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "from typing import Any\n"
+        "def f(a: Any, b: Any | None, *c: Any, d: list[Any], e: dict[str, Any], **g: Any) -> None: ...\n",
+        encoding="utf-8")
+    assert bare_any_parameters(tmp_path) == ["m.py:f(a)", "m.py:f(b)", "m.py:f(d)", "m.py:f(c)", "m.py:f(g)"]

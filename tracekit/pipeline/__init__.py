@@ -21,7 +21,7 @@ from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-ex
 )
 from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
 from tracekit.errors import TraceFormatError
-from tracekit.executor import Progress, run_tasks
+from tracekit.executor import Progress, Scheduler, run_tasks
 from tracekit.suggestions import Suggestion, suggest
 from tracekit.suggestions.document import RankedSuggestion, by_saving, document, ranked
 from tracekit.trace import files
@@ -170,7 +170,7 @@ def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str
 
 
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
-        jobs: int | None = None, scheduler: Any = None, view: bool = False,
+        jobs: int | None = None, scheduler: Scheduler = None, view: bool = False,
         tokens_per_step: float | None = None, steps: StepSelection | str = STEADY_STEPS, max_bytes: int | None = None,
         captures: Sequence[str] = (), progress: Progress | None = None) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.errors import TraceFormatError
-from tracekit.executor import Progress, run_tasks
+from tracekit.executor import Progress, Scheduler, run_tasks
 from tracekit.pipeline import RankFailure, _readable, display_path, resolve_inputs
 from tracekit.trace.load import load_trace
 from tracekit.trace.summary import RankSummary
@@ -45,7 +45,7 @@ def summarize_file(task: InfoTask) -> tuple[RankSummary, tuple[str, ...], tuple[
 
 
 def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: int = 10,
-              jobs: int | None = None, scheduler: Any = None, max_bytes: int | None = None,
+              jobs: int | None = None, scheduler: Scheduler = None, max_bytes: int | None = None,
               captures: Sequence[str] = (), progress: Progress | None = None
               ) -> tuple[list[RankSummary], tuple[str, ...], list[tuple[dict, str]]]:
     """([RankSummary] by rank, warnings, graph replays) of every file of `inputs`, one task per file."""

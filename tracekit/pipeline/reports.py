@@ -8,11 +8,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
-from tracekit.executor import Progress
+from tracekit.executor import Progress, Scheduler
 from tracekit.pipeline import RunResult, resolve_inputs, run
 from tracekit.pipeline.local import analyse_ranks
 from tracekit.suggestions import Suggestion
@@ -59,7 +59,7 @@ class WrittenReport:
 
 def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
                    out_path: str | os.PathLike | None = None, *, force: bool = False, rank: int | None = None,
-                   jobs: int | None = None, scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS,
+                   jobs: int | None = None, scheduler: Scheduler = None, steps: StepSelection | str = STEADY_STEPS,
                    max_bytes: int | None = None, captures: Sequence[str] = (),
                    progress: Progress | None = None) -> WrittenReport:
     """Load, analyse and report traces (file, directory of ranks, glob or list): the inputs resolved and
@@ -83,7 +83,7 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
 
 def write_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike | None = None,
                  *, force: bool = False, rank: int | None = None, jobs: int | None = None,
-                 scheduler: Any = None, steps: StepSelection | str = STEADY_STEPS, progress: Progress | None = None) -> Path:
+                 scheduler: Scheduler = None, steps: StepSelection | str = STEADY_STEPS, progress: Progress | None = None) -> Path:
     """Load, analyse and report traces (file, directory of ranks, glob or list); return the path written.
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered

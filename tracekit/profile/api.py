@@ -6,7 +6,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import ProfileError
@@ -177,6 +177,6 @@ def _warn_report(result: ProfileRun | None) -> None:
         warnings.warn(f"tracekit: {result.report_error}", RuntimeWarning, stacklevel=3)
 
 
-def _synchronize(torch: Any) -> None:
+def _synchronize(torch: ModuleType) -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()

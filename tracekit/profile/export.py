@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 import msgspec
 
@@ -42,7 +42,13 @@ def report_path_for(trace_path: Path) -> Path:
     return trace_path.with_name(trace_stem(trace_path.name) + ".report.html")
 
 
-def write_trace(prof: Any, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
+class ChromeTraceExport(Protocol):
+    """What write_trace needs of a torch.profiler.profile: its Chrome-trace export."""
+
+    def export_chrome_trace(self, path: str) -> None: ...
+
+
+def write_trace(prof: ChromeTraceExport, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
     """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object; return
     the path written.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tracekit.analyzers.launch import LaunchTotals
 from tracekit.report.names import hover_name, short_name
-from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.model import EvidenceValue, Suggestion
 from tracekit.units import (
     DASH,
     fmt_bytes,
@@ -17,7 +17,6 @@ from tracekit.units import (
     fmt_pct,
     fmt_ratio,
     fmt_time,
-    is_num,
     num,
 )
 
@@ -55,13 +54,13 @@ class SuggestionView:
     note: str = ""  # how far to trust the estimate (profiler overhead on launch-bound savings)
 
 
-def fmt_value(key: str, value: Any) -> str:
+def fmt_value(key: str, value: EvidenceValue) -> str:
     """A value formatted by what its key says it is: *_us times, *bytes, *flops, *pct, *share."""
     if value is None:
         return DASH
     k = key.lower()
-    if is_num(value) or (num(value) is not None and not isinstance(value, str)):
-        v = float(value)
+    v = num(value)
+    if v is not None and not isinstance(value, str):
         if k.endswith("_us") or k in ("time", "dur", "duration"):
             return fmt_time(v)
         if k.endswith("bytes"):
@@ -85,7 +84,7 @@ def _label(key: str) -> str:
     return k.replace("_", " ")
 
 
-def _cell(key: str, value: Any) -> EvidenceCell:
+def _cell(key: str, value: EvidenceValue) -> EvidenceCell:
     if key in NAME_KEYS and isinstance(value, str):
         short = short_name(value)
         return EvidenceCell(short, hover_name(value) if short != value else "")
