@@ -28,16 +28,13 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
     """Summarize TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob; several may be
     given). Files are read in parallel (--jobs, or a Dask --scheduler)."""
     from tracekit.executor import progress_bar, scheduler_from_env
-    from tracekit.pipeline import display_path
-    from tracekit.pipeline.info import info_dict, summaries
+    from tracekit.pipeline.info import summaries
     from tracekit.report.info_text import render_text
 
-    found, warnings, replays = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
+    counts = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
                                          max_bytes=max_bytes, captures=captures,
                                          progress=progress_bar(quiet or as_json))
     if not (quiet or as_json):
-        for warning in warnings:
+        for warning in counts.warnings:
             echo_warning(warning)
-    info = info_dict(display_path(list(traces)), found, warnings)
-    info["graphs"] = [g for g, _ in replays]
-    click.echo(json.dumps(info, indent=2) if as_json else render_text(info, [line for _, line in replays]))
+    click.echo(json.dumps(counts.to_dict(), indent=2) if as_json else render_text(counts))
