@@ -145,8 +145,8 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_u
     lo = launch_overhead(rank, plan, classes=classes, **options)
     tb = temporal_breakdown(rank, kc.table[CLASS])
     costs = estimate_costs(rank, kc)
-    roof = roofline(rank, kc, costs, device, rows=plan.gpu_rows)
-    patterns = find_patterns(rank, kc, costs, windows=plan.windows, rows=plan.gpu_rows)
+    roof = roofline(rank, kc, costs, device, plan)
+    patterns = find_patterns(rank, kc, costs, plan=plan)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
                         timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,9 @@ from tracekit.jsonsafe import records
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 from tracekit.units import fmt_time
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.step_plan import StepPlan
 
 # --- columns of Roofline.table ------------------------------------------------------------------
 NAME = "name"
@@ -94,10 +97,11 @@ class Roofline:
 
 
 def roofline(rank: RankTrace, classification: KernelClassification | None, costs: attribution.KernelCosts,
-             device: Device | None, rows: np.ndarray | None = None) -> Roofline:
+             device: Device | None, plan: StepPlan | None = None) -> Roofline:
     """Group `rank`'s GPU rows by (kernel name, op, shapes, dtype), sum time/FLOPs/bytes, and place
     each group under the device's ceilings. device None: rates without bound or roofline_pct.
-    `rows` (bool per GPU row) keeps only those rows (the headline steps' activities)."""
+    `plan` keeps only the headline steps' activities (None: every GPU row)."""
+    rows = plan.gpu_rows if plan is not None else None
     gpu = rank.gpu
     table = classification.table if classification is not None else None
     n = len(gpu)

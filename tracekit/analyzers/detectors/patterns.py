@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names
@@ -14,10 +13,12 @@ from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import hostside, sequences
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
-from tracekit.analyzers.windows import StepWindows
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
 from tracekit.trace.tables import OP_NAME
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.step_plan import StepPlan
 
 TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
 
@@ -51,12 +52,13 @@ def _num_sms(meta: TraceMeta) -> int | None:
 
 
 def find_patterns(rank: RankTrace, classification: KernelClassification,
-                  costs: KernelCosts | None = None, *, windows: StepWindows | None = None,
-                  rows: np.ndarray | None = None) -> Patterns:
+                  costs: KernelCosts | None = None, *, plan: StepPlan | None = None) -> Patterns:
     """All patterns of one RankTrace; `classification` is kernels.classify(rank), `costs` the
     estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched).
-    `windows` gives every row its step (default: the trace's ProfilerStep columns); `rows` (bool per
-    GPU row) limits the kernel sequences to those activities (the headline steps)."""
+    `plan` gives every row its step and limits the kernel sequences to the headline steps'
+    activities (None: the trace's ProfilerStep columns, every row)."""
+    windows = plan.windows if plan is not None else None
+    rows = plan.gpu_rows if plan is not None else None
     steps = hostside.StepsOf.of(rank, windows)
     classes = classification.table[CLASS].to_numpy(dtype=object)
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
