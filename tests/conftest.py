@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,36 @@ SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
 
 
-def shared_trace_files() -> list[Path]:
+PEEK_BYTES = 1 << 16  # Kineto writes "traceEvents" after a few KB of metadata (deviceProperties)
+
+
+def is_trace_file(path: Path) -> bool:
+    """The corpus's rule for a profiler trace, read with gzip alone (not with tracekit's loader):
+    within its first 64 KiB the JSON is an object holding "traceEvents", or an array whose events
+    carry "ph". Anything else beside the traces (xDiT's capture_traces/execution_details.json, a
+    list of {file, batch_size, mode}) is a JSON file of another kind."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        head = fh.read(PEEK_BYTES)
+    if b'"traceEvents"' in head:
+        return True
+    return head.lstrip().startswith(b"[") and b'"ph"' in head
+
+
+def _shared_json_files() -> list[Path]:
     if not SHARED_TRACES.is_dir():
         return []
     return sorted(p for p in SHARED_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+def shared_trace_files() -> list[Path]:
+    """Every profiler trace of ../shared/traces (see is_trace_file); [] when the corpus is absent."""
+    return [p for p in _shared_json_files() if is_trace_file(p)]
+
+
+def shared_non_trace_files() -> list[Path]:
+    """The JSON files of ../shared/traces that are not profiler traces (tests check load_trace refuses them)."""
+    return [p for p in _shared_json_files() if not is_trace_file(p)]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ Every expected number comes from the synthetic step in graph_traces.py: an aten:
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ import tracekit
 from tracekit.analyzers.costs.attribution import estimate_costs
 from tracekit.analyzers.graphs import graph_replays
 from tracekit.analyzers.kernels import classify
+from tracekit.errors import TraceFormatError
 from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_INFERRED, MATCH_NAME, MATCH_ORDER
 
@@ -174,6 +176,27 @@ def test_capture_traces_folder_is_picked_up(tmp_path):
     b.write(folder / "cap.json")
     rank = tracekit.load_trace(tmp_path).rank()
     assert (_replayed(rank)[tables.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
+
+
+def test_non_trace_file_in_capture_folder_is_skipped_with_one_warning(tmp_path):
+    """xDiT writes a manifest (execution_details.json: a list of {file, batch_size, mode}) into
+    capture_traces/; it must not make the trace unreadable, nor stop the real capture from joining."""
+    step = decode_step(4)
+    exe = _exec(tmp_path, [step], name="exec.json")
+    folder = tmp_path / "capture_traces"
+    folder.mkdir()
+    b = GraphTrace()
+    b.capture(step)
+    b.write(folder / "cap.json")
+    manifest = folder / "execution_details.json"
+    manifest.write_text(json.dumps([{"file": "cap.json", "batch_size": 4, "mode": "FULL"}]))
+    trace = tracekit.load_trace(exe)
+    assert (_replayed(trace.rank())[tables.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
+    about = [w for w in trace.warnings if "execution_details.json" in w]
+    assert len(about) == 1 and about[0].startswith("skipped capture_traces/ file ") and "\n" not in about[0]
+    assert len(trace.warnings) == 1
+    with pytest.raises(TraceFormatError, match=r"execution_details\.json: not a PyTorch profiler trace"):
+        tracekit.load_trace(exe, captures=[manifest])  # a capture the user names must be a trace
 
 
 def test_cli_capture_option_and_bad_capture_path(tmp_path):

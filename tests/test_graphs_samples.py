@@ -11,6 +11,8 @@ from conftest import SAMPLE_TRACES
 
 import tracekit
 from tracekit.analyzers.graphs import graph_replays
+from tracekit.trace import tables
+from tracekit.trace.graphs import MATCH_ORDER
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -52,3 +54,27 @@ def test_gpt2_decode_graph_replays_match_the_raw_json():
 def test_trace_diff_two_graphs_match_the_raw_json(shared_traces):
     # 12 cudaGraphLaunch calls alternating between a 339- and a 502-activity graph
     _check(shared_traces / "hta" / "trace_diff" / "test" / "test.json.gz", 2)
+
+
+def test_xdit_hip_graph_replays_join_their_capture(shared_traces):
+    """xDiT Flux.1 on MI300X: 4 hipGraphLaunch replays of a torch.compile graph, joined to the
+    capture in capture_traces/ by order and kind. The capture's ops name the Triton kernels they
+    launch (Inductor records `<kernel>` or `<kernel>_<n>`), which checks the join kernel by kernel;
+    the hipBLASLt Cijk_ GEMMs must land on aten::mm / aten::addmm."""
+    path = shared_traces / "tracelens" / "inference" / "xdit_flux.1_aiter_sage" / "profile_trace_rank_0.json.gz"
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    launches = {e["args"]["correlation"] for e in events if e.get("name") == "hipGraphLaunch"}
+    replayed = [e for e in events if e.get("cat") in GPU_CATS and e.get("args", {}).get("correlation") in launches]
+    assert (len(launches), len(replayed)) == (4, 6264)
+    trace = tracekit.load_trace(path)
+    assert not [w for w in trace.warnings if "not joined" in w]
+    rank = trace.rank()
+    rows = rank.gpu[rank.gpu[tables.GPU_GRAPH] >= 0]
+    assert len(rows) == len(replayed) and (rows[tables.GPU_GRAPH_MATCH] == MATCH_ORDER).all()
+    op_names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)[rows[tables.GPU_OP].to_numpy()]
+    pairs = list(zip(rows[tables.GPU_NAME], op_names, strict=True))
+    triton = [(k, o) for k, o in pairs if k.startswith(("triton_", "sage_"))]
+    assert len(triton) == sum(e["name"].startswith(("triton_", "sage_")) for e in replayed) == 4252
+    assert all(o == k or o.rsplit("_", 1)[0] == k for k, o in triton)
+    assert {o for k, o in pairs if k.startswith("Cijk_")} == {"aten::mm", "aten::addmm"}

@@ -19,6 +19,7 @@ from tracekit.analyzers.kernels import (
     SUM_KEY,
     SUM_SHARE,
     classify,
+    classify_name,
 )
 
 TARGET_OTHER = 0.02  # at most 2 % of GPU time may stay unclassified
@@ -168,3 +169,53 @@ def test_h200_names_recorded_by_this_project():
     classes = kc.classes.set_index(SUM_KEY)
     assert classes.loc["attention", SUM_COUNT] == 10  # flash 1 + 3, mem-efficient 1 + 1, cuDNN 1 + 3
     assert kc.other_share == 0.0
+
+
+def _by_name(rel: str) -> dict[str, set]:
+    """Kernel name -> the (class, library) pairs tracekit gives it."""
+    rank = _load(rel).rank()
+    kc = classify(rank)
+    got: dict[str, set] = {}
+    for name, cls, lib in zip(rank.gpu["name"], kc.table[CLASS], kc.table[LIBRARY], strict=True):
+        got.setdefault(name, set()).add((cls, lib))
+    return got
+
+
+def test_b200_vllm_tensorrt_llm_kernels():
+    """vLLM eager decode on a B200: flashinfer's TensorRT-LLM (trtllm-gen) MoE GEMMs, attention and
+    MoE finalize/routing, vLLM's own ops. Counts are taken from the raw names with plain prefixes."""
+    rel = "tracelens/b200/eager_trace.json.gz"
+    _, classes, _ = _classes(rel)
+    raw = [e["name"] for e in _raw_gpu(rel)]
+    got = _by_name(rel)
+    def only(pattern: str) -> set:
+        return set().union(*(v for k, v in got.items() if re.search(pattern, k)))
+    assert only(r"^bmm_(MxE4m3|Bfloat16)_MxE2m1MxE4m3_Fp32_") == {("gemm", "other")}  # MX-FP8 x FP4 MoE GEMMs
+    assert only(r"^fmhaSm100aKernel_") == {("attention", "other")}
+    assert only(r"moe::dev::finalize::finalizeKernelVecLoad") == {("reduction", "other")}  # top-k sum
+    assert only(r"moe::dev::routing::") == {("reduction", "other")}  # expert histogram + offsets scan
+    assert only(r"vllm::rotary_embedding_kernel") == {("elementwise", "other")}  # RoPE, not a lookup
+    assert only(r"vllm::fused_add_rms_norm_kernel") == {("normalization", "other")}
+    bmm = sum(n.startswith("bmm_") for n in raw)
+    nvjet = sum(n.startswith("nvjet_") for n in raw)
+    finalize = sum("finalizeKernelVecLoad" in n for n in raw)
+    assert (bmm, finalize) == (72, 36)
+    assert classes.loc["gemm", SUM_COUNT] == bmm + nvjet
+    assert OTHER not in classes.index
+
+
+def test_xdit_sage_attention_is_attention():
+    """xDiT Flux.1 on MI300X: aiter's Triton Sage attention (sage_fwd), replayed in a HIP graph."""
+    rel = "tracelens/inference/xdit_flux.1_aiter_sage/capture_traces/capture_trace_rank_0.json.gz"
+    _, classes, _ = _classes(rel)
+    raw = [e["name"] for e in _raw_gpu(rel)]
+    got = _by_name(rel)
+    # the replays join their captured ops, Inductor's launches of aiter's kernel (they carry kernel_file)
+    assert got["sage_fwd"] == {("attention", "inductor")}
+    assert got["sage_quant_kernel"] == {("elementwise", "inductor")}  # INT8/FP8 quantization of Q, K, V
+    # without an op (no capture to join), the name alone says aiter's Triton kernel
+    assert classify_name("sage_fwd", api="hipGraphLaunch", platform="rocm")[:2] == ("attention", "triton")
+    sage, aotriton = raw.count("sage_fwd"), raw.count("attn_fwd")
+    assert (sage, aotriton) == (57, 13)
+    assert classes.loc["attention", SUM_COUNT] == sage + aotriton
+    assert OTHER not in classes.index

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import shared_trace_files
 from tracebuilder import H200, TraceBuilder
 
 import tracekit
@@ -281,13 +282,7 @@ def test_gpt2_decode_sample_report_size(tmp_path):
     assert "Launch-bound" in html and 'data-chart="roofline"' in html
 
 
-def _shared_files() -> list[Path]:
-    if not SHARED.is_dir():
-        return []
-    return sorted(p for p in SHARED.rglob("*") if p.name.endswith((".json", ".json.gz")))
-
-
-@pytest.mark.parametrize("path", _shared_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: p.name)
 def test_every_shared_trace_reports(tmp_path, path):
     html = write_report(path, tmp_path / "r.html").read_text(encoding="utf-8")
     assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")

@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+from conftest import shared_trace_files
 from test_suggestions_host import loader_trace
 
 import tracekit
@@ -123,8 +124,7 @@ def test_cpu_only_trace_has_no_suggestions(shared_traces):
 def test_every_shared_trace(shared_traces):
     """No rule fails on any real trace; every suggestion carries evidence, a formula with numbers,
     and a saving within the analysed span."""
-    paths = sorted({p.parent if p.parent.name in ("trace_filter",) else p
-                    for p in shared_traces.rglob("*") if p.name.endswith((".json", ".json.gz"))})
+    paths = sorted({p.parent if p.parent.name in ("trace_filter",) else p for p in shared_trace_files()})
     assert len(paths) >= 15
     for path in paths:
         a = analyze(tracekit.load_trace(path))

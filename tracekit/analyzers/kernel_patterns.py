@@ -37,6 +37,13 @@ _ATTN_OP = r"attention|sdpa|flash|_efficient_attention|_cudnn_attention"
 # kernels.py: launched by the driver API (cuLaunchKernel*) outside aten -> 'triton', else 'other'.
 LIBRARY_RULES: tuple[Rule, ...] = (
     Rule(r"nccl|rccl|msccl", "nccl", source="NCCL ncclKernel_*/ncclDevKernel_*; RCCL keeps the names"),
+    Rule(r"^bmm_[A-Za-z0-9]+_[A-Za-z0-9]+_Fp32_|^fmhaSm\d+\w?Kernel_|moe::dev::|tensorrt_llm::", "other",
+         source="TensorRT-LLM trtllm-gen cubins shipped by flashinfer (TraceLens B200 vLLM: bmm_MxE4m3_MxE2m1MxE4m3_Fp32_* "
+                "MX-FP8/FP4 GEMMs, fmhaSm100aKernel_*, moe::dev::finalize/routing, tensorrt_llm::kernels::quantize_*): "
+                "launched with cuLaunchKernelEx but not Triton; not a library of its own in the schema"),
+    Rule(r"^sage_(fwd|quant_kernel)", "triton",
+         source="aiter.ops.triton Sage attention (@triton.jit sage_fwd*, sage_quant_kernel; TraceLens xDiT Flux.1 "
+                "MI300X): replayed in a HIP graph, so no driver launch says Triton"),
     Rule(r"flash_fwd|flash_bwd|flash::|pytorch_flash|flash_attn|FlashAttn", "flash-attn",
          source="flash-attn / PyTorch's vendored flash (pytorch_flash::flash_fwd_kernel)"),
     Rule(r"^_?attn_(fwd|bwd)", "flash-attn", op=_ATTN_OP,
@@ -58,6 +65,8 @@ LIBRARY_RULES: tuple[Rule, ...] = (
     Rule(r"MIOpen|miopen|^(igemm|naive_conv|gridwise_convolution)", "other", source="MIOpen (TraceLens MI300); not a library of its own in the schema"),
     Rule(r"ck::|ck_tile::|^(void )?kernel_gemm_xdl|DeviceGemm|device_gemm", "other",
          source="AMD composable kernel; not a library of its own in the schema"),
+    Rule(r"vllm::", "other", source="vLLM's own CUDA ops (csrc/: vllm::fused_add_rms_norm_kernel, "
+         "vllm::rotary_embedding_kernel, B200 vLLM); their c10:: template types do not make them ATen's"),
     Rule(r"at::|at_cuda_detail|c10::|cunn_|THC|kernelPointwiseApply|CatArrayBatchedCopy|"
          r"\(anonymous namespace\)::(softmax|cunn|spin_kernel)|^(void )?(elementwise_kernel|"
          r"vectorized_elementwise_kernel|unrolled_elementwise_kernel|reduce_kernel|indexSelect)",
@@ -90,6 +99,8 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"flex_attention|^_?attn_(fwd|bwd)|paged_attention|sdpa",
          "attention", source="cudnn_generated_fort_native_sdpa_*, flash_fwd_*, fmha_cutlassF_*, paged_attention"),
     # --- Inductor kernels: the name lists the fused aten ops --------------------------------
+    Rule(r"^sage_fwd", "attention",
+         source="aiter.ops.triton SageAttention forward (INT8 QK, FP8 PV flash attention; TraceLens xDiT Flux.1 MI300X)"),
     Rule(r"^triton_tem_.*(flex_attention|attention|sdpa)", "attention", source="Inductor flex attention template"),
     Rule(r"^triton_tem_.*conv", "conv", source="Inductor convolution template"),
     Rule(r"^triton_tem_", "gemm", source="Inductor mm/bmm/addmm templates (triton_tem_fused_mm_0)"),
@@ -127,6 +138,9 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"cuApplyLayerNorm|cuApplyRMSNorm|bn_fw_|bn_bw_|_norm_kernel|norm_fwd|norm_bwd|NormFwd|NormBwd",
          "normalization", source="vectorized_layer_norm_kernel, cudnn::bn_fw_tr_1C11_kernel_NCHW, MIOpenBatchNorm*"),
     # --- embedding -------------------------------------------------------------------------
+    Rule(r"rotary_embedding|rotary_emb_", "elementwise",
+         source="RoPE is a pointwise rotation, not a lookup: vLLM vllm::rotary_embedding_kernel (B200), its "
+                "sgl_kernel copy rotary_embedding_kernel (SGLang MI300X)"),
     Rule(r"embedding|Embedding|embedding_bag|EmbeddingBag|permute_pooled_embs|bounds_check_indices|"
          r"linearize_index", "embedding", source="fbgemm split_embedding_* (HTA trace_diff), embedding_backward"),
     # --- copies, casts, layout changes, gather/scatter -----------------------------------------
@@ -138,6 +152,10 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"triu_tril|tril_kernel|triu_kernel|write_indices|repeat_interleave", "copy",
          source="triu_tril_kernel, nonzero's write_indices (H200)"),
     # --- reductions, scans, sorts, pooling, losses -----------------------------------------
+    Rule(r"moe::dev::(finalize|routing)::", "reduction",
+         source="TensorRT-LLM fused MoE (flashinfer trtllm_fused_moe_dev_kernel.cu, B200 vLLM): finalizeKernel[VecLoad] "
+                "sums each token's top-k expert rows (k-way weighted reduction); routing*Kernel: per-expert histogram "
+                "and offsets scan"),
     Rule(r"reduce|Reduce|reduction|Reduction|DeviceScan|DeviceRadixSort|RadixSort|radix_sort|sort|Sort|"
          r"scan|Scan|cumsum|cumprod|argmax|argmin|topk|TopK|top_k|max_pool|avg_pool|adaptive_avg|"
          r"adaptive_max|adaptive_average|average_pool|AvgPool|MaxPool|_pool|pool_|ClassNLLCriterion|nll_loss|cross_entropy|"

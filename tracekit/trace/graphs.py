@@ -35,8 +35,9 @@ MIN_AGREE = 0.9  # share of the aligned launches with name evidence whose kernel
 MIN_EVIDENCE = 3  # launches with name evidence needed before disagreement rejects a capture
 MAX_CANDIDATES = 64  # captured sequences tried per graph when none has the graph's exact shape
 CAPTURE_MARKERS = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate")
-# coarse classes that let order-only alignment tell a GEMM launch from the others
-GEMM_KERNEL = re.compile(r"gemm|gemv|xmma|cutlass|cublas|wgmma|matmul|splitK|nvjet", re.IGNORECASE)
+# coarse classes that let order-only alignment tell a GEMM launch from the others (Cijk_*: ROCm's
+# hipBLASLt / rocBLAS Tensile GEMMs, whose names say no 'gemm'; xDiT's HIP graphs on MI300X)
+GEMM_KERNEL = re.compile(r"gemm|gemv|xmma|cutlass|cublas|wgmma|matmul|splitK|nvjet|^Cijk_", re.IGNORECASE)
 GEMM_OP = re.compile(r"^aten::(_?(add)?mm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm|_int_mm)$")
 
 

@@ -53,7 +53,7 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
         raise TraceFormatError(f"{path}: none of the {len(paths)} files is a readable trace "
                                f"({'; '.join(w.removeprefix('skipped ') for w in warnings[:3])})")
     ranks = _assign_ranks(_common_origin(loaded))
-    ranks = _join_graphs(ranks, _load_captures(path, captures, progress, max_bytes), warnings)
+    ranks = _join_graphs(ranks, _load_captures(path, captures, progress, max_bytes, warnings), warnings)
     for r in ranks.values():
         warnings.extend(r.warnings)
         if r.skipped:
@@ -64,16 +64,22 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
 
 
 def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike],
-                   progress: Progress | None, max_bytes: int | None = None) -> list[RankTrace]:
+                   progress: Progress | None, max_bytes: int | None, warnings: list[str]) -> list[RankTrace]:
     """The capture traces named (errors are fatal) plus those of a capture_traces/ folder found
-    beside or inside `path`."""
+    beside or inside `path`; a found file that is not a readable trace (a manifest such as
+    execution_details.json) is skipped with one warning naming it."""
     named = [p for c in captures for p in files.trace_files(c)]
     found = files.capture_files(path)
     out = []
     for p in dict.fromkeys([*named, *found]):
         if progress:
             progress(f"reading capture {p.name}")
-        out.append(load_file(p, progress=progress, max_bytes=max_bytes))
+        try:
+            out.append(load_file(p, progress=progress, max_bytes=max_bytes))
+        except TraceFormatError as exc:
+            if p in named:
+                raise
+            warnings.append(f"skipped {files.CAPTURE_DIR}/ file {exc}")
     return out
 
 
