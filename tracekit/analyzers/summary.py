@@ -313,8 +313,15 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
     """One rank of `analysis` as a summary (its headline steps; the analysis's device and options)."""
     lo = r.launch
     mask = steady_mask(lo)
-    classes = r.classification.table
-    dur = pd.Series(lo.activities[A_DUR].to_numpy(dtype=float)[mask])
+    if len(analysis.ranks) == 1:  # the analysis's own tables are this rank's
+        classes, libraries = KeyTotals.of_table(analysis.classes), KeyTotals.of_table(analysis.libraries)
+        kernels = analysis.kernels[list(KERNEL_COLUMNS)]
+    else:
+        table = r.classification.table
+        dur = pd.Series(lo.activities[A_DUR].to_numpy(dtype=float)[mask])
+        classes = KeyTotals.of_table(summarize(pd.Series(table[CLASS].to_numpy()[mask]), dur))
+        libraries = KeyTotals.of_table(summarize(pd.Series(table[LIBRARY].to_numpy()[mask]), dur))
+        kernels = sort_kernel_rows(r.roofline.table)[list(KERNEL_COLUMNS)]
     phases: Sequence[StepPhase | None] = lo.phases or (None,) * len(lo.step_totals)
     selected = lo.selected or (True,) * len(lo.step_totals)
     queue_cols = {k: lo.steps[k].tolist() for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")}
@@ -332,9 +339,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
                          apis=lo.apis),),
         device=analysis.device, totals=lo.totals,
         queue=QueueSummary.of(lo.activities[A_QUEUE_US].to_numpy()[mask]),
-        classes=KeyTotals.of_table(summarize(pd.Series(classes[CLASS].to_numpy()[mask]), dur)),
-        libraries=KeyTotals.of_table(summarize(pd.Series(classes[LIBRARY].to_numpy()[mask]), dur)),
-        kernels=sort_kernel_rows(r.roofline.table)[list(KERNEL_COLUMNS)],
+        classes=classes, libraries=libraries, kernels=kernels,
         steps=steps, steady_steps=tuple((r.rank, s) for s in lo.steady_steps),
         excluded=tuple((r.rank, p) for p in lo.excluded),
         graphs=graphs,
