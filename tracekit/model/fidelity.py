@@ -70,7 +70,7 @@ def fidelity(rank: RankTrace, plan: StepPlan, graphs: tuple[StepGraph, ...] | No
     graphs = graphs if graphs is not None else step_graphs(rank, plan)
     if not graphs:
         return _abstain(rank, "no steady step to replay")
-    replays = tuple(replay(g) for g in graphs)
+    replays = tuple(replay(g, critical_path=False) for g in graphs)
     errors = np.array([abs(r.error) for r in replays])
     median = float(np.median(errors))
     queue = _queue_share(graphs)

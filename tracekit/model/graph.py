@@ -20,6 +20,7 @@ from tracekit.model.waits import (
     plan_waits,
 )
 from tracekit.trace import tables
+from tracekit.trace.intervals import merge_intervals
 from tracekit.trace.model import RankTrace
 
 BACK_TO_BACK_US = 2.0  # an activity that starts within this of its stream predecessor's end followed it
@@ -80,6 +81,7 @@ class StepGraph:
     gpu_stream_bound: np.ndarray
     gpu_collective: np.ndarray
     order: np.ndarray
+    traced_gpu_busy_us: float  # union of the nodes' traced intervals inside the window
     notes: tuple[str, ...]
 
     @property
@@ -101,6 +103,14 @@ class StepGraph:
     @property
     def traced_call_end_us(self) -> np.ndarray:
         return self.call_ts_us + self.call_dur_us
+
+
+def busy_in(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
+    """Union length of the intervals, clipped to [lo, hi]."""
+    if not len(starts) or hi <= lo:
+        return 0.0
+    merged_starts, merged_ends = merge_intervals(np.clip(starts, lo, hi), np.clip(ends, lo, hi))
+    return float((merged_ends - merged_starts).sum())
 
 
 def step_graphs(rank: RankTrace, plan: StepPlan) -> tuple[StepGraph, ...]:
@@ -203,5 +213,6 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         wait_nodes=waits.wait_nodes, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
         gpu_dur_us=g_dur, gpu_latency_us=latency, gpu_gap_us=gap_after, gpu_stream_bound=stream_bound,
-        gpu_collective=collective, order=order, notes=tuple(notes),
+        gpu_collective=collective, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
+        notes=tuple(notes),
     )

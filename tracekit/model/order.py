@@ -15,31 +15,46 @@ def replay_order(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.n
     time goes first, so the order is the trace's wherever the trace is consistent; items left in a
     cycle (none in a well-formed step) follow in traced order."""
     n_calls, n_gpu = len(call_prev), len(gpu_launch)
-    total = 2 * n_calls + n_gpu
+    src, dst = _edges(call_prev, call_waits, gpu_launch, gpu_prev, wait_ptr, wait_nodes)
+    key = np.concatenate([call_ts, gpu_ts, call_end])
+    priority = np.concatenate([np.zeros(n_calls), np.ones(n_gpu), np.full(n_calls, 2.0)])
+    present = np.concatenate([np.ones(n_calls + n_gpu, dtype=bool), call_waits.astype(bool)])
+    items = np.flatnonzero(present)
+    by_time = items[np.lexsort((items, priority[items], key[items]))]
+    position = np.full(len(key), -1, dtype=np.int64)
+    position[by_time] = np.arange(len(by_time))
+    if not len(src) or (position[src] < position[dst]).all():
+        return by_time  # the trace's own order respects every dependency (the usual case)
+    return _kahn(len(key), src, dst, key, priority, present)
+
+
+def _edges(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.ndarray, gpu_prev: np.ndarray,
+           wait_ptr: np.ndarray, wait_nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(source, target) item of every dependency."""
+    n_calls, n_gpu = len(call_prev), len(gpu_launch)
+    calls = np.arange(n_calls)
+    end_item = np.where(call_waits, n_calls + n_gpu + calls, calls)
+    chained = call_prev >= 0
+    waiting = np.flatnonzero(call_waits)
+    counts = np.diff(wait_ptr)
+    nodes = np.arange(n_gpu)
+    launched, stacked = gpu_launch >= 0, gpu_prev >= 0
+    src = np.concatenate([end_item[call_prev[chained]], waiting, n_calls + wait_nodes,
+                          gpu_launch[launched], n_calls + gpu_prev[stacked]])
+    dst = np.concatenate([calls[chained], n_calls + n_gpu + waiting, n_calls + n_gpu + np.repeat(calls, counts),
+                          n_calls + nodes[launched], n_calls + nodes[stacked]])
+    return src.astype(np.int64), dst.astype(np.int64)
+
+
+def _kahn(total: int, src: np.ndarray, dst: np.ndarray, key_array: np.ndarray, priority_array: np.ndarray,
+          present_array: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm, the earliest traced (key, priority) first among ready items."""
     succ: list[list[int]] = [[] for _ in range(total)]
     indegree = [0] * total
-
-    def edge(src: int, dst: int) -> None:
-        succ[src].append(dst)
-        indegree[dst] += 1
-
-    waits = call_waits.tolist()
-    end_item = [n_calls + n_gpu + i if waits[i] else i for i in range(n_calls)]
-    for i, p in enumerate(call_prev.tolist()):
-        if p >= 0:
-            edge(end_item[p], i)
-        if waits[i]:
-            edge(i, n_calls + n_gpu + i)
-            for j in wait_nodes[wait_ptr[i]:wait_ptr[i + 1]].tolist():
-                edge(n_calls + j, n_calls + n_gpu + i)
-    for j, (launch, prev) in enumerate(zip(gpu_launch.tolist(), gpu_prev.tolist(), strict=True)):
-        if launch >= 0:
-            edge(launch, n_calls + j)
-        if prev >= 0:
-            edge(n_calls + prev, n_calls + j)
-    key = np.concatenate([call_ts, gpu_ts, call_end]).tolist()
-    priority = [0] * n_calls + [1] * n_gpu + [2] * n_calls
-    present = [True] * (n_calls + n_gpu) + waits
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        succ[a].append(b)
+        indegree[b] += 1
+    key, priority, present = key_array.tolist(), priority_array.tolist(), present_array.tolist()
     heap = [(key[i], priority[i], i) for i in range(total) if present[i] and indegree[i] == 0]
     heapq.heapify(heap)
     out: list[int] = []
@@ -50,8 +65,7 @@ def replay_order(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.n
             indegree[nxt] -= 1
             if indegree[nxt] == 0:
                 heapq.heappush(heap, (key[nxt], priority[nxt], nxt))
-    expected = sum(present)
-    if len(out) < expected:
+    if len(out) < sum(present):
         done = set(out)
         rest = sorted((key[i], priority[i], i) for i in range(total) if present[i] and i not in done)
         out.extend(i for _, _, i in rest)

@@ -101,18 +101,21 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead) -> ReplayCosts
                        tail_us=tail_new)
 
 
-def project(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> ReplayResult:
+def project(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD, *,
+            critical_path: bool = True) -> ReplayResult:
     """The replay of the unprofiled step (projected_costs)."""
-    return replay(graph, projected_costs(graph, overhead))
+    return replay(graph, projected_costs(graph, overhead), critical_path=critical_path)
 
 
-def project_step(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> StepProjection:
-    """Traced, replayed and projected span of one step, the projection at both ends of the range too."""
-    replayed = replay(graph)
+def project_step(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
+                 replayed: ReplayResult | None = None) -> StepProjection:
+    """Traced, replayed (`replayed` when the trust gate already has it) and projected span of one
+    step, the projection at both ends of the range too."""
+    replayed = replayed if replayed is not None else replay(graph, critical_path=False)
     projected = project(graph, overhead)
     low_c, high_c = overhead.per_event_range_us
-    low = project(graph, overhead.at(high_c)).span_us  # more overhead removed: shorter step
-    high = project(graph, overhead.at(low_c)).span_us
+    low = project(graph, overhead.at(high_c), critical_path=False).span_us  # more overhead removed: shorter
+    high = project(graph, overhead.at(low_c), critical_path=False).span_us
     return StepProjection(
         step=graph.step, traced_span_us=graph.traced_span_us, replayed_span_us=replayed.span_us,
         projected_span_us=projected.span_us, projected_low_us=min(low, high), projected_high_us=max(low, high),
@@ -122,7 +125,10 @@ def project_step(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD
 
 
 def project_steps(rank: RankTrace, plan: StepPlan, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
-                  graphs: tuple[StepGraph, ...] | None = None) -> tuple[StepProjection, ...]:
-    """project_step for every selected (steady) step of the rank."""
+                  graphs: tuple[StepGraph, ...] | None = None,
+                  replays: tuple[ReplayResult, ...] | None = None) -> tuple[StepProjection, ...]:
+    """project_step for every selected (steady) step of the rank (`graphs` and their unmodified
+    `replays`, e.g. from the trust gate, are reused when given)."""
     graphs = graphs if graphs is not None else step_graphs(rank, plan)
-    return tuple(project_step(graph, overhead) for graph in graphs)
+    given = replays if replays is not None and len(replays) == len(graphs) else (None,) * len(graphs)
+    return tuple(project_step(graph, overhead, done) for graph, done in zip(graphs, given, strict=True))

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.kernel_patterns import CLASS_RULES
 from tracekit.analyzers.kernels import COMMUNICATION, classify_name
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
+# A cheap first look: only names a communication row of the class table matches are classified
+_COMM_HINT = re.compile("|".join(f"(?:{rule.name})" for rule in CLASS_RULES if rule.value == COMMUNICATION))
 STREAM_WAIT_APIS = ("cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEvent")
 
 
-def _keys(pid: pd.Series, tid: pd.Series) -> np.ndarray:
-    """One string per (pid, tid): the thread a row ran on."""
-    return (pid.astype(str) + "/" + tid.astype(str)).to_numpy(dtype=object)
+def _thread_codes(parts: list[tuple[pd.Series, pd.Series]]) -> list[np.ndarray]:
+    """One integer per (pid, tid) shared by every table in `parts`: the thread a row ran on."""
+    sizes = [len(pid) for pid, _ in parts]
+    pid_codes = pd.factorize(np.concatenate([pid.to_numpy() for pid, _ in parts]))[0]
+    tid_codes, tid_values = pd.factorize(np.concatenate([tid.to_numpy() for _, tid in parts]))
+    codes = pid_codes.astype(np.int64) * (len(tid_values) + 1) + tid_codes
+    return np.split(codes, np.cumsum(sizes)[:-1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,13 +83,10 @@ def rank_tables(rank: RankTrace) -> RankTables:
     runtime, gpu, ops, notes = rank.runtime, rank.gpu, rank.ops, rank.annotations
     cpu_notes = notes[~notes[tables.AN_GPU].astype(bool)] if len(notes) else notes
     own_ops = ops[ops[tables.OP_TS].notna()] if len(ops) else ops
-    rt_keys = _keys(runtime[tables.RT_PID], runtime[tables.RT_TID]) if len(runtime) else np.empty(0, dtype=object)
-    op_keys = _keys(own_ops[tables.OP_PID], own_ops[tables.OP_TID]) if len(own_ops) else np.empty(0, dtype=object)
-    an_keys = _keys(cpu_notes[tables.AN_PID], cpu_notes[tables.AN_TID]) if len(cpu_notes) else \
-        np.empty(0, dtype=object)
-    codes, uniques = pd.factorize(np.concatenate([rt_keys, op_keys, an_keys]))
-    rt_code = codes[: len(rt_keys)]
-    ev_code = codes[len(rt_keys):]
+    rt_code, op_code, an_code = _thread_codes([
+        (runtime[tables.RT_PID], runtime[tables.RT_TID]), (own_ops[tables.OP_PID], own_ops[tables.OP_TID]),
+        (cpu_notes[tables.AN_PID], cpu_notes[tables.AN_TID])])
+    ev_code = np.concatenate([op_code, an_code])
     ev_ts = np.concatenate([own_ops[tables.OP_TS].to_numpy(dtype=float) if len(own_ops) else np.empty(0),
                             cpu_notes[tables.AN_TS].to_numpy(dtype=float) if len(cpu_notes) else np.empty(0)])
     order = np.lexsort((ev_ts, ev_code))
@@ -90,18 +95,16 @@ def rank_tables(rank: RankTrace) -> RankTables:
     event_starts = {int(part_codes[0]): part_ts for part_codes, part_ts in
                     zip(np.split(sorted_codes, bounds), np.split(sorted_ts, bounds), strict=True) if len(part_codes)}
     step_thread: dict[int, int] = {}
-    an_code = ev_code[len(op_keys):]
     if len(cpu_notes):
         names = cpu_notes[tables.AN_NAME].to_numpy(dtype=object)
         for i in np.flatnonzero(pd.Series(names).str.match(tables.STEP_NAME_RE.pattern).to_numpy()):
             step_thread.setdefault(int(str(names[i]).split("#", 1)[1]), int(an_code[i]))
-    stream = pd.factorize(_keys(gpu[tables.GPU_DEVICE], gpu[tables.GPU_STREAM]))[0] if len(gpu) else \
-        np.empty(0, dtype=np.int64)
+    stream = _thread_codes([(gpu[tables.GPU_DEVICE], gpu[tables.GPU_STREAM])])[0]
     names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
     kinds = gpu[tables.GPU_KIND].to_numpy(dtype=object)
     collective = np.zeros(len(gpu), dtype=bool)
     kernel_names = pd.unique(names[kinds == tables.KIND_KERNEL]) if len(gpu) else []
-    comm_names = {n for n in kernel_names if classify_name(str(n))[0] == COMMUNICATION}
+    comm_names = {n for n in kernel_names if _COMM_HINT.search(str(n)) and classify_name(str(n))[0] == COMMUNICATION}
     if comm_names:
         collective = np.isin(names, list(comm_names)) & (kinds == tables.KIND_KERNEL)
     rt_names = runtime[tables.RT_NAME].to_numpy(dtype=object) if len(runtime) else np.empty(0, dtype=object)
@@ -116,5 +119,5 @@ def rank_tables(rank: RankTrace) -> RankTables:
         gpu_stream=np.asarray(stream, dtype=np.int64),
         gpu_free=_stream_free(gpu, np.asarray(stream)) if len(gpu) else np.empty(0),
         gpu_collective=collective, event_starts=event_starts, step_thread=step_thread,
-        stream_waits=bool(np.isin(rt_names, STREAM_WAIT_APIS).any()) if len(uniques) else False,
+        stream_waits=bool(np.isin(rt_names, STREAM_WAIT_APIS).any()),
     )

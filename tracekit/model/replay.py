@@ -6,11 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.model.graph import ROLE_QUEUE, ROLE_SYNC, StepGraph
-from tracekit.trace.intervals import merge_intervals
-
-# Labels of critical-path segments.
-PATH_CPU, PATH_LAUNCH, PATH_SYNC, PATH_GPU = 0, 1, 2, 3
+from tracekit.model.chains import PATH_CPU, PATH_GPU, PATH_LAUNCH, PATH_SYNC, chain_timeline
+from tracekit.model.graph import ROLE_QUEUE, ROLE_SYNC, StepGraph, busy_in
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class ReplayResult:
     gpu_end_us: float  # replayed end of the step's GPU work, µs after the window start
     gpu_busy_us: float
     traced_gpu_busy_us: float
-    path: CriticalPath
+    path: CriticalPath | None  # None when the replay was asked for the span only
 
     @property
     def error(self) -> float:
@@ -73,25 +70,29 @@ class ReplayResult:
         return self.traced_gpu_busy_us / self.traced_span_us if self.traced_span_us > 0 else 0.0
 
 
-def busy_in(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
-    """Union length of the intervals, clipped to [lo, hi]."""
-    if not len(starts) or hi <= lo:
-        return 0.0
-    s, e = merge_intervals(np.clip(starts, lo, hi), np.clip(ends, lo, hi))
-    return float((e - s).sum())
-
-
-def replay(graph: StepGraph, costs: ReplayCosts | None = None) -> ReplayResult:
-    """Replay `graph` (model/graph.py:StepGraph's rules) with its recorded durations or `costs`."""
+def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True) -> ReplayResult:
+    """Replay `graph` (model/graph.py:StepGraph's rules) with its recorded durations or `costs`;
+    critical_path=False skips the critical path (result.path None)."""
     costs = costs if costs is not None else ReplayCosts()
+    n_calls, n_gpu = graph.n_calls, graph.n_gpu
+    origin_pt = 2 * n_calls + 2 * n_gpu
+    tail_us = graph.tail_us if costs.tail_us is None else costs.tail_us
+    if not graph.call_waits.any():  # no call waits for the GPU: the vectorised replay (model/chains.py)
+        timeline = chain_timeline(
+            graph, _array(costs.call_gap_us, graph.call_gap_us), _array(costs.call_dur_us, graph.call_dur_us),
+            _array(costs.gpu_dur_us, graph.gpu_dur_us), _array(costs.gpu_latency_us, graph.gpu_latency_us),
+            critical_path=critical_path)
+        walk = timeline.pred is not None and timeline.label is not None
+        return _result(graph, timeline.call_start, timeline.call_end, timeline.gpu_start, timeline.gpu_end,
+                       timeline.pred.tolist() if timeline.pred is not None else [],
+                       timeline.label.tolist() if timeline.label is not None else [], [0.0] * n_calls,
+                       tail_us, origin_pt, walk)
     pick = _values
     gap = pick(costs.call_gap_us, graph.call_gap_us)
     dur = pick(costs.call_dur_us, graph.call_dur_us)
     own = pick(costs.call_own_us, graph.call_own_us)
     g_dur = pick(costs.gpu_dur_us, graph.gpu_dur_us)
     lat = pick(costs.gpu_latency_us, graph.gpu_latency_us)
-    tail_us = graph.tail_us if costs.tail_us is None else costs.tail_us
-    n_calls, n_gpu = graph.n_calls, graph.n_gpu
     origin = graph.origin_us
     prev, role, waits = graph.call_prev.tolist(), graph.call_role.tolist(), graph.call_waits.tolist()
     tail, floor = graph.call_tail_us.tolist(), graph.call_wait_floor_us.tolist()
@@ -103,7 +104,6 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None) -> ReplayResult:
     end = graph.traced_call_end_us.tolist()
     gs = list(g_ts)
     ge = graph.traced_gpu_end_us.tolist()
-    origin_pt = 2 * n_calls + 2 * n_gpu
     pred = [origin_pt] * (origin_pt + 1)
     label = [PATH_GPU] * (origin_pt + 1)
     blocked = [0.0] * n_calls
@@ -147,19 +147,25 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None) -> ReplayResult:
             else:
                 end[i], pred[pt], label[pt] = by_gpu, last, PATH_SYNC
                 blocked[i] = max(awaited - start[i], 0.0)
-    return _result(graph, start, end, gs, ge, pred, label, blocked, tail_us, origin_pt)
+    return _result(graph, np.array(start), np.array(end), np.array(gs), np.array(ge), pred, label, blocked,
+                   tail_us, origin_pt, critical_path)
+
+
+def _array(given: np.ndarray | None, own: np.ndarray) -> np.ndarray:
+    return own if given is None else given
 
 
 def _values(given: np.ndarray | None, own: np.ndarray) -> list[float]:
-    return [float(x) for x in (own if given is None else given).tolist()]
+    values: list[float] = (own if given is None else given).tolist()
+    return values
 
 
-def _result(graph: StepGraph, start: list[float], end: list[float], gs: list[float], ge: list[float],
-            pred: list[int], label: list[int], blocked: list[float], tail_us: float, origin_pt: int) -> ReplayResult:
+def _result(graph: StepGraph, call_start: np.ndarray, call_end: np.ndarray, g_start: np.ndarray, g_end: np.ndarray,
+            pred: list[int], label: list[int], blocked: list[float], tail_us: float, origin_pt: int,
+            critical_path: bool) -> ReplayResult:
+    """Span, GPU busy time and (when asked) the critical path, walked back from the step's end."""
     n_calls, n_gpu = graph.n_calls, graph.n_gpu
     w0 = graph.window_start_us
-    times = start + end + gs + ge + [graph.origin_us]
-    g_start, g_end = np.array(gs), np.array(ge)
     gpu_end = float(g_end.max()) if n_gpu else w0
     candidates: list[tuple[float, int, int]] = []  # (time, point, label of the last segment)
     cpu_end = float("nan")
@@ -167,7 +173,7 @@ def _result(graph: StepGraph, start: list[float], end: list[float], gs: list[flo
         span_end = max(gpu_end, w0)
     else:
         last = graph.main_last_call
-        cpu_from, from_pt = (end[last], n_calls + last) if last >= 0 else (graph.origin_us, origin_pt)
+        cpu_from, from_pt = (float(call_end[last]), n_calls + last) if last >= 0 else (graph.origin_us, origin_pt)
         cpu_end = cpu_from + tail_us
         candidates.append((cpu_end, from_pt, PATH_CPU))
         span_end = max(cpu_end, gpu_end, w0)
@@ -177,24 +183,32 @@ def _result(graph: StepGraph, start: list[float], end: list[float], gs: list[flo
     parts = [0.0, 0.0, 0.0, 0.0]
     sync_wait = 0.0
     best = max(candidates) if candidates else None
-    if best is None or best[0] < w0:
+    if not critical_path:
+        pass
+    elif best is None or best[0] < w0:
         parts[PATH_GPU] += span_end - w0  # the window opens on earlier steps' GPU work
     else:
         top, pt, seg = best
+        times = np.concatenate([call_start, call_end, g_start, g_end, [graph.origin_us]]).tolist()
         parts[seg] += max(top - max(times[pt], w0), 0.0)
-        while pt != origin_pt and times[pt] > w0:
+        first_end, last_end = n_calls, 2 * n_calls
+        t_here = times[pt]
+        while pt != origin_pt and t_here > w0:
             p = pred[pt]
-            parts[label[pt]] += max(times[pt] - max(times[p], w0), 0.0)
-            if n_calls <= pt < 2 * n_calls:
+            t_before = times[p]
+            length = t_here - (t_before if t_before > w0 else w0)
+            if length > 0.0:
+                parts[label[pt]] += length
+            if first_end <= pt < last_end:
                 sync_wait += blocked[pt - n_calls]
-            pt = p
+            pt, t_here = p, t_before
         if pt == origin_pt and graph.origin_us > w0:
             parts[PATH_CPU] += graph.origin_us - w0
     busy = busy_in(g_start, g_end, w0, span_end)
-    traced_busy = busy_in(graph.gpu_ts_us, graph.traced_gpu_end_us, w0, graph.window_end_us)
     return ReplayResult(
         rank=graph.rank, step=graph.step, traced_span_us=graph.traced_span_us, span_us=span_end - w0,
-        cpu_end_us=cpu_end - w0, gpu_end_us=gpu_end - w0, gpu_busy_us=busy, traced_gpu_busy_us=traced_busy,
+        cpu_end_us=cpu_end - w0, gpu_end_us=gpu_end - w0, gpu_busy_us=busy,
+        traced_gpu_busy_us=graph.traced_gpu_busy_us,
         path=CriticalPath(cpu_gap_us=parts[PATH_CPU], launch_us=parts[PATH_LAUNCH], sync_us=parts[PATH_SYNC],
-                          gpu_us=parts[PATH_GPU], sync_wait_us=sync_wait),
+                          gpu_us=parts[PATH_GPU], sync_wait_us=sync_wait) if critical_path else None,
     )
