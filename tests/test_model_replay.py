@@ -184,3 +184,24 @@ def test_queue_full_launch_waits_for_the_gpu(tmp_path):
     # K1's latency 10 -> 8: K1 [8, 198]; L3 returns 5 µs after it (203) and the tail of 25 ends at 228
     projected = project(graph, C2)
     assert projected.span_us == pytest.approx(228.0)
+
+
+def test_a_thread_that_waited_for_another_follows_it(tmp_path):
+    """Main thread 100: op at 2, L1 10+5 -> K1 [20, 25], idle until L3 300+5 -> K3 [310, 315], mark [0, 400].
+    Engine thread 200: L2 215+5 -> K2 [225, 230], idle before it (backward after the forward)."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 400)
+    b.op("aten::ones_like", 2, 3)
+    b.launch(10, 5, "k1", 20, 5)
+    b.launch(215, 5, "k2", 225, 5, tid=200)
+    b.launch(300, 5, "k3", 310, 5)
+    graph = graph_of(b, tmp_path, "two_threads")
+    by_start = np.argsort(graph.call_ts_us)  # L1, L2, L3
+    anchors = graph.call_anchor[by_start]
+    assert anchors[0] == -1 and anchors[1] == by_start[0] and anchors[2] == by_start[1]
+    assert graph.call_anchor_gap_us[by_start].tolist() == pytest.approx([0.0, 200.0, 80.0])
+    assert replay(graph).span_us == pytest.approx(400.0)
+    # L2 takes 50 µs instead of 5: L3 starts 80 µs after it ends (265 + 80), the tail of 95 ends at 445
+    dur = graph.call_dur_us.copy()
+    dur[by_start[1]] = 50.0
+    assert replay(graph, ReplayCosts(call_dur_us=dur)).span_us == pytest.approx(445.0)

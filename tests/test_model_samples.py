@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,15 @@ from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
 
 import tracekit
 from tracekit.analyzers.step_plan import plan_steps
-from tracekit.model import FIDELITY_LIMIT, fidelity, project_steps, step_graphs
+from tracekit.model import (
+    DEFAULT_OVERHEAD,
+    FIDELITY_LIMIT,
+    fidelity,
+    project_steps,
+    replay,
+    step_graphs,
+)
+from tracekit.model.projection import projected_costs
 from tracekit.trace import tables
 
 NO_GPU = "no GPU activity"
@@ -96,3 +105,24 @@ def test_projection_never_lengthens_a_step(name):
         assert step.projected_low_us <= step.projected_span_us <= step.projected_high_us
         # the GPU work of the step is still there: the projected step is at least its busy time
         assert step.projected_span_us >= step.projected.gpu_busy_us - 1e-6
+
+
+@pytest.mark.parametrize("name", ["gpt2_decode.trace.json.gz", "small_matmul_graph.trace.json.gz",
+                                  "elementwise_eager.trace.json.gz"])
+def test_vectorised_replay_matches_the_event_loop(name):
+    """Steps with no waiting call take the vectorised path; the event loop must give the same
+    timeline, unmodified and projected."""
+    rank = tracekit.load_trace(SAMPLE_TRACES / name).rank()
+    plan = plan_steps(rank)
+    fast_steps = 0
+    for graph in step_graphs(rank, plan):
+        if graph.call_waits.any() or (graph.call_anchor >= 0).any():
+            continue
+        fast_steps += 1
+        for costs in (None, projected_costs(graph, DEFAULT_OVERHEAD)):
+            fast, loop = replay(graph, costs), replay(graph, costs, vectorised=False)
+            assert fast.span_us == pytest.approx(loop.span_us, abs=1e-6)
+            assert fast.gpu_busy_us == pytest.approx(loop.gpu_busy_us, abs=1e-6)
+            assert fast.path is not None and loop.path is not None
+            assert astuple(fast.path) == pytest.approx(astuple(loop.path), abs=1e-6)
+    assert fast_steps > 0

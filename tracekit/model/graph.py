@@ -24,7 +24,13 @@ from tracekit.trace.intervals import merge_intervals
 from tracekit.trace.model import RankTrace
 
 BACK_TO_BACK_US = 2.0  # an activity that starts within this of its stream predecessor's end followed it
-DEFAULT_LATENCY_US = 5.0  # launch call start → activity start on an idle stream, when a step shows none
+DEFAULT_LATENCY_US = 5.0
+# A call whose thread sat idle (no recorded event) from its previous call until a call on another thread
+# ended, at least MIN_WAIT_GAP_US, and that starts within HANDOFF_US of that end waited for that thread:
+# autograd's engine thread starting backward after the forward on the main thread (train_dataloader:
+# 250 µs from the main thread's last launch to the engine's first op), the main thread resuming after it.
+MIN_WAIT_GAP_US = 50.0
+HANDOFF_US = 1000.0  # launch call start → activity start on an idle stream, when a step shows none
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +65,9 @@ class StepGraph:
     call_dur_us: np.ndarray
     call_gap_us: np.ndarray
     call_gap_events: np.ndarray
+    call_anchor: np.ndarray  # call on another thread whose end this call waited for (-1: none)
+    call_anchor_gap_us: np.ndarray  # from that call's end to this call's start
+    call_anchor_events: np.ndarray  # recorded events of this call's thread inside that stretch
     call_role: np.ndarray
     call_waits: np.ndarray  # bool: the call's end is computed from the GPU work it awaits
     call_own_us: np.ndarray
@@ -113,6 +122,22 @@ def busy_in(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float
     return float((merged_ends - merged_starts).sum())
 
 
+def cross_thread_anchors(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray, prev_end: np.ndarray) -> np.ndarray:
+    """Per call, the call on another thread it resumed after (-1: none): the latest call end at or
+    before its start, when that end falls inside the call's idle gap and at most HANDOFF_US before it."""
+    n = len(ts)
+    if n == 0 or len(np.unique(thread)) < 2:
+        return np.full(n, -1, dtype=np.int64)
+    end = ts + dur
+    by_end = np.argsort(end, kind="stable")
+    k = np.searchsorted(end[by_end], ts, side="right") - 1
+    cand = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+    c = np.maximum(cand, 0)
+    ok = (cand >= 0) & (thread[c] != thread) & (end[c] > prev_end) & (ts - end[c] <= HANDOFF_US)
+    ok &= ts - prev_end >= MIN_WAIT_GAP_US
+    return np.where(ok, cand, -1).astype(np.int64)
+
+
 def step_graphs(rank: RankTrace, plan: StepPlan) -> tuple[StepGraph, ...]:
     """The graph of every selected step of a rank (the steady ones by default); () when the steps
     are inferred GPU-side windows (no ProfilerStep marks), which the model does not replay."""
@@ -153,7 +178,19 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     prev = np.where(first, -1, np.arange(n_calls) - 1)
     prev_end = np.where(first, origin, np.concatenate([[origin], ts[:-1] + dur[:-1]]))
     gap = ts - prev_end
-    events = context.events_between(thread, prev_end, ts)
+    anchor = cross_thread_anchors(thread, ts, dur, prev_end)
+    if (anchor >= 0).any():
+        idle_end = np.where(anchor >= 0, (ts + dur)[np.maximum(anchor, 0)], prev_end)
+        anchor = np.where(context.events_between(thread, prev_end, idle_end) == 0, anchor, -1)
+    anchored = anchor >= 0
+    anchor_end = np.where(anchored, (ts + dur)[np.maximum(anchor, 0)] if n_calls else 0.0, ts)
+    anchor_gap = ts - anchor_end
+    anchor_events = np.where(anchored, context.events_between(thread, anchor_end, ts), 0)
+    events = np.where(anchored, 0, context.events_between(thread, prev_end, ts))
+    gap = np.where(anchored, 0.0, gap)  # an anchored call's own thread was ready: it waited for the other one
+    if anchored.any():
+        notes.append(f"{int(anchored.sum())} calls resume within {HANDOFF_US:.0f} µs of a call on another "
+                     "thread ending, their own thread idle until then: modelled as waiting for that thread")
     kinds = context.rt_kind[calls]
     role = np.where(np.isin(kinds, tables.SYNC_KINDS), ROLE_SYNC,
                     np.where(np.isin(kinds, tables.LAUNCH_KINDS), ROLE_LAUNCH, ROLE_OTHER)).astype(np.int8)
@@ -203,12 +240,13 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     if context.stream_waits:
         notes.append("cudaEventRecord → cudaStreamWaitEvent pairs are not matched (the trace records no "
                      "event handles): cross-stream waits stay in the recorded stream gaps")
-    order = replay_order(prev, waits.waits, launch, g_prev, waits.wait_ptr, waits.wait_nodes,
+    order = replay_order(prev, anchor, waits.waits, launch, g_prev, waits.wait_ptr, waits.wait_nodes,
                          ts, ts + dur, g_ts)
     return StepGraph(
         rank=rank.rank, step=step, window_start_us=w0, window_end_us=w1, origin_us=origin, cpu_end_us=cpu_end,
         gpu_side=gpu_side, call_row=calls, call_thread=thread, call_prev=prev, call_ts_us=ts, call_dur_us=dur,
-        call_gap_us=gap, call_gap_events=events, call_role=role, call_waits=waits.waits, call_own_us=waits.own_us,
+        call_gap_us=gap, call_gap_events=events, call_anchor=anchor, call_anchor_gap_us=anchor_gap,
+        call_anchor_events=anchor_events, call_role=role, call_waits=waits.waits, call_own_us=waits.own_us,
         call_tail_us=waits.tail_us, call_wait_floor_us=waits.floor_us, wait_ptr=waits.wait_ptr,
         wait_nodes=waits.wait_nodes, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,

@@ -7,7 +7,7 @@ import heapq
 import numpy as np
 
 
-def replay_order(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.ndarray, gpu_prev: np.ndarray,
+def replay_order(call_prev: np.ndarray, call_anchor: np.ndarray, call_waits: np.ndarray, gpu_launch: np.ndarray, gpu_prev: np.ndarray,
                  wait_ptr: np.ndarray, wait_nodes: np.ndarray, call_ts: np.ndarray, call_end: np.ndarray,
                  gpu_ts: np.ndarray) -> np.ndarray:
     """Items in an order where every item follows what it depends on: call i starts (i), GPU node j
@@ -15,7 +15,7 @@ def replay_order(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.n
     time goes first, so the order is the trace's wherever the trace is consistent; items left in a
     cycle (none in a well-formed step) follow in traced order."""
     n_calls, n_gpu = len(call_prev), len(gpu_launch)
-    src, dst = _edges(call_prev, call_waits, gpu_launch, gpu_prev, wait_ptr, wait_nodes)
+    src, dst = _edges(call_prev, call_anchor, call_waits, gpu_launch, gpu_prev, wait_ptr, wait_nodes)
     key = np.concatenate([call_ts, gpu_ts, call_end])
     priority = np.concatenate([np.zeros(n_calls), np.ones(n_gpu), np.full(n_calls, 2.0)])
     present = np.concatenate([np.ones(n_calls + n_gpu, dtype=bool), call_waits.astype(bool)])
@@ -28,20 +28,21 @@ def replay_order(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.n
     return _kahn(len(key), src, dst, key, priority, present)
 
 
-def _edges(call_prev: np.ndarray, call_waits: np.ndarray, gpu_launch: np.ndarray, gpu_prev: np.ndarray,
+def _edges(call_prev: np.ndarray, call_anchor: np.ndarray, call_waits: np.ndarray, gpu_launch: np.ndarray, gpu_prev: np.ndarray,
            wait_ptr: np.ndarray, wait_nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(source, target) item of every dependency."""
     n_calls, n_gpu = len(call_prev), len(gpu_launch)
     calls = np.arange(n_calls)
     end_item = np.where(call_waits, n_calls + n_gpu + calls, calls)
     chained = call_prev >= 0
+    anchored = call_anchor >= 0
     waiting = np.flatnonzero(call_waits)
     counts = np.diff(wait_ptr)
     nodes = np.arange(n_gpu)
     launched, stacked = gpu_launch >= 0, gpu_prev >= 0
-    src = np.concatenate([end_item[call_prev[chained]], waiting, n_calls + wait_nodes,
+    src = np.concatenate([end_item[call_prev[chained]], end_item[call_anchor[anchored]], waiting, n_calls + wait_nodes,
                           gpu_launch[launched], n_calls + gpu_prev[stacked]])
-    dst = np.concatenate([calls[chained], n_calls + n_gpu + waiting, n_calls + n_gpu + np.repeat(calls, counts),
+    dst = np.concatenate([calls[chained], calls[anchored], n_calls + n_gpu + waiting, n_calls + n_gpu + np.repeat(calls, counts),
                           n_calls + nodes[launched], n_calls + nodes[stacked]])
     return src.astype(np.int64), dst.astype(np.int64)
 

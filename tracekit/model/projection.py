@@ -76,7 +76,8 @@ class StepProjection:
 def projected_costs(graph: StepGraph, overhead: ProfilerOverhead) -> ReplayCosts:
     """The graph's durations with the profiler's cost removed.
 
-    Gaps lose per_event_us per recorded event inside them (floor 0); launch calls lose
+    Gaps (and the stretch from another thread's call to a call that waited for it) lose per_event_us
+    per recorded event of the call's thread inside them (floor 0); launch calls lose
     launch_overhead_us down to launch_floor_us (never above the recorded duration), and the latency
     from a launch call to its GPU start loses what the call lost; other runtime calls lose
     launch_overhead_us (floor 0); blocking calls keep their waits, which the replay recomputes, and
@@ -84,6 +85,8 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead) -> ReplayCosts
     c, c_launch, floor = overhead.per_event_us, overhead.launch_overhead_us, overhead.launch_floor_us
     gap = graph.call_gap_us
     gap_new = np.where(gap > 0, np.maximum(gap - c * graph.call_gap_events, 0.0), gap)
+    wait = graph.call_anchor_gap_us
+    wait_new = np.where(wait > 0, np.maximum(wait - c * graph.call_anchor_events, 0.0), wait)
     dur = graph.call_dur_us
     role = graph.call_role
     as_launch = np.minimum(dur, np.maximum(dur - c_launch, floor))
@@ -97,7 +100,7 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead) -> ReplayCosts
     lat_new = np.where(lat > 0, np.maximum(lat - lost, 0.0), lat)
     tail = graph.tail_us
     tail_new = max(tail - c * graph.tail_events, 0.0) if tail > 0 else tail
-    return ReplayCosts(call_gap_us=gap_new, call_dur_us=dur_new, call_own_us=own_new, gpu_latency_us=lat_new,
+    return ReplayCosts(call_gap_us=gap_new, call_anchor_gap_us=wait_new, call_dur_us=dur_new, call_own_us=own_new, gpu_latency_us=lat_new,
                        tail_us=tail_new)
 
 

@@ -35,6 +35,7 @@ class ReplayCosts:
     """Durations to replay with instead of the graph's own (None keeps the graph's array)."""
 
     call_gap_us: np.ndarray | None = None
+    call_anchor_gap_us: np.ndarray | None = None
     call_dur_us: np.ndarray | None = None
     call_own_us: np.ndarray | None = None
     gpu_dur_us: np.ndarray | None = None
@@ -70,14 +71,17 @@ class ReplayResult:
         return self.traced_gpu_busy_us / self.traced_span_us if self.traced_span_us > 0 else 0.0
 
 
-def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True) -> ReplayResult:
+def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True,
+           vectorised: bool = True) -> ReplayResult:
     """Replay `graph` (model/graph.py:StepGraph's rules) with its recorded durations or `costs`;
-    critical_path=False skips the critical path (result.path None)."""
+    critical_path=False skips the critical path (result.path None); vectorised=False forces the
+    event loop even where model/chains.py applies (the reference the vectorised path is tested against)."""
     costs = costs if costs is not None else ReplayCosts()
     n_calls, n_gpu = graph.n_calls, graph.n_gpu
     origin_pt = 2 * n_calls + 2 * n_gpu
     tail_us = graph.tail_us if costs.tail_us is None else costs.tail_us
-    if not graph.call_waits.any():  # no call waits for the GPU: the vectorised replay (model/chains.py)
+    if vectorised and not graph.call_waits.any() and not (graph.call_anchor >= 0).any():
+        # no call waits for the GPU or another thread: the vectorised replay (model/chains.py)
         timeline = chain_timeline(
             graph, _array(costs.call_gap_us, graph.call_gap_us), _array(costs.call_dur_us, graph.call_dur_us),
             _array(costs.gpu_dur_us, graph.gpu_dur_us), _array(costs.gpu_latency_us, graph.gpu_latency_us),
@@ -89,6 +93,8 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
                        tail_us, origin_pt, walk)
     pick = _values
     gap = pick(costs.call_gap_us, graph.call_gap_us)
+    anchor_gap = pick(costs.call_anchor_gap_us, graph.call_anchor_gap_us)
+    anchor = graph.call_anchor.tolist()
     dur = pick(costs.call_dur_us, graph.call_dur_us)
     own = pick(costs.call_own_us, graph.call_own_us)
     g_dur = pick(costs.gpu_dur_us, graph.gpu_dur_us)
@@ -113,6 +119,9 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
             p = prev[i]
             base, pred[i] = (end[p], n_calls + p) if p >= 0 else (origin, origin_pt)
             start[i] = base + gap[i]
+            a = anchor[i]
+            if a >= 0 and end[a] + anchor_gap[i] > start[i]:
+                start[i], pred[i] = end[a] + anchor_gap[i], n_calls + a
             label[i] = PATH_CPU
             if not waits[i]:
                 end[i] = start[i] + dur[i]
