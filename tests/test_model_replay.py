@@ -9,7 +9,7 @@ from tracebuilder import TraceBuilder
 import tracekit
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import ALL_STEPS
-from tracekit.model import ProfilerOverhead, ReplayCosts, project, replay, step_graph
+from tracekit.model import ProfilerOverhead, ReplayCosts, fidelity, project, replay, step_graph
 from tracekit.model.graph import ROLE_LAUNCH, ROLE_QUEUE, ROLE_SYNC, StepGraph
 
 
@@ -205,3 +205,23 @@ def test_a_thread_that_waited_for_another_follows_it(tmp_path):
     dur = graph.call_dur_us.copy()
     dur[by_start[1]] = 50.0
     assert replay(graph, ReplayCosts(call_dur_us=dur)).span_us == pytest.approx(445.0)
+
+
+def test_gate_abstains_when_a_kernel_waits_for_something_unnamed(tmp_path):
+    """Three steps of 100 µs (marks end 60 µs in): k1..k3 start 7 µs after their launches on stream 7;
+    k4 on idle stream 9 starts 70 µs after its launch (an event on another stream, say) and ends the
+    step at +95. Capped at the typical 7 + 2 µs latency, k4 ends at +34: the CPU end (+60) closes the
+    step, 35 µs short of the traced 95 (37 %)."""
+    b = TraceBuilder()
+    for t in (0, 100, 200):
+        b.annotation(f"ProfilerStep#{t // 100 + 1}", t, 60)
+        for k in range(3):
+            b.launch(t + 2 + 5 * k, 4, f"k{k + 1}", t + 9 + 5 * k, 2)
+        b.launch(t + 20, 5, "k4", t + 90, 5, stream=9)
+    rank = tracekit.load_trace(b.write(tmp_path / "unnamed.json")).rank()
+    gate = fidelity(rank, plan_steps(rank, ALL_STEPS))
+    assert gate.exact_error == pytest.approx(0.0, abs=1e-9)
+    assert [r.span_us for r in gate.replays] == pytest.approx([60.0, 65.0, 65.0])  # windows of 95, 100, 100
+    assert gate.median_error == pytest.approx(35.0 / 100.0)
+    assert not gate.trusted
+    assert gate.reason.startswith("replay 35% off: 25% of the GPU activities start later than their launch explains")

@@ -91,6 +91,7 @@ class StepGraph:
     gpu_collective: np.ndarray
     order: np.ndarray
     traced_gpu_busy_us: float  # union of the nodes' traced intervals inside the window
+    launch_latency_us: float  # the step's typical launch call start → activity start on an idle stream
     notes: tuple[str, ...]
 
     @property
@@ -112,6 +113,15 @@ class StepGraph:
     @property
     def traced_call_end_us(self) -> np.ndarray:
         return self.call_ts_us + self.call_dur_us
+
+    @property
+    def modelled_latency_us(self) -> np.ndarray:
+        """Launch latencies as the model explains them: an activity that started on an idle stream
+        later than the step's typical latency (+ BACK_TO_BACK_US) waited for something the graph does
+        not name (an event on another stream, unlinked work); here it starts at the typical latency."""
+        launch_bound = (self.gpu_launch >= 0) & ~self.gpu_stream_bound
+        cap = self.launch_latency_us + BACK_TO_BACK_US
+        return np.where(launch_bound, np.minimum(self.gpu_latency_us, cap), self.gpu_latency_us)
 
 
 def busy_in(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
@@ -252,5 +262,6 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
         gpu_dur_us=g_dur, gpu_latency_us=latency, gpu_gap_us=gap_after, gpu_stream_bound=stream_bound,
         gpu_collective=collective, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
+        launch_latency_us=typical,
         notes=tuple(notes),
     )
