@@ -1,7 +1,7 @@
 """Import-layer contract: data flows one way (docs/design.md), read from every module's imports;
 and no module over 400 lines.
 
-trace <- analyzers <- suggestions <- compare <- report <- pipeline <- cli / profile: a module imports only
+trace <- analyzers <- model <- suggestions <- compare <- report <- pipeline <- cli / profile: a module imports only
 from its own layer or layers to its left. Imports inside functions count too (a lazy import is
 still a dependency). cli/ and profile/ reach the analyzers and the rules only through the
 pipeline. Third-party: torch/triton only in profile/, HTA only in hta_compat.py, dask
@@ -23,12 +23,13 @@ LAYERS: dict[str, int] = {
     "output": 0,  # the atomic writer: the report, the pipeline's export and profile/ write through it
     "trace": 1,
     "analyzers": 2, "hta_compat": 2,
-    "suggestions": 3,
-    "compare": 4,  # diff: two analyses and the first one's suggestions
-    "report": 5, "templates": 5,
-    "pipeline": 6, "executor": 6,
-    "profile": 7, "cli": 7,
-    "__main__": 8,
+    "model": 3,  # the execution model: step graph, replay, projection (reads the trace and the step plan)
+    "suggestions": 4,
+    "compare": 5,  # diff: two analyses and the first one's suggestions
+    "report": 6, "templates": 6,
+    "pipeline": 7, "executor": 7,
+    "profile": 8, "cli": 8,
+    "__main__": 9,
 }
 # Pairs in one layer that still must not import each other.
 FORBIDDEN_SAME_LAYER = {("profile", "cli")}

@@ -1,0 +1,131 @@
+"""The trust gate and the replay on every sample trace and every shared trace: trusted, or abstaining for a listed reason."""
+
+from __future__ import annotations
+
+from dataclasses import astuple
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
+
+import tracekit
+from tracekit.analyzers.step_plan import plan_steps
+from tracekit.model import (
+    DEFAULT_OVERHEAD,
+    FIDELITY_LIMIT,
+    fidelity,
+    project_steps,
+    replay,
+    step_graphs,
+)
+from tracekit.model.projection import projected_costs
+from tracekit.trace import tables
+
+NO_GPU = "no GPU activity"
+INFERRED = "no ProfilerStep marks"
+UNNAMED_WAITS = "replay 10% off: 11% of the GPU activities start later than their launch explains"
+# Where the model abstains, and why (the start of its one-line reason); every other trace must be trusted.
+SAMPLE_ABSTAINS = {"cpu_train_transformer.trace.json.gz": NO_GPU}
+SHARED_ABSTAINS = {
+    "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz": NO_GPU,
+    "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz": NO_GPU,  # counters only
+    "hta/distributed_info_unavailable/distributed_info_not_found.json.gz": NO_GPU,
+    "hta/mixed_files/rank_non_gpu.json.gz": NO_GPU,
+    "tracelens/b200/eager_trace.json.gz": INFERRED,
+    "tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz": INFERRED,
+    "tracelens/inference/xdit_flux.1_aiter_sage/capture_traces/capture_trace_rank_0.json.gz": INFERRED,
+    "tracelens/perf_model_normalization_normalization_layer_test.json.gz": INFERRED,
+    # activation checkpointing on MI300X: kernels on idle streams wait for work on other streams
+    "tracelens/mi300/resnet_act_checkpoint.json.gz": UNNAMED_WAITS,
+}
+SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz") if "capture_traces" not in p.parts)
+
+
+def _check(path: Path, expected: str | None) -> None:
+    trace = tracekit.load_trace(path)
+    for rank in trace.ranks.values():
+        plan = plan_steps(rank)
+        gate = fidelity(rank, plan)
+        if expected is None:
+            assert gate.trusted, f"{path.name} rank {rank.rank}: {gate.reason}"
+            assert gate.median_error <= FIDELITY_LIMIT and gate.steps == int(plan.selected.sum())
+            assert gate.reason == ""
+        else:
+            assert not gate.trusted and gate.reason.startswith(expected), gate.reason
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(SAMPLE_TRACES)))
+def test_gate_on_sample_traces(path):
+    _check(path, SAMPLE_ABSTAINS.get(str(path.relative_to(SAMPLE_TRACES))))
+
+
+@pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: str(p.relative_to(SHARED_TRACES)))
+def test_gate_on_shared_traces(path):
+    _check(path, SHARED_ABSTAINS.get(str(path.relative_to(SHARED_TRACES))))
+
+
+def test_expected_abstentions_name_existing_traces(shared_traces):
+    names = {str(p.relative_to(SHARED_TRACES)) for p in shared_trace_files()}
+    assert set(SHARED_ABSTAINS) <= names
+    assert all((SAMPLE_TRACES / name).exists() for name in SAMPLE_ABSTAINS)
+
+
+@pytest.mark.parametrize("name", ["train_sync.trace.json.gz", "gpt2_decode.trace.json.gz",
+                                  "small_matmul_graph.trace.json.gz", "ddp_balanced/rank0.trace.json.gz"])
+def test_replay_reproduces_gpu_busy_time(name):
+    """Replayed GPU busy time of the steady steps against the union of the raw GPU rows inside the
+    steady windows (computed here from the table, not by the model)."""
+    rank = tracekit.load_trace(SAMPLE_TRACES / name).rank()
+    plan = plan_steps(rank)
+    gate = fidelity(rank, plan)
+    replayed = sum(r.gpu_busy_us for r in gate.replays)
+    gpu = rank.gpu.sort_values(tables.GPU_TS)
+    starts, ends = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
+    traced = 0.0
+    for w0, w1 in zip(plan.windows.ts[plan.selected], plan.windows.end[plan.selected], strict=True):
+        s, e = np.clip(starts, w0, w1), np.clip(ends, w0, w1)
+        order = np.argsort(s)
+        s, e = s[order], np.maximum.accumulate(e[order])
+        covered, reach = 0.0, -np.inf
+        for a, b in zip(s.tolist(), e.tolist(), strict=True):
+            if b > reach:
+                covered += b - max(a, reach)
+                reach = b
+        traced += covered
+    assert traced > 0
+    assert replayed == pytest.approx(traced, rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["train_sync.trace.json.gz", "gpt2_decode.trace.json.gz",
+                                  "small_matmul_loop.trace.json.gz"])
+def test_projection_never_lengthens_a_step(name):
+    rank = tracekit.load_trace(SAMPLE_TRACES / name).rank()
+    plan = plan_steps(rank)
+    graphs = step_graphs(rank, plan)
+    for step in project_steps(rank, plan, graphs=graphs):
+        assert step.projected_span_us <= step.replayed_span_us + 1e-6
+        assert step.projected_low_us <= step.projected_span_us <= step.projected_high_us
+        # the GPU work of the step is still there: the projected step is at least its busy time
+        assert step.projected_span_us >= step.projected.gpu_busy_us - 1e-6
+
+
+@pytest.mark.parametrize("name", ["gpt2_decode.trace.json.gz", "small_matmul_graph.trace.json.gz",
+                                  "elementwise_eager.trace.json.gz"])
+def test_vectorised_replay_matches_the_event_loop(name):
+    """Steps with no waiting call take the vectorised path; the event loop must give the same
+    timeline, unmodified and projected."""
+    rank = tracekit.load_trace(SAMPLE_TRACES / name).rank()
+    plan = plan_steps(rank)
+    fast_steps = 0
+    for graph in step_graphs(rank, plan):
+        if graph.call_waits.any() or (graph.call_anchor >= 0).any():
+            continue
+        fast_steps += 1
+        for costs in (None, projected_costs(graph, DEFAULT_OVERHEAD)):
+            fast, loop = replay(graph, costs), replay(graph, costs, vectorised=False)
+            assert fast.span_us == pytest.approx(loop.span_us, abs=1e-6)
+            assert fast.gpu_busy_us == pytest.approx(loop.gpu_busy_us, abs=1e-6)
+            assert fast.path is not None and loop.path is not None
+            assert astuple(fast.path) == pytest.approx(astuple(loop.path), abs=1e-6)
+    assert fast_steps > 0
