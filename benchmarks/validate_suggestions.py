@@ -29,6 +29,8 @@ PAIRS = (
     ("lower_precision", "linear_fp32", "linear_tf32", ("linear", "fp32_tf32_off", "tf32")),
     ("use_sdpa", "attention_naive", "attention_sdpa", ("attention", "naive", "sdpa")),
     ("cuda_graphs", "gpt2_decode", "gpt2_decode_graph", ("gpt2_decode", "eager", "cuda_graph")),
+    # timings: docs/measurements/optimizer_pairs.json (--pairs that file)
+    ("fused_optimizer", "train_optimizer_loop", "train_optimizer_fused", ("optimizer", "loop", "fused")),
 )
 
 

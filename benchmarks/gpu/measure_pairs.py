@@ -30,6 +30,7 @@ import linear_fp32
 import small_matmul_bmm
 import small_matmul_graph
 import small_matmul_loop
+import train_optimizer_loop
 
 
 def small_matmuls() -> dict:
@@ -68,6 +69,17 @@ def attention() -> dict:
         "naive": bench(lambda: attention_naive.attention(q, k, v, causal), iters=30),
         "sdpa": bench(lambda: attention_sdpa.attention(q, k, v, causal), iters=30),
     }
+
+
+def optimizer() -> dict:
+    """AdamW over train_optimizer_loop.py's 302 tensors: per-tensor loop, foreach, fused. Per side, the
+    whole training step and the optimizer step alone (its grads left by the last step)."""
+    res = {}
+    for name, options in (("loop", {"foreach": False}), ("foreach", {"foreach": True}), ("fused", {"fused": True})):
+        model, opt, x, y = train_optimizer_loop.build(DEVICE, **options)
+        res[name] = bench(lambda: train_optimizer_loop.step(model, opt, x, y), iters=30)  # noqa: B023
+        res[name]["optimizer_step_only"] = bench(opt.step, iters=30)
+    return res
 
 
 def _decode_rounds(d, step, rounds: int = 10) -> dict:
@@ -126,6 +138,7 @@ def main() -> None:
         ("linear", linear),
         ("attention", attention),
         ("gpt2_decode", decode),
+        ("optimizer", optimizer),
     ]:
         if only and name not in only:
             continue

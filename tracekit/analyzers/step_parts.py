@@ -16,7 +16,7 @@ import numpy as np
 
 from tracekit.analyzers import kernels
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import sequences
+from tracekit.analyzers.detectors import optimizer, sequences
 from tracekit.analyzers.totals import LaunchTotals
 
 IDLE_TOTAL = "gpu_idle"
@@ -112,6 +112,18 @@ def gemm_loop(analysis: Analysis, sel: Selection) -> float:
     wall = per_step(_patterns_total(analysis, "loops", sequences.LP_WALL_US), sel.steps)
     busy = per_step(_patterns_total(analysis, "loops", sequences.LP_BUSY_US), sel.steps)
     return wall + max(class_time(analysis, sel, kernels.GEMM) - busy, 0.0)
+
+
+def optimizer_time(analysis: Analysis, sel: Selection) -> float:
+    """Wall time of the Optimizer.step ranges (on their CPU thread) in the selected steps, per step."""
+    total_us = 0.0
+    for r in analysis.ranks:
+        table = r.patterns.optimizer if r.patterns is not None else None
+        if table is None or not len(table):
+            continue
+        keep = table[optimizer.OS_STEP].isin(sorted(sel.by_rank.get(r.rank, frozenset())))
+        total_us += float(table.loc[keep, optimizer.OS_CPU_US].sum())
+    return per_step(total_us, sel.steps)
 
 
 def step_span(analysis: Analysis, sel: Selection) -> float:

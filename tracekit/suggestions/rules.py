@@ -10,7 +10,13 @@ from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
-from tracekit.suggestions import rules_host, rules_kernels, rules_launch, rules_ranks
+from tracekit.suggestions import (
+    rules_host,
+    rules_kernels,
+    rules_launch,
+    rules_optimizer,
+    rules_ranks,
+)
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 
@@ -85,6 +91,9 @@ RULES: tuple[Rule, ...] = (
     Rule("pinned_memory", rules_host.pinned_memory, SNIPPETS["pinned_memory"],
          StepPart("copy time + GPU idle while the CPU is blocked in copies", step_parts.copies),
          ("dataloader",), ("device", "launch", "patterns.copies")),
+    Rule("fused_optimizer", rules_optimizer.fused_optimizer, SNIPPETS["fused_optimizer"],
+         StepPart("the optimizer step (Optimizer.step ranges)", step_parts.optimizer_time), (),
+         ("device", "patterns.optimizer")),
     Rule("overlap_comm", rules_host.overlap_comm, SNIPPETS["overlap_comm"],
          StepPart("exposed communication", step_parts.total("comm_exposed_us")), (),
          ("launch", "patterns.comm")),

@@ -37,7 +37,7 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         return None  # the GPU is not waiting for launches: a graph would not shorten the step
     rows: list[dict[str, Any]] = []
     total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
-    n_graphed = 0
+    n_graphed = n_optimizer = 0
     for r in analysis.ranks:
         lo = r.launch
         if lo.totals.gpu_ops == 0:
@@ -50,6 +50,12 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         steps = step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
         host[first] = False
+        # launched inside optimizer.step: a graph of the model (the snippet) leaves the optimizer out;
+        # its launches are the fused_optimizer rule's (analyzers/detectors/optimizer.py)
+        in_optimizer = r.patterns.in_optimizer if r.patterns is not None else None
+        if in_optimizer is not None and len(in_optimizer) == len(host) and in_optimizer.any():
+            n_optimizer += int((host & in_optimizer).sum())
+            host &= ~in_optimizer
         graphed = getattr(r, "graphs", None)  # replayed from a CUDA graph already: no gap to remove
         if graphed is not None and len(graphed.replayed) == len(host):
             host &= ~graphed.replayed
@@ -84,6 +90,9 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
                f"({fmt_us(gaps_total / scope.ranks)}), each replaced by a graph's kernel-to-kernel gap of "
                f"{GRAPH_GAP_US} µs (measured on H200) ({fmt_us(resid_total / scope.ranks)}); per step, at most "
                "the step's GPU idle time")
+    if n_optimizer:
+        formula += (f"; {n_optimizer / scope.ranks:.0f} launch gaps inside optimizer.step left out (a graph of the "
+                    "model does not capture the optimizer: fused_optimizer)")
     if len(rows) > 1:
         rows.sort(key=lambda x: -x["saving_us"])
     per_step = gaps_total / (scope.steps * scope.ranks)

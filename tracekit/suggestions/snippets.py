@@ -115,6 +115,13 @@ model = FSDP(model, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_pre
              limit_all_gathers=True)
 # your own collectives: work = dist.all_reduce(t, async_op=True); ...compute...; work.wait()
 ''',
+    "fused_optimizer": '''\
+# One fused kernel per group of tensors updates params and optimizer state together,
+# instead of several small kernels per parameter tensor (foreach=False) or per op (foreach=True).
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)   # Adam, AdamW, SGD, Adagrad
+# where fused is not available (some dtypes or devices): the multi-tensor path, a few launches per op
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+''',
     "rank_imbalance": '''\
 # A rank that arrives late at every collective makes all the others wait.
 # If its DataLoader is the cause: load in worker processes, like the other ranks.

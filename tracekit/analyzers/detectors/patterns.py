@@ -1,17 +1,18 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py) and host-side stalls (hostside.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import hostside, sequences
+from tracekit.analyzers.detectors import hostside, optimizer, sequences
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
@@ -37,6 +38,9 @@ class Patterns:
     dataloader: pd.DataFrame  # hostside.DL_*: DataLoader time per step
     comm: pd.DataFrame  # hostside.CM_*: communication vs compute per step
     training: bool = False  # the trace runs a backward pass or an optimizer step
+    # optimizer.OPTIMIZER_COLUMNS: one row per Optimizer.step range
+    optimizer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(optimizer.OPTIMIZER_COLUMNS)))
+    in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -63,6 +67,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     classes = classification.table[CLASS].to_numpy(dtype=object)
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
     attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
+    optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -74,4 +79,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         dataloader=hostside.find_dataloader(rank, steps),
         comm=hostside.find_comm(rank, classes, steps),
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
+        optimizer=optimizer_steps,
+        in_optimizer=in_optimizer,
     )

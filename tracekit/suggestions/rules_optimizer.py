@@ -1,0 +1,115 @@
+"""Rule about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import optimizer
+from tracekit.suggestions.common import Scope, fmt_us, in_headline, suggestion
+from tracekit.suggestions.model import Suggestion
+
+# Like every rule until the execution model lands (issue 19), the saving is on the profiled timeline
+# the other rules' savings are ranked on: the range as recorded − a fused step's time. The profiler
+# slows this CPU path (recorded ops and launch calls); the unprofiled projection scales the range by
+# the slowdown of its launch calls, their mean duration / the ~3 µs an unprofiled cudaLaunchKernel
+# costs (docs/design.md, "Launch cost under the profiler"; never up), and is shown beside it.
+UNPROFILED_LAUNCH_US = 3.0
+# Tensors one fused launch updates: PyTorch's multi_tensor_apply takes at most 36 tensors per list at
+# depth 4 (param, grad, exp_avg, exp_avg_sq); more chunks add a few launches, which stay µs.
+TENSORS_PER_LAUNCH = 36
+# Words a fused update moves per parameter element (compulsory traffic): Adam/AdamW read the param,
+# the grad and both moments and write the param and both moments (7); SGD with momentum and the
+# one-state optimizers read param, grad, state and write param and state (5).
+WORDS_PER_ELEMENT = {"SGD": 5, "Adagrad": 5, "RMSprop": 5}
+ADAM_WORDS = 7
+FUSED_MIN_PCT = 2.0  # silent below 2 % of the step
+# torch.optim classes with a fused=True implementation (torch >= 2.4); others (Shampoo...) have none.
+HAS_FUSED = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
+
+
+def _fused_us(row: dict[str, Any], bandwidth: float | None, launch_us: float) -> tuple[float, str]:
+    """Time of the fused update of the row's tensors with launches of `launch_us`: compulsory bytes /
+    HBM bandwidth or its launches, whichever is larger; unknown sizes: the row's own GPU time."""
+    tensors, elements, itemsize = row[optimizer.OS_TENSORS], row[optimizer.OS_ELEMENTS], row[optimizer.OS_ITEMSIZE]
+    launches = math.ceil(tensors / TENSORS_PER_LAUNCH) if not math.isnan(tensors) else 1
+    words = WORDS_PER_ELEMENT.get(row[optimizer.OS_OPTIMIZER], ADAM_WORDS)
+    if bandwidth and not math.isnan(elements) and not math.isnan(itemsize):
+        gpu_us = elements * itemsize * words / bandwidth * 1e6
+        how = f"{elements:.0f} elements × {words} × {itemsize:.0f} B / HBM bandwidth = {fmt_us(gpu_us)}"
+    else:
+        gpu_us, how = row[optimizer.OS_GPU_US], f"its GPU time now ({fmt_us(row[optimizer.OS_GPU_US])})"
+    return max(gpu_us, launches * launch_us), f"max({how}, {launches} launches × {fmt_us(launch_us)})"
+
+
+def step_times(row: dict[str, Any], bandwidth: float | None) -> dict[str, float]:
+    """One optimizer step's time now and fused, as profiled and projected unprofiled (µs), and the
+    profiler's launch slowdown."""
+    launch_mean = row[optimizer.OS_LAUNCH_US]
+    slowdown = 1.0 if math.isnan(launch_mean) else max(launch_mean / UNPROFILED_LAUNCH_US, 1.0)
+    kernels, gpu_us, cpu_us = row[optimizer.OS_KERNELS], row[optimizer.OS_GPU_US], row[optimizer.OS_CPU_US]
+    fused, _ = _fused_us(row, bandwidth, UNPROFILED_LAUNCH_US * slowdown)
+    fused_bare, _ = _fused_us(row, bandwidth, UNPROFILED_LAUNCH_US)
+    if row[optimizer.OS_KIND] == optimizer.MULTI_TENSOR_KIND:
+        # a few launches per op already: fusing removes the extra launches (its Python stays), or
+        # the extra traffic, whichever is larger
+        gpu_saving = max(gpu_us - min(fused, gpu_us), 0.0)
+        extra = max(kernels - 1, 0)
+        saving = max(extra * UNPROFILED_LAUNCH_US * slowdown, gpu_saving)
+        bare_saving = max(extra * UNPROFILED_LAUNCH_US, gpu_saving)
+        return {"slowdown": slowdown, "fused_us": fused, "saving_us": saving, "unprofiled_saving_us": bare_saving}
+    now = max(cpu_us, gpu_us)
+    bare = max(cpu_us / slowdown, kernels * UNPROFILED_LAUNCH_US, gpu_us)
+    return {"slowdown": slowdown, "fused_us": fused, "saving_us": max(now - fused, 0.0),
+            "unprofiled_saving_us": max(bare - fused_bare, 0.0)}
+
+
+def fused_optimizer(analysis: Analysis) -> Suggestion | None:
+    """Optimizer steps that are not fused: their unprofiled time − a fused step's, per step."""
+    scope = Scope.of(analysis)
+    bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
+    rows: list[dict[str, Any]] = []
+    total, bare_total, names, how = 0.0, 0.0, set(), ""
+    for r in analysis.ranks:
+        table = r.patterns.optimizer if r.patterns is not None else None
+        if table is None or not len(table):
+            continue
+        picked = table[in_headline(r, table[optimizer.OS_STEP].to_numpy())]
+        for row in picked.to_dict("records"):
+            if (row[optimizer.OS_KIND] == optimizer.FUSED_KIND or row[optimizer.OS_KERNELS] == 0
+                    or row[optimizer.OS_OPTIMIZER] not in HAS_FUSED):
+                continue
+            times = step_times(row, bandwidth)
+            if times["saving_us"] <= 0:
+                continue
+            total += times["saving_us"]
+            bare_total += times["unprofiled_saving_us"]
+            names.add(row[optimizer.OS_OPTIMIZER])
+            _, fused_how = _fused_us(row, bandwidth, UNPROFILED_LAUNCH_US * times["slowdown"])
+            if row[optimizer.OS_KIND] == optimizer.MULTI_TENSOR_KIND:
+                how = (f"{row[optimizer.OS_KERNELS]} multi-tensor launches − 1 fused, × "
+                       f"{row[optimizer.OS_LAUNCH_US]:.1f} µs each (at least the extra GPU traffic); "
+                       f"unprofiled × {UNPROFILED_LAUNCH_US:.0f} µs (assumed) = {fmt_us(times['unprofiled_saving_us'])}")
+            else:
+                how = (f"max(CPU {fmt_us(row[optimizer.OS_CPU_US])}, GPU {fmt_us(row[optimizer.OS_GPU_US])}) − "
+                       f"fused {fused_how}; unprofiled: CPU / {times['slowdown']:.2f} (launch calls "
+                       f"{row[optimizer.OS_LAUNCH_US]:.1f} µs here vs ~{UNPROFILED_LAUNCH_US:.0f} µs, assumed), "
+                       f"at least {row[optimizer.OS_KERNELS]} kernels × {UNPROFILED_LAUNCH_US:.0f} µs, − fused = "
+                       f"{fmt_us(times['unprofiled_saving_us'])}")
+            rows.append({"rank": r.rank, "step": int(row[optimizer.OS_STEP]), "op": row[optimizer.OS_OP],
+                         "kind": row[optimizer.OS_KIND], "kernels": int(row[optimizer.OS_KERNELS]),
+                         "tensors": row[optimizer.OS_TENSORS], "gpu_us": row[optimizer.OS_GPU_US],
+                         "cpu_us": row[optimizer.OS_CPU_US], "cpu_events": int(row[optimizer.OS_CPU_EVENTS]),
+                         "fused_us": times["fused_us"], "saving_us": times["saving_us"],
+                         "unprofiled_saving_us": times["unprofiled_saving_us"]})
+    if not rows or scope.pct(bare_total / scope.ranks) < FUSED_MIN_PCT:
+        return None  # silent unless the saving holds without the profiler too (≥ 2 % of the step)
+    saving = total / scope.ranks
+    kernels = sum(x["kernels"] for x in rows) / (scope.steps * scope.ranks)
+    kinds = sorted({x["kind"] for x in rows})
+    formula = (f"per optimizer step, its time − a fused step's: {how} (last step shown); summed over "
+               f"{len(rows)} step(s) = {fmt_us(saving)} as profiled, {fmt_us(bare_total / scope.ranks)} unprofiled")
+    title = (f"Use the fused {'/'.join(sorted(names))} (fused=True): its step launches {kernels:.0f} "
+             f"{'/'.join(kinds)} kernels per step, one fused kernel per group of tensors does the same update")
+    return suggestion("fused_optimizer", title, saving, scope, formula, rows, min_pct=FUSED_MIN_PCT)
