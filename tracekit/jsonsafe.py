@@ -9,10 +9,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+_ATOMS = (str, int, bool, type(None))  # already JSON-safe as they are (exact types: no subclasses)
+
 
 def plain(value: object) -> Any:
     """`value` with numpy scalars made Python numbers and NaN/inf/NA made None; dicts, lists and
     tuples are cleaned item by item (tuples become lists)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) in _ATOMS:
+        return value
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -30,7 +36,9 @@ def records(table: pd.DataFrame,
             text: Mapping[str, Callable[[Any], Any]] | None = None) -> list[dict[str, Any]]:
     """A table's rows as JSON-safe dicts, column name -> value; `text` maps a column to the
     function that writes its values for JSON (e.g. shapes tuples -> their text)."""
-    return [plain_row(row, text) for row in table.to_dict("records")]
+    columns = list(table.columns)
+    return [plain_row(dict(zip(columns, row, strict=True)), text)
+            for row in table.to_numpy(dtype=object).tolist()]
 
 
 def plain_row(row: Mapping[str, Any],

@@ -270,7 +270,7 @@ class AnalysisSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The document's analysis keys (tracekit.analysis/1), in document order, JSON-safe."""
-        return plain({
+        doc: dict[str, Any] = plain({
             "schema": SCHEMA, "trace": self.path, "ranks": [r.to_dict() for r in self.ranks],
             "device": self.device.to_dict() if self.device is not None else None,
             "summary": self.summary_dict(),
@@ -278,10 +278,10 @@ class AnalysisSummary:
             "excluded_steps": [{"rank": r, **p.to_dict()} for r, p in self.excluded],
             "steps": [s.to_dict() for s in self.steps],
             "classes": self.classes.to_records("class"), "libraries": self.libraries.to_records("library"),
-            "kernels": records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes}),
-            "graphs": [g.to_dict() for g in self.graphs],
-            "warnings": list(self.warnings),
         })
+        doc["kernels"] = records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes})  # JSON-safe
+        doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings)}))
+        return doc
 
 
 def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
@@ -331,6 +331,8 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
                 phase=phase.phase if phase is not None else None,
                 phase_reason=phase.reason if phase is not None else None)
         for i, (step, totals, phase) in enumerate(zip(lo.steps["step"].tolist(), lo.step_totals, phases, strict=True)))
+    for totals in lo.step_totals:  # each step's sentence is written here, in the rank's worker
+        _ = totals.evidence
     graphs = () if r.graphs is None else (dataclasses.replace(r.graphs, replayed=np.zeros(0, dtype=bool)),)
     return AnalysisSummary(
         path=analysis.path,

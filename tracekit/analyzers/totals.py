@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from tracekit.analyzers.kernels import COMMUNICATION  # the cause: exposed communication kernels
@@ -92,24 +93,23 @@ class LaunchTotals:
                 COPIES: self.copy_wait_us + self.pageable_copy_us, CPU_WORK: self.cpu_wait_us,
                 COMMUNICATION: self.comm_exposed_us}
 
-    @property
-    def verdict(self) -> str:
+    @cached_property
+    def verdict(self) -> str:  # cached: a worker's totals travel to the merge with their verdicts
         return bottleneck(self)[0]
 
-    @property
+    @cached_property
     def cause(self) -> str | None:
         return bottleneck(self)[1]
 
-    @property
+    @cached_property
     def evidence(self) -> str:
         return evidence(self)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = asdict(self)
-        verdict, cause = bottleneck(self)
+        out: dict[str, Any] = {name: getattr(self, name) for name in _FIELD_NAMES}
         out.update(gpu_idle_us=self.gpu_idle_us, gpu_util=self.gpu_util,
-                   kernels_per_step=self.kernels_per_step, verdict=verdict, cause=cause,
-                   evidence=evidence(self))
+                   kernels_per_step=self.kernels_per_step, verdict=self.verdict, cause=self.cause,
+                   evidence=self.evidence)
         return out
 
 
@@ -176,3 +176,6 @@ def evidence(t: LaunchTotals) -> str:
     }[cause]
     return (f"The GPU waits {share} of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}) "
             f"{detail}.")
+
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(LaunchTotals))
