@@ -1,4 +1,4 @@
-"""The unprofiled step: the replay with the profiler's per-event CPU cost taken out of gaps and launch calls."""
+"""The unprofiled step: the replay with the profiler's CPU cost, scaled by the trace's own launch calls, taken out of gaps and calls."""
 
 from __future__ import annotations
 
