@@ -9,8 +9,20 @@ from tracebuilder import TraceBuilder
 import tracekit
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import ALL_STEPS
-from tracekit.model import ProfilerOverhead, ReplayCosts, fidelity, project, replay, step_graph
+from tracekit.model import (
+    DEFAULT_OVERHEAD,
+    LaunchProfile,
+    ProfilerOverhead,
+    ReplayCosts,
+    fidelity,
+    launch_profile,
+    project,
+    project_steps,
+    replay,
+    step_graph,
+)
 from tracekit.model.graph import ROLE_LAUNCH, ROLE_QUEUE, ROLE_SYNC, StepGraph
+from tracekit.model.projection import FALLBACK_PER_EVENT_US
 
 
 def graph_of(b: TraceBuilder, tmp_path, name: str) -> StepGraph:
@@ -30,8 +42,11 @@ def with_gpu_durations(graph: StepGraph, durations: dict[str, float]) -> ReplayC
     return ReplayCosts(gpu_dur_us=new)
 
 
-C2 = ProfilerOverhead(per_event_us=2.0, launch_overhead_us=2.0, launch_floor_us=3.0,
-                      per_event_range_us=(2.0, 2.0), source="test")
+# 1 × (fast launch − 3 µs) per recorded event; launch calls lose median launch − 3 µs (floor 3 µs)
+C2 = ProfilerOverhead(per_event_scale=1.0, launch_free_us=3.0, launch_floor_us=3.0, scale_range=(1.0, 1.0),
+                      source="test")
+# launch calls of 5 µs: with C2, 2 µs per recorded event and 2 µs off each launch call
+FIVE_US = LaunchProfile(fast_us=5.0, median_us=5.0, count=3)
 
 
 def launch_bound(tmp_path) -> StepGraph:
@@ -64,6 +79,8 @@ def test_launch_bound_chain(tmp_path):
 
 def test_launch_bound_projection_by_hand(tmp_path):
     graph = launch_bound(tmp_path)
+    # its own launch calls (5, 5, 5 µs) scale it: 1 × (5 - 3) = 2 µs per event, 5 - 3 = 2 µs per launch
+    assert launch_profile((graph,)) == FIVE_US
     result = project(graph, C2)
     # gaps lose 2 µs per event: 10-2, 15-2, 15; the tail 45-2; launches 5 -> max(5-2, 3) = 3:
     # CPU end = 8 + 3 + 13 + 3 + 15 + 3 + 43 = 88; K3: L3 starts at 42, latency 7 - 2 = 5 -> [47, 50]
@@ -95,7 +112,10 @@ def test_gpu_bound_chain(tmp_path):
     assert (path.cpu_gap_us, path.launch_us, path.gpu_us) == pytest.approx((2.0, 6.0, 92.0))
     # the projection cannot shrink a GPU-bound step beyond its CPU lead: the first gap loses the mark's
     # 2 µs (-> 0), L1 4 -> 3 µs so K1's latency 6 -> 5: K1 [5, 35], K2 [36, 66], K3 [67, 97]
-    assert project(graph, C2).span_us == pytest.approx(97.0)
+    assert project(graph, C2, launches=FIVE_US).span_us == pytest.approx(97.0)
+    # scaled by its own launches of 4 µs: 1 µs per event and per launch: the first gap 2 -> 1, L1 [1, 4],
+    # K1's latency 6 -> 5: K1 [6, 36], K2 [37, 67], K3 [68, 98]
+    assert project(graph, C2).span_us == pytest.approx(98.0)
 
 
 def sync_step(tmp_path) -> StepGraph:
@@ -141,7 +161,11 @@ def test_graph_launch_fans_out(tmp_path):
     assert slower.path.gpu_us == pytest.approx(63.0 - 10.0 - 15.0)  # after the 10 µs gap and 15 µs latency
     # projected: the gap 10 loses the mark's 2 µs, the launch 10 -> 8 and g1's latency 15 -> 13:
     # g1 [21, 26], g2 [27, 32], g3 [33, 41]; the CPU ends at 8 + 8 + tail 30 = 46
-    assert project(graph, C2).span_us == pytest.approx(46.0)
+    assert project(graph, C2, launches=FIVE_US).span_us == pytest.approx(46.0)
+    # a graph launch is no kernel launch call: nothing to scale by, the fallback 2.5 µs per event and per
+    # call: gap 7.5, launch 7.5, latency 12.5: g1 [20, 25], g2 [26, 31], g3 [32, 40]; CPU 7.5 + 7.5 + 30
+    assert launch_profile((graph,)) is None and FALLBACK_PER_EVENT_US == 2.5
+    assert project(graph, C2).span_us == pytest.approx(45.0)
 
 
 def test_two_streams_keep_their_own_order(tmp_path):
@@ -180,6 +204,7 @@ def test_queue_full_launch_waits_for_the_gpu(tmp_path):
     faster = replay(graph, with_gpu_durations(graph, {"10": 95.0}))
     assert faster.span_us == pytest.approx(135.0)
     assert faster.gpu_end_us == pytest.approx(126.0)
+    # its launch calls 5, 5, 175 µs: fast (10th percentile) 5, median 5, so 2 µs per event and launch;
     # the projection keeps the wait instead of shrinking the call: launches 5 -> 3, so L1 [0, 3],
     # K1's latency 10 -> 8: K1 [8, 198]; L3 returns 5 µs after it (203) and the tail of 25 ends at 228
     projected = project(graph, C2)
@@ -225,3 +250,31 @@ def test_gate_abstains_when_a_kernel_waits_for_something_unnamed(tmp_path):
     assert gate.median_error == pytest.approx(35.0 / 100.0)
     assert not gate.trusted
     assert gate.reason.startswith("replay 35% off: 25% of the GPU activities start later than their launch explains")
+
+
+def test_launch_profile_pools_the_kernel_launch_calls_of_the_steps(tmp_path):
+    """Two steps of 100 µs. Step 1: kernel launches of 4 and 10 µs, a cudaMemcpyAsync of 30 µs; step 2:
+    kernel launches of 6 and 8 µs, a cudaGraphLaunch of 50 µs. Pooled kernel launch calls: 4, 6, 8, 10."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 100)
+    b.launch(10, 4, "k1", 20, 2)
+    b.launch(30, 10, "k2", 45, 2)
+    b.launch(50, 30, "copy", 85, 2, api="cudaMemcpyAsync", kind="memcpy")
+    b.annotation("ProfilerStep#2", 100, 100)
+    b.launch(110, 6, "k3", 120, 2)
+    b.launch(130, 8, "k4", 140, 2)
+    b.launch(150, 50, "g1", 205, 2, api="cudaGraphLaunch")
+    rank = tracekit.load_trace(b.write(tmp_path / "pooled.json")).rank()
+    plan = plan_steps(rank, ALL_STEPS)
+    steps = project_steps(rank, plan)
+    # numpy's 10th percentile of 4, 6, 8, 10: 4 + 0.3 × (6 - 4) = 4.6; the median (6 + 8) / 2 = 7
+    expected = LaunchProfile(fast_us=pytest.approx(4.6), median_us=pytest.approx(7.0), count=4)
+    assert [s.launches for s in steps] == [expected, expected]
+    # the default: 3.75 × (4.6 - 3.85) = 2.8125 µs per recorded event, launch calls lose 7 - 3 = 4 µs
+    assert DEFAULT_OVERHEAD.per_event_us(steps[0].launches) == pytest.approx(2.8125)
+    assert [s.per_event_us for s in steps] == pytest.approx([2.8125, 2.8125])
+    assert DEFAULT_OVERHEAD.launch_excess_us(steps[0].launches) == pytest.approx(4.0)
+    # a profiler that recorded launches as fast as launch_free_us costs nothing per event
+    assert DEFAULT_OVERHEAD.per_event_us(LaunchProfile(3.5, 4.0, 10)) == 0.0
+    # the range: a larger scale removes more, so the low end comes from the high scale
+    assert all(s.projected_low_us <= s.projected_span_us <= s.projected_high_us for s in steps)

@@ -6,15 +6,17 @@ from tracekit.model.fidelity import FIDELITY_LIMIT, Fidelity, fidelity
 from tracekit.model.graph import StepGraph, step_graph, step_graphs
 from tracekit.model.projection import (
     DEFAULT_OVERHEAD,
+    LaunchProfile,
     ProfilerOverhead,
     StepProjection,
+    launch_profile,
     project,
     project_steps,
 )
 from tracekit.model.replay import CriticalPath, ReplayCosts, ReplayResult, replay
 
 __all__ = [
-    "DEFAULT_OVERHEAD", "FIDELITY_LIMIT", "CriticalPath", "Fidelity", "ProfilerOverhead", "ReplayCosts",
-    "ReplayResult", "StepGraph", "StepProjection", "fidelity", "project", "project_steps", "replay",
+    "DEFAULT_OVERHEAD", "FIDELITY_LIMIT", "CriticalPath", "Fidelity", "LaunchProfile", "ProfilerOverhead", "ReplayCosts",
+    "ReplayResult", "StepGraph", "StepProjection", "fidelity", "launch_profile", "project", "project_steps", "replay",
     "step_graph", "step_graphs",
 ]

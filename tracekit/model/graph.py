@@ -69,6 +69,7 @@ class StepGraph:
     call_anchor_gap_us: np.ndarray  # from that call's end to this call's start
     call_anchor_events: np.ndarray  # recorded events of this call's thread inside that stretch
     call_role: np.ndarray
+    call_kernel: np.ndarray  # bool: a kernel launch call (not a copy, a memset or a graph launch)
     call_waits: np.ndarray  # bool: the call's end is computed from the GPU work it awaits
     call_own_us: np.ndarray
     call_tail_us: np.ndarray
@@ -256,7 +257,8 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         rank=rank.rank, step=step, window_start_us=w0, window_end_us=w1, origin_us=origin, cpu_end_us=cpu_end,
         gpu_side=gpu_side, call_row=calls, call_thread=thread, call_prev=prev, call_ts_us=ts, call_dur_us=dur,
         call_gap_us=gap, call_gap_events=events, call_anchor=anchor, call_anchor_gap_us=anchor_gap,
-        call_anchor_events=anchor_events, call_role=role, call_waits=waits.waits, call_own_us=waits.own_us,
+        call_anchor_events=anchor_events, call_role=role,
+        call_kernel=np.asarray(kinds == tables.KIND_KERNEL, dtype=bool), call_waits=waits.waits, call_own_us=waits.own_us,
         call_tail_us=waits.tail_us, call_wait_floor_us=waits.floor_us, wait_ptr=waits.wait_ptr,
         wait_nodes=waits.wait_nodes, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
