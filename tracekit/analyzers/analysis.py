@@ -34,6 +34,9 @@ from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.analyzers.summary import (
+    headline_kernels,
+    median_kernels,
+    per_token,
     regroup_kernel_rows,
     sort_kernel_rows,
     summarize_analysis,
@@ -106,18 +109,12 @@ class Analysis:
     @property
     def kernels_per_step_median(self) -> float | None:
         """Median kernels per step over all ranks' headline steps."""
-        counts = [s.kernels for r in self.ranks
-                  for s, keep in zip(r.launch.step_totals, r.launch.selected or (True,) * len(r.launch.step_totals),
-                                     strict=True) if keep]
-        return float(np.median(counts)) if counts else None
+        return median_kernels([k for r in self.ranks for k in headline_kernels(r)])
 
     @property
     def kernels_per_token(self) -> float | None:
         """Median kernels per step / tokens_per_step (None unless the caller gave tokens_per_step)."""
-        per_step = self.kernels_per_step_median
-        if per_step is None or not self.tokens_per_step:
-            return None
-        return per_step / self.tokens_per_step
+        return per_token(self.kernels_per_step_median, self.tokens_per_step)
 
     def summary_dict(self) -> dict[str, Any]:
         """The document's `summary` object (tracekit.analyzers.summary.AnalysisSummary.summary_dict)."""

@@ -72,6 +72,25 @@ def sort_kernel_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def median_kernels(counts: Sequence[int]) -> float | None:
+    """Median kernels per headline step (None without steps)."""
+    return float(np.median(counts)) if len(counts) else None
+
+
+def per_token(per_step: float | None, tokens_per_step: float | None) -> float | None:
+    """Kernels per step / tokens per step (None unless both are known)."""
+    if per_step is None or not tokens_per_step:
+        return None
+    return per_step / tokens_per_step
+
+
+def headline_kernels(r: RankAnalysis) -> tuple[int, ...]:
+    """Kernels of each headline step of one rank."""
+    lo = r.launch
+    selected = lo.selected or (True,) * len(lo.step_totals)
+    return tuple(t.kernels for t, keep in zip(lo.step_totals, selected, strict=True) if keep)
+
+
 @dataclass(frozen=True)
 class QueueSummary:
     """Queue delays of one or more ranks: exact percentiles for one rank, from the ranks' quantile
@@ -241,14 +260,11 @@ class AnalysisSummary:
 
     @property
     def kernels_per_step_median(self) -> float | None:
-        return float(np.median(self.headline_kernels)) if self.headline_kernels else None
+        return median_kernels(self.headline_kernels)
 
     @property
     def kernels_per_token(self) -> float | None:
-        per_step = self.kernels_per_step_median
-        if per_step is None or not self.tokens_per_step:
-            return None
-        return per_step / self.tokens_per_step
+        return per_token(self.kernels_per_step_median, self.tokens_per_step)
 
     def renumbered(self, rank: int) -> AnalysisSummary:
         """The same summary of one rank under another rank number (two files claimed one rank)."""
@@ -323,7 +339,6 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         libraries = KeyTotals.of_table(summarize(pd.Series(table[LIBRARY].to_numpy()[mask]), dur))
         kernels = sort_kernel_rows(r.roofline.table)[list(KERNEL_COLUMNS)]
     phases: Sequence[StepPhase | None] = lo.phases or (None,) * len(lo.step_totals)
-    selected = lo.selected or (True,) * len(lo.step_totals)
     queue_cols = {k: lo.steps[k].tolist() for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")}
     steps = tuple(
         StepRow(rank=r.rank, step=int(step), totals=totals, queue_p50_us=queue_cols["queue_p50_us"][i],
@@ -345,7 +360,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         steps=steps, steady_steps=tuple((r.rank, s) for s in lo.steady_steps),
         excluded=tuple((r.rank, p) for p in lo.excluded),
         graphs=graphs,
-        headline_kernels=tuple(t.kernels for t, keep in zip(lo.step_totals, selected, strict=True) if keep),
+        headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
         steps_mode=analysis.steps_mode, warnings=analysis.warnings,
     )
