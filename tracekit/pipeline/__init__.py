@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracekit.analyzers.analysis import analyze
 from tracekit.analyzers.rank_digest import RankDigest, rank_digest
 from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-exported for the commands)
     STEADY_STEPS,
@@ -22,10 +20,11 @@ from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-ex
 from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
-from tracekit.suggestions import Suggestion, suggest
+from tracekit.pipeline.local import analyse_trace, load_file
+from tracekit.suggestions import Suggestion
 from tracekit.suggestions.document import RankedSuggestion, by_saving, document, ranked
 from tracekit.trace import files
-from tracekit.trace.load import load_trace, stderr_progress
+from tracekit.trace.load import stderr_progress
 
 if TYPE_CHECKING:
     from tracekit.analyzers.ranks import CrossRank
@@ -99,17 +98,14 @@ def peak_rss_kb() -> int:
 def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     """The worker: load one rank's file, analyze it, run the rules, reduce to a RankResult."""
     t0, c0 = time.perf_counter(), time.process_time()
-    progress = stderr_progress() if task.show_load else None
     try:
-        trace = load_trace(task.path, progress=progress, max_bytes=task.max_bytes, captures=task.captures)
+        trace = load_file(task.path, progress=stderr_progress() if task.show_load else None,
+                          max_bytes=task.max_bytes, captures=task.captures)
     except TraceFormatError as exc:
         return RankFailure(task.path, str(exc))
-    finally:
-        if progress is not None:
-            sys.stderr.write("\r\x1b[K")
     rank = trace.rank()
-    analysis = analyze(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
-    found = tuple(suggest(analysis))
+    local = analyse_trace(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
+    analysis, found = local.analysis, local.suggestions
     ra = analysis.ranks[0]
     digest = rank_digest(rank, ra, verdict=analysis.verdict, cause=analysis.cause)
     view = row = None
