@@ -60,7 +60,7 @@ def test_analysis_numbers(tmp_path):
 def test_json_document(tmp_path):
     a = analyze(tracekit.load_trace(decode_trace(tmp_path)), tokens_per_step=1)
     doc = json.loads(json.dumps(analysis_document(a, None), allow_nan=False))
-    assert doc["schema"] == SCHEMA == "tracekit.analysis/1"
+    assert doc["schema"] == SCHEMA == "tracekit.analysis/2"
     assert {"schema", "device", "summary", "steps", "classes", "kernels"} <= set(doc)
     s = doc["summary"]
     for key in ("gpu_busy_us", "span_us", "kernels", "launches", "cpu_launch_us", "verdict"):

@@ -15,6 +15,7 @@ from tracekit.analyzers.analysis import analyze
 from tracekit.cli import main
 from tracekit.errors import TraceFormatError
 from tracekit.pipeline import reports
+from tracekit.pipeline.local import model_ranks
 from tracekit.suggestions import analysis_document, suggest
 
 DECODE = SAMPLE_TRACES / "gpt2_decode_graph.trace.json.gz"
@@ -27,8 +28,11 @@ def job(tmp_path):
 
 def in_memory(path) -> dict:
     """The reference: the whole trace loaded in this process and analysed at once."""
-    a = analyze(tracekit.load_trace(path))
-    return analysis_document(a, suggest(a))
+    trace = tracekit.load_trace(path)
+    a = analyze(trace)
+    models = model_ranks(trace, a)
+    a = a.with_model({m.rank: m.unprofiled for m in models})
+    return analysis_document(a, suggest(a, models=models))
 
 
 def test_one_rank_document_is_the_in_memory_one():

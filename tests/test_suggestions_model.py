@@ -36,8 +36,8 @@ def test_suggestion_to_dict_is_json_ready():
                    basis="span")
     d = s.to_dict()
     assert d == {"id": "x", "title": "t", "saving_us": 12.5, "saving_pct": None, "per_step_us": 6.25,
-                 "basis": "span", "formula": "a − b", "snippet": "code",
-                 "evidence": [{"kernel": "k", "time_us": 3.0, "n": 2}]}
+                 "basis": "span", "traced_saving_us": None, "whatif": "", "combined_saving_us": None,
+                 "formula": "a − b", "snippet": "code", "evidence": [{"kernel": "k", "time_us": 3.0, "n": 2}]}
     json.dumps(d, allow_nan=False)
 
 
@@ -86,8 +86,16 @@ def test_analyze_json_carries_suggestions(tmp_path, capsys):
     assert main(["analyze", str(path), "--json"]) in (0, None)
     doc = json.loads(capsys.readouterr().out)
     (s,) = doc["suggestions"]
-    assert s["id"] == "dataloader_workers" and s["saving_us"] == pytest.approx(8000)
-    assert s["saving_pct"] == pytest.approx(40.0)
+    # The rule's traced estimate: the GPU is idle through both 4 ms loads. The saving is the what-if
+    # replay (suggestions/whatif.py) on the projected steps, by hand: one launch call of 5 µs is the
+    # fast launch, so each recorded CPU event costs 3.75 × (5 − 3.85) = 4.3125 µs (DEFAULT_OVERHEAD);
+    # the 4020 µs gap before the launch holds 2 (the step mark and the DataLoader op): 4011.375 µs;
+    # the launch keeps 3 µs (the floor), the 5975 µs tail to the step mark's end is kept: a projected
+    # step of 9989.375 µs. Workers shorten that gap by the 4000 µs load, shrunk as the projection
+    # shrank the gap (× 4011.375 / 4020): 3991.418 µs per step, 2 steps.
+    assert s["id"] == "dataloader_workers" and s["traced_saving_us"] == pytest.approx(8000)
+    assert s["saving_us"] == pytest.approx(2 * 4000 * 4011.375 / 4020)
+    assert s["saving_pct"] == pytest.approx(100 * 4000 * 4011.375 / 4020 / 9989.375)
     assert {"title", "evidence", "formula", "snippet", "per_step_us"} <= set(s)
     assert s["evidence"][0]["gpu_idle_us"] == pytest.approx(4000)
 

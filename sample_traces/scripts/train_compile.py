@@ -2,6 +2,7 @@
 Triton autotuning), the following ones run the compiled kernels.
 
 Run: tracekit profile sample_traces/scripts/train_compile.py
+     tracekit profile sample_traces/scripts/train_compile.py --eager   (the same model, not compiled)
 Steps are marked by tracekit's optimizer.step() hook; nothing is warmed up before recording, as in
 a user's first profile of a compiled model.
 """
@@ -34,13 +35,14 @@ class Block(nn.Module):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--eager", action="store_true", help="run the model eagerly (no torch.compile)")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     batch, seq, d, heads, layers = (16, 512, 1024, 16, 4) if cuda else (2, 16, 32, 4, 1)
     torch.manual_seed(0)
     model = nn.Sequential(*[Block(d, heads) for _ in range(layers)]).to(device)
-    compiled = torch.compile(model)
+    compiled = model if args.eager else torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(batch, seq, d, device=device)
     times = []

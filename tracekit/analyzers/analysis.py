@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ from tracekit.analyzers.summary import (
 )
 from tracekit.analyzers.timeline import Timeline, timeline
 from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
+from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled
 from tracekit.trace.model import RankTrace, Trace
 
 
@@ -60,6 +62,7 @@ class RankAnalysis:
     graphs: GraphReplays | None = None  # CUDA/HIP graph replays and how their kernels got ops
     timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
     facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
+    unprofiled: Unprofiled | None = None  # the steady steps projected without the profiler (tracekit.model)
 
 
 @dataclass(frozen=True)
@@ -80,16 +83,33 @@ class Analysis:
     steps_mode: str = STEADY_STEPS.mode  # which steps the headline covers: steady, all or N-M
 
     @property
+    def unprofiled(self) -> Unprofiled | None:
+        """The ranks' projections added up (None until tracekit.model has run: `with_model`)."""
+        return combine_unprofiled([r.unprofiled for r in self.ranks])
+
+    @property
+    def headline(self) -> LaunchTotals:
+        """The totals the verdict reads: projected without the profiler where the model projects a
+        rank, else as traced."""
+        u = self.unprofiled
+        return u.projected if u is not None and u.trusted else self.totals
+
+    @property
     def verdict(self) -> str:
-        return self.totals.verdict
+        return self.headline.verdict
 
     @property
     def cause(self) -> str | None:
-        return self.totals.cause
+        return self.headline.cause
 
     @property
     def evidence(self) -> str:
-        return self.totals.evidence
+        return self.headline.evidence
+
+    def with_model(self, unprofiled: dict[int, Unprofiled]) -> Analysis:
+        """The same analysis with each rank's projection (by rank number) attached."""
+        ranks = tuple(dataclasses.replace(r, unprofiled=unprofiled.get(r.rank, r.unprofiled)) for r in self.ranks)
+        return dataclasses.replace(self, ranks=ranks)
 
     @property
     def all_totals(self) -> LaunchTotals:

@@ -33,12 +33,13 @@ from tracekit.analyzers.kernels import (
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
+from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled
 from tracekit.jsonsafe import plain, records
 
 if TYPE_CHECKING:
     from tracekit.analyzers.analysis import Analysis, RankAnalysis
 
-SCHEMA = "tracekit.analysis/1"
+SCHEMA = "tracekit.analysis/2"  # /2: the `unprofiled` projection; verdict, cause and evidence from it
 
 # Columns of the kernel rows (the JSON `kernels` rows), in output order.
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -208,9 +209,17 @@ class RankEntry:
     temporal: TemporalBreakdown
     streams: pd.DataFrame  # launch.S_* columns
     apis: pd.DataFrame  # launch.API_* columns
+    unprofiled: Unprofiled | None = None  # the rank's steady steps projected without the profiler
+
+    @property
+    def headline(self) -> LaunchTotals:
+        """Projected totals when the model projects this rank, else the traced ones."""
+        u = self.unprofiled
+        return u.projected if u is not None and u.trusted else self.totals
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "scope": self.scope, "verdict": self.totals.verdict, "cause": self.totals.cause,
+        return {"rank": self.rank, "scope": self.scope, "verdict": self.headline.verdict, "cause": self.headline.cause,
+                "traced_verdict": self.totals.verdict,
                 "steady_steps": list(self.steady_steps), "gpu_busy_us": self.totals.gpu_busy_us,
                 "span_us": self.totals.span_us, "kernels": self.totals.kernels, "other_share": self.other_share,
                 "temporal": self.temporal.to_dict(), "streams": records(self.streams), "apis": records(self.apis)}
@@ -237,17 +246,28 @@ class AnalysisSummary:
     tokens_per_step: float | None
     steps_mode: str
     warnings: tuple[str, ...]
+    unprofiled: Unprofiled | None = None  # the ranks' projections without the profiler, added up
 
     def __add__(self, other: AnalysisSummary) -> AnalysisSummary:
         return combine([self, other])
 
     @property
+    def headline(self) -> LaunchTotals:
+        """The totals the verdict reads: projected without the profiler where the model projects, else traced."""
+        u = self.unprofiled
+        return u.projected if u is not None and u.trusted else self.totals
+
+    @property
     def verdict(self) -> str:
-        return self.totals.verdict
+        return self.headline.verdict
 
     @property
     def cause(self) -> str | None:
-        return self.totals.cause
+        return self.headline.cause
+
+    @property
+    def evidence(self) -> str:
+        return self.headline.evidence
 
     @property
     def scope(self) -> str:
@@ -281,7 +301,9 @@ class AnalysisSummary:
             "steps_total": self.steps_total, "kernels_per_step_median": self.kernels_per_step_median,
             "tokens_per_step": self.tokens_per_step, "kernels_per_token": self.kernels_per_token,
             "queue_p50_us": q.p50_us, "queue_p90_us": q.p90_us, "queue_max_us": q.max_us,
-            "other_share": self.other_share, "verdict": self.verdict,
+            "other_share": self.other_share, "verdict": self.verdict, "cause": self.cause,
+            "evidence": self.evidence, "traced_verdict": self.totals.verdict, "traced_cause": self.totals.cause,
+            "traced_evidence": self.totals.evidence,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,6 +312,7 @@ class AnalysisSummary:
             "schema": SCHEMA, "trace": self.path, "ranks": [r.to_dict() for r in self.ranks],
             "device": self.device.to_dict() if self.device is not None else None,
             "summary": self.summary_dict(),
+            "unprofiled": self.unprofiled.to_dict() if self.unprofiled is not None else None,
             "steady_steps": [{"rank": r, "step": s} for r, s in self.steady_steps],
             "excluded_steps": [{"rank": r, **p.to_dict()} for r, p in self.excluded],
             "steps": [s.to_dict() for s in self.steps],
@@ -322,6 +345,7 @@ def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
         headline_kernels=tuple(k for p in parts for k in p.headline_kernels),
         steps_total=sum(p.steps_total for p in parts), tokens_per_step=first.tokens_per_step,
         steps_mode=first.steps_mode, warnings=tuple(dict.fromkeys(w for p in parts for w in p.warnings)),
+        unprofiled=combine_unprofiled([p.unprofiled for p in parts]),
     )
 
 
@@ -353,7 +377,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         path=analysis.path,
         ranks=(RankEntry(rank=r.rank, scope=lo.scope, totals=lo.totals, steady_steps=tuple(lo.steady_steps),
                          other_share=r.classification.other_share, temporal=r.temporal, streams=lo.streams,
-                         apis=lo.apis),),
+                         apis=lo.apis, unprofiled=r.unprofiled),),
         device=analysis.device, totals=lo.totals,
         queue=QueueSummary.of(lo.activities[A_QUEUE_US].to_numpy()[mask]),
         classes=classes, libraries=libraries, kernels=kernels,
@@ -362,7 +386,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         graphs=graphs,
         headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
-        steps_mode=analysis.steps_mode, warnings=analysis.warnings,
+        steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled,
     )
 
 

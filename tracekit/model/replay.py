@@ -41,6 +41,7 @@ class ReplayCosts:
     gpu_dur_us: np.ndarray | None = None
     gpu_latency_us: np.ndarray | None = None
     tail_us: float | None = None
+    call_nowait: np.ndarray | None = None  # bool per call: a waiting call that no longer waits (ends at start + call_dur_us)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
     n_calls, n_gpu = graph.n_calls, graph.n_gpu
     origin_pt = 2 * n_calls + 2 * n_gpu
     tail_us = graph.tail_us if costs.tail_us is None else costs.tail_us
-    if vectorised and not graph.call_waits.any() and not (graph.call_anchor >= 0).any():
+    call_waits = graph.call_waits if costs.call_nowait is None else graph.call_waits & ~costs.call_nowait
+    if vectorised and not call_waits.any() and not (graph.call_anchor >= 0).any():
         # no call waits for the GPU or another thread: the vectorised replay (model/chains.py)
         timeline = chain_timeline(
             graph, _array(costs.call_gap_us, graph.call_gap_us), _array(costs.call_dur_us, graph.call_dur_us),
@@ -100,7 +102,7 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
     g_dur = pick(costs.gpu_dur_us, graph.gpu_dur_us)
     lat = pick(costs.gpu_latency_us, graph.gpu_latency_us)
     origin = graph.origin_us
-    prev, role, waits = graph.call_prev.tolist(), graph.call_role.tolist(), graph.call_waits.tolist()
+    prev, role, waits = graph.call_prev.tolist(), graph.call_role.tolist(), call_waits.tolist()
     tail, floor = graph.call_tail_us.tolist(), graph.call_wait_floor_us.tolist()
     ptr, wnodes = graph.wait_ptr.tolist(), graph.wait_nodes.tolist()
     launch, g_prev = graph.gpu_launch.tolist(), graph.gpu_prev.tolist()
@@ -143,6 +145,8 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
             pred[pt + n_gpu], label[pt + n_gpu] = pt, PATH_GPU
         else:
             i = item - n_calls - n_gpu
+            if not waits[i]:
+                continue  # its wait was removed: it ended at its start + its duration
             awaited, last = floor[i], origin_pt
             for j in wnodes[ptr[i]:ptr[i + 1]]:
                 if ge[j] > awaited:

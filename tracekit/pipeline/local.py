@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from tracekit.analyzers.analysis import Analysis, analyze
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
+from tracekit.model.outlook import RankModel, rank_model
+from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
 from tracekit.suggestions import Suggestion, suggest
 from tracekit.trace.load import Progress, load_trace
 from tracekit.trace.model import Trace
@@ -25,6 +27,7 @@ class LocalResult:
     warnings: tuple[str, ...]  # what loading it warned about
     analysis: Analysis
     suggestions: tuple[Suggestion, ...]  # () when the rules were not run
+    models: tuple[RankModel, ...] = ()  # each analysed rank's execution model (tracekit.model)
 
 
 def load_file(path: str | os.PathLike, *, max_bytes: int | None = None, captures: Sequence[str | os.PathLike] = (),
@@ -37,15 +40,31 @@ def load_file(path: str | os.PathLike, *, max_bytes: int | None = None, captures
             sys.stderr.write("\r\x1b[K")
 
 
+def bare_steps(trace: Trace, rank: int) -> dict[int, float] | None:
+    """The unprofiled step times (µs by step number) the rank's file carries, if any."""
+    bare = getattr(trace.rank(rank).meta, "bare", None)
+    return dict(bare.step_us) if bare is not None else None
+
+
+def model_ranks(trace: Trace, analysis: Analysis, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> tuple[RankModel, ...]:
+    """The execution model of every analysed rank (tracekit.model.outlook.rank_model)."""
+    return tuple(rank_model(trace.rank(r.rank), r.launch, overhead, bare_steps(trace, r.rank)) for r in analysis.ranks)
+
+
 def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,
-                  tokens_per_step: float | None = None, with_suggestions: bool = True) -> LocalResult:
-    """Analyze an already loaded `trace` (every rank combined, or only `rank`) and run the rules on it.
+                  tokens_per_step: float | None = None, with_suggestions: bool = True,
+                  overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> LocalResult:
+    """Analyze an already loaded `trace` (every rank combined, or only `rank`), model its steady steps
+    without the profiler (`overhead`: the profiler cost when the trace carries no bare timings) and run
+    the rules on it.
 
     `steps` picks the headline steps (steady, all, N-M; StepsError when malformed)."""
     analysis = analyze(trace, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
-    found = tuple(suggest(analysis)) if with_suggestions else ()
+    models = model_ranks(trace, analysis, overhead)
+    analysis = analysis.with_model({m.rank: m.unprofiled for m in models})
+    found = tuple(suggest(analysis, models=models)) if with_suggestions else ()
     return LocalResult(path=str(trace.path), warnings=tuple(str(w) for w in trace.warnings),
-                       analysis=analysis, suggestions=found)
+                       analysis=analysis, suggestions=found, models=models)
 
 
 def analyse_file(path: str | os.PathLike, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,

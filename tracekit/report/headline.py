@@ -109,6 +109,19 @@ def _idle_tile(t: LaunchTotals) -> Tile:
     return Tile("GPU idle", fmt_time(idle), sub)
 
 
+def unprofiled_tile(a: Analysis) -> Tile | None:
+    """The step as projected without the profiler (tracekit.model), or why the model abstains."""
+    u = a.unprofiled
+    if u is None or u.traced.gpu_ops == 0:
+        return None
+    if not u.trusted:
+        why = u.abstained[0][1] if u.abstained else "no steady step to replay"
+        return Tile("Step without profiler", DASH, f"model abstains: {why}", text=True)
+    measured = f" · measured {fmt_time(u.measured_us)}" if u.measured_us is not None else ""
+    return Tile("Step without profiler", fmt_time(u.step_us),
+                f"{fmt_time(u.traced_step_us)} traced{measured} · {u.label}")
+
+
 def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
     t = a.totals
     span, busy = t.span_us, t.gpu_busy_us
@@ -133,7 +146,9 @@ def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
             device_tile,
         )
     each = fmt_time(t.cpu_launch_us / t.launches) if t.launches else DASH
+    model = unprofiled_tile(a)
     return (
+        *((model,) if model is not None else ()),
         Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span else DASH} of {fmt_time(span)} span"),
         Tile("CPU launch time", fmt_time(t.cpu_launch_us), f"{plural(t.launches, 'launch', 'launches')} · {each} each"),
         _idle_tile(t),

@@ -42,12 +42,14 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
     """A compact, human-readable rendering of an analysis (one rank, or several added up); `path`
     names the input as the user gave it (default: the summary's)."""
     t = summary.totals
+    head = summary.headline
     multi = len(summary.ranks) > 1
     device = summary.device.name if summary.device is not None else None
-    verdict = t.verdict + (f" ({t.cause})" if t.cause else "")
+    verdict = head.verdict + (f" ({head.cause})" if head.cause else "")
     lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
              f"device    {safe(device) if device else 'unknown (no roofline)'}",
-             f"verdict   {safe(verdict)}", f"          {safe(t.evidence or '')}", _steps_line(summary)]
+             f"verdict   {safe(verdict)}", f"          {safe(head.evidence or '')}",
+             *unprofiled_lines(summary), _steps_line(summary)]
     for line in excluded_lines(summary.excluded, multi=multi)[:max_steps]:
         lines.append(f"          {safe(line, 140)}")
     if cross is not None:
@@ -56,13 +58,39 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
         lines += _numbers(summary)
         lines += _kernel_rows(summary, top)
     if suggestions:
-        lines += ["", "what to change (estimated saving per step; savings overlap, they do not add up):"]
+        modelled = any(s.combined_us is not None for _, s in suggestions)
+        lines += ["", "what to change (saving per step, what-if replay of the unprofiled step; 'with above': "
+                      "this change and those above it together):" if modelled else
+                  "what to change (estimated saving per step; savings overlap, they do not add up):"]
+        steps = max(summary.headline.steps / max(len(summary.ranks), 1), 1.0)
         for rank, sug in suggestions[:top]:
             where = f"r{rank:<3d} " if multi and rank is not None else ""
+            together = (f"  [with above {fmt_us(sug.combined_us / steps)}]"
+                        if sug.combined_us is not None and sug.combined_us != sug.saving_us else "")
             lines.append(f"  {fmt_us(plain(sug.per_step_us)):>12s} {plain(sug.saving_pct):5.1f}%  {where}"
-                         f"{safe(sug.id):18s} {safe(sug.title, 90)}")
+                         f"{safe(sug.id):18s} {safe(sug.title, 90)}{together}")
     lines += _step_rows(summary, max_steps)
     return "\n".join(lines)
+
+
+def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
+    """The model's line: the step as traced and as projected without the profiler, and where the
+    correction came from; or why the model abstains."""
+    u = summary.unprofiled
+    if u is None or u.traced.gpu_ops == 0:
+        return []
+    lines = []
+    if u.trusted:
+        n = max(u.projected.steps, 1)
+        measured = f"; measured unprofiled {fmt_us(u.measured_us)}" if u.measured_us is not None else ""
+        lines.append(f"step      {fmt_us(u.traced_step_us)} as traced, {fmt_us(u.step_us)} projected without the profiler "
+                     f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}; {safe(u.label)}")
+        lines.append(f"          profiler cost removed: {u.per_event_us:.1f} µs per recorded CPU event and the launch "
+                     f"calls' excess, from {safe(u.source_words)}")
+    for rank, why in u.abstained[:3]:
+        who = f"rank {rank}: " if len(summary.ranks) > 1 else ""
+        lines.append(f"          model abstains ({who}{safe(why, 160)}): numbers as traced")
+    return lines
 
 
 def _numbers(summary: AnalysisSummary) -> list[str]:

@@ -35,6 +35,11 @@ class Suggestion:
     evidence: tuple[Mapping[str, EvidenceValue], ...]
     per_step_us: float | None = None
     basis: str = ""
+    # With the execution model (suggestions/whatif.py): the rule's own estimate on the traced timeline,
+    # how the saving above was obtained, and the saving of this change together with those ranked above it.
+    traced_saving_us: float | None = None
+    whatif: str = ""
+    combined_us: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +49,9 @@ class Suggestion:
             "saving_pct": plain(self.saving_pct),
             "per_step_us": plain(self.per_step_us),
             "basis": self.basis,
+            "traced_saving_us": plain(self.traced_saving_us),
+            "whatif": self.whatif,
+            "combined_saving_us": plain(self.combined_us),
             "formula": self.formula,
             "snippet": self.snippet,
             "evidence": [plain_row(row, EVIDENCE_TEXT) for row in self.evidence],

@@ -10,6 +10,7 @@ from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
+from tracekit.model.outlook import RankModel
 from tracekit.suggestions import (
     rules_host,
     rules_kernels,
@@ -19,6 +20,7 @@ from tracekit.suggestions import (
 )
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
+from tracekit.suggestions.whatif import price
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,15 @@ def knob_rules(knob: str) -> tuple[Rule, ...]:
     return tuple(rule for rule in RULES if knob in rule.knobs)
 
 
-def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None) -> list[Suggestion]:
+def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
+            models: Sequence[RankModel] = ()) -> list[Suggestion]:
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
-    estimated saving first (ties keep the RULES order). Savings of different rules can overlap
-    (a CUDA graph and a bmm both remove the same launch gaps): they do not add up."""
+    estimated saving first (ties keep the RULES order). With the ranks' execution `models`, each
+    saving is the what-if replay of the change on the projected unprofiled steps where the model
+    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them."""
     found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
+    if models:
+        found = price(analysis, found, models)
     return sorted(found, key=lambda s: -s.saving_us)
 
 

@@ -1,0 +1,122 @@
+"""Before/after pairs: traced, projected and measured unprofiled step, the verdict, and the first suggestion's what-if saving against the measured one.
+
+    python benchmarks/validate_pairs.py [--default]
+
+Each pair is a trace before a fix and one after it, with the rule whose change the fix makes. The
+measured unprofiled steps come from the trace's own bare run (tracekit profile times the steps without
+the profiler: `tracekit.bare` in the file) when it has one, else from the measurement files that
+benchmarks/validate_projection.py reads (docs/measurements/pairs.json, optimizer_pairs.json,
+docs/validation.md). `--default` projects with the default profiler overhead even where the trace
+carries bare timings (the untuned check of the projection itself); without it the bare timings
+calibrate each trace's own projection, and only the what-if of the change is a prediction.
+
+Prints one markdown table; the verdict is judged right when the projected verdict is gpu-bound exactly
+when the measured unprofiled GPU-busy share (GPU busy as traced / measured step) is ≥ 80 %.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from validate_projection import measured_ms  # noqa: E402
+
+from tracekit.analyzers.totals import GPU_BOUND, GPU_BOUND_SHARE  # noqa: E402
+from tracekit.model.projection import DEFAULT_OVERHEAD  # noqa: E402
+from tracekit.pipeline.local import analyse_trace, load_file  # noqa: E402
+
+SAMPLES = ROOT / "sample_traces"
+# (before, after, the rule the fix answers): the files are sample_traces/NAME.trace.json.gz
+PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("gpt2_decode", "gpt2_decode_graph", "cuda_graphs"),
+    ("small_matmul_loop", "small_matmul_graph", "cuda_graphs"),
+    ("small_matmul_loop", "small_matmul_bmm", "batch_bmm"),
+    ("train_dataloader", "train_dataloader_fixed", "dataloader_workers"),
+    ("train_copies", "train_copies_fixed", "pinned_memory"),
+    ("train_sync", "train_sync_fixed", "avoid_sync"),
+    ("train_optimizer_loop", "train_optimizer_fused", "fused_optimizer"),
+    ("linear_fp32", "linear_tf32", "lower_precision"),
+    ("attention_naive", "attention_sdpa", "use_sdpa"),
+    ("elementwise_eager", "elementwise_compiled", "fuse_elementwise"),
+    ("bare/gpt2_decode", "bare/gpt2_decode_graph", "cuda_graphs"),
+    ("bare/train_gpu_bound", "bare/train_gpu_bound_bf16", "lower_precision"),
+    ("bare/train_balanced", "bare/train_balanced_graphed", "cuda_graphs"),
+    ("bare/train_compile_eager", "bare/train_compile", "fuse_elementwise"),
+    ("bare/train_dataloader", "bare/train_dataloader_fixed", "dataloader_workers"),
+    ("bare/train_sync", "bare/train_sync_fixed", "avoid_sync"),
+    ("bare/train_copies", "bare/train_copies_fixed", "pinned_memory"),
+    ("bare/train_optimizer_loop", "bare/train_optimizer_fused", "fused_optimizer"),
+    ("bare/small_matmul_loop", "bare/small_matmul_bmm", "batch_bmm"),
+)
+
+
+def ms(us: float | None) -> str:
+    return "–" if us is None else f"{us / 1000:.3f}"
+
+
+def pct(a: float | None, b: float | None) -> str:
+    return "–" if a is None or not b else f"{100 * (a - b) / b:+.0f}%"
+
+
+def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool) -> dict[str, object] | None:
+    path = SAMPLES / f"{stem}.trace.json.gz"
+    if not path.exists():
+        return None
+    trace = load_file(path)
+    if use_default:
+        for r in trace.ranks.values():
+            object.__setattr__(r.meta, "bare", None)  # the default overhead only (the bare step stays the measurement)
+    result = analyse_trace(trace, overhead=DEFAULT_OVERHEAD)
+    u = result.analysis.unprofiled
+    bare = getattr(load_file(path).rank().meta, "bare", None)
+    steady = list(result.analysis.ranks[0].launch.steady_steps)
+    m_us = bare.median_us(steady) if bare is not None else None
+    source = "bare run" if m_us is not None else ""
+    if m_us is None and stem.split("/")[-1] in measured and "/" not in stem:
+        value, source = measured[stem]
+        m_us = value * 1000
+    busy = result.analysis.totals.gpu_busy_us / max(result.analysis.totals.steps, 1)
+    return {"u": u, "measured": m_us, "source": source, "busy": busy, "suggestions": result.suggestions,
+            "verdict": result.analysis.verdict, "label": u.label if u is not None and u.trusted else "abstains"}
+
+
+def main(argv: list[str]) -> int:
+    use_default = "--default" in argv
+    measured = measured_ms()
+    print("| before → after | fix | traced ms | projected ms | measured ms | error | verdict (projected) | "
+          "measured GPU share | verdict right | first suggestion | predicted ms | with above ms | "
+          "rule's what-if ms | measured saving ms | error |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|")
+    for before, after, rule in PAIRS:
+        b, a = side(before, measured, use_default), side(after, measured, use_default)
+        if b is None or a is None:
+            continue
+        for name, s in ((before, b), (after, a)):
+            u = s["u"]
+            m = s["measured"]
+            share = s["busy"] / m if m else None
+            right = "–" if share is None else ("yes" if (s["verdict"] == GPU_BOUND) == (share >= GPU_BOUND_SHARE) else "NO")
+            if name == before:
+                sug = s["suggestions"]
+                first = sug[0] if sug else None
+                mine = next((x for x in sug if x.id == rule), None)
+                realised = (b["measured"] - a["measured"]) if b["measured"] and a["measured"] else None
+                tail = (f"{first.id if first else '–'} | {ms(first.per_step_us) if first else '–'} | "
+                        f"{ms(first.combined_us / max(u.projected.steps, 1)) if first and first.combined_us else '–'} | "
+                        f"{ms(mine.per_step_us) if mine else '–'} | {ms(realised)} | "
+                        f"{pct(mine.per_step_us if mine else None, realised)}")
+            else:
+                tail = "| | | | |"
+            print(f"| `{name}` | {rule if name == before else ''} | {ms(u.traced_step_us) if u else '–'} | "
+                  f"{ms(u.step_us) if u and u.trusted else '–'} | {ms(m)} {s['source']} | "
+                  f"{pct(u.step_us if u and u.trusted else None, m)} | {s['label']} | "
+                  f"{'–' if share is None else f'{100 * share:.0f}%'} | {right} | {tail} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,170 @@
+"""A rank's model: the trust gate, each steady step projected without the profiler (calibrated by the trace's own bare timings when it has them), and what-if replays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analyzers.launch import LaunchOverhead
+from tracekit.analyzers.totals import LaunchTotals
+from tracekit.analyzers.unprofiled import Unprofiled, shrink_idle
+from tracekit.model.fidelity import Fidelity, fidelity
+from tracekit.model.graph import ROLE_LAUNCH, ROLE_OTHER, StepGraph, step_graphs
+from tracekit.model.projection import (
+    DEFAULT_OVERHEAD,
+    LaunchProfile,
+    ProfilerOverhead,
+    launch_profile,
+    projected_costs,
+)
+from tracekit.model.replay import ReplayCosts, ReplayResult, replay
+from tracekit.trace.model import RankTrace
+
+SOURCE_BARE = "bare"
+# The fitted scale of a bare-calibrated projection is searched over [0, MAX_SCALE] × the default;
+# its range is the fit ± BARE_SPREAD (the bare step's own run-to-run spread on the H200 samples is
+# 1–3 %: docs/measurements/pairs.json, runs 1–3).
+MAX_SCALE = 4.0
+BARE_SPREAD = 0.15
+FIT_ROUNDS = 14
+
+
+@dataclass(frozen=True, eq=False)
+class StepModel:
+    """One steady step: its graph, the projected (unprofiled) costs and their replay, its traced totals."""
+
+    graph: StepGraph
+    costs: ReplayCosts
+    projected: ReplayResult
+    traced: LaunchTotals
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A change replayed on every modelled step: the projected unprofiled spans before and after (summed)."""
+
+    before_us: float
+    after_us: float
+    steps: int
+
+    @property
+    def saving_us(self) -> float:
+        """Projected unprofiled time saved over the steps (never negative, never above `before_us`)."""
+        return min(max(self.before_us - self.after_us, 0.0), self.before_us)
+
+    @property
+    def per_step_us(self) -> float:
+        return self.saving_us / self.steps if self.steps else 0.0
+
+
+Transform = Callable[[StepModel], ReplayCosts]
+
+
+@dataclass(frozen=True, eq=False)
+class RankModel:
+    """The model of one rank: the gate's verdict, the profiler cost removed, the modelled steps and
+    the Unprofiled totals they add up to (the traced totals where the model abstains)."""
+
+    rank: int
+    fidelity: Fidelity
+    overhead: ProfilerOverhead
+    launches: LaunchProfile | None
+    steps: tuple[StepModel, ...]
+    unprofiled: Unprofiled
+
+    @property
+    def trusted(self) -> bool:
+        return bool(self.steps)
+
+    def what_if(self, transform: Transform) -> WhatIf | None:
+        """Replay every modelled step with `transform`'s costs (None when the model abstains)."""
+        if not self.steps:
+            return None
+        before = sum(s.projected.span_us for s in self.steps)
+        after = sum(replay(s.graph, transform(s), critical_path=False).span_us for s in self.steps)
+        return WhatIf(before_us=before, after_us=after, steps=len(self.steps))
+
+
+def _launch_time(graph: StepGraph, dur: np.ndarray) -> float:
+    return float(dur[np.isin(graph.call_role, (ROLE_LAUNCH, ROLE_OTHER))].sum())
+
+
+def _spans(graphs: tuple[StepGraph, ...], overhead: ProfilerOverhead, launches: LaunchProfile | None) -> list[float]:
+    return [replay(g, projected_costs(g, overhead, launches), critical_path=False).span_us for g in graphs]
+
+
+def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches: LaunchProfile | None,
+                target_us: float) -> ProfilerOverhead:
+    """The overhead whose per-event scale makes the median projected step equal `target_us` (the
+    measured bare median; bisection over [0, MAX_SCALE × base]), its range ± BARE_SPREAD."""
+    lo, hi = 0.0, MAX_SCALE * base.per_event_scale
+    if float(np.median(_spans(graphs, base.at(lo), launches))) <= target_us:
+        scale = lo  # even removing no per-event cost the step is no longer than measured
+    elif float(np.median(_spans(graphs, base.at(hi), launches))) >= target_us:
+        scale = hi
+    else:
+        for _ in range(FIT_ROUNDS):
+            mid = 0.5 * (lo + hi)
+            if float(np.median(_spans(graphs, base.at(mid), launches))) > target_us:
+                lo = mid
+            else:
+                hi = mid
+        scale = 0.5 * (lo + hi)
+    return ProfilerOverhead(per_event_scale=scale, launch_free_us=base.launch_free_us,
+                            launch_floor_us=base.launch_floor_us,
+                            scale_range=(scale * (1 - BARE_SPREAD), scale * (1 + BARE_SPREAD)), source=SOURCE_BARE)
+
+
+def _abstaining(rank: int, gate: Fidelity, traced: LaunchTotals, overhead: ProfilerOverhead,
+                measured: float | None) -> RankModel:
+    unprofiled = Unprofiled(traced=traced, projected=traced, low=traced, high=traced, trusted_ranks=0,
+                            abstained=((rank, gate.reason),), measured_step_us=measured or 0.0,
+                            measured_ranks=int(measured is not None), source=overhead.source)
+    return RankModel(rank=rank, fidelity=gate, overhead=overhead, launches=None, steps=(), unprofiled=unprofiled)
+
+
+def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
+               bare: Mapping[int, float] | None = None) -> RankModel:
+    """The model of one rank over the steps `lo.plan` selects. `bare`: unprofiled step times by step
+    number (the trace's tracekit profile run); when they cover a selected step they calibrate the
+    per-event cost (fit_to_bare) instead of `overhead`'s scale."""
+    plan = lo.plan
+    selected = np.flatnonzero(plan.selected)
+    traced_steps = [lo.step_totals[int(k)] for k in selected]
+    traced = sum(traced_steps, LaunchTotals())
+    numbers = [int(plan.windows.numbers[int(k)]) for k in selected]
+    measured_steps = [bare[n] for n in numbers if bare is not None and n in bare]
+    measured = float(np.median(measured_steps)) if measured_steps else None
+    graphs = step_graphs(rank, plan)
+    gate = fidelity(rank, plan, graphs)
+    if not gate.trusted or len(graphs) != len(traced_steps):
+        return _abstaining(int(rank.rank), gate, traced, overhead, measured)
+    launches = launch_profile(graphs)
+    if measured is not None:
+        overhead = fit_to_bare(graphs, overhead, launches, measured)
+    steps: list[StepModel] = []
+    projected: list[LaunchTotals] = []
+    low: list[LaunchTotals] = []
+    high: list[LaunchTotals] = []
+    low_o, high_o = overhead.at(overhead.scale_range[1]), overhead.at(overhead.scale_range[0])
+    for graph, t in zip(graphs, traced_steps, strict=True):
+        costs = projected_costs(graph, overhead, launches)
+        result = replay(graph, costs)
+        new_dur = costs.call_dur_us if costs.call_dur_us is not None else graph.call_dur_us
+        launch_us = max(t.cpu_launch_us - (_launch_time(graph, graph.call_dur_us) - _launch_time(graph, new_dur)), 0.0)
+        busy = result.gpu_busy_us
+        projected.append(shrink_idle(t, result.span_us, busy, launch_us))
+        for end, into in ((low_o, low), (high_o, high)):
+            span = replay(graph, projected_costs(graph, end, launches), critical_path=False).span_us
+            into.append(shrink_idle(t, span, busy, launch_us))
+        steps.append(StepModel(graph=graph, costs=costs, projected=result, traced=t))
+    unprofiled = Unprofiled(
+        traced=traced, projected=sum(projected, LaunchTotals()), low=sum(low, LaunchTotals()),
+        high=sum(high, LaunchTotals()), trusted_ranks=1, measured_step_us=measured or 0.0,
+        measured_ranks=int(measured is not None), source=overhead.source,
+        per_event_us=overhead.per_event_us(launches), replay_error=gate.median_error)
+    return RankModel(rank=int(rank.rank), fidelity=gate, overhead=overhead, launches=launches, steps=tuple(steps),
+                     unprofiled=unprofiled)
+

@@ -1,0 +1,174 @@
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from tracekit.model.graph import ROLE_LAUNCH, ROLE_OTHER, ROLE_SYNC
+from tracekit.model.outlook import StepModel, Transform
+from tracekit.model.replay import ReplayCosts
+
+# A CUDA graph replays its kernels back to back: 0.09 µs between 256 small GEMMs, 0.42 µs through a
+# GPT-2 decode step (H200 sample traces, docs/validation.md); rounded up, as suggestions/rules_launch.py.
+GRAPH_GAP_US = 0.5
+# One cudaGraphLaunch per step: 9.6 µs median unprofiled-equivalent on gpt2_decode_graph (H200; its
+# traced calls, less the profiler's launch excess the projection removes), rounded up.
+GRAPH_LAUNCH_US = 10.0
+# Host gaps longer than this are not the launch path a graph removes (data loading, Python between
+# iterations): they stay (suggestions/rules_launch.py LONG_GAP_US).
+LONG_GAP_US = 1000.0
+
+
+def _costs(step: StepModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    c, g = step.costs, step.graph
+    gap = c.call_gap_us if c.call_gap_us is not None else g.call_gap_us
+    dur = c.call_dur_us if c.call_dur_us is not None else g.call_dur_us
+    g_dur = c.gpu_dur_us if c.gpu_dur_us is not None else g.gpu_dur_us
+    lat = c.gpu_latency_us if c.gpu_latency_us is not None else g.gpu_latency_us
+    return gap.copy(), dur.copy(), g_dur.copy(), lat.copy()
+
+
+def node_mask(step: StepModel, rows: np.ndarray) -> np.ndarray:
+    """Per GPU node of the step: `rows` (bool per rank.gpu row) at its row."""
+    return rows[step.graph.gpu_row] if len(rows) else np.zeros(step.graph.n_gpu, dtype=bool)
+
+
+def _launching(step: StepModel, nodes: np.ndarray) -> np.ndarray:
+    """Per call: it launches at least one of `nodes`."""
+    out = np.zeros(step.graph.n_calls, dtype=bool)
+    launch = step.graph.gpu_launch
+    hit = nodes & (launch >= 0)
+    out[launch[hit]] = True
+    return out
+
+
+def cuda_graph(excluded_rows: np.ndarray) -> Transform:
+    """Capture the step's launches in one CUDA graph: every launch (and other runtime) call whose
+    kernels are not `excluded_rows` (bool per rank.gpu row: the optimizer, kernels already replayed
+    from a graph) costs nothing and the Python between them (gaps ≤ LONG_GAP_US) goes with it; one
+    graph launch of GRAPH_LAUNCH_US opens the step; the captured kernels follow their launch by
+    GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        gap, dur, _, lat = _costs(step)
+        keep_nodes = node_mask(step, excluded_rows)
+        kept_calls = _launching(step, keep_nodes)
+        captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls
+        if not captured.any():
+            return step.costs
+        short = captured & (gap <= LONG_GAP_US)
+        gap = np.where(short, 0.0, gap)
+        first = int(np.flatnonzero(captured)[0])
+        dur = np.where(captured, 0.0, dur)
+        dur[first] = GRAPH_LAUNCH_US
+        nodes = (g.gpu_launch >= 0) & captured[np.maximum(g.gpu_launch, 0)] & ~keep_nodes
+        lat = np.where(nodes, GRAPH_GAP_US, lat)
+        return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, gpu_latency_us=lat)
+
+    return apply
+
+
+def no_syncs() -> Transform:
+    """Remove the step's host syncs: each sync call returns after its own (non-waiting) part."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        sync = g.call_role == ROLE_SYNC
+        if not sync.any():
+            return step.costs
+        _, dur, _, _ = _costs(step)
+        own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
+        return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=sync)
+
+    return apply
+
+
+def scale_nodes(rows: np.ndarray, saving_per_step_us: float) -> Transform:
+    """The GPU nodes at `rows` (bool per rank.gpu row) all faster by one factor, chosen so that their
+    summed time per step falls by `saving_per_step_us` (never below 0)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        _, _, g_dur, _ = _costs(step)
+        mine = node_mask(step, rows)
+        total = float(g_dur[mine].sum())
+        if total <= 0 or saving_per_step_us <= 0:
+            return step.costs
+        factor = max(1.0 - saving_per_step_us / total, 0.0)
+        return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur))
+
+    return apply
+
+
+def fuse_region(rows: np.ndarray, gpu_factor: float, launches: int, launch_us: float) -> Transform:
+    """The region of `rows` (bool per rank.gpu row; e.g. the optimizer step) done by `launches` fused
+    kernels: its GPU nodes × `gpu_factor`, the calls that launch them and the host gaps between them
+    (the Python of the per-tensor loop) gone, but for the first call, which keeps its gap and costs
+    `launches` × `launch_us`."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        gap, dur, g_dur, _ = _costs(step)
+        mine = node_mask(step, rows)
+        calls = _launching(step, mine)
+        if not calls.any():
+            return step.costs
+        first = int(np.flatnonzero(calls)[0])
+        inner = calls.copy()
+        inner[first] = False
+        gap = np.where(inner, 0.0, gap)
+        dur = np.where(calls, 0.0, dur)
+        dur[first] = launches * launch_us
+        return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur,
+                                   gpu_dur_us=np.where(mine, g_dur * gpu_factor, g_dur))
+
+    return apply
+
+
+def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform:
+    """Copies from pinned memory: the copy nodes at `rows` × `factor` (the pinned bandwidth's time),
+    and the calls that issued them return after `call_us` instead of blocking for the copy (a
+    pageable cudaMemcpyAsync is synchronous: its recorded call holds the copy)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        _, dur, g_dur, _ = _costs(step)
+        mine = node_mask(step, rows)
+        calls = _launching(step, mine)
+        waiting = calls & g.call_waits
+        return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur),
+                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=waiting)
+
+    return apply
+
+
+def shorter_longest_gap(traced_us: float) -> Transform:
+    """The main thread's longest host gap (the DataLoader fetching the next batch in the step) shorter
+    by `traced_us` of traced time, shrunk as the projection shrank that gap (never below 0)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        gap, _, _, _ = _costs(step)
+        main = g.call_thread == (g.call_thread[g.main_last_call] if g.main_last_call >= 0 else -1)
+        if not main.any() or traced_us <= 0:
+            return step.costs
+        i = int(np.flatnonzero(main)[np.argmax(g.call_gap_us[main])])
+        ratio = gap[i] / g.call_gap_us[i] if g.call_gap_us[i] > 0 else 1.0  # what the projection left of it
+        gap[i] = max(gap[i] - traced_us * ratio, 0.0)
+        return dataclasses.replace(step.costs, call_gap_us=gap)
+
+    return apply
+
+
+def compose(transforms: Sequence[Transform]) -> Transform:
+    """The transforms applied one after the other (each sees the costs the previous one left)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        current = step
+        for t in transforms:
+            current = dataclasses.replace(current, costs=t(current))
+        return current.costs
+
+    return apply

@@ -1,0 +1,219 @@
+"""Savings from the execution model: each rule's change as a what-if replay of the projected unprofiled steps, and the top changes combined."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.kernels import (
+    ATTENTION,
+    CLASS,
+    COMMUNICATION,
+    CONV,
+    ELEMENTWISE,
+    GEMM,
+    MEMCPY,
+    NORMALIZATION,
+    SOFTMAX,
+)
+from tracekit.model.outlook import RankModel, Transform
+from tracekit.model.whatif import (
+    compose,
+    cuda_graph,
+    fuse_region,
+    no_syncs,
+    scale_nodes,
+    shorter_longest_gap,
+    unblock_copies,
+)
+from tracekit.suggestions.common import MIN_SAVING_PCT, MIN_SAVING_US
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import fmt_us
+
+COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
+FUSED_TENSORS_PER_LAUNCH = 36  # suggestions/rules_optimizer.py TENSORS_PER_LAUNCH
+BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
+
+# Kernel classes whose time a GPU-side change shortens (the rule's traced saving per step, spread
+# over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
+GPU_CLASSES: dict[str, tuple[str, ...]] = {
+    "lower_precision": (GEMM,),
+    "align_dims": (GEMM,),
+    "fuse_elementwise": (ELEMENTWISE, NORMALIZATION),
+    "use_sdpa": (GEMM, SOFTMAX, ATTENTION),
+    "overlap_comm": (COMMUNICATION,),
+    "channels_last": (CONV,),
+}
+
+TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]
+
+
+def _rows(r: RankAnalysis, classes: tuple[str, ...]) -> np.ndarray:
+    return np.isin(r.classification.table[CLASS].to_numpy(dtype=object), classes)
+
+
+def _no_rows(r: RankAnalysis) -> np.ndarray:
+    return np.zeros(len(r.classification.table), dtype=bool)
+
+
+def _graph_excluded(r: RankAnalysis) -> np.ndarray:
+    """Kernels a graph of the model leaves alone: the optimizer's and those already replayed from a graph."""
+    out = _no_rows(r)
+    patterns = r.patterns
+    if patterns is not None and len(patterns.in_optimizer) == len(out):
+        out |= patterns.in_optimizer
+    if r.graphs is not None and len(r.graphs.replayed) == len(out):
+        out |= r.graphs.replayed
+    return out
+
+
+def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return cuda_graph(_graph_excluded(r))
+
+
+def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return no_syncs()
+
+
+def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return shorter_longest_gap(per_step)
+
+
+def _fused_optimizer(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    rows = _mine(s, r)
+    if not rows or r.patterns is None or not len(r.patterns.in_optimizer):
+        return None
+    gpu = sum(_num(e, "gpu_us") for e in rows)
+    fused = sum(_num(e, "fused_us") for e in rows)
+    tensors = [_num(e, "tensors") for e in rows if _num(e, "tensors") > 0]
+    launches = max(math.ceil(max(tensors) / FUSED_TENSORS_PER_LAUNCH), 1) if tensors else 1
+    factor = min(fused / gpu, 1.0) if gpu > 0 else 1.0
+    return fuse_region(r.patterns.in_optimizer, factor, launches, BARE_LAUNCH_US)
+
+
+def _mine(s: Suggestion, r: RankAnalysis) -> list[dict[str, object]]:
+    return [dict(e) for e in s.evidence if e.get("rank", r.rank) == r.rank]
+
+
+def _num(e: dict[str, object], key: str) -> float:
+    v = e.get(key)
+    return float(v) if isinstance(v, (int, float)) and not math.isnan(float(v)) else 0.0
+
+
+def _pinned(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    rows = _mine(s, r)
+    copy = sum(_num(e, "copy_us") for e in rows)
+    pinned = sum(_num(e, "pinned_copy_us") for e in rows)
+    return unblock_copies(_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US)
+
+
+def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    rows = _mine(s, r)
+    now = sum(_num(e, "runs") * _num(e, "gemms_per_run") * _num(e, "kernel_us") for e in rows)
+    batched = sum(_num(e, "runs") * _num(e, "batched_us") for e in rows)
+    steps = max(r.launch.totals.steps, 1)
+    launches = max(round(sum(_num(e, "runs") for e in rows) / steps), 1)
+    return fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches, BARE_LAUNCH_US)
+
+
+def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    classes = GPU_CLASSES.get(s.id)
+    return scale_nodes(_rows(r, classes), per_step) if classes else None
+
+
+TRANSFORMS: dict[str, TransformFor] = {
+    "cuda_graphs": _cuda_graphs,
+    "avoid_sync": _avoid_sync,
+    "dataloader_workers": _dataloader,
+    "fused_optimizer": _fused_optimizer,
+    "pinned_memory": _pinned,
+    "batch_bmm": _batch_bmm,
+    **{rule: _gpu_side for rule in GPU_CLASSES},
+}
+
+
+def _transforms(s: Suggestion, analysis: Analysis, models: dict[int, RankModel]) -> dict[int, Transform]:
+    """The change of `s` on each rank the model projects."""
+    make = TRANSFORMS.get(s.id)
+    if make is None:
+        return {}
+    per_step = s.per_step_us or 0.0
+    out: dict[int, Transform] = {}
+    for r in analysis.ranks:
+        model = models.get(r.rank)
+        if model is None or not model.trusted:
+            continue
+        t = make(s, r, per_step)
+        if t is not None:
+            out[r.rank] = t
+    return out
+
+
+def _saving(analysis: Analysis, models: dict[int, RankModel], transforms: dict[int, Transform],
+            traced_per_rank: float) -> tuple[float, float] | None:
+    """(mean saving per rank over the window, mean projected window per rank) of the transforms; the
+    ranks without one keep the traced saving; None when no rank has one."""
+    if not transforms:
+        return None
+    total = window = 0.0
+    for r in analysis.ranks:
+        model = models.get(r.rank)
+        t = transforms.get(r.rank)
+        result = model.what_if(t) if model is not None and t is not None else None
+        if result is None:
+            total += traced_per_rank
+            window += r.launch.totals.span_us
+        else:
+            total += result.saving_us
+            window += result.before_us
+    n = max(len(analysis.ranks), 1)
+    return total / n, window / n
+
+
+def price(analysis: Analysis, found: Sequence[Suggestion], models: Sequence[RankModel]) -> list[Suggestion]:
+    """`found` with each saving from its what-if replay where the model projects (the traced estimate
+    kept in `traced_saving_us` and the formula), then in saving order with each one's combined saving
+    (it and every one above it replayed together, the top COMBINED_TOP at most)."""
+    by_rank = {m.rank: m for m in models}
+    if not any(m.trusted for m in models):
+        return list(found)
+    steps = max(analysis.headline.steps / max(len(analysis.ranks), 1), 1.0)
+    priced: list[tuple[Suggestion, dict[int, Transform]]] = []
+    for s in found:
+        transforms = _transforms(s, analysis, by_rank)
+        result = _saving(analysis, by_rank, transforms, s.saving_us)
+        if result is None:
+            window = analysis.headline.span_us / max(len(analysis.ranks), 1)
+            capped = min(s.saving_us, window)
+            priced.append((dataclasses.replace(
+                s, saving_us=capped, saving_pct=100.0 * capped / window if window > 0 else 0.0,
+                per_step_us=capped / steps, traced_saving_us=s.saving_us,
+                whatif="traced estimate (no what-if replay of this change), at most the projected step"), {}))
+            continue
+        saving, window = result
+        words = (f"what-if replay of the change on the projected unprofiled steps: {fmt_us(window / steps)} → "
+                 f"{fmt_us((window - saving) / steps)} per step")
+        priced.append((dataclasses.replace(
+            s, saving_us=saving, saving_pct=100.0 * saving / window if window > 0 else 0.0,
+            per_step_us=saving / steps, traced_saving_us=s.saving_us, whatif=words,
+            formula=f"{words}; traced estimate: {s.formula}"), transforms))
+    priced = [p for p in priced if p[0].saving_us >= MIN_SAVING_US and p[0].saving_pct >= MIN_SAVING_PCT]
+    priced.sort(key=lambda p: -p[0].saving_us)
+    out: list[Suggestion] = []
+    chosen: dict[int, list[Transform]] = {}
+    for i, (s, transforms) in enumerate(priced):
+        if i >= COMBINED_TOP or not transforms:
+            out.append(s)
+            continue
+        for rank, t in transforms.items():
+            chosen.setdefault(rank, []).append(t)
+        if i == 0:
+            out.append(dataclasses.replace(s, combined_us=s.saving_us))
+            continue
+        together = _saving(analysis, by_rank, {k: compose(v) for k, v in chosen.items()}, 0.0)
+        out.append(dataclasses.replace(s, combined_us=together[0] if together is not None else None))
+    return out
