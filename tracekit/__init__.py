@@ -15,6 +15,8 @@ from tracekit._version import __version__ as __version__
 # public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
     "analyze": ("tracekit.analyzers", "analyze"),
+    "analyse_trace": ("tracekit.pipeline.local", "analyse_trace"),
+    "analyse_file": ("tracekit.pipeline.local", "analyse_file"),
     "OutputError": ("tracekit.errors", "OutputError"),
     "ProfileError": ("tracekit.errors", "ProfileError"),
     "TraceFormatError": ("tracekit.errors", "TraceFormatError"),

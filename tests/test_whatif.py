@@ -1,0 +1,123 @@
+"""What-if savings: each change replayed on the projected unprofiled steps, by hand and against H200 measurements."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SAMPLE_TRACES
+from tracebuilder import TraceBuilder
+
+import tracekit
+from tracekit.model.whatif import GRAPH_GAP_US, GRAPH_LAUNCH_US
+from tracekit.pipeline.local import analyse_file
+
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
+MEASURED = SAMPLE_TRACES.parent / "docs" / "measurements"
+
+
+def launch_loop(path, steps: int = 2, launches: int = 20):
+    """Steps of 1000 µs: `launches` launch calls of 5 µs every 45 µs from step + 10 µs, each kernel
+    10 µs long starting 10 µs after its call; nothing else recorded but the step marks."""
+    b = TraceBuilder()
+    for k in range(steps):
+        t = 1000.0 * k
+        b.annotation(f"ProfilerStep#{k + 1}", t, 1000.0)
+        for i in range(launches):
+            at = t + 10.0 + 45.0 * i
+            b.launch(at, 5.0, ELEMENTWISE, at + 10.0, 10.0)
+    return b.write(path)
+
+
+def test_cuda_graph_what_if_by_hand(tmp_path):
+    result = analyse_file(launch_loop(tmp_path / "loop.json"))
+    (s,) = [x for x in result.suggestions if x.id == "cuda_graphs"]
+    # Projected (DEFAULT_OVERHEAD): the fast launch is 5 µs, so a recorded CPU event costs
+    # 3.75 × (5 − 3.85) = 4.3125 µs; the first gap (10 µs) holds the step mark: 5.6875 µs; launches
+    # keep 3 µs (the 3 µs floor; median 5 − 3 = 2 µs lost, and the kernels' 10 µs latency loses the
+    # same: 8 µs); the 40 µs gaps hold nothing. CPU: 5.6875 + 19 × 43 + 3 = 825.6875, + the 130 µs
+    # tail to the mark's end = 955.6875 µs; the GPU ends at 5.6875 + 19 × 43 + 8 + 10 = 840.6875.
+    u = result.analysis.unprofiled
+    assert u.step_us == pytest.approx(955.6875)
+    # A graph: every launch and the gaps between them gone, one graph launch of 10 µs, kernels
+    # GRAPH_GAP_US after their (now instant) call, back to back: the GPU ends at 0.5 + 20 × 10 =
+    # 200.5 µs, the CPU at 10 + 130 = 140 µs.
+    assert (GRAPH_LAUNCH_US, GRAPH_GAP_US) == (10.0, 0.5)
+    assert s.per_step_us == pytest.approx(955.6875 - 200.5)
+    assert s.saving_us == pytest.approx(2 * (955.6875 - 200.5))
+    traced = next(x for x in tracekit.suggest(tracekit.analyze(tracekit.load_trace(tmp_path / "loop.json")))
+                  if x.id == "cuda_graphs")
+    assert s.traced_saving_us == traced.saving_us  # the rule's own estimate on the traced timeline, kept
+    assert s.combined_us == pytest.approx(s.saving_us)  # the first suggestion: combined with nothing above
+
+
+def test_no_saving_exceeds_the_projected_step():
+    """On every sample trace the model projects, a suggestion saves at most the projected step."""
+    checked = 0
+    for path in sorted(SAMPLE_TRACES.glob("*.trace.json.gz")):
+        result = analyse_file(path)
+        u = result.analysis.unprofiled
+        if u is None or not u.trusted:
+            continue
+        for s in result.suggestions:
+            assert s.per_step_us is not None and s.per_step_us <= u.step_us + 1e-6, (path.name, s.id)
+            if s.combined_us is not None:
+                assert s.combined_us <= u.projected.span_us + 1e-6
+            checked += 1
+    assert checked >= 15
+
+
+def _pairs_ms(pair: str, side: str) -> float:
+    doc = json.loads((MEASURED / "pairs.json").read_text())
+    runs = doc["runs"] if "runs" in doc else [doc]
+    value = runs[0][pair][side]
+    return float(value["event_ms_median"] if isinstance(value, dict) else value)
+
+
+# (before trace, rule, measured unprofiled step before and after, ms, and where they were measured):
+# H200, the fix applied by hand, each timed without any profiler.
+MEASURED_FIXES = (
+    ("train_dataloader", "dataloader_workers", 41.39, 7.54, "docs/validation.md, steady-state table"),
+    ("train_copies", "pinned_memory", 15.45, 6.97, "docs/validation.md, steady-state table"),
+    ("train_sync", "avoid_sync", 12.13, 9.61, "docs/validation.md, steady-state table"),
+    ("train_optimizer_loop", "fused_optimizer", 56.114, 25.5, "docs/measurements/optimizer_pairs.json, run 1"),
+    ("gpt2_decode", "cuda_graphs", 6.603, 0.913, "docs/measurements/pairs.json, run 1"),
+    ("small_matmul_loop", "cuda_graphs", 4.573, 0.822, "docs/measurements/pairs.json, run 1"),
+    ("small_matmul_loop", "batch_bmm", 4.573, 0.020, "docs/measurements/pairs.json, run 1"),
+)
+
+
+@pytest.mark.parametrize("stem, rule, before_ms, after_ms, source", MEASURED_FIXES)
+def test_what_if_saving_against_the_measured_fix(stem, rule, before_ms, after_ms, source):
+    """The what-if saving of the rule the fix answers is within ±35 % of the measured unprofiled saving."""
+    result = analyse_file(SAMPLE_TRACES / f"{stem}.trace.json.gz")
+    (s,) = [x for x in result.suggestions if x.id == rule]
+    measured = (before_ms - after_ms) * 1000.0
+    assert s.per_step_us == pytest.approx(measured, rel=0.35), source
+    assert s.whatif.startswith("what-if replay")
+
+
+def test_the_first_suggestion_is_the_fix_that_was_measured():
+    """Where one fix was measured, the model ranks it first."""
+    for stem, rule in (("train_dataloader", "dataloader_workers"), ("train_copies", "pinned_memory"),
+                       ("train_sync", "avoid_sync"), ("train_optimizer_loop", "fused_optimizer"),
+                       ("gpt2_decode", "cuda_graphs")):
+        result = analyse_file(SAMPLE_TRACES / f"{stem}.trace.json.gz")
+        assert result.suggestions[0].id == rule, stem
+
+
+def test_abstaining_model_keeps_traced_savings(tmp_path):
+    """No step marks: the model abstains, the verdict and savings are the traced ones."""
+    b = TraceBuilder()
+    for it in range(8):  # the same three ops each iteration: the steps are inferred from the sequence
+        t = 1000.0 * it
+        for j, op in enumerate(("aten::mul", "aten::add", "aten::relu")):
+            at = t + 10.0 + 45.0 * j
+            b.op(op, at, 20.0)
+            b.launch(at + 5.0, 5.0, ELEMENTWISE, at + 15.0, 10.0)
+    result = analyse_file(b.write(tmp_path / "nomarks.json"))
+    u = result.analysis.unprofiled
+    assert u is not None and not u.trusted and "no ProfilerStep marks" in u.abstained[0][1]
+    assert result.analysis.verdict == result.analysis.totals.verdict
+    assert all(s.traced_saving_us is None for s in result.suggestions)
+    assert tracekit.analyse_trace is not None
