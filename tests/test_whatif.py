@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from conftest import SAMPLE_TRACES
 from tracebuilder import TraceBuilder
@@ -13,7 +11,6 @@ from tracekit.model.whatif import GRAPH_GAP_US, GRAPH_LAUNCH_US
 from tracekit.pipeline.local import analyse_file
 
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
-MEASURED = SAMPLE_TRACES.parent / "docs" / "measurements"
 
 
 def launch_loop(path, steps: int = 2, launches: int = 20):
@@ -65,13 +62,6 @@ def test_no_saving_exceeds_the_projected_step():
                 assert s.combined_us <= u.projected.span_us + 1e-6
             checked += 1
     assert checked >= 15
-
-
-def _pairs_ms(pair: str, side: str) -> float:
-    doc = json.loads((MEASURED / "pairs.json").read_text())
-    runs = doc["runs"] if "runs" in doc else [doc]
-    value = runs[0][pair][side]
-    return float(value["event_ms_median"] if isinstance(value, dict) else value)
 
 
 # (before trace, rule, measured unprofiled step before and after, ms, and where they were measured):
