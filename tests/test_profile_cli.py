@@ -105,8 +105,9 @@ def test_failing_script_shows_its_own_traceback_and_keeps_the_trace(tmp_path: Pa
 def test_interrupted_script_keeps_its_trace(
     tmp_path: Path, sig: signal.Signals, status: int, shown: str
 ) -> None:
+    # --no-bare: unsignalled, the run without the profiler would loop for sigint.py's whole 60 s
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracekit", "profile", "--no-report", str(DATA / "sigint.py")],
+        [sys.executable, "-m", "tracekit", "profile", "--no-report", "--no-bare", str(DATA / "sigint.py")],
         cwd=tmp_path,
         env=_env(),
         stdout=subprocess.PIPE,

@@ -29,6 +29,10 @@ class ProfileError(TracekitError):
     """The profiler could not be set up or the user's program could not be started."""
 
 
+class CalibrationError(TracekitError):
+    """A calibration file (`tracekit calibrate`) is missing, unreadable, or not a valid calibration."""
+
+
 class OutputError(TracekitError):
     """An output file could not be written (exists without --force, unwritable directory, is the input)."""
 

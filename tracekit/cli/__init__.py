@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "profile": "profile",
     "diff": "diff",
     "export": "export",
+    "calibrate": "calibrate",
 }
 # what `tracekit --help` lists (kept here so that --help imports no command module)
 SHORT_HELP: dict[str, str] = {
@@ -31,6 +32,7 @@ SHORT_HELP: dict[str, str] = {
     "export": "Write TRACE with tracekit's results added, for Perfetto.",
     "diff": "Compare two traces over their steady steps; check BEFORE's predicted savings.",
     "profile": "Run a script or module under torch.profiler and write its trace.",
+    "calibrate": "Measure what torch.profiler costs per recorded event on this machine; write it as JSON.",
 }
 
 

@@ -89,10 +89,17 @@ class ProfileCommand(click.Command):
     "print the table. Knobs: tf32, bf16, dataloader, cudnn_benchmark, compile, cudagraphs.",
 )
 @click.option(
+    "--no-bare",
+    is_flag=True,
+    help="Do not time the steps without the profiler (by default SCRIPT first runs once unprofiled, "
+    "and its step times are stored in the trace).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=None,
-    help="With --try: stop a run after this many seconds (it is marked failed).",
+    help="Stop a run without the profiler after this many seconds (its step times are then not stored); "
+    "with --try, any run (it is marked failed).",
 )
 @click.argument("target", required=False, metavar="SCRIPT")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--] [ARGS]...")
@@ -108,6 +115,7 @@ def command(
     quiet: bool,
     record_command: bool,
     try_knobs: str | None,
+    no_bare: bool,
     timeout: float | None,
     target: str | None,
     args: tuple[str, ...],
@@ -115,7 +123,9 @@ def command(
     """Run SCRIPT (or -m MODULE) as Python would, under torch.profiler, and write its trace.
 
     Steps (ProfilerStep#N) are marked at each optimizer.step() or tracekit.step() call; --warmup
-    and --active pick which of them are recorded. The run exits with the script's own status.
+    and --active pick which of them are recorded. Before the profiled run, SCRIPT runs once in a
+    child process without the profiler, and the time of each step goes into the trace (--no-bare
+    skips that). The run exits with the script's own status (the profiled run's).
     Everything after SCRIPT (or -m MODULE) goes to it unchanged, a `--` included, as with python.
     """
     from tracekit.profile.runner import Target
@@ -148,6 +158,8 @@ def command(
         quiet=quiet,
         command=["tracekit", *sys.argv[1:]],
         record_command=record_command,
+        bare=not no_bare,
+        timeout=timeout,
     )
     if status:
         raise SystemExit(status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracekit.model.calibration import overhead_from_calibration
 from tracekit.model.fidelity import FIDELITY_LIMIT, Fidelity, fidelity
 from tracekit.model.graph import StepGraph, step_graph, step_graphs
 from tracekit.model.projection import (
@@ -17,6 +18,6 @@ from tracekit.model.replay import CriticalPath, ReplayCosts, ReplayResult, repla
 
 __all__ = [
     "DEFAULT_OVERHEAD", "FIDELITY_LIMIT", "CriticalPath", "Fidelity", "LaunchProfile", "ProfilerOverhead", "ReplayCosts",
-    "ReplayResult", "StepGraph", "StepProjection", "fidelity", "launch_profile", "project", "project_steps", "replay",
-    "step_graph", "step_graphs",
+    "ReplayResult", "StepGraph", "StepProjection", "fidelity", "launch_profile", "overhead_from_calibration", "project",
+    "project_steps", "replay", "step_graph", "step_graphs",
 ]

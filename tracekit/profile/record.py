@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.profile.export import check_output, report_path_for, write_trace
-from tracekit.profile.session import Session
+from tracekit.profile.session import RECORD_SHAPES, Session
 from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
 from tracekit.trace.tables import TRITON_TABLE_KEY
 from tracekit.units import plural
@@ -127,7 +127,7 @@ def provenance(
         "cuda": session.cuda,
         "device": torch.cuda.get_device_name() if session.cuda else None,
         "options": {
-            "record_shapes": True,
+            "record_shapes": RECORD_SHAPES,
             "with_stack": options.with_stack,
             "profile_memory": options.memory,
             "warmup": options.warmup,

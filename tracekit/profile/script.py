@@ -7,8 +7,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tracekit.errors import OutputError
 from tracekit.profile.export import report_path_for
@@ -39,9 +40,14 @@ def profile_target(
     quiet: bool = False,
     command: Sequence[str] = (),
     record_command: bool = False,
+    bare: bool = False,
+    timeout: float | None = None,
 ) -> int:
     """Profile `target`; return the status to exit with (the script's own, or 2 if nothing recorded).
 
+    With `bare`, the target first runs once without the profiler in a child process (stopped after
+    `timeout` seconds), and its step times go into the trace's "tracekit" object as "bare"
+    (tracekit.profile.bare); when that run fails, the profile goes on without them.
     Raises ProfileError/OutputError (one line) before anything runs when torch is missing, the target
     is not runnable Python, or an output file exists without `force`.
     """
@@ -65,6 +71,7 @@ def profile_target(
         if not quiet:
             print(f"tracekit: {visible(message)}", file=sys.stderr, flush=True)
 
+    timing = _time_bare(target, timeout, say) if bare else None
     session = Session(options)
     session.start()
     if not session.cuda:
@@ -78,6 +85,7 @@ def profile_target(
         exit_status=status,
         record_command=record_command,
     )
+    bare_note = _store_bare(meta, timing, session) if timing is not None else None
     result = finish(session, trace_path, meta, report_path=report_path, force=force)
     if result is None:
         print(f"tracekit: error: {nothing_recorded(session)}", file=sys.stderr, flush=True)
@@ -85,12 +93,46 @@ def profile_target(
     steps = plural(result.steps, "step") if result.steps else "no steps marked"
     launches = f", {plural(result.triton_launches, 'Triton launch', 'Triton launches')}" if result.triton_launches else ""
     say(f"trace written to {_shown(result.trace_path)} ({steps}{launches})")
+    if bare_note is not None:
+        say(bare_note)
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")
     if result.report_error is not None:
         print(f"tracekit: error: {visible(result.report_error)}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
     return status
+
+
+def _time_bare(target: Target, timeout: float | None, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """The target's unprofiled timed run (tracekit.profile.bare), or None after one line saying why not."""
+    from tracekit.profile.bare import launcher_world_size, time_steps
+
+    world = launcher_world_size()
+    if world > 1:  # the ranks' unprofiled runs would meet in the launcher's process group
+        say(f"not timing the steps without the profiler under a multi-process launcher (WORLD_SIZE={world})")
+        return None
+    say("timing the steps without the profiler (pass --no-bare to skip)")
+    timing = time_steps(target, timeout=timeout)
+    if isinstance(timing, str):
+        say(f"unprofiled step times not stored: the run without the profiler failed: {timing}")
+        return None
+    return timing
+
+
+def _store_bare(meta: dict[str, Any], timing: dict[str, Any], session: Session) -> str:
+    """Put the "bare" object of `timing` into `meta`; the line that says what was stored (or why not)."""
+    from tracekit.profile.bare import KEY, bare_object
+
+    bare = bare_object(timing, session.recorded_steps())
+    if bare is None:
+        why = "the run marked no steps" if not session.marks else "none of the recorded steps was timed"
+        return f"unprofiled step times not stored: {why}"
+    meta[KEY] = bare
+    marked = bare["steps_marked"]
+    differ = (f"; note: the run without the profiler marked {plural(marked, 'step')}, the profiled run "
+              f"{session.marks}") if marked != session.marks else ""
+    return (f"unprofiled times of {plural(len(bare['step_us']), 'step')} stored in the trace "
+            f"({bare['clock']} clock{differ})")
 
 
 def run_target(target: Target, session: Session) -> int:

@@ -15,6 +15,7 @@ from tracekit.profile.optim_steps import OptimizerSteps
 from tracekit.profile.triton_meta import TritonRecorder
 
 INSTALL_HINT = "pip install 'tracekit[profile]'"
+RECORD_SHAPES = True  # every tracekit recording keeps the ops' Input Dims/types (the cost models read them)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class ProfileOptions:
     def recorded(self, step: int) -> bool:
         """Whether ProfilerStep#step falls in the recorded window of the schedule."""
         return step >= self.warmup and (self.active is None or step < self.warmup + self.active)
+
+
+def profiler_activities(cuda: bool) -> list[Any]:
+    """What tracekit records: CPU activity, and CUDA activity when there is a GPU."""
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
 
 def require_torch() -> ModuleType:
@@ -115,15 +123,14 @@ class Session:
         torch = require_torch()
         if steps.active() is not None:
             raise ProfileError("a tracekit profile is already running in this process")
-        from torch.profiler import ProfilerAction, ProfilerActivity, profile
+        from torch.profiler import ProfilerAction, profile
 
         self.cuda = bool(torch.cuda.is_available())
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(
-            activities=activities,
+            activities=profiler_activities(self.cuda),
             schedule=_Schedule(self.options, ProfilerAction),
             on_trace_ready=self._on_trace_ready,
-            record_shapes=True,
+            record_shapes=RECORD_SHAPES,
             with_stack=self.options.with_stack,
             profile_memory=self.options.memory,
         )

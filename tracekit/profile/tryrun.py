@@ -81,8 +81,11 @@ def output_paths(base_trace: Path, knobs: list[str]) -> dict[str | None, Path]:
     return out
 
 
-def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Path, log: TextIO,
-           warmup: int, active: int | None, timeout: float | None) -> dict[str, Any]:
+def run_child(target: Target, mode: str, knob: str | None, trace: Path, result: Path, log: TextIO,
+              warmup: int, active: int | None, timeout: float | None, *,
+              stdin: int | None = None) -> dict[str, Any]:
+    """One `tracekit.profile.trychild` process (its output to `log`, `stdin` as subprocess takes it);
+    its result JSON, or {"status": ..., "error": why} when it timed out or ended before writing one."""
     cmd = [sys.executable, "-m", "tracekit.profile.trychild", "--mode", mode, "--result", str(result),
            "--trace", str(trace), "--warmup", str(warmup)]
     cmd += ["--knob", knob] if knob else []
@@ -93,7 +96,8 @@ def _child(target: Target, mode: str, knob: str | None, trace: Path, result: Pat
     log.write(f"$ {shlex.join(cmd)}\n")
     log.flush()
     try:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, stdin=stdin, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
+                              check=False)
     except subprocess.TimeoutExpired:
         return {"status": None, "error": f"timed out after {timeout:g} s"}
     try:
@@ -115,9 +119,16 @@ def steady_steps(analysis: Analysis) -> tuple[list[int], float | None]:
     return [int(s) for s in lo.steady_steps], span
 
 
-def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None, str | None]:
+def step_bounds(timing: dict[str, Any]) -> tuple[str, list[float]]:
+    """(clock, boundaries) of a timed run's result: the CUDA events' ('gpu') when there are at least
+    two, else the wall clock's. Boundary k is where step k (= ProfilerStep#k of a profiled run of the
+    same script, warm-up steps included) starts; the last one is the end of the last step."""
     gpu, wall = timing.get("gpu_us") or [], timing.get("wall_us") or []
-    clock, bounds = ("gpu", gpu) if len(gpu) >= 2 else ("wall", wall)
+    return ("gpu", list(gpu)) if len(gpu) >= 2 else ("wall", list(wall))
+
+
+def _timed_mean(timing: dict[str, Any], steady: list[int]) -> tuple[float | None, str | None]:
+    clock, bounds = step_bounds(timing)
     if len(bounds) < 2:
         return None, None
     n = len(bounds) - 1
@@ -172,7 +183,7 @@ def try_knobs(target: Target, knobs: list[str], base_trace: Path, *, warmup: int
         with open(log_path, "w", encoding="utf-8") as log:
             for mode in ("profile", "time"):
                 say(f"{label}: {'profiled' if mode == 'profile' else 'timed'} run")
-                runs[mode] = _child(target, mode, knob, trace, result_path, log, warmup, active, timeout)
+                runs[mode] = run_child(target, mode, knob, trace, result_path, log, warmup, active, timeout)
                 if runs[mode].get("applied") is False:
                     break  # the knob cannot apply here: one run said so
         analysed: tuple[Analysis, list[Suggestion]] | str | None = None

@@ -18,6 +18,7 @@ import pandas as pd
 from tracekit.errors import TraceFormatError
 from tracekit.terminal import visible
 from tracekit.trace import build, files, graphs, link, tables
+from tracekit.trace.bare import BARE_KEY, parse_bare
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
 from tracekit.trace.store import OpInputStore
@@ -332,7 +333,9 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
             or (len(runtime) > 0 and runtime[tables.RT_NAME].str.startswith("hip").any()))
     platform = "cpu" if len(gpu) == 0 else ("rocm" if rocm else "cuda")
     info = _bounded(top.get("distributedInfo"))
-    tk = _bounded(top.get(tables.TRACEKIT_KEY))
+    raw_tk = top.get(tables.TRACEKIT_KEY)
+    tk = _bounded(raw_tk)
+    bare = parse_bare(raw_tk.get(BARE_KEY), ignored) if isinstance(raw_tk, dict) else None
     versions = {k: _bounded(top[k]) for k in _VERSION_KEYS if top.get(k) is not None}
     base = top.get("baseTimeNanoseconds")
     return TraceMeta(
@@ -346,6 +349,7 @@ def _meta(top: dict[str, Any], gpu: pd.DataFrame, runtime: pd.DataFrame, legacy:
         versions={k: v for k, v in versions.items() if isinstance(v, (str, int, float))},
         base_time_ns=base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 1 << 63 else None,
         tracekit=tk if isinstance(tk, dict) else None,
+        bare=bare,
         origin_us=origin,
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tracekit.trace import tables
+from tracekit.trace.bare import BareSteps
 from tracekit.trace.store import OpInputStore
 
 
@@ -25,6 +26,7 @@ class TraceMeta:
     versions: dict = field(default_factory=dict)  # cuda/cupti/hip/torch versions found in the file
     base_time_ns: int | None = None
     tracekit: dict | None = None  # provenance written by `tracekit profile`, if any
+    bare: BareSteps | None = None  # the steps timed without the profiler (`tracekit profile`), if any
     origin_us: int = 0  # table times are µs after this file timestamp (shared by all ranks of a Trace)
 
     @property
