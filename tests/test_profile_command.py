@@ -20,7 +20,7 @@ def cli(*args: str) -> int:
     from tracekit.cli import main
 
     try:
-        return main(["profile", "--no-report", *args])
+        return main(["profile", "--no-report", "--no-bare", *args])
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
 

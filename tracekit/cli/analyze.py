@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit.cli.common import (
+    calibration_option,
     capture_option,
     max_bytes_option,
     quiet_option,
@@ -18,11 +19,12 @@ from tracekit.cli.common import (
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
+    from tracekit.pipeline.types import ProfilerOverhead
 
 
 @click.command("analyze", short_help="Print what bounds TRACE (verdict, time by class, top kernels) and what to change.")
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.analysis/2).")
 @click.option("--rank", type=int, default=None, help="Analyze only this rank (default: all ranks).")
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
@@ -30,10 +32,12 @@ if TYPE_CHECKING:
 @steps_option
 @max_bytes_option
 @capture_option
+@calibration_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...],
+            overhead: ProfilerOverhead | None, jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
 
@@ -42,7 +46,7 @@ def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per
     """
     result = run_for_cli(traces, quiet=quiet, rank=rank, jobs=jobs, scheduler=scheduler,
                          tokens_per_step=tokens_per_step, steps=steps, max_bytes=max_bytes, captures=captures,
-                         progress_quiet=quiet or as_json)
+                         progress_quiet=quiet or as_json, overhead=overhead)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:

@@ -14,6 +14,7 @@ from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 if TYPE_CHECKING:
     from tracekit.pipeline import RunResult
+    from tracekit.pipeline.types import ProfilerOverhead
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 
@@ -42,6 +43,20 @@ capture_option = click.option(
     "--capture", "captures", multiple=True, type=click.Path(), metavar="CAPTURE",
     help="Trace recorded around CUDA-graph capture (file or directory; repeatable): replayed kernels "
          "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
+
+
+def _calibration(ctx: click.Context, param: click.Parameter, value: str | None) -> ProfilerOverhead | None:
+    if value is None:
+        return None
+    from tracekit.pipeline.calibration import load_calibration
+
+    return load_calibration(value)  # CalibrationError: one line naming the file, exit status of its kind
+
+
+calibration_option = click.option(
+    "--calibration", "overhead", default=None, metavar="FILE", callback=_calibration,
+    help="The profiler's cost measured on this machine by `tracekit calibrate` (used where a trace carries "
+         "no unprofiled step times of its own; default: docs/model.md's constants).")
 
 
 def echo_warning(warning: str) -> None:
@@ -88,8 +103,8 @@ def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
                 tokens_per_step: float | None = None, steps: StepSelection = STEADY_STEPS,
-                max_bytes: int | None = None,
-                captures: tuple[str, ...] = (), progress_quiet: bool | None = None) -> RunResult:
+                max_bytes: int | None = None, captures: tuple[str, ...] = (),
+                progress_quiet: bool | None = None, overhead: ProfilerOverhead | None = None) -> RunResult:
     """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
     file), with a rank counter on a terminal, then its warnings; a --steps value that selects no
     step of a rank is a usage error."""
@@ -100,7 +115,8 @@ def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int
         result = run(traces if isinstance(traces, str) else list(traces), rank=rank, jobs=jobs,
                      scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
                      steps=steps, max_bytes=max_bytes, captures=captures,
-                     progress=progress_bar(quiet if progress_quiet is None else progress_quiet))
+                     progress=progress_bar(quiet if progress_quiet is None else progress_quiet),
+                     **({} if overhead is None else {"overhead": overhead}))
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     if not quiet:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit.cli.common import (
+    calibration_option,
     capture_option,
     echo_warning,
     max_bytes_option,
@@ -20,6 +21,7 @@ from tracekit.terminal import visible
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
+    from tracekit.pipeline.types import ProfilerOverhead
 
 
 @click.command("report", short_help="Write one self-contained HTML report of TRACE.")
@@ -36,10 +38,12 @@ if TYPE_CHECKING:
 @steps_option
 @max_bytes_option
 @capture_option
+@calibration_option
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bool, rank: int | None,
-            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...], jobs: int | None,
+            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...],
+            overhead: ProfilerOverhead | None, jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Write an HTML report of TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob;
     several may be given). Ranks are analysed in parallel; a multi-rank report opens with the
@@ -55,7 +59,8 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     try:
         report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs,
                                 scheduler=scheduler_from_env(scheduler), steps=steps, max_bytes=max_bytes,
-                                captures=captures, progress=progress_bar(quiet))
+                                captures=captures, progress=progress_bar(quiet),
+                                **({} if overhead is None else {"overhead": overhead}))
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     result, view, written, wanted = report.result, report.view, report.path, report.wanted

@@ -20,6 +20,7 @@ from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-ex
 from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
+from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
 from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
 from tracekit.suggestions.document import RankedSuggestion, by_saving, document, ranked
@@ -44,6 +45,7 @@ class RankTask:
     show_load: bool = False  # loading progress on stderr (a terminal; only for work in the caller's process)
     max_bytes: int | None = None  # refuse a larger trace (tracekit.trace.load.load_trace)
     captures: tuple[str, ...] = ()  # CUDA-graph capture traces (load_trace)
+    overhead: ProfilerOverhead = DEFAULT_OVERHEAD  # the profiler's cost where a trace carries no bare timings
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     except TraceFormatError as exc:
         return RankFailure(task.path, str(exc))
     rank = trace.rank()
-    local = analyse_trace(trace, tokens_per_step=task.tokens_per_step, steps=task.steps)
+    local = analyse_trace(trace, tokens_per_step=task.tokens_per_step, steps=task.steps, overhead=task.overhead)
     analysis, found = local.analysis, local.suggestions
     ra = analysis.ranks[0]
     digest = rank_digest(rank, ra, verdict=analysis.verdict, cause=analysis.cause)
@@ -168,14 +170,16 @@ def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str
 def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | None = None,
         jobs: int | None = None, scheduler: Scheduler = None, view: bool = False,
         tokens_per_step: float | None = None, steps: StepSelection | str = STEADY_STEPS, max_bytes: int | None = None,
-        captures: Sequence[str] = (), progress: Progress | None = None) -> RunResult:
+        captures: Sequence[str] = (), progress: Progress | None = None,
+        overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
 
     `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
     scheduler address or Client (then the tasks run on that cluster). `rank`: keep only that rank
     (files whose name states another rank are not even loaded). `view`: build report sections.
     `steps`: the headline steps, a StepSelection or its text (steady, all, N-M; StepsError before any
-    work when malformed)."""
+    work when malformed). `overhead`: the profiler's cost the model removes where a trace carries no
+    unprofiled step times (default: DEFAULT_OVERHEAD; `tracekit calibrate`'s file: load_calibration)."""
     selection = StepSelection.of(steps)
     paths = resolve_inputs(inputs)
     if rank is not None:
@@ -184,7 +188,7 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
     here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
     tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=selection,
                       show_load=here and progress is not None, max_bytes=max_bytes,
-                      captures=tuple(str(c) for c in captures)) for p in paths]
+                      captures=tuple(str(c) for c in captures), overhead=overhead) for p in paths]
     outcomes: list[RankResult | RankFailure | None] = [None] * len(tasks)
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
                                     progress=progress):

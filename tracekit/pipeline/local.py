@@ -42,7 +42,7 @@ def load_file(path: str | os.PathLike, *, max_bytes: int | None = None, captures
 
 def bare_steps(trace: Trace, rank: int) -> dict[int, float] | None:
     """The unprofiled step times (µs by step number) the rank's file carries, if any."""
-    bare = getattr(trace.rank(rank).meta, "bare", None)
+    bare = trace.rank(rank).meta.bare
     return dict(bare.step_us) if bare is not None else None
 
 
