@@ -17,19 +17,21 @@ if TYPE_CHECKING:
 @click.command("diff")
 @click.argument("before", type=click.Path())
 @click.argument("after", type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.diff/1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (schema tracekit.diff/2).")
 @click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the diff as one offline HTML page.")
 @click.option("--force", is_flag=True, help="Overwrite the --html file if it exists.")
 @click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
-              help="Exit 1 when the steady step got slower by more than PCT percent.")
+              help="Exit 1 when the steady step (unprofiled: measured, else projected, else as traced) "
+                   "got slower by more than PCT percent.")
 @click.option("--rank", type=int, default=None, help="Compare only this rank (default: all ranks).")
 @click.option("--top", default=10, show_default=True, help="How many rows per table in the text.")
 @steps_option
 @quiet_option
 def command(before: str, after: str, as_json: bool, html: Path | None, force: bool, fail_pct: float | None,
             rank: int | None, top: int, steps: StepSelection, quiet: bool) -> None:
-    """Compare two traces (files or rank directories) over their steady steps; check BEFORE's suggestions."""
+    """Compare two traces (files or rank directories) over their steady steps, judged on the step without
+    the profiler; check BEFORE's suggestions where AFTER shows their change."""
     from tracekit.pipeline.compare import compare_files
     from tracekit.pipeline.types import StepsError
     from tracekit.report.diff_text import render_text, slower_message

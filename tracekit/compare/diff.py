@@ -1,14 +1,18 @@
-"""Two analyses compared over their steady steps: per-step metrics, classes, ops, kernels, idle, suggestions.
+"""Two analyses compared over their steady steps: the unprofiled step, per-step metrics, classes, ops, kernels, idle, suggestions.
 
-`diff(before, after, suggestions)` takes two `Analysis` results and BEFORE's suggestions (each is
-checked against what changed: the part of the step its rule row targets, `Rule.target`) and returns a
-`TraceDiff`. Every time is µs per steady step (summed over ranks, divided
-by the steady steps of all ranks). Work is matched by what it is: by kernel class, by the launching op
-and its input shapes, and by kernel name where names match (new and vanished kernels are listed).
+`diff(before, after, suggestions)` takes two `Analysis` results and BEFORE's suggestions and returns a
+`TraceDiff`. The step it judges (`TraceDiff.headline`) is the unprofiled one: measured when both traces
+carry it, else as tracekit.model projects it (both sides projected), else as traced. Each suggestion
+is credited only when AFTER shows its change was made (compare/applied.py); then its prediction is
+compared with the change of that step, the part of the step its rule row targets (`Rule.target`)
+kept as evidence. Every time is µs per steady step (summed over ranks, divided by the steady steps of
+all ranks). Work is matched by what it is: by kernel class, by the launching op and its input shapes,
+and by kernel name where names match (new and vanished kernels are listed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,15 +22,19 @@ import pandas as pd
 from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
-from tracekit.analyzers.step_parts import Selection, StepPart
 from tracekit.analyzers.totals import LaunchTotals
+from tracekit.analyzers.unprofiled import Unprofiled
+from tracekit.compare.checks import Change, SuggestionCheck, check, direction, target
 from tracekit.jsonsafe import plain
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules import RULES_BY_ID
 
-SCHEMA = "tracekit.diff/1"
-CAME_TRUE_TOLERANCE = 0.35  # realised within ±35 % of the predicted saving
-UNTOUCHED = 0.10  # a target part that moved by less than 10 % of the prediction: the change left it alone
+__all__ = ["Change", "SuggestionCheck", "TraceDiff", "diff", "direction", "target"]
+
+SCHEMA = "tracekit.diff/2"
+# What the headline step is (TraceDiff.headline_kind).
+MEASURED = "measured unprofiled"
+PROJECTED = "projected unprofiled"
+TRACED = "as traced"
 MOVED_ROWS = 10
 _TRANSFERS = ("Memcpy", "Memset")  # activity names shared by unrelated ops: not a kernel match
 
@@ -57,80 +65,6 @@ METRICS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class Change:
-    """One per-step metric, before → after."""
-
-    name: str
-    before: float | None
-    after: float | None
-
-    @property
-    def delta(self) -> float | None:
-        return None if self.before is None or self.after is None else self.after - self.before
-
-    @property
-    def pct(self) -> float | None:
-        """Change in % of before (+: grew)."""
-        d = self.delta
-        return None if d is None or not self.before else 100.0 * d / self.before
-
-    @property
-    def ratio(self) -> float | None:
-        """before / after: ×2 means halved (for times: a 2× speedup)."""
-        return None if not self.after or self.before is None else self.before / self.after
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "before": self.before, "after": self.after, "delta": self.delta,
-                "pct": self.pct, "ratio": self.ratio}
-
-
-@dataclass(frozen=True)
-class SuggestionCheck:
-    """A suggestion of BEFORE: its predicted per-step saving vs the realised change of the part it targets."""
-
-    id: str
-    title: str
-    target: str  # the part it targets, in words
-    predicted_us_per_step: float | None
-    before_part_us: float | None  # that part per step in BEFORE / AFTER
-    after_part_us: float | None
-
-    @property
-    def realised_us_per_step(self) -> float | None:
-        if self.before_part_us is None or self.after_part_us is None:
-            return None
-        return self.before_part_us - self.after_part_us
-
-    @property
-    def came_true(self) -> bool | None:
-        """Realised within ±CAME_TRUE_TOLERANCE of the prediction (None: nothing to compare)."""
-        p, r = self.predicted_us_per_step, self.realised_us_per_step
-        if p is None or r is None or p <= 0:
-            return None
-        return abs(r - p) <= CAME_TRUE_TOLERANCE * p
-
-    @property
-    def outcome(self) -> str | None:
-        """'came true'; 'untouched' (the part moved by under UNTOUCHED of the prediction: the change
-        did not act on it); 'fell short', 'exceeded' or 'worse' (the part grew); None: nothing to compare."""
-        p, r = self.predicted_us_per_step, self.realised_us_per_step
-        if p is None or r is None or p <= 0:
-            return None
-        if self.came_true:
-            return "came true"
-        if abs(r) <= UNTOUCHED * p:
-            return "untouched"
-        return "worse" if r < 0 else ("fell short" if r < p else "exceeded")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "target": self.target, "outcome": self.outcome,
-                "predicted_us_per_step": self.predicted_us_per_step,
-                "realised_us_per_step": self.realised_us_per_step,
-                "before_part_us_per_step": self.before_part_us, "after_part_us_per_step": self.after_part_us,
-                "came_true": self.came_true}
-
-
-@dataclass(frozen=True)
 class TraceDiff:
     """BEFORE vs AFTER over steady steps; `to_dict()` is the `tracekit diff --json` document."""
 
@@ -148,14 +82,33 @@ class TraceDiff:
     attribution: pd.DataFrame  # A_PART, DELTA: named parts of the step change
     suggestions: tuple[SuggestionCheck, ...]
     warnings: tuple[str, ...] = field(default=())
+    projected: Change | None = None  # the projected unprofiled step (None unless the model projects both)
+    measured: Change | None = None  # the measured unprofiled step (None unless both traces carry one)
 
     def metric(self, name: str) -> Change:
         return next(m for m in self.metrics if m.name == name)
 
     @property
     def step(self) -> Change:
-        """The steady step span, before → after."""
+        """The steady step span as traced, before → after."""
         return self.metric("span_us")
+
+    @property
+    def headline(self) -> Change:
+        """The step the diff's verdict reads: measured unprofiled, else projected, else as traced."""
+        return self.measured or self.projected or self.step
+
+    @property
+    def headline_kind(self) -> str:
+        return MEASURED if self.measured else PROJECTED if self.projected else TRACED
+
+    @property
+    def disagreement(self) -> str | None:
+        """One line when the traced step moved the other way than the headline step."""
+        traced, head = direction(self.step), direction(self.headline)
+        if self.headline_kind == TRACED or {traced, head} != {"faster", "slower"}:
+            return None
+        return f"as traced it looks {traced}: the profiler's overhead changed"
 
     @property
     def attributed_share(self) -> float | None:
@@ -180,11 +133,15 @@ class TraceDiff:
         return None if not len(grew) else str(grew.sort_values(DELTA, ascending=False)[C_CLASS].iloc[0])
 
     def to_dict(self) -> dict[str, Any]:
-        step = self.step
+        step, head = self.step, self.headline
         return plain({
             "schema": SCHEMA, "before": self.before_path, "after": self.after_path,
             "steps": {"before": self.before_steps, "after": self.after_steps},
+            "headline": {**head.to_dict(), "kind": self.headline_kind, "direction": direction(head),
+                         "disagreement": self.disagreement},
             "step": {**step.to_dict(), "attributed_share": self.attributed_share},
+            "projected": None if self.projected is None else self.projected.to_dict(),
+            "measured": None if self.measured is None else self.measured.to_dict(),
             "verdict": {"before": self.verdict[0], "after": self.verdict[1]},
             "cause": {"before": self.cause[0], "after": self.cause[1]},
             "metrics": [m.to_dict() for m in self.metrics],
@@ -286,6 +243,26 @@ def _attribution(classes: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
     return _by_delta(out)
 
 
+def _unprofiled(before: Analysis, after: Analysis) -> tuple[Change | None, Change | None, list[str]]:
+    """(projected, measured) unprofiled step changes, and why the projection is left out."""
+    ub, ua = before.unprofiled, after.unprofiled
+    projected = measured = None
+    notes = []
+    if ub is not None and ua is not None:
+        if ub.trusted and ua.trusted and ub.step_us is not None and ua.step_us is not None:
+            projected = Change("projected_step_us", ub.step_us, ua.step_us)
+        else:
+            notes += [f"the execution model abstains on {side} ({_reason(u)}): no projected unprofiled step"
+                      for side, u in (("BEFORE", ub), ("AFTER", ua)) if not u.trusted]
+        if ub.measured_us is not None and ua.measured_us is not None:
+            measured = Change("measured_step_us", ub.measured_us, ua.measured_us)
+    return projected, measured, notes
+
+
+def _reason(u: Unprofiled) -> str:
+    return u.abstained[0][1] if u.abstained else "no rank projected"
+
+
 def diff(before: Analysis, after: Analysis, suggestions: Sequence[Suggestion] = ()) -> TraceDiff:
     """Compare two `Analysis` results over their steady steps (see the module docstring);
     `suggestions` (BEFORE's, from tracekit.suggestions.suggest) are checked against what changed."""
@@ -298,35 +275,23 @@ def diff(before: Analysis, after: Analysis, suggestions: Sequence[Suggestion] = 
     idle = pd.DataFrame({I_PART: list(idle_b), BEFORE: list(idle_b.values()),
                          AFTER: [idle_a[k] for k in idle_b]})
     idle[DELTA] = idle[AFTER] - idle[BEFORE]
-    checks = tuple(_check(s, before, after, sb, sa) for s in suggestions)
-    warnings = []
-    if not nb or not na:
-        warnings.append("a trace has no steady steps: per-step numbers are over the whole trace")
-    return TraceDiff(
+    projected, measured, warnings = _unprofiled(before, after)
+    shell = TraceDiff(
         before_path=str(before.path), after_path=str(after.path), before_steps=nb, after_steps=na,
         metrics=metrics, verdict=(before.verdict, after.verdict),
         cause=(before.cause, after.cause),
         classes=classes, idle=idle, ops=_ops(before, after, nb, na),
         kernels=_kernels(before, after, nb, na), attribution=_attribution(classes, idle),
-        suggestions=checks, warnings=tuple(warnings),
+        suggestions=(), projected=projected, measured=measured,
     )
-
-
-def target(suggestion_id: str) -> StepPart:
-    """The part of the step a suggestion acts on: its rule row's target; the whole step for an id
-    with no row (a cross-rank suggestion)."""
-    rule = RULES_BY_ID.get(suggestion_id)
-    return step_parts.WHOLE_STEP if rule is None else rule.target
-
-
-def _check(suggestion: Suggestion, before: Analysis, after: Analysis, sb: Selection, sa: Selection) -> SuggestionCheck:
-    part = target(suggestion.id)
-    predicted = suggestion.per_step_us
-    return SuggestionCheck(
-        id=suggestion.id, title=suggestion.title, target=part.label,
-        predicted_us_per_step=None if predicted is None else float(predicted),
-        before_part_us=part.measure(before, sb), after_part_us=part.measure(after, sa),
-    )
+    if not nb or not na:
+        warnings.append("a trace has no steady steps: per-step numbers are over the whole trace")
+    checks = tuple(check(s, before, after, sb, sa, shell.headline, shell.headline_kind) for s in suggestions)
+    made = [c.id for c in checks if c.applied]
+    if len(made) > 1:
+        warnings.append(f"AFTER shows the changes of {len(made)} suggestions ({', '.join(made)}): each is compared "
+                        "with the whole step change, which they share")
+    return dataclasses.replace(shell, suggestions=checks, warnings=tuple(warnings))
 
 
 def _per(totals: LaunchTotals, attr: str, n: int) -> float | None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff
+from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff, direction
 from tracekit.output import write_atomic
+from tracekit.report.diff_text import APPLIED_WORDS, headline_lines
 from tracekit.report.html import asset, environment
 from tracekit.units import fmt_time
 
@@ -48,7 +49,9 @@ class DiffView:
     title: str
     before: str
     after: str
-    headline: str
+    headline: str  # the step the diff judges, its kind and change, the other two steps beside it
+    disagreement: str  # "as traced it looks slower: the profiler's overhead changed", or ""
+    headline_css: str  # faster / slower / ""
     attributed: str
     metrics: tuple[Row, ...]
     classes: tuple[Row, ...]
@@ -99,25 +102,31 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
         delta = "–" if m.delta is None else (f"{m.delta:+.1f}" if m.name in _COUNTS else _signed(m.delta))
         metrics.append(Row((_LABELS.get(m.name, m.name), _cell(m.name, m.before), _cell(m.name, m.after),
                             delta, pct, ratio), _css(m.delta, abs(m.before or 0.0))))
-    step = d.step
-    headline = (f"Steady step {fmt_time(step.before or 0)} → {fmt_time(step.after or 0)}"
-                + ("" if step.pct is None else f" ({step.pct:+.1f}%)")
-                + f"; verdict {d.verdict[0]} → {d.verdict[1]}")
+    lines = headline_lines(d, "→", fmt_time, "–")
+    headline = lines[0][0].upper() + lines[0][1:] + f"; verdict {d.verdict[0]} → {d.verdict[1]}"
+    way = direction(d.headline)
+    headline_css = way if way in ("faster", "slower") else ""
     share = d.attributed_share
     attributed = "" if share is None else (
-        f"Named kernel classes and GPU-idle causes account for {100 * share:.0f}% of the step change.")
+        f"Named kernel classes and GPU-idle causes account for {100 * share:.0f}% of the traced step change.")
     checks = []
     for s in d.suggestions:
         verdict = s.outcome or "–"
-        checks.append(Row((s.id, s.target, "–" if s.predicted_us_per_step is None else fmt_time(s.predicted_us_per_step),
+        applied = APPLIED_WORDS[s.applied]
+        part = "–" if s.part_saving_us is None else (f"{fmt_time(s.before_part_us or 0.0)} → "
+                                                     f"{fmt_time(s.after_part_us or 0.0)}")
+        checks.append(Row((s.id, f"{applied}: {s.applied_evidence}", s.target, part,
+                           "–" if s.predicted_us_per_step is None else fmt_time(s.predicted_us_per_step),
                            "–" if s.realised_us_per_step is None else fmt_time(s.realised_us_per_step), verdict),
-                          {"came true": "faster", "untouched": None}.get(s.outcome or "", "slower") or ""))
+                          {"came true": "faster", "untouched": None, "unconfirmed": None}.get(s.outcome or "", "slower")
+                          or ""))
     kernels = d.kernels[d.kernels["match"] != "name"]
     return DiffView(
         version=version, title=f"tracekit diff: {Path(d.before_path).name} → {Path(d.after_path).name}",
         before=f"{d.before_path} ({d.before_steps} steps, {_verdict(d.verdict[0], d.cause[0])})",
         after=f"{d.after_path} ({d.after_steps} steps, {_verdict(d.verdict[1], d.cause[1])})",
-        headline=headline, attributed=attributed, metrics=tuple(metrics),
+        headline=headline, disagreement=lines[1] if len(lines) > 1 else "", headline_css=headline_css,
+        attributed=attributed, metrics=tuple(metrics),
         classes=_rows(d.classes, lambda r: (r["class"],), scale),
         idle=_rows(d.idle, lambda r: (r["part"],), scale),
         moved=_rows(d.moved, lambda r: (r["op"], r["shapes"], r["match"], r["kernels_before"], r["kernels_after"]),

@@ -1,0 +1,243 @@
+"""Whether the AFTER trace shows the change a suggestion of BEFORE asked for: one row of signals per rule id, read from the two analyses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers import kernels
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import hostside, optimizer, sequences
+from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
+from tracekit.units import fmt_us
+
+Value = float | str | None
+Measure = Callable[[Analysis], Value]
+
+# How a signal's value must move between BEFORE and AFTER for the change to count as made.
+FALLS = "falls"  # after <= (1 - amount) x before, before > 0
+GROWS = "grows"  # after > 0 and after >= amount x before (appears when before is 0)
+BECOMES = "becomes"  # after == target != before (a kind, a precision)
+CHANGES = "changes"  # after != before, both known
+
+# How its values are written.
+COUNT, TIME, SHARE, WORD = "count", "time", "share", "word"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One thing the trace shows about a change: what it is in words, how it is measured on an
+    Analysis (None: the trace cannot tell), how it must move, and how its values are written."""
+
+    what: str
+    measure: Measure
+    test: str
+    amount: float = 0.0
+    target: str = ""
+    unit: str = COUNT
+
+    def fired(self, before: Value, after: Value) -> bool | None:
+        """Whether before → after is the move `test` names (None: a value is unknown)."""
+        if before is None or after is None:
+            return None
+        if self.test in (BECOMES, CHANGES):
+            return before != after and (self.test == CHANGES or after == self.target)
+        b, a = float(before), float(after)
+        if self.test == FALLS:
+            return b > 0 and a <= (1.0 - self.amount) * b
+        return a > 0 and a >= self.amount * b
+
+    def expected(self) -> str:
+        if self.test == FALLS:
+            if self.amount >= 1:
+                return "to vanish"
+            return "a fall to ¼ or less" if self.amount == 0.75 else f"a fall of ≥ {100 * self.amount:.0f} %"
+        if self.test == GROWS:
+            return "to appear" if self.amount <= 1 else f"to appear or grow ≥ {self.amount:g}×"
+        return f"to become {self.target}" if self.test == BECOMES else "to change"
+
+    def words(self, before: Value, after: Value) -> str:
+        return f"{self.what} {_fmt(before, self.unit)} → {_fmt(after, self.unit)}"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """Whether the change was made (None: tracekit has no check for it, or the traces cannot tell) and
+    one short sentence with the numbers that say so ('host syncs per steady step 1.0 → 0.0')."""
+
+    applied: bool | None
+    evidence: str
+
+
+def _fmt(v: Value, unit: str) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, str):
+        return v
+    if unit == TIME:
+        return fmt_us(v)
+    return f"{100 * v:.0f} %" if unit == SHARE else f"{v:.1f}"
+
+
+# --- measures: per steady step (the analysis's own selection), summed over its ranks --------------
+
+def _steps(a: Analysis) -> int:
+    return max(int(a.totals.steps), 1)
+
+
+def _field(name: str) -> Measure:
+    return lambda a: float(getattr(a.totals, name)) / _steps(a)
+
+
+def _class_count(*classes: str) -> Measure:
+    def measure(a: Analysis) -> float:
+        c = a.classes
+        return float(c.loc[c[SUM_KEY].isin(classes), SUM_COUNT].sum()) / _steps(a)
+    return measure
+
+
+def _class_time(*classes: str) -> Measure:
+    def measure(a: Analysis) -> float:
+        c = a.classes
+        return float(c.loc[c[SUM_KEY].isin(classes), SUM_TIME].sum()) / _steps(a)
+    return measure
+
+
+def _pattern_sum(table: str, column: str) -> Measure:
+    """A column of a pattern table (they cover the selected steps only), per step."""
+    def measure(a: Analysis) -> float:
+        total = 0.0
+        for r in a.ranks:
+            t = getattr(r.patterns, table, None) if r.patterns is not None else None
+            if t is not None and len(t):
+                total += float(np.nansum(t[column].to_numpy(dtype=float)))
+        return total / _steps(a)
+    return measure
+
+
+def _in_steps(a: Analysis, rank: int, table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of a per-step table that fall in the rank's selected steps."""
+    r = next(x for x in a.ranks if x.rank == rank)
+    return table[table[column].isin([int(s) for s in r.launch.steady_steps])]
+
+
+def single_process_loads(a: Analysis) -> float:
+    """Selected steps that load data with a single-process DataLoader (num_workers=0), per step."""
+    n = 0
+    for r in a.ranks:
+        t = r.patterns.dataloader if r.patterns is not None else None
+        if t is not None and len(t):
+            n += int(_in_steps(a, r.rank, t, hostside.DL_STEP)[hostside.DL_SINGLE].astype(bool).sum())
+    return n / _steps(a)
+
+
+def graph_share(a: Analysis) -> float:
+    """Share of the GPU activities (every step of every rank) replayed from CUDA/HIP graphs."""
+    replayed = total = 0
+    for r in a.ranks:
+        total += len(r.classification.table)
+        replayed += r.graphs.activities if r.graphs is not None else 0
+    return replayed / total if total else 0.0
+
+
+def _optimizer_rows(a: Analysis) -> pd.DataFrame | None:
+    """The Optimizer.step ranges of the selected steps (all of them when none falls in one); None: no range."""
+    tables = []
+    for r in a.ranks:
+        t = r.patterns.optimizer if r.patterns is not None else None
+        if t is not None and len(t):
+            mine = _in_steps(a, r.rank, t, optimizer.OS_STEP)
+            tables.append(mine if len(mine) else t)
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def optimizer_kernels(a: Analysis) -> float | None:
+    """GPU activities launched per optimizer step (mean over its ranges)."""
+    rows = _optimizer_rows(a)
+    return None if rows is None else float(rows[optimizer.OS_KERNELS].astype(float).mean())
+
+
+def optimizer_kind(a: Analysis) -> str | None:
+    """How most optimizer steps update their parameters (optimizer.PER_PARAMETER / MULTI_TENSOR_KIND / FUSED_KIND)."""
+    rows = _optimizer_rows(a)
+    return None if rows is None else str(rows[optimizer.OS_KIND].astype(str).mode().iloc[0])
+
+
+_NAME_PRECISION = ((re.compile(r"tf32", re.I), "tf32"), (re.compile(r"e4m3|e5m2|fp8|f8f8", re.I), "fp8"),
+                   (re.compile(r"bf16", re.I), "bf16"), (re.compile(r"fp16|f16f16|hgemm", re.I), "fp16"))
+
+
+def gemm_precision(a: Analysis) -> str | None:
+    """The precision most GEMM time runs at: from the kernel name (tf32, fp8, bf16, fp16 tags: TF32 is a
+    math mode, its inputs stay float) else the op's input dtype; None without GEMM kernels."""
+    k = a.kernels
+    gemm = k[k["class"].astype(str) == kernels.GEMM]
+    if not len(gemm):
+        return None
+    time: dict[str, float] = {}
+    for name, dtype, us in zip(gemm["name"].astype(str), gemm["dtype"], gemm["time_us"].astype(float), strict=True):
+        tag = next((p for rx, p in _NAME_PRECISION if rx.search(name)), None)
+        key = tag or (str(dtype) if isinstance(dtype, str) and dtype else "unknown")
+        time[key] = time.get(key, 0.0) + us
+    return max(time.items(), key=lambda kv: kv[1])[0]
+
+
+# --- one row per rule id: the signals that show its change was made (any one suffices) ------------
+
+APPLIED: dict[str, tuple[Signal, ...]] = {
+    # rules_launch.cuda_graphs: capture the step and replay it (torch.cuda.graphs, mode="reduce-overhead"):
+    # the AFTER trace then runs its kernels from graph launches (GraphReplays of each rank).
+    "cuda_graphs": (Signal("GPU activities replayed from CUDA graphs", graph_share, GROWS, 2.0, unit=SHARE),),
+    # rules_host.avoid_sync: drop the per-step .item() / .cpu() / explicit syncs (LaunchTotals.syncs).
+    "avoid_sync": (Signal("host syncs per steady step", _field("syncs"), FALLS, 0.25),),
+    # rules_host.dataloader_workers: num_workers > 0 takes the loading off the training thread: the
+    # DataLoader wait (LaunchTotals.data_wait_us) halves, or the single-process iterator is gone.
+    "dataloader_workers": (
+        Signal("DataLoader wait per step", _field("data_wait_us"), FALLS, 0.5, unit=TIME),
+        Signal("single-process DataLoader loads per step", single_process_loads, FALLS, 1.0)),
+    # rules_host.pinned_memory: pin_memory=True / non_blocking copies: pageable copy time halves.
+    "pinned_memory": (Signal("pageable copy time per step", _field("pageable_copy_us"), FALLS, 0.5, unit=TIME),),
+    # rules_optimizer.fused_optimizer: fused=True updates all parameters in a few kernels
+    # (detectors/optimizer.py OS_KERNELS, OS_KIND): kernels per optimizer step fall 4×, or the kind is fused.
+    "fused_optimizer": (Signal("kernels per optimizer step", optimizer_kernels, FALLS, 0.75),
+                        Signal("optimizer update", optimizer_kind, BECOMES, target=optimizer.FUSED_KIND, unit=WORD)),
+    # rules_kernels.lower_precision: TF32 / bf16 autocast: the GEMMs run other kernels (tf32/bf16 names or
+    # input dtype in Analysis.kernels), or GEMM time falls by 30 %.
+    "lower_precision": (Signal("GEMM precision (by time)", gemm_precision, CHANGES, unit=WORD),
+                        Signal("GEMM time per step", _class_time(kernels.GEMM), FALLS, 0.3, unit=TIME)),
+    # rules_launch.batch_bmm: one batched GEMM instead of a loop: the same-shape GEMM loops
+    # (patterns.loops, their kernels) vanish.
+    "batch_bmm": (Signal("GEMMs in same-shape loops per step", _pattern_sum("loops", sequences.LP_GEMMS), FALLS, 1.0),),
+    # rules_kernels.fuse_elementwise: torch.compile / fused ops: fewer elementwise + normalization kernels.
+    "fuse_elementwise": (Signal("elementwise + normalization kernels per step",
+                                _class_count(kernels.ELEMENTWISE, kernels.NORMALIZATION), FALLS, 0.3),),
+    # rules_kernels.use_sdpa: F.scaled_dot_product_attention: fused attention kernels (class attention)
+    # replace the unfused scores GEMM → softmax → GEMM chain (patterns.attention).
+    "use_sdpa": (Signal("fused attention kernels per step", _class_count(kernels.ATTENTION), GROWS, 2.0),),
+    # rules_host.overlap_comm: bucketing / async collectives: exposed communication (LaunchTotals.comm_exposed_us) halves.
+    "overlap_comm": (Signal("exposed communication per step", _field("comm_exposed_us"), FALLS, 0.5, unit=TIME),),
+}
+
+
+def applied(suggestion_id: str, before: Analysis, after: Analysis) -> Applied:
+    """Whether AFTER shows the change `suggestion_id` asks for: made when any signal of its row fired;
+    not made when every signal could be read and none fired; None for an id without a row, or
+    when no signal could be read."""
+    signals = APPLIED.get(suggestion_id)
+    if signals is None:
+        return Applied(None, "tracekit has no check of whether this change was made")
+    read = []
+    for s in signals:
+        b, a = s.measure(before), s.measure(after)
+        fired = s.fired(b, a)
+        if fired:
+            return Applied(True, s.words(b, a))
+        read.append((s, b, a, fired))
+    words = "; ".join(f"{s.words(b, a)} (expected {s.expected()})" for s, b, a, _ in read)
+    if all(f is None for *_, f in read):
+        return Applied(None, words)
+    return Applied(False, words)
