@@ -153,7 +153,12 @@
   var KIND_COLOR = { gpu: "#3b6fb6", stream: "#5b7fa8", cpu: "#e0913a" };
   function drawTimeline(node, d) {
     var W = Math.max(480, node.clientWidth), L = 150, R = 64, rowH = 16, gap = 5, top = 24;
-    var H = top + d.rows.length * (rowH + gap) + 26;
+    var card = node.closest(".card");
+    var cp = d.critical && d.critical.steps && d.critical.steps.length ? d.critical : null;
+    var toggle = card.querySelector(".tl-path-toggle");
+    var showPath = !!cp && (!toggle || toggle.checked), bandH = 7, bandGap = 6;
+    var rowsEnd = top + d.rows.length * (rowH + gap);
+    var H = rowsEnd + (showPath ? bandH + bandGap : 0) + 26;
     var cw = W - L - R, nb = d.bins, binUs = d.span_us / nb;
     var view = node._view || [0, d.span_us];
     var ncol = Math.max(1, Math.floor(cw / 2));
@@ -161,7 +166,6 @@
       "data-left": L, "data-width": cw, "data-columns": ncol });
     var colUs = (view[1] - view[0]) / ncol;
     var x = function (us) { return L + cw * (us - view[0]) / (view[1] - view[0]); };
-    var card = node.closest(".card");
     // steps: shaded bands, labels that fit (full, number only, or none), excluded steps marked
     d.steps.forEach(function (s, i) {
       if (s.end < view[0] || s.start > view[1]) { return; }
@@ -197,7 +201,9 @@
     });
     node.setAttribute("data-view", view[0].toFixed(3) + "," + view[1].toFixed(3));
     node.setAttribute("data-drawn", String(drawn));
-    var axisY = top + d.rows.length * (rowH + gap) + 4;
+    if (showPath) { node.setAttribute("data-path-drawn", String(drawPath(svg, cp, view, x, L, cw, rowsEnd, bandH))); }
+    else { node.removeAttribute("data-path-drawn"); }
+    var axisY = rowsEnd + (showPath ? bandH + bandGap : 0) + 4;
     el("line", { x1: L, x2: L + cw, y1: axisY, y2: axisY, stroke: "#c9ced6" }, svg);
     for (var t = 0; t <= 4; t++) {
       var tx = L + cw * t / 4;
@@ -243,6 +249,11 @@
         brush.setAttribute("width", Math.abs(Math.min(L + cw, Math.max(L, sx)) - drag.x));
         return;
       }
+      if (showPath && sy >= rowsEnd - 1 && sy <= rowsEnd + bandH + 1 && sx >= L && sx <= L + cw) {
+        var pc = Math.floor((sx - L) / (cw / ncol)), pa = view[0] + pc * colUs;
+        showTip(ev, "critical path", pathLines(cp, pa, pa + colUs));
+        return;
+      }
       var col = Math.floor((sx - L) / (cw / ncol)), ri = Math.floor((sy - top) / (rowH + gap));
       if (col < 0 || col >= ncol || ri < 0 || ri >= d.rows.length) { hideTip(); return; }
       var row = d.rows[ri], a = view[0] + col * colUs, b = a + colUs;
@@ -271,6 +282,7 @@
     if (!node._wired) {
       node._wired = true;
       reset.addEventListener("click", function () { node._view = null; redraw(node, d); });
+      if (toggle) { toggle.addEventListener("change", function () { redraw(node, d); }); }
       node.addEventListener("keydown", function (ev) {
         var v = node._view || [0, d.span_us], w = v[1] - v[0];
         if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
@@ -283,6 +295,41 @@
       });
     }
     return svg;
+  }
+  // the critical-path band: per steady step, boundaries t (µs after the timeline start) and a kind digit per segment
+  function drawPath(svg, cp, view, x, L, cw, y, h) {
+    text(svg, 0, y + h, "critical path", "start", "tl-path-label");
+    el("rect", { x: L, y: y, width: cw, height: h, fill: "#f1f3f6" }, svg);
+    var g = el("g", { "class": "tl-path-band" }, svg), n = 0;
+    cp.steps.forEach(function (st) {
+      var t = st.t;
+      if (!t.length || t[t.length - 1] < view[0] || t[0] > view[1]) { return; }
+      for (var i = 0; i + 1 < t.length; i++) {
+        if (t[i + 1] < view[0] || t[i] > view[1]) { continue; }
+        var x0 = Math.max(L, x(t[i])), x1 = Math.min(L + cw, x(t[i + 1])), k = +st.k.charAt(i);
+        el("rect", { x: x0, y: y, width: Math.max(0.6, x1 - x0), height: h, fill: cp.colors[k],
+          "class": "tl-path-seg", "data-kind": cp.kinds[k] }, g);
+        n++;
+      }
+    });
+    return n;
+  }
+  function pathLines(cp, a, b) {  // time per kind of the path inside [a, b]
+    var per = cp.kinds.map(function () { return 0; }), steps = [];
+    cp.steps.forEach(function (st) {
+      var t = st.t;
+      if (!t.length || t[t.length - 1] <= a || t[0] >= b) { return; }
+      steps.push(st.step);
+      for (var i = 0; i + 1 < t.length; i++) {
+        var lo = Math.max(a, t[i]), hi = Math.min(b, t[i + 1]);
+        if (hi > lo) { per[+st.k.charAt(i)] += hi - lo; }
+      }
+    });
+    var total = per.reduce(function (x, y) { return x + y; }, 0);
+    if (!total) { return [fmtTime(a) + " – " + fmtTime(b), "no steady step drawn here"]; }
+    var lines = [fmtTime(a) + " – " + fmtTime(b) + " · step " + steps.join(", ")];
+    per.forEach(function (v, k) { if (v > 0) { lines.push(cp.labels[k] + ": " + fmtTime(v) + " (" + (100 * v / total).toFixed(0) + "%)"); } });
+    return lines;
   }
   function redraw(node, d) {
     while (node.firstChild) { node.removeChild(node.firstChild); }

@@ -160,3 +160,41 @@ def test_roofline_hidden_without_flops(browser, tmp_path):  # noqa: F811
         assert errors == []
     finally:
         page.close()
+
+
+def test_critical_path_band_toggle_and_model_tile(browser, tmp_path):  # noqa: F811
+    from tracekit.report.palette import PATH_COLORS
+
+    html = write_report(_sample("gpt2_decode.trace.json.gz"), tmp_path / "r.html")
+    page, errors, _ = open_report(browser, html)
+    try:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.evaluate("window.dispatchEvent(new Event('resize'))")
+        page.wait_for_timeout(300)
+        band = page.evaluate("JSON.parse(document.getElementById('r0-tl-data').textContent).critical")
+        n = band["segments"]
+        assert n == sum(len(e["k"]) for e in band["steps"]) > 1000
+        segs = page.locator("#r0 rect.tl-path-seg")
+        assert segs.count() == n and page.get_attribute("#r0 [data-chart=timeline]", "data-path-drawn") == str(n)
+        fills = page.eval_on_selector_all("#r0 rect.tl-path-seg", "rs => rs.map(r => [r.dataset.kind, r.getAttribute('fill')])")
+        assert {k: f for k, f in fills} == {k: PATH_COLORS[k] for k in {k for k, _ in fills}}
+        assert {k for k, _ in fills} >= {"cpu", "launch"}  # launch-bound: host work and launch calls
+        page.locator("#r0-timeline").scroll_into_view_if_needed()
+        box = segs.nth(n // 2).bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        tip = page.inner_text("#tip")
+        assert tip.startswith("critical path") and "step " in tip
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.locator("#r0-timeline").screenshot(path=str(ARTIFACTS / "timeline-critical-path.png"))
+        page.click("#r0 .tl-path-toggle")
+        assert segs.count() == 0 and page.get_attribute("#r0 [data-chart=timeline]", "data-path-drawn") is None
+        page.click("#r0 .tl-path-toggle")
+        assert segs.count() == n
+        # the model's tile: two columns wide, its lines wrap inside it
+        tile = page.locator("#r0 .tile-model")
+        assert tile.count() == 1 and page.is_visible("#r0 .tile-model .tile-n")
+        fits = tile.evaluate("t => [...t.querySelectorAll('dd')].every(d => d.scrollWidth <= d.clientWidth + 1)")
+        assert fits and tile.get_attribute("title")
+        assert errors == []
+    finally:
+        page.close()

@@ -133,3 +133,59 @@ def test_export_never_writes_over_its_input(tmp_path, capsys):
     before = src.read_bytes()
     assert main(["export", str(src), "-o", str(src), "--force"]) == 2
     assert "is the input trace" in capsys.readouterr().err and src.read_bytes() == before
+
+
+def test_export_critical_path_track(tmp_path):
+    """One complete event per critical-path segment of every modelled steady step (critical_segments
+    of the recorded durations, on the trace's clock) and an instant per step with its two spans."""
+    from tracekit.model import critical_segments
+    from tracekit.pipeline.export import PATH_TRACK, TID_PATH
+    from tracekit.pipeline.local import analyse_trace, load_file
+
+    sample = ROOT / "sample_traces" / "gpt2_decode.trace.json.gz"
+    if not sample.exists():
+        pytest.skip("sample trace absent")
+    out = tmp_path / "g.json.gz"
+    assert main(["export", str(sample), "-o", str(out), "-q"]) == 0
+    ours = _ours(_read(out))
+    trace = load_file(sample)
+    origin = float(trace.rank().meta.origin_us)
+    model = analyse_trace(trace, with_suggestions=False).models[0]
+    assert len(model.steps) == 20
+    track = [e for e in ours if e.get("tid") == TID_PATH]
+    names = [e["args"]["name"] for e in track if e["ph"] == "M"]
+    assert names == [PATH_TRACK]
+    slices = [e for e in track if e["ph"] == "X"]
+    expected = [(s.graph.step, seg) for s in model.steps for seg in critical_segments(s.graph)]
+    assert len(slices) == len(expected) > 20 * 100
+    for e, (step, seg) in zip(slices, expected, strict=True):
+        assert (e["name"], e["args"]["step"]) == (seg.kind, step)
+        assert e["ts"] == pytest.approx(origin + seg.start_us, abs=1e-3)
+        assert e["dur"] == pytest.approx(seg.length_us, abs=1e-6)
+    instants = [e for e in track if e["ph"] == "i"]
+    assert [(e["args"]["step"], e["ts"]) for e in instants] == [
+        (s.graph.step, pytest.approx(origin + s.graph.window_start_us)) for s in model.steps]
+    for e, s in zip(instants, model.steps, strict=True):
+        assert e["args"]["traced_span_us"] == pytest.approx(s.graph.traced_span_us)
+        assert e["args"]["projected_span_us"] == pytest.approx(s.projected.span_us)
+        assert e["args"]["projected_span_us"] < e["args"]["traced_span_us"]
+    # each step's slices lie in its window: they start at the step's verdict slice and end with it
+    verdict = {e["name"].split(":")[0]: e for e in ours if e["ph"] == "X" and e["tid"] == 1}
+    for s in model.steps:
+        mine = [e for e in slices if e["args"]["step"] == s.graph.step]
+        v = verdict[f"tracekit step {s.graph.step}"]
+        assert mine[0]["ts"] == pytest.approx(v["ts"], abs=1e-3)
+        assert mine[-1]["ts"] + mine[-1]["dur"] == pytest.approx(v["ts"] + v["dur"], abs=1e-3)
+
+
+def test_export_without_a_model_has_no_track_and_says_why(tmp_path, capsys):
+    from test_report_model import no_marks_trace
+
+    from tracekit.pipeline.export import TID_PATH
+
+    src = no_marks_trace(tmp_path / "nomarks.json")
+    out = tmp_path / "n.json"
+    assert main(["export", str(src), "-o", str(out)]) == 0
+    assert not [e for e in _ours(_read(out)) if e.get("tid") == TID_PATH]
+    said = capsys.readouterr().out
+    assert "no critical-path track: the execution model abstains (no ProfilerStep marks" in said

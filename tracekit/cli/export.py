@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracekit.cli.common import quiet_option
+from tracekit.terminal import visible
 
 
 @click.command("export", short_help="Write TRACE with tracekit's results added, for Perfetto.")
@@ -24,16 +25,19 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
 
     The output keeps every original event (kernel events gain args.tracekit_class) and adds a
     "tracekit" process: the verdict of each step, counters for the GPU busy share and the launch
-    queue depth, and the top suggestion over the slowest steady step. Open it at
+    queue depth, the top suggestion over the slowest steady step, and the critical path of each
+    steady step the execution model replays (a "tracekit: critical path" track). Open it at
     https://ui.perfetto.dev or in chrome://tracing.
     """
     from tracekit.paths import export_path
     from tracekit.pipeline.export import export
 
     wanted = output if output is not None else export_path(trace)
-    written, added = export(trace, wanted, force=force)
+    written, added, note = export(trace, wanted, force=force)
     if written != wanted:
         click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
     if not quiet:
         click.echo(f"wrote {written} ({written.stat().st_size / 1e6:,.1f} MB, {added:,} tracekit events); "
                    "open it at https://ui.perfetto.dev")
+        if note:
+            click.echo(f"  {visible(note)}")

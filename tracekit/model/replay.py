@@ -8,6 +8,7 @@ import numpy as np
 
 from tracekit.model.chains import PATH_CPU, PATH_GPU, PATH_LAUNCH, PATH_SYNC, chain_timeline
 from tracekit.model.graph import ROLE_QUEUE, ROLE_SYNC, StepGraph, busy_in
+from tracekit.model.path import step_end, walk
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,41 @@ class ReplayResult:
         return self.traced_gpu_busy_us / self.traced_span_us if self.traced_span_us > 0 else 0.0
 
 
+@dataclass(frozen=True, eq=False)
+class ReplayPoints:
+    """A replayed step's points (call starts [0, n), call ends [n, 2n), GPU starts [2n, 2n+g), GPU ends
+    [2n+g, 2n+2g), the origin) and, when the critical path was asked for, each point's predecessor
+    on it and the label of the segment leading to it (model/chains.py PATH_*)."""
+
+    call_start: np.ndarray
+    call_end: np.ndarray
+    gpu_start: np.ndarray
+    gpu_end: np.ndarray
+    pred: list[int]
+    label: list[int]
+    blocked: list[float]  # per call: time blocked waiting for the GPU (syncs, full-queue launches)
+    tail_us: float
+    origin_pt: int
+
+    def times(self, graph: StepGraph) -> list[float]:
+        """Every point's time, indexed like `pred`."""
+        out: list[float] = np.concatenate([self.call_start, self.call_end, self.gpu_start, self.gpu_end,
+                                           [graph.origin_us]]).tolist()
+        return out
+
+
 def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True,
            vectorised: bool = True) -> ReplayResult:
     """Replay `graph` (model/graph.py:StepGraph's rules) with its recorded durations or `costs`;
     critical_path=False skips the critical path (result.path None); vectorised=False forces the
     event loop even where model/chains.py applies (the reference the vectorised path is tested against)."""
+    points = replay_points(graph, costs, critical_path=critical_path, vectorised=vectorised)
+    return _result(graph, points, critical_path and bool(points.pred))
+
+
+def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True,
+                  vectorised: bool = True) -> ReplayPoints:
+    """The replayed times of `graph`'s points (see replay); pred and label empty when critical_path is False."""
     costs = costs if costs is not None else ReplayCosts()
     n_calls, n_gpu = graph.n_calls, graph.n_gpu
     origin_pt = 2 * n_calls + 2 * n_gpu
@@ -88,11 +119,10 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
             graph, _array(costs.call_gap_us, graph.call_gap_us), _array(costs.call_dur_us, graph.call_dur_us),
             _array(costs.gpu_dur_us, graph.gpu_dur_us), _array(costs.gpu_latency_us, graph.gpu_latency_us),
             critical_path=critical_path)
-        walk = timeline.pred is not None and timeline.label is not None
-        return _result(graph, timeline.call_start, timeline.call_end, timeline.gpu_start, timeline.gpu_end,
-                       timeline.pred.tolist() if timeline.pred is not None else [],
-                       timeline.label.tolist() if timeline.label is not None else [], [0.0] * n_calls,
-                       tail_us, origin_pt, walk)
+        return ReplayPoints(timeline.call_start, timeline.call_end, timeline.gpu_start, timeline.gpu_end,
+                            timeline.pred.tolist() if timeline.pred is not None else [],
+                            timeline.label.tolist() if timeline.label is not None else [], [0.0] * n_calls,
+                            tail_us, origin_pt)
     pick = _values
     gap = pick(costs.call_gap_us, graph.call_gap_us)
     anchor_gap = pick(costs.call_anchor_gap_us, graph.call_anchor_gap_us)
@@ -160,8 +190,10 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
             else:
                 end[i], pred[pt], label[pt] = by_gpu, last, PATH_SYNC
                 blocked[i] = max(awaited - start[i], 0.0)
-    return _result(graph, np.array(start), np.array(end), np.array(gs), np.array(ge), pred, label, blocked,
-                   tail_us, origin_pt, critical_path)
+    if not critical_path:
+        pred, label = [], []
+    return ReplayPoints(np.array(start), np.array(end), np.array(gs), np.array(ge), pred, label, blocked,
+                        tail_us, origin_pt)
 
 
 def _array(given: np.ndarray | None, own: np.ndarray) -> np.ndarray:
@@ -173,54 +205,20 @@ def _values(given: np.ndarray | None, own: np.ndarray) -> list[float]:
     return values
 
 
-def _result(graph: StepGraph, call_start: np.ndarray, call_end: np.ndarray, g_start: np.ndarray, g_end: np.ndarray,
-            pred: list[int], label: list[int], blocked: list[float], tail_us: float, origin_pt: int,
-            critical_path: bool) -> ReplayResult:
-    """Span, GPU busy time and (when asked) the critical path, walked back from the step's end."""
-    n_calls, n_gpu = graph.n_calls, graph.n_gpu
+def _result(graph: StepGraph, points: ReplayPoints, critical_path: bool) -> ReplayResult:
+    """Span, GPU busy time and (when asked) the critical path's parts: its stretches (model/path.py
+    walk, the walk critical_segments lists) summed by kind."""
     w0 = graph.window_start_us
-    gpu_end = float(g_end.max()) if n_gpu else w0
-    candidates: list[tuple[float, int, int]] = []  # (time, point, label of the last segment)
-    cpu_end = float("nan")
-    if graph.gpu_side:
-        span_end = max(gpu_end, w0)
-    else:
-        last = graph.main_last_call
-        cpu_from, from_pt = (float(call_end[last]), n_calls + last) if last >= 0 else (graph.origin_us, origin_pt)
-        cpu_end = cpu_from + tail_us
-        candidates.append((cpu_end, from_pt, PATH_CPU))
-        span_end = max(cpu_end, gpu_end, w0)
-    if n_gpu:
-        j = int(np.argmax(g_end))
-        candidates.append((gpu_end, 2 * n_calls + n_gpu + j, PATH_GPU))
-    parts = [0.0, 0.0, 0.0, 0.0]
-    sync_wait = 0.0
-    best = max(candidates) if candidates else None
-    if not critical_path:
-        pass
-    elif best is None or best[0] < w0:
-        parts[PATH_GPU] += span_end - w0  # the window opens on earlier steps' GPU work
-    else:
-        top, pt, seg = best
-        times = np.concatenate([call_start, call_end, g_start, g_end, [graph.origin_us]]).tolist()
-        parts[seg] += max(top - max(times[pt], w0), 0.0)
-        first_end, last_end = n_calls, 2 * n_calls
-        t_here = times[pt]
-        while pt != origin_pt and t_here > w0:
-            p = pred[pt]
-            t_before = times[p]
-            length = t_here - (t_before if t_before > w0 else w0)
-            if length > 0.0:
-                parts[label[pt]] += length
-            if first_end <= pt < last_end:
-                sync_wait += blocked[pt - n_calls]
-            pt, t_here = p, t_before
-        if pt == origin_pt and graph.origin_us > w0:
-            parts[PATH_CPU] += graph.origin_us - w0
-    busy = busy_in(g_start, g_end, w0, span_end)
+    end = step_end(graph, points.call_end, points.gpu_end, points.tail_us, points.origin_pt)
+    parts, sync_wait = [0.0, 0.0, 0.0, 0.0], 0.0
+    if critical_path:
+        parts, sync_wait = walk(graph, points.times(graph), points.pred, points.label, points.blocked, end,
+                                points.origin_pt)
+    span_end = end.span_end_us
+    busy = busy_in(points.gpu_start, points.gpu_end, w0, span_end)
     return ReplayResult(
         rank=graph.rank, step=graph.step, traced_span_us=graph.traced_span_us, span_us=span_end - w0,
-        cpu_end_us=cpu_end - w0, gpu_end_us=gpu_end - w0, gpu_busy_us=busy,
+        cpu_end_us=end.cpu_end_us - w0, gpu_end_us=end.gpu_end_us - w0, gpu_busy_us=busy,
         traced_gpu_busy_us=graph.traced_gpu_busy_us,
         path=CriticalPath(cpu_gap_us=parts[PATH_CPU], launch_us=parts[PATH_LAUNCH], sync_us=parts[PATH_SYNC],
                           gpu_us=parts[PATH_GPU], sync_wait_us=sync_wait) if critical_path else None,

@@ -114,7 +114,7 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
     if task.view:
         from tracekit.report.context import rank_view
 
-        view = rank_view(analysis, list(found), tuple(trace.warnings))
+        view = rank_view(analysis, list(found), tuple(trace.warnings), model=local.models[0] if local.models else None)
         row = view.row
     return RankResult(
         rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us),

@@ -2,7 +2,9 @@
 
 The original events are copied through as bytes (kernel events gain `args.tracekit_class`); tracekit
 adds, under its own process: a track with the verdict of each step, counters for the GPU busy share
-and the launch queue depth, and the top suggestion's evidence as a marked range with instant events.
+and the launch queue depth, the top suggestion's evidence as a marked range with instant events, and
+the critical path of each modelled steady step (tracekit.model.critical) with its traced and
+projected unprofiled span.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import io
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
@@ -20,6 +22,8 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import CLASS, OTHER
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
 from tracekit.errors import TraceFormatError
+from tracekit.model.critical import critical_segments
+from tracekit.model.outlook import RankModel
 from tracekit.output import check_target, write_stream
 from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
@@ -30,7 +34,8 @@ from tracekit.trace.reader import _next_cut as next_cut
 from tracekit.trace.reader import open_document
 
 PID = 0x7ACE0000  # tracekit's own process in the viewer (plus the rank)
-TID_VERDICT, TID_SUGGESTION = 1, 2
+TID_VERDICT, TID_SUGGESTION, TID_PATH = 1, 2, 3
+PATH_TRACK = "tracekit: critical path"
 CHUNK_BYTES = 8 << 20  # original events decoded (as raw slices) a few MB at a time
 KERNEL_CATS = (b'"kernel"', b'"Kernel"')  # a kernel event carries one of these as its category
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -45,6 +50,41 @@ def _meta(rank: int) -> list[dict[str, Any]]:
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": TID_VERDICT, "args": {"name": "verdict per step"}},
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": TID_SUGGESTION, "args": {"name": "top suggestion"}},
     ]
+
+
+class Exported(NamedTuple):
+    """What export wrote: the file, how many events it added, and why a track is missing ('' when none is)."""
+
+    path: Path
+    added: int
+    note: str = ""
+
+
+def path_events(model: RankModel | None, origin: float) -> tuple[list[dict[str, Any]], str]:
+    """(events, note): the critical-path track of every modelled steady step, one complete event per
+    segment (named by its kind, the step in args; the replay of the recorded durations, so on the
+    trace's own times) and an instant per step with its traced and projected unprofiled span; no
+    events and the model's reason when it abstains."""
+    if model is None:
+        return [], "no critical-path track: the rank was not modelled"
+    if not model.steps:
+        why = model.unprofiled.abstained[0][1] if model.unprofiled.abstained else model.fidelity.reason
+        return [], f"no critical-path track: the execution model abstains ({why})"
+    pid = PID + model.rank
+    out: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": TID_PATH, "args": {"name": PATH_TRACK}}]
+    for s in model.steps:
+        g = s.graph
+        out.append({"ph": "i", "s": "t", "pid": pid, "tid": TID_PATH, "cat": "tracekit",
+                    "name": f"tracekit step {g.step}: {g.traced_span_us / 1e3:.3f} ms traced, "
+                            f"{s.projected.span_us / 1e3:.3f} ms projected without the profiler",
+                    "ts": origin + g.window_start_us,
+                    "args": {"step": g.step, "traced_span_us": g.traced_span_us,
+                             "projected_span_us": s.projected.span_us}})
+        for seg in critical_segments(g):
+            out.append({"ph": "X", "pid": pid, "tid": TID_PATH, "cat": "tracekit", "name": seg.kind,
+                        "ts": origin + seg.start_us, "dur": seg.length_us, "args": {"step": g.step}})
+    return out, ""
 
 
 def _step_events(a: Analysis, origin: float) -> list[dict[str, Any]]:
@@ -206,8 +246,9 @@ def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequ
     return added
 
 
-def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False) -> tuple[Path, int]:
-    """Write TRACE plus tracekit's events to `out_path` (gzip when it ends in .gz); (path written, events added)."""
+def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False) -> Exported:
+    """Write TRACE plus tracekit's events to `out_path` (gzip when it ends in .gz); the path written,
+    the events added and why the critical-path track is missing (the model abstains)."""
     files = trace_files(trace_path)
     if len(files) != 1:
         raise TraceFormatError(f"{trace_path}: export takes one trace file (this holds {len(files)}); "
@@ -219,8 +260,9 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
     result = analyse_trace(trace, rank=rank.rank)
     a, suggestions = result.analysis, result.suggestions
     origin = float(rank.meta.origin_us)
+    path, note = path_events(result.models[0] if result.models else None, origin)
     extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
-                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin)]
+                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin), *path]
     counters = _counters(a, launch_queue_depth(rank), origin)
     by_corr, by_name = _classes_by_correlation(rank, a)
     raw = read_bytes(Path(files[0]))
@@ -243,7 +285,7 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
                 stream.close()
 
     target = write_stream(out_path, write, force=force, inputs=files)
-    return target, added[0]
+    return Exported(target, added[0], note)
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

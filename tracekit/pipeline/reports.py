@@ -99,7 +99,8 @@ def build_view(trace: Trace, *, rank: int | None = None, steps: StepSelection | 
     from tracekit.report.context import rank_view, report_view
 
     shown = tuple(str(w) for w in trace.warnings)
-    views = [rank_view(r.analysis, r.suggestions, shown) for r in analyse_ranks(trace, rank=rank, steps=steps).values()]
+    views = [rank_view(r.analysis, r.suggestions, shown, model=r.models[0] if r.models else None)
+             for r in analyse_ranks(trace, rank=rank, steps=steps).values()]
     return report_view(views, path=str(trace.path), warnings=shown, version=__version__)
 
 

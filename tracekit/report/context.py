@@ -13,11 +13,14 @@ from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchOverhead
+from tracekit.model.outlook import RankModel
 from tracekit.paths import export_path
 from tracekit.report import charts
+from tracekit.report.critical_view import critical_band
 from tracekit.report.graphs_view import GraphSection, graph_section
 from tracekit.report.headline import (
     Tile,
+    model_line,
     sentence,
     steps_summary,
     tiles,
@@ -104,6 +107,7 @@ class RankView:
     handoff: Handoff | None
     source: str  # the rank's trace file
     graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
+    model_note: str = ""  # the headline's line when the execution model abstains, with its reason
 
     @property
     def shapes_missing(self) -> bool:
@@ -165,11 +169,13 @@ def _rank_row(a: Analysis, anchor: str, label: str, css: str, classes: Sequence[
     )
 
 
-def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, shown: Sequence[str] = ()) -> RankView:
+def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, shown: Sequence[str] = (),
+              model: RankModel | None = None) -> RankView:
     """The view of one rank from its Analysis (analyze(trace, rank=r): one RankAnalysis) and its suggestions.
 
     `suggestions` None means the rules did not run (the report says so). `shown` are the trace-level
-    warnings already at the top of the report (not repeated per rank).
+    warnings already at the top of the report (not repeated per rank). `model`: the rank's execution
+    model (tracekit.pipeline.local.LocalResult.models), for the timeline's critical-path band.
     """
     if len(analysis.ranks) != 1:
         raise ValueError(f"rank_view takes the analysis of one rank, got {len(analysis.ranks)} ranks")
@@ -183,7 +189,11 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
     steps_head, excluded = steps_summary(analysis)
     left_out = len(analysis.excluded)
     classes = tuple(summary_bars(analysis.classes, colors=True)) if facts.has_gpu else ()
-    cards = suggestion_views(suggestions, analysis.totals)
+    cards = suggestion_views(suggestions, analysis.totals, steps=max(analysis.headline.steps / len(analysis.ranks), 1.0))
+    timeline = charts.timeline(ra.timeline) if ra.timeline is not None else None
+    band = critical_band(model, ra.timeline.t0_us) if ra.timeline is not None else None
+    if timeline is not None and band is not None:
+        timeline["critical"] = band
     steps, steps_note = step_rows(ra.launch)
     anchor = f"r{ra.rank}"
     return RankView(
@@ -206,7 +216,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         libraries=tuple(summary_bars(analysis.libraries, colors=False)) if facts.has_gpu else (),
         steps=tuple(steps),
         steps_note=steps_note,
-        timeline=charts.timeline(ra.timeline) if ra.timeline is not None else None,
+        timeline=timeline,
         roofline=charts.roofline(analysis.device, analysis.kernels) if facts.has_gpu else None,
         kernels=kernel_table(analysis.kernels),
         cpu_ops=cpu_bars(facts.cpu) if not facts.has_gpu else (),
@@ -216,6 +226,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         handoff=_handoff(ra.launch, analysis.path) if facts.has_gpu else None,
         source=facts.path,
         graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
+        model_note=model_line(analysis) if facts.has_gpu else "",
     )
 
 

@@ -25,6 +25,8 @@ class Tile:
     value: str
     sub: str = ""
     text: bool = False  # a name rather than a number: smaller, may wrap
+    note: str = ""  # a second, quieter sub-line (where a number came from)
+    title: str = ""  # the tile's tooltip: how the number was obtained
 
 
 def verdict_rule(verdict: str) -> str:
@@ -110,16 +112,30 @@ def _idle_tile(t: LaunchTotals) -> Tile:
 
 
 def unprofiled_tile(a: Analysis) -> Tile | None:
-    """The step as projected without the profiler (tracekit.model), or why the model abstains."""
+    """The step as projected without the profiler (tracekit.model) beside the traced one, with where
+    the profiler's cost came from; None when there is nothing to project or the model abstains
+    (model_line says why)."""
     u = a.unprofiled
-    if u is None or u.traced.gpu_ops == 0:
+    if u is None or u.traced.gpu_ops == 0 or not u.trusted:
         return None
-    if not u.trusted:
-        why = u.abstained[0][1] if u.abstained else "no steady step to replay"
-        return Tile("Step without profiler", DASH, f"model abstains: {why}", text=True)
+    n = max(u.projected.steps, 1)
     measured = f" · measured {fmt_time(u.measured_us)}" if u.measured_us is not None else ""
-    return Tile("Step without profiler", fmt_time(u.step_us),
-                f"{fmt_time(u.traced_step_us)} traced{measured} · {u.label}")
+    title = (f"Each steady step's dependency graph replayed without the profiler's cost: "
+             f"{u.per_event_us:.1f} µs per recorded CPU event and the launch calls' excess removed, from "
+             f"{u.source_words}. Range {fmt_time(u.low.span_us / n)} – {fmt_time(u.high.span_us / n)}; the replay "
+             f"of the traced steps is within {fmt_pct(u.replay_error)} of them.")
+    return Tile("Step without profiler", fmt_time(u.step_us), f"{fmt_time(u.traced_step_us)} traced{measured} · {u.label}",
+                note=f"profiler cost from {u.source_words}", title=title)
+
+
+def model_line(a: Analysis) -> str:
+    """One line when the execution model abstains on the rank's steady steps, with its reason."""
+    u = a.unprofiled
+    if u is None or u.traced.gpu_ops == 0 or u.trusted:
+        return ""
+    why = u.abstained[0][1] if u.abstained else "no steady step to replay"
+    return (f"No projection without the profiler: the execution model abstains ({why}); "
+            "the numbers are as traced, profiler overhead included.")
 
 
 def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:

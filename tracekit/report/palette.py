@@ -1,4 +1,4 @@
-"""Colours for kernel classes and verdicts, as data: one restrained palette shared by every chart."""
+"""Colours for kernel classes, verdicts and critical-path kinds, as data: one restrained palette shared by every chart."""
 
 from __future__ import annotations
 
@@ -45,3 +45,12 @@ CAUSE_LABELS: dict[str, str] = {
 def class_color(cls: object) -> str:
     """The colour of a kernel class (OTHER for unknown classes)."""
     return CLASS_COLORS.get(str(cls or "other"), OTHER)
+
+
+# critical-path segment kind (tracekit.model.critical) -> colour of the timeline's band
+PATH_COLORS: dict[str, str] = {
+    "cpu": "#d66a5e",
+    "launch": "#e0913a",
+    "sync": "#7b5ea7",
+    "gpu": "#3b6fb6",
+}

@@ -9,6 +9,7 @@ from typing import Any
 from tracekit.analyzers.launch import LaunchTotals
 from tracekit.report.names import hover_name, short_name
 from tracekit.suggestions.model import EvidenceValue, Suggestion
+from tracekit.suggestions.whatif import NO_REPLAY
 from tracekit.units import (
     DASH,
     fmt_bytes,
@@ -52,6 +53,10 @@ class SuggestionView:
     rows: tuple[tuple[EvidenceCell, ...], ...]
     more_rows: int
     note: str = ""  # how far to trust the estimate (profiler overhead on launch-bound savings)
+    whatif: str = ""  # how the saving was obtained (the execution model's what-if replay), with the rule's traced estimate
+    combined: str = ""  # the saving of this change together with those ranked above it, per step
+    saving_per_step_us: float | None = None  # the numbers behind `saving` and `combined` (overlap_note adds them)
+    combined_per_step_us: float | None = None
 
 
 def fmt_value(key: str, value: EvidenceValue) -> str:
@@ -128,14 +133,43 @@ def profiler_note(totals: LaunchTotals) -> str:
             "unprofiled run saves less than this.")
 
 
-def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTotals | None = None) -> list[SuggestionView]:
-    """Cards for the suggestions, ranked by estimated saving (largest first); [] for none."""
+def _steps_of(s: Suggestion) -> float:
+    """The steps its per-step saving is over (saving_us / per_step_us; 1 when it has none)."""
+    return s.saving_us / s.per_step_us if s.per_step_us else 1.0
+
+
+def whatif_line(s: Suggestion, steps: float) -> str:
+    """Where the card's saving comes from, when the execution model priced it: the what-if replay on
+    the projected unprofiled step and, when it reads differently, the rule's estimate on the traced
+    timeline; or that the change was not replayed."""
+    if s.traced_saving_us is None:
+        return ""
+    traced = fmt_time(s.traced_saving_us / steps)
+    if s.whatif == NO_REPLAY:
+        return (f"The rule's estimate on the traced timeline ({traced} per step), at most the projected unprofiled "
+                "step: the model does not replay this change.")
+    replayed = fmt_time(s.saving_us / steps)
+    line = f"What-if replay on the unprofiled step: {replayed} per step"
+    if traced != replayed:
+        return f"{line}; on the traced timeline the rule estimated {traced}."
+    return f"{line}, as the rule estimated on the traced timeline."
+
+
+def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTotals | None = None,
+                     steps: float | None = None) -> list[SuggestionView]:
+    """Cards for the suggestions, ranked by estimated saving (largest first); [] for none. `steps`:
+    the steady steps per rank the savings are over (the what-if and combined lines per step;
+    default: each suggestion's saving_us / per_step_us)."""
     items = sorted(suggestions or (), key=lambda s: -s.saving_us)
     top = max((s.saving_us for s in items), default=0.0) or 1.0
     note = profiler_note(totals) if totals is not None else ""
     out = []
     for i, s in enumerate(items, 1):
         cols, numeric, rows, more = evidence_table(s.evidence)
+        n = steps if steps else _steps_of(s)
+        together = s.combined_us / n if s.combined_us is not None else None
+        combined = (f"With the change{'s' if i > 2 else ''} above: {fmt_time(together)} per step (replayed together)."
+                    if together is not None and i > 1 and s.combined_us != s.saving_us else "")
         out.append(
             SuggestionView(
                 rank=i,
@@ -152,7 +186,11 @@ def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTot
                 numeric=numeric,
                 rows=rows,
                 more_rows=more,
-                note=note if s.id in LAUNCH_RULES else "",
+                note=note if s.id in LAUNCH_RULES and (s.traced_saving_us is None or s.whatif == NO_REPLAY) else "",
+                whatif=whatif_line(s, n),
+                combined=combined,
+                saving_per_step_us=s.saving_us / n,
+                combined_per_step_us=together,
             )
         )
     return out
@@ -162,5 +200,14 @@ def overlap_note(views: Sequence[SuggestionView]) -> str:
     """Said above the cards when there are several: savings are each estimated alone and overlap."""
     if len(views) < 2:
         return ""
+    together = [v for v in views if v.combined_per_step_us is not None]
+    if len(together) >= 2:
+        last = together[-1]
+        alone = sum(v.saving_per_step_us or 0.0 for v in together)
+        ranks = [str(v.rank) for v in together]
+        which = f"{', '.join(ranks[:-1])} and {ranks[-1]}"
+        return (f"Each saving is a what-if replay of that change alone on the projected unprofiled steps. They "
+                f"overlap: replayed together, changes {which} save {fmt_time(last.combined_per_step_us)} per step, "
+                f"not the {fmt_time(alone)} their savings add up to.")
     return ("Each saving is estimated as if only that change were made. They overlap (removing launch gaps and "
             "fusing kernels can save the same idle time), so do not add them up.")

@@ -37,6 +37,8 @@ from tracekit.units import fmt_us
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
 FUSED_TENSORS_PER_LAUNCH = 36  # suggestions/rules_optimizer.py TENSORS_PER_LAUNCH
 BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
+# Suggestion.whatif of a change the model cannot replay (its saving is the traced estimate, capped)
+NO_REPLAY = "traced estimate (no what-if replay of this change), at most the projected step"
 
 # Kernel classes whose time a GPU-side change shortens (the rule's traced saving per step, spread
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
@@ -192,7 +194,7 @@ def price(analysis: Analysis, found: Sequence[Suggestion], models: Sequence[Rank
             priced.append((dataclasses.replace(
                 s, saving_us=capped, saving_pct=100.0 * capped / window if window > 0 else 0.0,
                 per_step_us=capped / steps, traced_saving_us=s.saving_us,
-                whatif="traced estimate (no what-if replay of this change), at most the projected step"), {}))
+                whatif=NO_REPLAY), {}))
             continue
         saving, window = result
         words = (f"what-if replay of the change on the projected unprofiled steps: {fmt_us(window / steps)} → "
