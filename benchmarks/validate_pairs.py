@@ -11,7 +11,8 @@ carries bare timings (the untuned check of the projection itself); without it th
 calibrate each trace's own projection, and only the what-if of the change is a prediction.
 
 Prints one markdown table; the verdict is judged right when the projected verdict is gpu-bound exactly
-when the measured unprofiled GPU-busy share (GPU busy as traced / measured step) is ≥ 80 %.
+when the measured unprofiled GPU share (the GPU's own time as traced: busy less pageable copies and
+exposed collectives, / the measured step) is ≥ 80 %.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool) -
     if m_us is None and stem.split("/")[-1] in measured and "/" not in stem:
         value, source = measured[stem]
         m_us = value * 1000
-    busy = result.analysis.totals.gpu_busy_us / max(result.analysis.totals.steps, 1)
+    t = result.analysis.totals  # the GPU's own time (busy less pageable copies and exposed collectives)
+    busy = max(t.gpu_busy_us - t.pageable_copy_us - t.comm_exposed_us, 0.0) / max(t.steps, 1)
     return {"u": u, "measured": m_us, "source": source, "busy": busy, "suggestions": result.suggestions,
             "verdict": result.analysis.verdict, "label": u.label if u is not None and u.trusted else "abstains"}
 

@@ -220,10 +220,11 @@ def test_eager_to_compiled_elementwise_time_and_prediction() -> None:
     assert check.applied is True
     assert check.applied_evidence == "elementwise + normalization kernels per step 4.0 → 1.0"
     saved = assert_projected_headline(d, before, after)
-    # the step saved more than the what-if predicted (+35 % and beyond): the rule's estimate of the
-    # fused kernel's time is conservative
-    assert check.realised_us_per_step == pytest.approx(saved) and saved > 1.35 * check.predicted_us_per_step
-    assert check.outcome == "exceeded"
+    # the what-if (the chains' kernels faster by the rule's GPU saving, replayed: queued launches follow
+    # their stream, model/graph.py QUEUED_US) is within ±35 % of the step the compiled run saved
+    assert check.realised_us_per_step == pytest.approx(saved)
+    assert abs(saved - check.predicted_us_per_step) <= 0.35 * check.predicted_us_per_step
+    assert check.outcome == "came true"
 
 
 def test_naive_attention_to_sdpa_chain_time() -> None:

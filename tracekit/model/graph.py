@@ -24,13 +24,17 @@ from tracekit.trace.intervals import merge_intervals
 from tracekit.trace.model import RankTrace
 
 BACK_TO_BACK_US = 2.0  # an activity that starts within this of its stream predecessor's end followed it
-DEFAULT_LATENCY_US = 5.0
+DEFAULT_LATENCY_US = 5.0  # launch call start → activity start on an idle stream, when a step shows none
 # A call whose thread sat idle (no recorded event) from its previous call until a call on another thread
 # ended, at least MIN_WAIT_GAP_US, and that starts within HANDOFF_US of that end waited for that thread:
 # autograd's engine thread starting backward after the forward on the main thread (train_dataloader:
 # 250 µs from the main thread's last launch to the engine's first op), the main thread resuming after it.
 MIN_WAIT_GAP_US = 50.0
-HANDOFF_US = 1000.0  # launch call start → activity start on an idle stream, when a step shows none
+HANDOFF_US = 1000.0
+# A launch on an idle GPU starts its work within tens of µs (the step's typical latency, 5–15 µs on the
+# H200 samples); one that waited longer than this was queued behind earlier work.
+QUEUED_US = 1000.0
+QUEUED_GAP_US = 50.0  # ... and one whose stream sat idle at most this long before it followed that work
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +49,9 @@ class StepGraph:
     end of the GPU nodes `wait_nodes[wait_ptr[i]:wait_ptr[i + 1]]` and `call_wait_floor_us` (work
     from before the step). GPU node j starts at max(its launch call's start + `gpu_latency_us`, its
     stream predecessor's end (or `gpu_free_us`, the stream's end of earlier work) + `gpu_gap_us`);
-    a node with no launch call in the step (`gpu_launch` -1) is pinned at its traced start.
+    a node with no launch call in the step (`gpu_launch` -1) starts at `gpu_pin_us`: its traced
+    start, or -inf when it followed its stream predecessor back to back (it was launched steps
+    earlier, the CPU running ahead: it follows the stream, so faster kernels before it move it).
     The step ends when the main thread reaches `cpu_end_us` (the tail after its last call is
     `tail_us`, holding `tail_events`) and the GPU work ends, never before `window_start_us`.
     `order` lists items in dependency order: call i starts (i), GPU node j (n_calls + j), waiting
@@ -90,6 +96,7 @@ class StepGraph:
     gpu_gap_us: np.ndarray
     gpu_stream_bound: np.ndarray
     gpu_collective: np.ndarray
+    gpu_pin_us: np.ndarray  # earliest start of a node with no launch call in the step: its traced start, or -inf
     order: np.ndarray
     traced_gpu_busy_us: float  # union of the nodes' traced intervals inside the window
     launch_latency_us: float  # the step's typical launch call start → activity start on an idle stream
@@ -237,9 +244,17 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     idle_before = g_ts - prev_end_traced > BACK_TO_BACK_US
     typical = float(np.median(waited[idle_before & (launch >= 0)])) if (idle_before & (launch >= 0)).any() \
         else DEFAULT_LATENCY_US
-    stream_bound = (launch >= 0) & ~idle_before & (waited > typical + BACK_TO_BACK_US)
-    latency = np.where(stream_bound, np.minimum(typical, waited), waited)
+    # queued: launched long before it ran (the CPU ahead by a step or more) and starting within
+    # QUEUED_GAP_US of its stream predecessor: it followed that work across the GPU's own small gap,
+    # so it moves with it (a longer idle gap is a wait the graph does not name: the gate sees it)
+    queued = (launch >= 0) & (waited > QUEUED_US) & (g_ts - prev_end_traced <= QUEUED_GAP_US)
+    stream_bound = ((launch >= 0) & ~idle_before & (waited > typical + BACK_TO_BACK_US)) | queued
+    # a stream-bound activity's own launch latency: the step's typical one, unless queued launches
+    # inflate that median past QUEUED_US (a deep queue: then DEFAULT_LATENCY_US)
+    own_latency = typical if typical <= QUEUED_US else DEFAULT_LATENCY_US
+    latency = np.where(stream_bound, np.minimum(own_latency, waited), waited)
     gap_after = np.where(stream_bound, g_ts - prev_end_traced, np.minimum(g_ts - prev_end_traced, 0.0))
+    pin = np.where((launch < 0) & (g_ts - prev_end_traced <= BACK_TO_BACK_US), -np.inf, g_ts)
     collective = context.gpu_collective[nodes]
     if collective.any():
         notes.append(f"{int(collective.sum())} collective kernels keep their recorded durations "
@@ -263,7 +278,7 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         wait_nodes=waits.wait_nodes, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
         gpu_dur_us=g_dur, gpu_latency_us=latency, gpu_gap_us=gap_after, gpu_stream_bound=stream_bound,
-        gpu_collective=collective, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
+        gpu_collective=collective, gpu_pin_us=pin, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
         launch_latency_us=typical,
         notes=tuple(notes),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ SOURCE_BARE = "bare"
 # The fitted scale of a bare-calibrated projection is searched over [0, MAX_SCALE] × the default;
 # its range is the fit ± BARE_SPREAD (the bare step's own run-to-run spread on the H200 samples is
 # 1–3 %: docs/measurements/pairs.json, runs 1–3).
-MAX_SCALE = 4.0
+MAX_SCALE = 2.0
 BARE_SPREAD = 0.15
 FIT_ROUNDS = 14
 
@@ -95,26 +96,39 @@ def _spans(graphs: tuple[StepGraph, ...], overhead: ProfilerOverhead, launches: 
     return [replay(g, projected_costs(g, overhead, launches), critical_path=False).span_us for g in graphs]
 
 
+def _bisect(span_at: Callable[[float], float], lo: float, hi: float, target_us: float) -> float:
+    """x in [lo, hi] where the (decreasing) span_at(x) meets target_us, clipped to the ends."""
+    if span_at(lo) <= target_us:
+        return lo
+    if span_at(hi) >= target_us:
+        return hi
+    for _ in range(FIT_ROUNDS):
+        mid = 0.5 * (lo + hi)
+        if span_at(mid) > target_us:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches: LaunchProfile | None,
                 target_us: float) -> ProfilerOverhead:
-    """The overhead whose per-event scale makes the median projected step equal `target_us` (the
-    measured bare median; bisection over [0, MAX_SCALE × base]), its range ± BARE_SPREAD."""
-    lo, hi = 0.0, MAX_SCALE * base.per_event_scale
-    if float(np.median(_spans(graphs, base.at(lo), launches))) <= target_us:
-        scale = lo  # even removing no per-event cost the step is no longer than measured
-    elif float(np.median(_spans(graphs, base.at(hi), launches))) >= target_us:
-        scale = hi
-    else:
-        for _ in range(FIT_ROUNDS):
-            mid = 0.5 * (lo + hi)
-            if float(np.median(_spans(graphs, base.at(mid), launches))) > target_us:
-                lo = mid
-            else:
-                hi = mid
-        scale = 0.5 * (lo + hi)
-    return ProfilerOverhead(per_event_scale=scale, launch_free_us=base.launch_free_us,
-                            launch_floor_us=base.launch_floor_us,
-                            scale_range=(scale * (1 - BARE_SPREAD), scale * (1 + BARE_SPREAD)), source=SOURCE_BARE)
+    """The overhead that makes the median projected step equal `target_us` (the measured bare
+    median): first its per-event scale (bisection over [0, MAX_SCALE × base]); when even that leaves
+    the step too long, the profiler also slowed the Python between recorded events, and the host gaps
+    left after their events' cost shrink by one factor (gap_scale, bisection over [0, 1]). Range of
+    the scale ± BARE_SPREAD."""
+    def median_at(o: ProfilerOverhead) -> float:
+        return float(np.median(_spans(graphs, o, launches)))
+
+    hi = MAX_SCALE * base.per_event_scale
+    scale = _bisect(lambda x: median_at(base.at(x)), 0.0, hi, target_us)
+    fitted = dataclasses.replace(base, per_event_scale=scale, source=SOURCE_BARE,
+                                 scale_range=(scale * (1 - BARE_SPREAD), scale * (1 + BARE_SPREAD)))
+    if scale >= hi and median_at(fitted) > target_us:
+        keep = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0, 1.0, target_us)
+        fitted = dataclasses.replace(fitted, gap_scale=1.0 - keep)
+    return fitted
 
 
 def _abstaining(rank: int, gate: Fidelity, traced: LaunchTotals, overhead: ProfilerOverhead,

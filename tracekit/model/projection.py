@@ -67,6 +67,9 @@ class ProfilerOverhead:
     launch_floor_us: float
     scale_range: tuple[float, float]
     source: str
+    # What is left of the host gaps after their events' cost, × this: 1 unless a bare timing showed the
+    # profiler slowed the Python between recorded events too (outlook.fit_to_bare)
+    gap_scale: float = 1.0
 
     def at(self, per_event_scale: float) -> ProfilerOverhead:
         """The same overhead with per_event_scale set to `per_event_scale` (a bound of the range)."""
@@ -133,9 +136,10 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead,
     c, c_launch = overhead.per_event_us(launches), overhead.launch_excess_us(launches)
     floor = overhead.launch_floor_us
     gap = graph.call_gap_us
-    gap_new = np.where(gap > 0, np.maximum(gap - c * graph.call_gap_events, 0.0), gap)
+    keep = overhead.gap_scale
+    gap_new = np.where(gap > 0, np.maximum(gap - c * graph.call_gap_events, 0.0) * keep, gap)
     wait = graph.call_anchor_gap_us
-    wait_new = np.where(wait > 0, np.maximum(wait - c * graph.call_anchor_events, 0.0), wait)
+    wait_new = np.where(wait > 0, np.maximum(wait - c * graph.call_anchor_events, 0.0) * keep, wait)
     dur = graph.call_dur_us
     role = graph.call_role
     as_launch = np.minimum(dur, np.maximum(dur - c_launch, floor))
@@ -148,7 +152,7 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead,
     lost = np.where(launch >= 0, shrink[np.maximum(launch, 0)] if graph.n_calls else 0.0, 0.0)
     lat_new = np.where(lat > 0, np.maximum(lat - lost, 0.0), lat)
     tail = graph.tail_us
-    tail_new = max(tail - c * graph.tail_events, 0.0) if tail > 0 else tail
+    tail_new = max(tail - c * graph.tail_events, 0.0) * keep if tail > 0 else tail
     return ReplayCosts(call_gap_us=gap_new, call_anchor_gap_us=wait_new, call_dur_us=dur_new, call_own_us=own_new, gpu_latency_us=lat_new,
                        tail_us=tail_new)
 

@@ -137,6 +137,7 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
     ptr, wnodes = graph.wait_ptr.tolist(), graph.wait_nodes.tolist()
     launch, g_prev = graph.gpu_launch.tolist(), graph.gpu_prev.tolist()
     free, g_ts, g_gap = graph.gpu_free_us.tolist(), graph.gpu_ts_us.tolist(), graph.gpu_gap_us.tolist()
+    pin = graph.gpu_pin_us.tolist()
     # points: call starts [0, n), call ends [n, 2n), GPU starts [2n, 2n+g), GPU ends [2n+g, 2n+2g), origin
     start = graph.call_ts_us.tolist()
     end = graph.traced_call_end_us.tolist()
@@ -162,7 +163,7 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
         elif item < n_calls + n_gpu:
             j = item - n_calls
             i, p = launch[j], g_prev[j]
-            by_launch = start[i] + lat[j] if i >= 0 else g_ts[j]
+            by_launch = start[i] + lat[j] if i >= 0 else pin[j]
             by_stream = (ge[p] if p >= 0 else free[j]) + g_gap[j]
             pt = 2 * n_calls + j
             if by_launch >= by_stream:
