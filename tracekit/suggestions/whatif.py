@@ -12,6 +12,7 @@ from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
+    COPY,
     COMMUNICATION,
     CONV,
     ELEMENTWISE,
@@ -46,7 +47,7 @@ GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "lower_precision": (GEMM,),
     "align_dims": (GEMM,),
     "fuse_elementwise": (ELEMENTWISE, NORMALIZATION),
-    "use_sdpa": (GEMM, SOFTMAX, ATTENTION),
+    "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
     "channels_last": (CONV,),
 }
