@@ -12,9 +12,9 @@ from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
-    COPY,
     COMMUNICATION,
     CONV,
+    COPY,
     ELEMENTWISE,
     GEMM,
     MEMCPY,
