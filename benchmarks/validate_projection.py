@@ -26,10 +26,11 @@ import numpy as np
 
 import tracekit
 from tracekit.analyzers.analysis import analyze
-from tracekit.analyzers.step_plan import plan_steps
+from tracekit.analyzers.step_plan import StepPlan, plan_steps
 from tracekit.model import DEFAULT_OVERHEAD, fidelity, launch_profile, project_steps, step_graphs
 from tracekit.model.graph import StepGraph
 from tracekit.model.projection import LaunchProfile, project_step
+from tracekit.trace.model import RankTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -71,6 +72,21 @@ def measured_ms() -> dict[str, tuple[float, str]]:
             if "event_ms_median" in optimizer.get(side, {}):
                 out[stem] = (float(optimizer[side]["event_ms_median"]), "optimizer_pairs.json")
     return out
+
+
+def measured_of(path: Path, rank: RankTrace, plan: StepPlan,
+                measured: dict[str, tuple[float, str]]) -> tuple[float, str] | None:
+    """The sample's measured unprofiled step (ms): its own bare steps (tracekit profile's bare run,
+    median over the steady steps) when the file carries them, else the measurement files'."""
+    if not path.resolve().is_relative_to(SAMPLES.resolve()):
+        return None
+    bare = rank.meta.bare
+    if bare is not None:
+        steady = [int(n) for n, keep in zip(plan.windows.numbers, plan.selected, strict=True) if keep]
+        value = bare.median_us(steady)
+        if value is not None:
+            return value / 1e3, "bare run"
+    return measured.get(stem(path))
 
 
 def traces(args: list[str]) -> list[Path]:
@@ -127,11 +143,11 @@ def rows(path: Path, measured: dict[str, tuple[float, str]], samples: dict[str, 
         launches = steps[0].launches
         launch_cell = "–" if launches is None else f"{launches.fast_us:.2f} → {steps[0].per_event_us:.2f}"
         verdict = "trusted" if gate.trusted else f"abstains: {gate.reason}"
-        meas = measured.get(stem(path)) if path.resolve().is_relative_to(SAMPLES.resolve()) else None
+        meas = measured_of(path, rank, plan, measured)
         meas_cell, err_cell = ("–", "–") if meas is None else (
             f"{meas[0]:.3f} ({meas[1]})", f"{(projected - meas[0]) / meas[0]:+.0%}")
         if meas is not None:
-            samples[stem(path)] = Sample(graphs, launch_profile(graphs), meas[0])
+            samples[label(path).split(".trace.json")[0]] = Sample(graphs, launch_profile(graphs), meas[0])
         out.append(f"| {name} | {rank.rank} | {len(steps)} | {traced:.3f} | {replayed:.3f} | "
                    f"{gate.median_error:.2%} | {verdict} | {launch_cell} | {projected:.3f} ({low:.3f}–{high:.3f}) | "
                    f"{meas_cell} | {err_cell} |")
