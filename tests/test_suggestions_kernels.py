@@ -133,6 +133,27 @@ def test_batch_decode_silent_when_m_is_large(tmp_path):
     assert rules_kernels.batch_decode(a) is None
 
 
+def test_batch_decode_silent_when_small_gemms_sit_beside_large_ones(tmp_path):
+    """12 GEMV-shaped calls (120 µs) beside 12 large bf16 GEMMs of m = 4096: the GEMV rows hold under
+    half the GEMM time (rules_kernels.DECODE_GEMM_SHARE), so this is not a decode step."""
+    s = Stream(span=2000)
+    big = 2 * 4096 * 4096 * 4096 / (0.7 * BF16_PEAK) * 1e6
+    for _ in range(12):
+        s.kernel("aten::mm", BF16GEMM, 10.0, [[1, 4096], [4096, 4096]], [BF16, BF16], gap=20)
+        s.kernel("aten::mm", BF16GEMM, big, [[4096, 4096], [4096, 4096]], [BF16, BF16], gap=20)
+    a = _analysis(s.write(tmp_path / "mixed.json"))
+    assert 120 < rules_kernels.DECODE_GEMM_SHARE * (120 + 12 * big)
+    assert rules_kernels.batch_decode(a) is None
+
+
+def test_batch_decode_silent_on_a_diffusion_transformer(shared_traces):
+    """xDiT Flux (TraceLens): its timestep/modulation GEMMs are M = 1, 8 % of the GEMM time."""
+    found = list(shared_traces.glob("tracelens/inference/xdit_flux.1_aiter_sage/profile_trace*.json.gz"))
+    if not found:
+        pytest.skip("the xDiT trace is not in ../shared/traces")
+    assert rules_kernels.batch_decode(_analysis(found[0])) is None
+
+
 def gemm_trace(tmp_path, kernel: str, dtype: str, dur: float):
     s = Stream()
     s.kernel("aten::mm", kernel, dur, [[4096, 4096], [4096, 4096]], [dtype, dtype])

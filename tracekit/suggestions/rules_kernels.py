@@ -24,6 +24,10 @@ from tracekit.suggestions.model import Suggestion
 
 DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
 DECODE_BATCH = 8  # the batch the batch_decode estimate assumes
+# A decode step is made of GEMV-shaped GEMMs: they hold at least this share of its GEMM time. A step
+# whose GEMM time is large GEMMs with a few small ones beside them (a diffusion transformer's timestep
+# and modulation MLPs next to its attention blocks: xDiT Flux: 8 % of its GEMM time) is not decode.
+DECODE_GEMM_SHARE = 0.5
 ALIGN_BYTES = 16  # cuBLAS/CUTLASS aligned kernels want 16-byte multiples of the leading dims
 VOCAB_DIM_MIN = 16384  # dims at least this large are vocabulary-like: pad them to VOCAB_ALIGN
 VOCAB_ALIGN = 64
@@ -105,7 +109,9 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
     if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks):
         return None  # a training step's small GEMMs (weight gradients, heads) are not decode requests
     rows, total, before = [], 0.0, 0.0
-    for row in _gemm_rows(analysis):
+    gemms = _gemm_rows(analysis)
+    gemm_us = sum(row["time_us"] for row in gemms)
+    for row in gemms:
         dims = gemm_dims(row["op"], row["shapes"])
         if dims is None or dims[0] > DECODE_MAX_M or row.get("bound") != "memory":
             continue
@@ -121,8 +127,8 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
         rows.append({"kernel": row["name"], "op": row["op"], "shapes": row["shapes"], "m": dims[0],
                      "count": int(row["count"]), "time_us": t, "achieved_gbps": row["achieved_gbps"],
                      "memory_pct": row.get("memory_pct"), "per_token_us": per_token, "saving_us": saving})
-    if not rows:
-        return None
+    if not rows or before < DECODE_GEMM_SHARE * gemm_us:
+        return None  # not a decode step: its GEMM time is mostly large GEMMs
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     formula = (f"GPU time per generated token: Σ (t − max(t, {DECODE_BATCH} × FLOPs / peak) / {DECODE_BATCH}) "
