@@ -34,6 +34,10 @@ PAIRS=(
   "train_optimizer_fused|1|2|$S/train_optimizer_fused.py --steps 4"
   "small_matmul_loop|1|4|$S/small_matmul_loop.py"
   "small_matmul_bmm|1|4|$S/small_matmul_bmm.py"
+  "attention_causal_mask|1|6|$S/attention_causal_mask.py"
+  "attention_causal_mask_fixed|1|6|$S/attention_causal_mask.py --fixed"
+  "train_tokenize|1|6|$S/train_tokenize.py"
+  "train_tokenize_fixed|1|6|$S/train_tokenize.py --fixed"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do
