@@ -107,6 +107,11 @@ def attention_chain(analysis: Analysis, sel: Selection) -> float:
     return chains + class_time(analysis, sel, kernels.ATTENTION)
 
 
+def attention_time(analysis: Analysis, sel: Selection) -> float:
+    """Attention-class kernel time (the fused SDPA kernels: flash, cuDNN, memory-efficient), per step."""
+    return class_time(analysis, sel, kernels.ATTENTION)
+
+
 def gemm_loop(analysis: Analysis, sel: Selection) -> float:
     """Wall time of same-shape GEMM loops plus the GEMM time outside them, per step."""
     wall = per_step(_patterns_total(analysis, "loops", sequences.LP_WALL_US), sel.steps)

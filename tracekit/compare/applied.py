@@ -11,7 +11,7 @@ import pandas as pd
 
 from tracekit.analyzers import kernels
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import hostside, optimizer, sequences
+from tracekit.analyzers.detectors import attention_mask, hostside, optimizer, sequences
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.units import fmt_us
 
@@ -218,6 +218,11 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_kernels.use_sdpa: F.scaled_dot_product_attention: fused attention kernels (class attention)
     # replace the unfused scores GEMM → softmax → GEMM chain (patterns.attention).
     "use_sdpa": (Signal("fused attention kernels per step", _class_count(kernels.ATTENTION), GROWS, 2.0),),
+    # rules_attention.causal_mask: is_causal=True instead of a square attn_mask: the masked square SDPA
+    # calls (patterns.masked_attention) vanish, or attention kernel time falls by 30 % (the skipped half).
+    "causal_mask": (Signal("masked square SDPA calls per step",
+                           _pattern_sum("masked_attention", attention_mask.MA_CALLS), FALLS, 1.0),
+                    Signal("attention kernel time per step", _class_time(kernels.ATTENTION), FALLS, 0.3, unit=TIME)),
     # rules_host.overlap_comm: bucketing / async collectives: exposed communication (LaunchTotals.comm_exposed_us) halves.
     "overlap_comm": (Signal("exposed communication per step", _field("comm_exposed_us"), FALLS, 0.5, unit=TIME),),
 }

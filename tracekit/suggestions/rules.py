@@ -12,6 +12,7 @@ from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
 from tracekit.model.outlook import RankModel
 from tracekit.suggestions import (
+    rules_attention,
     rules_host,
     rules_kernels,
     rules_launch,
@@ -99,6 +100,9 @@ RULES: tuple[Rule, ...] = (
     Rule("overlap_comm", rules_host.overlap_comm, SNIPPETS["overlap_comm"],
          StepPart("exposed communication", step_parts.total("comm_exposed_us")), (),
          ("launch", "patterns.comm")),
+    Rule("causal_mask", rules_attention.causal_mask, SNIPPETS["causal_mask"],
+         StepPart("attention kernel time (fused SDPA kernels)", step_parts.attention_time), (),
+         ("device", "patterns.masked_attention")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -75,6 +75,12 @@ out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # or attn_mask=m
 # scores = scores.masked_fill(~mask, float("-inf"))
 # out = scores.softmax(-1) @ v
 ''',
+    "causal_mask": '''\
+# A square causal mask makes the fused kernels run every tile (and rules flash out);
+# is_causal=True lets flash / cuDNN / memory-efficient skip the upper triangle.
+import torch.nn.functional as F
+F.scaled_dot_product_attention(q, k, v, is_causal=True)  # instead of attn_mask=causal_mask
+''',
     "avoid_sync": '''\
 # .item(), .cpu(), .tolist(), nonzero() and printing a CUDA tensor wait for the GPU to drain.
 # Keep values on the device inside the loop, read them once at the end:

@@ -50,6 +50,7 @@ GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
     "channels_last": (CONV,),
+    "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
 
 TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import hostside, optimizer, sequences
+from tracekit.analyzers.detectors import attention_mask, hostside, optimizer, sequences
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
@@ -41,6 +41,8 @@ class Patterns:
     # optimizer.OPTIMIZER_COLUMNS: one row per Optimizer.step range
     optimizer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(optimizer.OPTIMIZER_COLUMNS)))
     in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
+    # attention_mask.MASKED_COLUMNS: SDPA calls with a square mask and is_causal=False
+    masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -81,4 +83,5 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
         optimizer=optimizer_steps,
         in_optimizer=in_optimizer,
+        masked_attention=attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows),
     )

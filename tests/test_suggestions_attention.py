@@ -1,0 +1,204 @@
+"""Rule causal_mask (rules_attention.py) on synthetic H200 traces with hand-computed savings: SDPA with
+a square attn_mask and is_causal=False, the backend named from the kernels, the silent cases."""
+
+from __future__ import annotations
+
+import pytest
+from tracebuilder import TraceBuilder
+
+import tracekit
+from tracekit.analyzers import analyze, step_parts
+from tracekit.analyzers.detectors import attention_mask as am
+from tracekit.compare.applied import applied
+from tracekit.suggestions import rules_attention, rules_kernels, suggest
+from tracekit.suggestions.rules import RULES, RULES_BY_ID
+from tracekit.suggestions.whatif import GPU_CLASSES, TRANSFORMS
+
+BF16 = "c10::BFloat16"
+BF16_PEAK = 989.4e12  # H200 dense bf16 tensor peak (device table)
+B, H, L, D = 8, 16, 2048, 64
+Q = [B, H, L, D]
+EFFICIENT_FWD = "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<bf16>::Params)"
+EFFICIENT_BWD = "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<bf16>)"
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0"
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, bf16>>"
+GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
+SOFTMAX = "void (anonymous namespace)::cunn_SoftMaxForward<4, c10::BFloat16, float, c10::BFloat16>"
+MASKED_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::masked_fill>"
+OTHER_GEMM_US = 6000.0  # a GEMM outside the attention in every step
+
+
+class Step:
+    """One ProfilerStep: CPU ops nested by time on one thread, kernels back to back on one stream."""
+
+    def __init__(self) -> None:
+        self.b = TraceBuilder()
+        self.cpu = 1.0
+        self.gpu = 100.0
+
+    def op(self, name: str, dims: list, types: list, concrete: list | None = None, kernels=(), dur: float = 20):
+        """An op (dur µs on the CPU) launching `kernels` [(name, µs)]; returns its start for nesting."""
+        args = {"Input Dims": dims, "Input type": types}
+        if concrete is not None:
+            args["Concrete Inputs"] = concrete
+        ts = self.cpu
+        ext = self.b.op(name, ts, dur, **args)
+        for n, (kernel, us) in enumerate(kernels):
+            self.b.launch(ts + 0.5 + n, 0.4, kernel, self.gpu, us, ext=ext)
+            self.gpu += us + 1
+        self.cpu += 0.2 if not kernels else dur + 1
+        return ts
+
+    def write(self, path, steps: int = 1):
+        self.b.annotation("ProfilerStep#1", 0, self.gpu + 10)
+        return self.b.write(path)
+
+
+def sdpa(s: Step, kernels, *, mask=(L, L), k_len: int = L, causal: str = "False", child: bool = True) -> None:
+    """aten::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal) over the
+    efficient-attention op (whose attn_bias is the mask) that launches `kernels`."""
+    k = [B, H, k_len, D]
+    mask_dims, mask_type = (list(mask), "bool") if mask else ([], "")
+    ts = s.cpu
+    top_dur = 30 + 2 * len(kernels)
+    s.b.op("aten::scaled_dot_product_attention", ts, top_dur,
+           **{"Input Dims": [Q, k, k, mask_dims, [], [], []],
+              "Input type": [BF16, BF16, BF16, mask_type, "Scalar", "Scalar", ""],
+              "Concrete Inputs": ["", "", "", "", "0.", causal, ""]})
+    s.cpu = ts + 1
+    if child:
+        s.op("aten::_scaled_dot_product_efficient_attention", [Q, k, k, mask_dims, [], [], [], []],
+             [BF16, BF16, BF16, mask_type, "Scalar", "Scalar", "Scalar", ""],
+             ["", "", "", "", "True", "0.", causal, ""], kernels, dur=top_dur - 4)
+    s.cpu = ts + top_dur + 1
+
+
+def other_gemm(s: Step) -> None:
+    s.op("aten::mm", [[8192, 8192], [8192, 8192]], [BF16, BF16], None, [(GEMM, OTHER_GEMM_US)])
+
+
+def masked_trace(tmp_path, name="masked.json", fwd=(EFFICIENT_FWD, 4000.0), bwd_us: float | None = 8000.0,
+                 tril: bool = False, **kw):
+    s = Step()
+    if tril:  # the mask built in the step: torch.ones(L, L, dtype=bool).tril()
+        s.op("aten::tril", [[L, L], []], ["bool", "Scalar"], ["", "0"])
+    sdpa(s, [fwd], **kw)
+    other_gemm(s)
+    if bwd_us is not None:  # _scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, attn_bias, ...)
+        s.op("aten::_scaled_dot_product_efficient_attention_backward",
+             [Q, Q, Q, Q, [L, L], Q, [B, H, L], [], [], [], [], [], []],
+             [BF16, BF16, BF16, BF16, "bool", BF16, "float", "long int", "long int", "Scalar", "GenericList",
+              "Scalar", ""],
+             ["", "", "", "", "", "", "", "", "", "0.", "[True, True, True, False]", "False", ""],
+             [(EFFICIENT_BWD, bwd_us)])
+    return s.write(tmp_path / name)
+
+
+def _analysis(path):
+    return analyze(tracekit.load_trace(path))
+
+
+def test_causal_mask_fires_on_square_mask(tmp_path):
+    a = _analysis(masked_trace(tmp_path))
+    s = rules_attention.causal_mask(a)
+    assert s is not None
+    # efficient backend: half the attention kernels of the forward (4000 µs) and backward (8000 µs) calls
+    assert s.saving_us == pytest.approx(0.5 * 4000 + 0.5 * 8000)  # 6000 µs, one step
+    assert s.per_step_us == pytest.approx(6000)
+    fwd, bwd = sorted(s.evidence, key=lambda e: e["kernel_us_per_step"])
+    assert (fwd["op"], fwd["backend"], fwd["calls_per_step"]) == ("aten::scaled_dot_product_attention", "efficient", 1)
+    assert (fwd["shapes"], fwd["mask"]) == ("q [8, 16, 2048, 64], k [8, 16, 2048, 64]", "[2048, 2048]")
+    assert (fwd["kernel_us_per_step"], fwd["saving_us_per_step"]) == (pytest.approx(4000), pytest.approx(2000))
+    assert (bwd["op"], bwd["saving_us_per_step"]) == ("aten::_scaled_dot_product_efficient_attention_backward",
+                                                      pytest.approx(4000))
+    assert fwd["causal"] == "if the mask is causal" and s.title.endswith("(if the mask is causal)")
+    # the step is 4000 + 6000 + 8000 µs of kernels (plus 1 µs gaps): 6000 µs is a third of it
+    assert 30 < s.saving_pct < 34
+    assert "causal_mask" in {x.id for x in suggest(a)}
+    assert ("F.scaled_dot_product_attention(q, k, v, is_causal=True)  # instead of attn_mask=causal_mask\n"
+            in RULES_BY_ID["causal_mask"].run(a).snippet)
+    table = a.ranks[0].patterns.masked_attention
+    assert table[am.MA_CALLS].sum() == 2 and table[am.MA_KERNELS].sum() == 2
+    # the forward's FLOPs: 2·B·H·L·L·(D+D) = 137.4 GFLOP, the backward's 2.5× that
+    fwd_flops = 2 * B * H * L * L * 2 * D
+    assert sorted(table[am.MA_FLOPS]) == [pytest.approx(fwd_flops), pytest.approx(2.5 * fwd_flops)]
+
+
+def test_causal_mask_says_causal_for_certain_when_the_step_builds_a_triangle(tmp_path):
+    s = rules_attention.causal_mask(_analysis(masked_trace(tmp_path, tril=True)))
+    assert s is not None and s.saving_us == pytest.approx(6000)
+    assert {e["causal"] for e in s.evidence} == {"built by aten::tril/triu in the step"}
+    assert "if the mask is causal" not in s.title
+
+
+@pytest.mark.parametrize("kw", [
+    {"causal": "True"},  # already causal: the kernels skip the upper half
+    {"mask": None},  # no mask
+    {"mask": (L, 2 * L), "k_len": 2 * L},  # cross-attention: Lq 2048 != Lk 4096
+    {"mask": (B, 1, 1, L)},  # a key-padding mask: not a triangle
+], ids=["is_causal", "no_mask", "cross_attention", "padding_mask"])
+def test_causal_mask_silent(tmp_path, kw):
+    a = _analysis(masked_trace(tmp_path, bwd_us=None, **kw))
+    assert a.ranks[0].patterns.masked_attention.empty
+    assert rules_attention.causal_mask(a) is None
+
+
+def test_causal_mask_silent_below_two_percent_of_the_step(tmp_path):
+    # forward only, 200 µs of attention kernels: saving 100 µs of a ~6200 µs step = 1.6 % < 2 %
+    a = _analysis(masked_trace(tmp_path, fwd=(EFFICIENT_FWD, 200.0), bwd_us=None))
+    assert len(a.ranks[0].patterns.masked_attention) == 1
+    assert rules_attention.causal_mask(a) is None
+
+
+@pytest.mark.parametrize(("kernel", "backend"), [(FLASH, "flash"), (CUDNN, "cudnn"), (EFFICIENT_FWD, "efficient")])
+def test_causal_mask_names_the_backend(tmp_path, kernel, backend):
+    s = rules_attention.causal_mask(_analysis(masked_trace(tmp_path, fwd=(kernel, 4000.0), bwd_us=None)))
+    assert s is not None and [e["backend"] for e in s.evidence] == [backend]
+    assert s.saving_us == pytest.approx(2000) and f"({backend} backend)" in s.title
+
+
+def test_causal_mask_on_the_math_backend(tmp_path):
+    """The math backend (bmm → masked_fill → softmax → bmm under _scaled_dot_product_attention_math):
+    its kernel time − a causal fused kernel's, half the FLOPs at 35 % of the bf16 peak."""
+    s = Step()
+    ts = s.cpu
+    s.b.op("aten::scaled_dot_product_attention", ts, 100,
+           **{"Input Dims": [Q, Q, Q, [L, L], [], [], []],
+              "Input type": [BF16, BF16, BF16, "bool", "Scalar", "Scalar", ""],
+              "Concrete Inputs": ["", "", "", "", "0.", "False", ""]})
+    s.b.op("aten::_scaled_dot_product_attention_math", ts + 1, 90,
+           **{"Input Dims": [Q, Q, Q, [L, L], [], [], [], [], []],
+              "Input type": [BF16, BF16, BF16, "bool", "Scalar", "Scalar", "", "", "Scalar"],
+              "Concrete Inputs": ["", "", "", "", "0.", "False", "", "", "False"]})
+    s.cpu = ts + 2
+    scores = [B * H, L, L]
+    s.op("aten::bmm", [[B * H, L, D], [B * H, D, L]], [BF16, BF16], None, [(GEMM, 3000.0)], dur=10)
+    s.op("aten::masked_fill", [[B, H, L, L], [L, L], []], [BF16, "bool", "Scalar"], None, [(MASKED_FILL, 2000.0)],
+         dur=10)
+    s.op("aten::_softmax", [scores, [], []], [BF16, "Scalar", "Scalar"], None, [(SOFTMAX, 5000.0)], dur=10)
+    s.op("aten::bmm", [scores, [B * H, L, D]], [BF16, BF16], None, [(GEMM, 3500.0)], dur=10)
+    s.cpu = ts + 101
+    other_gemm(s)
+    found = rules_attention.causal_mask(_analysis(s.write(tmp_path / "math.json")))
+    assert found is not None
+    flops = 2 * B * H * L * L * (D + D)  # 137.4 GFLOP; a causal kernel does half
+    est = flops / 2 / (BF16_PEAK * rules_kernels.FUSED_ATTENTION_EFF) * 1e6  # 198.4 µs
+    assert est == pytest.approx(198.4, abs=0.1)
+    assert found.saving_us == pytest.approx(3000 + 2000 + 5000 + 3500 - est)
+    row = found.evidence[0]
+    assert (row["backend"], row["kernel_us_per_step"]) == ("math", pytest.approx(13500))
+    assert "math backend ran" in found.title
+
+
+def test_causal_mask_row_target_whatif_and_applied(tmp_path):
+    rule = RULES_BY_ID["causal_mask"]
+    assert RULES[-1] is rule and rule.knobs == () and rule.reads == ("device", "patterns.masked_attention")
+    assert GPU_CLASSES["causal_mask"] == ("attention",) and "causal_mask" in TRANSFORMS
+    before = _analysis(masked_trace(tmp_path, "before.json"))
+    # the target: attention-class kernel time per step, 4000 + 8000 µs
+    assert rule.target.measure(before, step_parts.steady(before)) == pytest.approx(12000)
+    after = _analysis(masked_trace(tmp_path, "after.json", fwd=(EFFICIENT_FWD, 2000.0), bwd_us=None,
+                                   mask=None, causal="True"))
+    result = applied("causal_mask", before, after)
+    assert result.applied is True and "masked square SDPA calls per step 2.0 → 0.0" in result.evidence
+    assert applied("causal_mask", before, before).applied is False
