@@ -41,6 +41,8 @@ class Patterns:
     # optimizer.OPTIMIZER_COLUMNS: one row per Optimizer.step range
     optimizer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(optimizer.OPTIMIZER_COLUMNS)))
     in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
+    # hostside.HG_*: the host's long silences (no launch or sync call), outside the DataLoader
+    host_gaps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(hostside.HOST_GAP_COLUMNS)))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -81,4 +83,5 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
         optimizer=optimizer_steps,
         in_optimizer=in_optimizer,
+        host_gaps=hostside.find_host_gaps(rank, steps),
     )
