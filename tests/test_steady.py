@@ -259,9 +259,14 @@ def test_a_long_synchronous_copy_is_a_sync(tmp_path):
     assert t.sync_us == pytest.approx(463_000.0)
     # idle [400030, 400100] before the copy starts lies inside the blocking call (70 µs); idle
     # [462100, 513210]: late until k_next's call returns (513205) + 20 µs: the call covers
-    # [462100, 463200] (1100 µs), the sync window (the call until the next GPU start) the rest
+    # [462100, 463200] (1100 µs). The sync window runs from the call to the next GPU start, less the
+    # host work after it: k_next's call starts 50000 µs (> 1 ms) after the copy returned, so the CPU
+    # was busy, not blocked, over [463200, 513200]: that is CPU work; the sync keeps the launch path
+    # [513200, 513210]. (Before the sync / cpu_work split all 50010 µs were sync.) The step's idle tail
+    # after k_next (513310 → 1000000, no activity after it: late, over 1 ms) is CPU work too.
     assert t.copy_wait_us == pytest.approx(70.0 + 1100.0)
-    assert t.sync_wait_us == pytest.approx(513_210 - 463_200)
+    assert t.sync_wait_us == pytest.approx(513_210 - 513_200)
+    assert t.cpu_wait_us == pytest.approx((513_200 - 463_200) + (1_000_000 - 513_310))
     assert (t.verdict, t.cause) != ("launch-bound", "launch")
 
 

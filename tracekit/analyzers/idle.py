@@ -29,7 +29,7 @@ PAGEABLE = re.compile(r"Pageable")
 GPU_GAP = "gpu_gap_us"  # idle while the next activity was already launched (GPU-side dependency)
 LAUNCH_GAP = "launch_gap_us"  # idle waiting for launches: CPU-late gaps ≤ LONG_GAP_US
 DATA_WAIT = "data_wait_us"  # idle while the main thread is in the DataLoader
-SYNC_WAIT = "sync_wait_us"  # idle from a host sync until the CPU launched again (the drained queue)
+SYNC_WAIT = "sync_wait_us"  # idle from a host sync until the CPU launched again, less host work between (the drained queue)
 COPY_WAIT = "copy_wait_us"  # idle while the CPU is blocked in a synchronous or pageable copy call
 CPU_WAIT = "cpu_wait_us"  # idle in longer CPU-late gaps: Python or CPU ops between launches
 PAGEABLE_COPY = "pageable_copy_us"  # GPU time of copies from/to pageable host memory
@@ -101,16 +101,59 @@ def _copy_call_windows(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sync_windows(rank: RankTrace, gpu_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """From each host sync call's start until the next GPU activity starts after it returned."""
+    """From each host sync call's start until the next GPU activity starts after it returned, less
+    the host work after the call: when the next launch or sync call starts more than LONG_GAP_US
+    after the sync returned, the CPU was busy (Python, CPU ops), not blocked, until that call."""
     rt = rank.runtime
     if not len(rt) or not len(gpu_starts):
         return np.empty(0), np.empty(0)
-    sel = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS)
-    ts, end = rt[tables.RT_TS].to_numpy(dtype=float)[sel], rt[tables.RT_END].to_numpy(dtype=float)[sel]
+    kind = rt[tables.RT_KIND].to_numpy(dtype=object)
+    all_ts, all_end = rt[tables.RT_TS].to_numpy(dtype=float), rt[tables.RT_END].to_numpy(dtype=float)
+    sel = np.isin(kind, tables.SYNC_KINDS)
+    ts, end = all_ts[sel], all_end[sel]
     nxt = np.searchsorted(gpu_starts, end, side="left")
     has = nxt < len(gpu_starts)
-    stop = np.where(has, gpu_starts[np.minimum(nxt, len(gpu_starts) - 1)], end)
-    return _union(ts, np.maximum(stop, end))
+    stop = np.maximum(np.where(has, gpu_starts[np.minimum(nxt, len(gpu_starts) - 1)], end), end)
+    calls = np.sort(all_ts[kind != tables.KIND_OTHER])
+    k = np.searchsorted(calls, end, side="left")
+    after = np.where(k < len(calls), calls[np.minimum(k, len(calls) - 1)], np.inf)
+    busy = after - end > LONG_GAP_US  # host work between the sync and the next call
+    resume = np.where(busy, np.minimum(after, stop), end)
+    return _union(np.concatenate([ts, resume]), np.concatenate([np.where(busy, end, stop), stop]))
+
+
+def subtract(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals (a0, a1) less the disjoint sorted intervals (b0, b1)."""
+    out0: list[float] = []
+    out1: list[float] = []
+    for s, e in zip(a0.tolist(), a1.tolist(), strict=True):
+        cur, j = s, int(np.searchsorted(b1, s, side="right"))
+        while j < len(b0) and b0[j] < e:
+            if b0[j] > cur:
+                out0.append(cur)
+                out1.append(float(b0[j]))
+            cur = max(cur, float(b1[j]))
+            j += 1
+        if cur < e:
+            out0.append(cur)
+            out1.append(e)
+    return np.asarray(out0, dtype=float), np.asarray(out1, dtype=float)
+
+
+def host_gaps(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """The host's long silences: from the end of a launch or sync call (any thread) to the start of
+    the next one when that is more than LONG_GAP_US later, less the DataLoader windows (pieces of at
+    least LONG_GAP_US kept). No GPU work is launched there: the main thread runs Python or CPU ops."""
+    rt = rank.runtime
+    if not len(rt):
+        return np.empty(0), np.empty(0)
+    sel = rt[tables.RT_KIND].to_numpy(dtype=object) != tables.KIND_OTHER
+    s, e = _union(rt[tables.RT_TS].to_numpy(dtype=float)[sel], rt[tables.RT_END].to_numpy(dtype=float)[sel])
+    a, b = e[:-1], s[1:]
+    keep = b - a > LONG_GAP_US
+    g0, g1 = subtract(a[keep], b[keep], *_dataloader_windows(rank))
+    long = g1 - g0 >= LONG_GAP_US
+    return g0[long], g1[long]
 
 
 def _covered(a: np.ndarray, b: np.ndarray, union: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -129,7 +172,8 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
     Otherwise the CPU was late until the launch call returned plus LAUNCH_LATENCY_US (the rest of
     the interval is GPU_GAP), and that late part is carved, in this order, by the DataLoader
     windows on the main thread (DATA_WAIT), blocking copy calls (COPY_WAIT) and the time from a host
-    sync until the next GPU activity (SYNC_WAIT); what is left is LAUNCH_GAP when the late part is
+    sync until the next GPU activity (SYNC_WAIT) less the host work after it (more than LONG_GAP_US
+    before the next launch or sync call: the CPU was busy, not blocked); what is left is LAUNCH_GAP when the late part is
     at most LONG_GAP_US long, else CPU_WAIT. The tail of a step, with no activity after it, is late. PAGEABLE_COPY and COMM_EXPOSED are busy GPU time that
     the host or other ranks hold back: copies from pageable memory, and collectives running with no
     compute kernel beside them.

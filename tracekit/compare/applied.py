@@ -199,6 +199,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "dataloader_workers": (
         Signal("DataLoader wait per step", _field("data_wait_us"), FALLS, 0.5, unit=TIME),
         Signal("single-process DataLoader loads per step", single_process_loads, FALLS, 1.0)),
+    # rules_python.preprocess_off_thread: the preprocessing moves to workers or a thread: the GPU idle
+    # while the CPU works between launches (LaunchTotals.cpu_wait_us) halves.
+    "preprocess_off_thread": (Signal("GPU idle while the CPU works per step", _field("cpu_wait_us"), FALLS, 0.5,
+                                     unit=TIME),),
     # rules_host.pinned_memory: pin_memory=True / non_blocking copies: pageable copy time halves.
     "pinned_memory": (Signal("pageable copy time per step", _field("pageable_copy_us"), FALLS, 0.5, unit=TIME),),
     # rules_optimizer.fused_optimizer: fused=True updates all parameters in a few kernels

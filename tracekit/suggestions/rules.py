@@ -17,6 +17,7 @@ from tracekit.suggestions import (
     rules_kernels,
     rules_launch,
     rules_optimizer,
+    rules_python,
     rules_ranks,
 )
 from tracekit.suggestions.model import Suggestion
@@ -91,6 +92,9 @@ RULES: tuple[Rule, ...] = (
     Rule("dataloader_workers", rules_host.dataloader_workers, SNIPPETS["dataloader_workers"],
          StepPart("GPU idle while the main thread loads data", step_parts.total("data_wait_us")),
          ("dataloader",), ("launch", "patterns.dataloader")),
+    Rule("preprocess_off_thread", rules_python.preprocess_off_thread, SNIPPETS["preprocess_off_thread"],
+         StepPart("GPU idle while the CPU works between launches (long host gaps)",
+                  step_parts.total("cpu_wait_us")), (), ("launch", "patterns.host_gaps")),
     Rule("pinned_memory", rules_host.pinned_memory, SNIPPETS["pinned_memory"],
          StepPart("copy time + GPU idle while the CPU is blocked in copies", step_parts.copies),
          ("dataloader",), ("device", "launch", "patterns.copies")),

@@ -91,6 +91,21 @@ for batch in loader:
 print(total.item())                 # one sync after the loop
 # data-dependent control flow: torch.where(cond, a, b) instead of `if cond.item():`
 ''',
+    "preprocess_off_thread": '''\
+# The training thread tokenizes / preprocesses in Python while the GPU waits. Move that work
+# into a Dataset so DataLoader workers do it ahead of the GPU (or into a background thread):
+class TextDataset(torch.utils.data.Dataset):
+    def __getitem__(self, i):
+        return tokenize(self.texts[i])          # runs in a worker process
+loader = torch.utils.data.DataLoader(TextDataset(texts), batch_size=64, collate_fn=collate,
+                                     num_workers=4, pin_memory=True, persistent_workers=True)
+for ids in loader:
+    ids = ids.to("cuda", non_blocking=True)
+    loss = model(ids); loss.backward(); opt.step()
+# and use a compiled tokenizer: Hugging Face `tokenizers` (Rust), batched:
+tok = transformers.AutoTokenizer.from_pretrained(name, use_fast=True)
+ids = tok(batch_of_strings, padding=True, return_tensors="pt")["input_ids"]   # batch_encode
+''',
     "pinned_memory": '''\
 # Pageable host memory makes the copy synchronous and staged; pinned memory lets it run as DMA
 # while the CPU keeps launching work.

@@ -133,6 +133,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "cuda_graphs": _cuda_graphs,
     "avoid_sync": _avoid_sync,
     "dataloader_workers": _dataloader,
+    "preprocess_off_thread": _dataloader,  # the same change: the main thread's longest gap shorter
     "fused_optimizer": _fused_optimizer,
     "pinned_memory": _pinned,
     "batch_bmm": _batch_bmm,

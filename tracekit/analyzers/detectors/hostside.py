@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.idle import dataloader_rows
+from tracekit.analyzers.idle import dataloader_rows, host_gaps
 from tracekit.analyzers.kernels import COMMUNICATION, NOT_COMPUTE
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.windows import StepWindows
@@ -25,6 +25,19 @@ SYNC_ORIGINS = (
     "aten::unique", "aten::_unique2", "aten::repeat_interleave", "aten::index", "aten::cpu",
     "aten::to", "aten::_to_copy", "aten::copy_", "aten::allclose", "aten::equal", "aten::is_nonzero",
 )
+
+# --- columns of Patterns.host_gaps (one row per long host silence: no launch or sync call) -------
+HG_STEP = "step"  # the step of the call that ends it
+HG_TS = "ts"
+HG_GAP_US = "gap_us"
+HG_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside it
+HG_OPS = "ops"  # the top-level recorded CPU ops / user annotations inside it by total time, in words
+HG_OP_US = "op_us"  # their total time
+HG_AFTER_SYNC = "after_sync"  # the sync call that ended right where it begins ("" when none), with its origin
+HOST_GAP_COLUMNS = (HG_STEP, HG_TS, HG_GAP_US, HG_GPU_IDLE_US, HG_OPS, HG_OP_US, HG_AFTER_SYNC)
+HG_TOP_OPS = 3  # names HG_OPS lists
+HG_NAME_CHARS = 80  # of each name (trace names are untrusted: kept short)
+STEP_MARK = re.compile(r"^ProfilerStep#")
 
 # --- columns of Patterns.syncs (one row per host synchronisation call) ----------------------------
 SY_STEP = "step"
@@ -218,4 +231,100 @@ def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None
                      CM_COMPUTE_US: compute, CM_OVERLAP_US: comm - exposed, CM_EXPOSED_US: exposed,
                      CM_LAST_EXPOSED_US: float(per[idx == last][0]),
                      CM_TOP: str(names[idx[int(np.argmax(per))]])})
+    return pd.DataFrame(rows, columns=cols)
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """The top-level candidates among the recorded CPU ops and user annotations, sorted by start."""
+
+    ts: np.ndarray
+    end: np.ndarray
+    parent_ts: np.ndarray  # start of the op's parent (NaN: none, or an annotation)
+    parent_end: np.ndarray
+    names: np.ndarray
+
+    @classmethod
+    def of(cls, rank: RankTrace) -> _Recorded:
+        ops, an = rank.ops, rank.annotations
+        ts, end, pts, pend, names = [], [], [], [], []
+        if len(ops):
+            o_ts, o_end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
+            parent = ops[tables.OP_PARENT].to_numpy()
+            p = np.maximum(parent, 0)
+            ts.append(o_ts)
+            end.append(o_end)
+            pts.append(np.where(parent >= 0, o_ts[p], np.nan))
+            pend.append(np.where(parent >= 0, o_end[p], np.nan))
+            names.append(ops[tables.OP_NAME].to_numpy(dtype=object))
+        if len(an):
+            a_names = an[tables.AN_NAME].to_numpy(dtype=object)
+            keep = ~an[tables.AN_GPU].to_numpy(dtype=bool) & ~matches(a_names, STEP_MARK)
+            ts.append(an[tables.AN_TS].to_numpy(dtype=float)[keep])
+            end.append(an[tables.AN_END].to_numpy(dtype=float)[keep])
+            pts.append(np.full(int(keep.sum()), np.nan))
+            pend.append(np.full(int(keep.sum()), np.nan))
+            names.append(a_names[keep])
+        if not ts:
+            return cls(np.empty(0), np.empty(0), np.empty(0), np.empty(0), np.empty(0, dtype=object))
+        all_ts = np.concatenate(ts)
+        order = np.argsort(all_ts, kind="stable")
+        return cls(all_ts[order], np.concatenate(end)[order], np.concatenate(pts)[order],
+                   np.concatenate(pend)[order], np.concatenate(names)[order])
+
+    def inside(self, a: float, b: float) -> tuple[str, float]:
+        """The top-level ones inside [a, b] (an op whose parent is also inside is not top-level), in
+        words (HG_TOP_OPS names by total time), and their total time."""
+        eps = 1e-3
+        lo, hi = np.searchsorted(self.ts, [a - eps, b + eps], side="left")
+        end, pts, pend = self.end[lo:hi], self.parent_ts[lo:hi], self.parent_end[lo:hi]
+        parent_inside = (pts >= a - eps) & (pend <= b + eps)  # NaN compares False
+        keep = (end <= b + eps) & ~parent_inside
+        totals: dict[str, list[float]] = {}
+        for name, dur in zip(self.names[lo:hi][keep], (end - self.ts[lo:hi])[keep], strict=True):
+            totals.setdefault(str(name)[:HG_NAME_CHARS], []).append(float(dur))
+        if not totals:
+            return "", 0.0
+        ranked = sorted(totals.items(), key=lambda kv: -sum(kv[1]))
+        words = ", ".join(f"{name} ×{len(d)} ({sum(d) / 1e3:.2f} ms)" for name, d in ranked[:HG_TOP_OPS])
+        if len(ranked) > HG_TOP_OPS:
+            words += f", {len(ranked) - HG_TOP_OPS} more"
+        return words, sum(sum(d) for d in totals.values())
+
+
+def find_host_gaps(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
+    """The host's long silences (tracekit.analyzers.idle.host_gaps: no launch or sync call for more
+    than LONG_GAP_US, DataLoader windows left out) with the GPU idle inside each, what ran there and
+    the sync that preceded it."""
+    rt, gpu, ops = rank.runtime, rank.gpu, rank.ops
+    steps = steps or StepsOf.of(rank)
+    cols = list(HOST_GAP_COLUMNS)
+    g0, g1 = host_gaps(rank)
+    if not len(g0):
+        return pd.DataFrame(columns=cols)
+    kind = rt[tables.RT_KIND].to_numpy(dtype=object)
+    calls = np.flatnonzero(kind != tables.KIND_OTHER)
+    call_ts = rt[tables.RT_TS].to_numpy(dtype=float)[calls]
+    order = np.argsort(call_ts, kind="stable")
+    calls, call_ts = calls[order], call_ts[order]
+    rt_end = rt[tables.RT_END].to_numpy(dtype=float)
+    is_sync = np.isin(kind, tables.SYNC_KINDS)
+    sync_rows = np.flatnonzero(is_sync)
+    s_all, e_all = merge_intervals(gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float))
+    idle = (g1 - g0) - busy_in_windows(s_all, e_all, g0, g1)
+    recorded = _Recorded.of(rank)
+    rows = []
+    for a, b, free in zip(g0.tolist(), g1.tolist(), idle.tolist(), strict=True):
+        k = int(np.searchsorted(call_ts, b - 1e-3, side="left"))
+        row = int(calls[min(k, len(calls) - 1)])
+        ended = sync_rows[np.abs(rt_end[sync_rows] - a) < 1e-3]
+        after = ""
+        if len(ended):
+            r = int(ended[0])
+            origin = _origin(ops, int(rt[tables.RT_OP].to_numpy()[r])) if len(ops) else ""
+            after = str(rt[tables.RT_NAME].to_numpy(dtype=object)[r])[:HG_NAME_CHARS]
+            after += f" ({origin[:HG_NAME_CHARS]})" if origin else " (explicit)"
+        words, op_us = recorded.inside(a, b)
+        rows.append({HG_STEP: int(steps.runtime[row]), HG_TS: a, HG_GAP_US: b - a, HG_GPU_IDLE_US: float(free),
+                     HG_OPS: words, HG_OP_US: op_us, HG_AFTER_SYNC: after})
     return pd.DataFrame(rows, columns=cols)

@@ -43,6 +43,8 @@ class Patterns:
     in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
     # attention_mask.MASKED_COLUMNS: SDPA calls with a square mask and is_causal=False
     masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
+    # hostside.HG_*: the host's long silences (no launch or sync call), outside the DataLoader
+    host_gaps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(hostside.HOST_GAP_COLUMNS)))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -84,4 +86,5 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         optimizer=optimizer_steps,
         in_optimizer=in_optimizer,
         masked_attention=attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows),
+        host_gaps=hostside.find_host_gaps(rank, steps),
     )
