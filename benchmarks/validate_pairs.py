@@ -52,6 +52,9 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/train_copies", "bare/train_copies_fixed", "pinned_memory"),
     ("bare/train_optimizer_loop", "bare/train_optimizer_fused", "fused_optimizer"),
     ("bare/small_matmul_loop", "bare/small_matmul_bmm", "batch_bmm"),
+    ("bare/attention_causal_mask", "bare/attention_causal_mask_fixed", "causal_mask"),
+    ("bare/train_tokenize", "bare/train_tokenize_fixed", "preprocess_off_thread"),
+    ("bare/train_tokenize_wide", "bare/train_tokenize_wide_fixed", "preprocess_off_thread"),
 )
 
 

@@ -36,8 +36,8 @@ PAIRS=(
   "small_matmul_bmm|1|4|$S/small_matmul_bmm.py"
   "attention_causal_mask|1|6|$S/attention_causal_mask.py"
   "attention_causal_mask_fixed|1|6|$S/attention_causal_mask.py --fixed"
-  "train_tokenize|1|6|$S/train_tokenize.py"
-  "train_tokenize_fixed|1|6|$S/train_tokenize.py --fixed"
+  "train_tokenize|1|6|$S/train_tokenize.py --hidden 1024"
+  "train_tokenize_fixed|1|6|$S/train_tokenize.py --hidden 1024 --fixed"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do

@@ -84,11 +84,13 @@ def main() -> None:
     p.add_argument("--fixed", action="store_true", help="tokenize in 4 DataLoader workers")
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--strings", type=int, default=None, help="strings per batch (default 4000 on CUDA, 200 on CPU)")
+    p.add_argument("--hidden", type=int, default=None, help="MLP width (default 4096 on CUDA)")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     vocab, seq, dim, hidden, layers, n = (32768, 16, 512, 4096, 6, 4000) if cuda else (512, 16, 16, 32, 2, 200)
     n = args.strings or n
+    hidden = args.hidden or hidden
     torch.manual_seed(0)
     model = Model(vocab, dim, hidden, layers).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
