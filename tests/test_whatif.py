@@ -111,3 +111,19 @@ def test_abstaining_model_keeps_traced_savings(tmp_path):
     assert result.analysis.verdict == result.analysis.totals.verdict
     assert all(s.traced_saving_us is None for s in result.suggestions)
     assert tracekit.analyse_trace is not None
+
+
+def test_silent_below_two_percent_of_the_projected_step():
+    """train_sync: pinned_memory's check fires on the traced timeline (its copies are pageable), but its
+    what-if saves 0.76 % of the projected step: under SILENT_BELOW_PCT (2 %), so it is not shown."""
+    from tracekit.suggestions import whatif
+    from tracekit.suggestions.common import SILENT_BELOW_PCT
+    from tracekit.suggestions.rules import RULES_BY_ID
+
+    result = analyse_file(SAMPLE_TRACES / "train_sync.trace.json.gz")
+    raw = RULES_BY_ID["pinned_memory"].run(result.analysis)
+    assert raw is not None
+    (priced,) = whatif.price(result.analysis, [raw], result.models) or [None]  # type: ignore[list-item]
+    assert priced is None  # price() drops it
+    assert SILENT_BELOW_PCT == 2.0 and "pinned_memory" not in {s.id for s in result.suggestions}
+    assert all(s.saving_pct >= SILENT_BELOW_PCT for s in result.suggestions)

@@ -20,6 +20,7 @@ from tracekit.suggestions import (
     rules_python,
     rules_ranks,
 )
+from tracekit.suggestions.common import SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.suggestions.whatif import price
@@ -128,8 +129,10 @@ def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
     saving is the what-if replay of the change on the projected unprofiled steps where the model
     projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them."""
     found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
-    if models:
-        found = price(analysis, found, models)
+    if models and any(m.trusted for m in models):
+        found = price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step
+    elif models:
+        found = [s for s in found if s.saving_pct >= SILENT_BELOW_PCT]
     return sorted(found, key=lambda s: -s.saving_us)
 
 

@@ -31,7 +31,7 @@ from tracekit.model.whatif import (
     shorter_longest_gap,
     unblock_copies,
 )
-from tracekit.suggestions.common import MIN_SAVING_PCT, MIN_SAVING_US
+from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import fmt_us
 
@@ -206,7 +206,7 @@ def price(analysis: Analysis, found: Sequence[Suggestion], models: Sequence[Rank
             s, saving_us=saving, saving_pct=100.0 * saving / window if window > 0 else 0.0,
             per_step_us=saving / steps, traced_saving_us=s.saving_us, whatif=words,
             formula=f"{words}; traced estimate: {s.formula}"), transforms))
-    priced = [p for p in priced if p[0].saving_us >= MIN_SAVING_US and p[0].saving_pct >= MIN_SAVING_PCT]
+    priced = [p for p in priced if p[0].saving_us >= MIN_SAVING_US and p[0].saving_pct >= SILENT_BELOW_PCT]
     priced.sort(key=lambda p: -p[0].saving_us)
     out: list[Suggestion] = []
     chosen: dict[int, list[Transform]] = {}
