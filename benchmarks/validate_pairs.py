@@ -71,12 +71,10 @@ def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool) -
     if not path.exists():
         return None
     trace = load_file(path)
-    if use_default:
-        for r in trace.ranks.values():
-            object.__setattr__(r.meta, "bare", None)  # the default overhead only (the bare step stays the measurement)
-    result = analyse_trace(trace, overhead=DEFAULT_OVERHEAD)
+    # --default: the default overhead only; the bare steps stay the measurement
+    result = analyse_trace(trace, overhead=DEFAULT_OVERHEAD, use_bare=not use_default)
     u = result.analysis.unprofiled
-    bare = getattr(load_file(path).rank().meta, "bare", None)
+    bare = trace.rank().meta.bare
     steady = list(result.analysis.ranks[0].launch.steady_steps)
     m_us = bare.median_us(steady) if bare is not None else None
     source = "bare run" if m_us is not None else ""

@@ -44,7 +44,7 @@ from tracekit.analyzers.summary import (
 )
 from tracekit.analyzers.timeline import Timeline, timeline
 from tracekit.analyzers.tracefacts import TraceFacts, trace_facts
-from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled
+from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
 from tracekit.trace.model import RankTrace, Trace
 
 
@@ -91,8 +91,7 @@ class Analysis:
     def headline(self) -> LaunchTotals:
         """The totals the verdict reads: projected without the profiler where the model projects a
         rank, else as traced."""
-        u = self.unprofiled
-        return u.projected if u is not None and u.trusted else self.totals
+        return headline_totals(self.totals, self.unprofiled)
 
     @property
     def verdict(self) -> str:

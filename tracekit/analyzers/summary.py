@@ -33,7 +33,7 @@ from tracekit.analyzers.kernels import (
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
-from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled
+from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
 from tracekit.jsonsafe import plain, records
 
 if TYPE_CHECKING:
@@ -214,8 +214,7 @@ class RankEntry:
     @property
     def headline(self) -> LaunchTotals:
         """Projected totals when the model projects this rank, else the traced ones."""
-        u = self.unprofiled
-        return u.projected if u is not None and u.trusted else self.totals
+        return headline_totals(self.totals, self.unprofiled)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "scope": self.scope, "verdict": self.headline.verdict, "cause": self.headline.cause,
@@ -254,8 +253,7 @@ class AnalysisSummary:
     @property
     def headline(self) -> LaunchTotals:
         """The totals the verdict reads: projected without the profiler where the model projects, else traced."""
-        u = self.unprofiled
-        return u.projected if u is not None and u.trusted else self.totals
+        return headline_totals(self.totals, self.unprofiled)
 
     @property
     def verdict(self) -> str:

@@ -44,6 +44,11 @@ def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_la
                    data_wait_us=traced.data_wait_us * keep, host_wait_us=max(traced.host_wait_us - removed, 0.0))
 
 
+def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None) -> LaunchTotals:
+    """The totals a verdict reads: the projected unprofiled ones where the model projects, else `traced`."""
+    return unprofiled.projected if unprofiled is not None and unprofiled.trusted else traced
+
+
 def compute_share(t: LaunchTotals) -> float:
     """The GPU's own share of the span (LaunchTotals.compute_us / span_us; 1 for an empty span)."""
     return min(t.compute_us / t.span_us, 1.0) if t.span_us > 0 else 1.0

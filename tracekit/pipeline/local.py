@@ -46,21 +46,24 @@ def bare_steps(trace: Trace, rank: int) -> dict[int, float] | None:
     return dict(bare.step_us) if bare is not None else None
 
 
-def model_ranks(trace: Trace, analysis: Analysis, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> tuple[RankModel, ...]:
-    """The execution model of every analysed rank (tracekit.model.outlook.rank_model)."""
-    return tuple(rank_model(trace.rank(r.rank), r.launch, overhead, bare_steps(trace, r.rank)) for r in analysis.ranks)
+def model_ranks(trace: Trace, analysis: Analysis, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
+                use_bare: bool = True) -> tuple[RankModel, ...]:
+    """The execution model of every analysed rank (tracekit.model.outlook.rank_model), calibrated by
+    the file's bare steps unless use_bare=False (then `overhead` only: the untuned projection)."""
+    return tuple(rank_model(trace.rank(r.rank), r.launch, overhead, bare_steps(trace, r.rank) if use_bare else None)
+                 for r in analysis.ranks)
 
 
 def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,
                   tokens_per_step: float | None = None, with_suggestions: bool = True,
-                  overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> LocalResult:
+                  overhead: ProfilerOverhead = DEFAULT_OVERHEAD, use_bare: bool = True) -> LocalResult:
     """Analyze an already loaded `trace` (every rank combined, or only `rank`), model its steady steps
-    without the profiler (`overhead`: the profiler cost when the trace carries no bare timings) and run
-    the rules on it.
+    without the profiler (`overhead`: the profiler cost when the trace carries no bare timings, or
+    always with use_bare=False) and run the rules on it.
 
     `steps` picks the headline steps (steady, all, N-M; StepsError when malformed)."""
     analysis = analyze(trace, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
-    models = model_ranks(trace, analysis, overhead)
+    models = model_ranks(trace, analysis, overhead, use_bare)
     analysis = analysis.with_model({m.rank: m.unprofiled for m in models})
     found = tuple(suggest(analysis, models=models)) if with_suggestions else ()
     return LocalResult(path=str(trace.path), warnings=tuple(str(w) for w in trace.warnings),
