@@ -97,10 +97,10 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         rows.sort(key=lambda x: -x["saving_us"])
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
-             f"{fmt_us(per_step)} per step for kernel launches")
+             f"{fmt_us(per_step)} per step for kernel launches in the profiled run")
     if n_graphed:
         title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
-                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches")
+                 f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches in the profiled run")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
