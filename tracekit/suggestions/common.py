@@ -64,6 +64,9 @@ def suggestion(rule_id: str, title: str, saving_us: float, scope: Scope, formula
         rows = tuple({k: v for k, v in row.items() if k != "rank"} for row in rows)
     if not rows or not (saving_us >= MIN_SAVING_US) or scope.pct(saving_us) < min_pct:
         return None
+    if scope.span_us > 0 and saving_us > scope.span_us:  # a change cannot save more than the steps take
+        formula += f"; capped at the steps' span ({fmt_us(scope.span_us)}): the estimate above counted time outside them"
+        saving_us = scope.span_us
     return Suggestion(id=rule_id, title=title, saving_us=float(saving_us),
                       saving_pct=float(scope.pct(saving_us)), formula=formula,
                       snippet="", evidence=rows,

@@ -12,6 +12,7 @@ from tracekit.analyzers.detectors import sequences
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
+from tracekit.analyzers.windows import SCOPE_INFERRED
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 
@@ -24,7 +25,8 @@ LONG_GAP_US = 1000.0
 # gaps are no guide: each still carries its kernel's launch latency.
 GRAPH_GAP_US = 0.5
 CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it pays
-MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing)
+MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing;
+# with inferred steps, one graph spans many of them: the launches of the whole run count)
 # batch_bmm stays silent on loops that already keep the GPU full: GEMMs whose grid fills every SM,
 # or loops whose GEMMs run this share of the loop's wall time (batching removes only the gaps).
 LOOP_BUSY_SHARE = 0.9
@@ -46,10 +48,12 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         host = (act[A_IDLE] == HOST_WAIT).to_numpy() & (act[A_GAP_US].to_numpy() <= LONG_GAP_US)
         gap = act[A_GAP_US].fillna(0.0).to_numpy()
         # the step's first activity still waits for the CPU: a graph has one launch per step too
-        # (activities are in rank.gpu order, sorted by start)
+        # (activities are in rank.gpu order, sorted by start). Inferred steps are repeats of the op
+        # sequence (a loop's iterations, decode tokens): one graph captures many of them, so only the
+        # first of the run keeps its wait
         steps = step_numbers(lo)
         _, first = np.unique(steps, return_index=True)
-        host[first] = False
+        host[first[:1] if lo.scope == SCOPE_INFERRED else first] = False
         # launched inside optimizer.step: a graph of the model (the snippet) leaves the optimizer out;
         # its launches are the fused_optimizer rule's (analyzers/detectors/optimizer.py)
         in_optimizer = r.patterns.in_optimizer if r.patterns is not None else None
@@ -79,7 +83,8 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
                          "kernels": t.kernels, "launches": t.launches, "cpu_launch_us": t.cpu_launch_us,
                          "launch_gaps": n, "launch_gap_us": launch_gaps, "residual_us": residual,
                          "saving_us": saving, "verdict": t.verdict})
-    if not rows or n_total / (scope.steps * scope.ranks) < MIN_GAPS_PER_STEP:
+    inferred = all(r.launch.scope == SCOPE_INFERRED for r in analysis.ranks)
+    if not rows or n_total / ((1 if inferred else scope.steps) * scope.ranks) < MIN_GAPS_PER_STEP:
         return None
     saving = total / scope.ranks
     span = sum(x["span_us"] for x in rows) / scope.ranks
