@@ -60,6 +60,10 @@ FIXES = (
     ("small_matmul_loop", "small_matmul_bmm", "batch_bmm"),
     ("attention_causal_mask", "attention_causal_mask_fixed", "causal_mask"),
     ("train_tokenize", "train_tokenize_fixed", "preprocess_off_thread"),
+    # the sync serialises the CPU's batch preparation after the GPU's step: without it the loop runs
+    # free (the autograd thread follows the main thread, model/graph.py spawned_anchors; the step is the
+    # longer of CPU and GPU, model/outlook.py _after_span)
+    ("train_sync", "train_sync_fixed", "avoid_sync"),
 )
 
 

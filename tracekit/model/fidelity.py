@@ -74,14 +74,28 @@ def _cause(graphs: tuple[StepGraph, ...], replays: tuple[ReplayResult, ...], que
     return f"step {graph.step} ends {abs(result.error):.0%} {direction} on the {side} side: a dependency the trace does not name"
 
 
+def gated_graphs(rank: RankTrace, plan: StepPlan) -> tuple[tuple[StepGraph, ...], Fidelity]:
+    """The selected steps' graphs and their gate: with the hand-off anchors (graph.spawned_anchors)
+    where the replay reproduces the trace with them, else without them when that passes the gate."""
+    graphs = step_graphs(rank, plan)
+    gate = fidelity(rank, plan, graphs)
+    if not gate.trusted and graphs:
+        plain = step_graphs(rank, plan, handoffs=False)
+        plain_gate = fidelity(rank, plan, plain)
+        if plain_gate.trusted:
+            return plain, plain_gate
+    return graphs, gate
+
+
 def fidelity(rank: RankTrace, plan: StepPlan, graphs: tuple[StepGraph, ...] | None = None) -> Fidelity:
-    """The trust gate of one rank over the selected steps of `plan`."""
+    """The trust gate of one rank over the selected steps of `plan` (`graphs` None: gated_graphs's)."""
     if not len(rank.gpu):
         return _abstain(rank, "no GPU activity: nothing to replay")
     if plan.scope not in (SCOPE_STEPS, SCOPE_TRACE):
         return _abstain(rank, "no ProfilerStep marks: the steps are inferred GPU-side windows, which the "
                               "replay does not reproduce")
-    graphs = graphs if graphs is not None else step_graphs(rank, plan)
+    if graphs is None:
+        return gated_graphs(rank, plan)[1]
     if not graphs:
         return _abstain(rank, "no steady step to replay")
     replays = tuple(replay(g, critical_path=False) for g in graphs)

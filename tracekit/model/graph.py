@@ -156,16 +156,37 @@ def cross_thread_anchors(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray, pr
     return np.where(ok, cand, -1).astype(np.int64)
 
 
-def step_graphs(rank: RankTrace, plan: StepPlan) -> tuple[StepGraph, ...]:
+def spawned_anchors(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray, first: np.ndarray, gap: np.ndarray,
+                    anchor: np.ndarray, main_key: int | None) -> np.ndarray:
+    """`anchor` with each other thread's first call of the window (not yet anchored, idle at least
+    MIN_WAIT_GAP_US since the window opened) anchored to the main thread's latest call ending before
+    it: work the main thread hands off (autograd's backward thread, a worker fed by the loop) starts
+    when the main thread gets there, so it moves with it when the main thread gets faster."""
+    if main_key is None or len(np.unique(thread)) < 2:
+        return anchor
+    spawned = first & (thread != main_key) & (anchor < 0) & (gap >= MIN_WAIT_GAP_US)
+    main = np.flatnonzero(thread == main_key)
+    if not spawned.any() or not len(main):
+        return anchor
+    end = (ts + dur)[main]
+    by_end = np.argsort(end, kind="stable")
+    k = np.searchsorted(end[by_end], ts, side="right") - 1
+    cand = np.where(k >= 0, main[by_end[np.maximum(k, 0)]], -1)
+    return np.where(spawned & (cand >= 0), cand, anchor).astype(np.int64)
+
+
+def step_graphs(rank: RankTrace, plan: StepPlan, *, handoffs: bool = True) -> tuple[StepGraph, ...]:
     """The graph of every selected step of a rank (the steady ones by default); () when the steps
-    are inferred GPU-side windows (no ProfilerStep marks), which the model does not replay."""
+    are inferred GPU-side windows (no ProfilerStep marks), which the model does not replay.
+    handoffs=False leaves other threads' first calls unanchored (spawned_anchors)."""
     if plan.scope not in (SCOPE_STEPS, SCOPE_TRACE) or not len(rank.gpu):
         return ()
     context = rank_tables(rank)
-    return tuple(step_graph(rank, plan, int(k), context) for k in np.flatnonzero(plan.selected))
+    return tuple(step_graph(rank, plan, int(k), context, handoffs=handoffs) for k in np.flatnonzero(plan.selected))
 
 
-def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTables | None = None) -> StepGraph:
+def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTables | None = None, *,
+               handoffs: bool = True) -> StepGraph:
     """The graph of the step at position `step_index` of `plan` (see StepGraph)."""
     context = context if context is not None else rank_tables(rank)
     windows = plan.windows
@@ -196,10 +217,18 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     prev = np.where(first, -1, np.arange(n_calls) - 1)
     prev_end = np.where(first, origin, np.concatenate([[origin], ts[:-1] + dur[:-1]]))
     gap = ts - prev_end
+    if main_key is None and n_calls:
+        values, counts = np.unique(thread, return_counts=True)
+        main_key = int(values[np.argmax(counts)])
     anchor = cross_thread_anchors(thread, ts, dur, prev_end)
     if (anchor >= 0).any():
         idle_end = np.where(anchor >= 0, (ts + dur)[np.maximum(anchor, 0)], prev_end)
         anchor = np.where(context.events_between(thread, prev_end, idle_end) == 0, anchor, -1)
+    spawned = spawned_anchors(thread, ts, dur, first, gap, anchor, main_key) if handoffs else anchor
+    if (spawned != anchor).any():  # ... only where the thread recorded nothing before the hand-off
+        handoff = (ts + dur)[np.maximum(spawned, 0)]
+        idle = context.events_between(thread, prev_end, np.maximum(handoff, prev_end)) == 0
+        anchor = np.where((spawned != anchor) & idle, spawned, anchor)
     anchored = anchor >= 0
     anchor_end = np.where(anchored, (ts + dur)[np.maximum(anchor, 0)] if n_calls else 0.0, ts)
     anchor_gap = ts - anchor_end
@@ -212,9 +241,6 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     kinds = context.rt_kind[calls]
     role = np.where(np.isin(kinds, tables.SYNC_KINDS), ROLE_SYNC,
                     np.where(np.isin(kinds, tables.LAUNCH_KINDS), ROLE_LAUNCH, ROLE_OTHER)).astype(np.int8)
-    if main_key is None and n_calls:
-        values, counts = np.unique(thread, return_counts=True)
-        main_key = int(values[np.argmax(counts)])
     main_calls = np.flatnonzero(thread == main_key) if n_calls else np.empty(0, dtype=np.int64)
     main_last = int(main_calls[-1]) if len(main_calls) else -1
     if gpu_side:

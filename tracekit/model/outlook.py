@@ -11,8 +11,8 @@ import numpy as np
 from tracekit.analyzers.launch import LaunchOverhead
 from tracekit.analyzers.totals import LaunchTotals
 from tracekit.analyzers.unprofiled import Unprofiled, shrink_idle
-from tracekit.model.fidelity import Fidelity, fidelity
-from tracekit.model.graph import ROLE_LAUNCH, ROLE_OTHER, StepGraph, step_graphs
+from tracekit.model.fidelity import Fidelity, gated_graphs
+from tracekit.model.graph import ROLE_LAUNCH, ROLE_OTHER, StepGraph
 from tracekit.model.projection import (
     DEFAULT_OVERHEAD,
     LaunchProfile,
@@ -20,13 +20,17 @@ from tracekit.model.projection import (
     launch_profile,
     projected_costs,
 )
-from tracekit.model.replay import ReplayCosts, ReplayResult, replay
+from tracekit.model.replay import ReplayCosts, ReplayResult, replay, replay_points, replay_result
 from tracekit.trace.model import RankTrace
 
 SOURCE_BARE = "bare"
 # The fitted scale of a bare-calibrated projection is searched over [0, MAX_SCALE] × the default;
 # its range is the fit ± BARE_SPREAD (the bare step's own run-to-run spread on the H200 samples is
 # 1–3 %: docs/measurements/pairs.json, runs 1–3).
+# The gap between two kernels queued back to back on a stream: the median over the stream-bound
+# kernels of the H200 sample traces sample_traces/bare/train_{sync_fixed,gpu_bound,copies_fixed,
+# dataloader_fixed} is 1.38-1.50 µs (p90 2.1-2.3 µs)
+FREE_RUN_GAP_US = 1.5
 MAX_SCALE = 2.0
 BARE_SPREAD = 0.15
 FIT_ROUNDS = 14
@@ -84,8 +88,26 @@ class RankModel:
         if not self.steps:
             return None
         before = sum(s.projected.span_us for s in self.steps)
-        after = sum(replay(s.graph, transform(s), critical_path=False).span_us for s in self.steps)
+        after = sum(_after_span(s, transform(s)) for s in self.steps)
         return WhatIf(before_us=before, after_us=after, steps=len(self.steps))
+
+
+def _after_span(step: StepModel, costs: ReplayCosts) -> float:
+    """The step replayed with `costs`. When they free a step whose CPU waited for the GPU (no call
+    waits any more), the loop runs free: the CPU queues the next step's work while the GPU runs this
+    one's, so in the steady state a step takes the longer of the CPU's own time and the GPU's own
+    (its busy time and a FREE_RUN_GAP_US between kernels, at most its first start to its last end),
+    not the one-step replay, which starts the GPU idle at the window and so keeps every host
+    gap before the step's first launch on the path."""
+    g = step.graph
+    points = replay_points(g, costs, critical_path=False)
+    result = replay_result(g, points, critical_path=False)
+    freed = costs.call_nowait is not None and g.call_waits.any() and not (g.call_waits & ~costs.call_nowait).any()
+    if not freed or g.gpu_side or not np.isfinite(result.cpu_end_us) or not g.n_gpu:
+        return result.span_us
+    first_to_last = result.gpu_end_us - (float(points.gpu_start.min()) - g.window_start_us)
+    gpu_own = min(first_to_last, result.gpu_busy_us + (g.n_gpu - 1) * FREE_RUN_GAP_US)
+    return min(result.span_us, max(result.cpu_end_us, gpu_own))
 
 
 def _launch_time(graph: StepGraph, dur: np.ndarray) -> float:
@@ -151,8 +173,7 @@ def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead =
     numbers = [int(plan.windows.numbers[int(k)]) for k in selected]
     measured_steps = [bare[n] for n in numbers if bare is not None and n in bare]
     measured = float(np.median(measured_steps)) if measured_steps else None
-    graphs = step_graphs(rank, plan)
-    gate = fidelity(rank, plan, graphs)
+    graphs, gate = gated_graphs(rank, plan)
     if not gate.trusted or len(graphs) != len(traced_steps):
         return _abstaining(int(rank.rank), gate, traced, overhead, measured)
     launches = launch_profile(graphs)

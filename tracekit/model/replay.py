@@ -102,7 +102,7 @@ def replay(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path:
     critical_path=False skips the critical path (result.path None); vectorised=False forces the
     event loop even where model/chains.py applies (the reference the vectorised path is tested against)."""
     points = replay_points(graph, costs, critical_path=critical_path, vectorised=vectorised)
-    return _result(graph, points, critical_path and bool(points.pred))
+    return replay_result(graph, points, critical_path and bool(points.pred))
 
 
 def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critical_path: bool = True,
@@ -206,7 +206,7 @@ def _values(given: np.ndarray | None, own: np.ndarray) -> list[float]:
     return values
 
 
-def _result(graph: StepGraph, points: ReplayPoints, critical_path: bool) -> ReplayResult:
+def replay_result(graph: StepGraph, points: ReplayPoints, critical_path: bool) -> ReplayResult:
     """Span, GPU busy time and (when asked) the critical path's parts: its stretches (model/path.py
     walk, the walk critical_segments lists) summed by kind."""
     w0 = graph.window_start_us
