@@ -192,3 +192,14 @@ def test_summarise_refuses_numbers_that_cannot_calibrate() -> None:
     with pytest.raises(ProfileError, match="recorded no CPU events"):
         summarise(LoopCounts(0, 0, 0, (), 0.0), iterations=1, bare_ns=1, profiled_ns=2, cuda=False, device="c",
                   torch_version="t")
+
+
+def test_python_slowdown_sets_the_gap_scale(tmp_path: Path) -> None:
+    # plain Python 1.6x slower under the profiler: the host gaps left after their events' cost keep
+    # 1 / 1.6 = 0.625 of their length; above 4x it is clipped to 0.25; absent: the default's
+    assert overhead_from_calibration(4.0, 5.85, 3.5, "here", 1.6).gap_scale == pytest.approx(0.625)
+    assert overhead_from_calibration(4.0, 5.85, 3.5, "here", 9.0).gap_scale == pytest.approx(0.25)
+    assert overhead_from_calibration(4.0, 5.85, 3.5, "here").gap_scale == DEFAULT_OVERHEAD.gap_scale
+    assert load_calibration(_write(tmp_path / "cal.json", python_slowdown=2.0)).gap_scale == pytest.approx(0.5)
+    with pytest.raises(CalibrationError, match="python_slowdown"):
+        load_calibration(_write(tmp_path / "bad.json", python_slowdown=-1))

@@ -138,8 +138,9 @@ def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches:
     """The overhead that makes the median projected step equal `target_us` (the measured bare
     median): first its per-event scale (bisection over [0, MAX_SCALE × base]); when even that leaves
     the step too long, the profiler also slowed the Python between recorded events, and the host gaps
-    left after their events' cost shrink by one factor (gap_scale, bisection over [0, 1]). Range of
-    the scale ± BARE_SPREAD."""
+    left after their events' cost shrink by one factor (gap_scale, bisection over [0, 1]); when even
+    no per-event cost leaves it too short and `base` shrinks the gaps (gap_scale < 1), they shrink
+    less (bisection over [base.gap_scale, 1]). Range of the scale ± BARE_SPREAD."""
     def median_at(o: ProfilerOverhead) -> float:
         return float(np.median(_spans(graphs, o, launches)))
 
@@ -150,6 +151,12 @@ def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches:
     if scale >= hi and median_at(fitted) > target_us:
         keep = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0, 1.0, target_us)
         fitted = dataclasses.replace(fitted, gap_scale=1.0 - keep)
+    elif scale <= 0.0 and base.gap_scale < 1.0 and median_at(fitted) < target_us:
+        # even no per-event cost leaves the step too short: base shrank the host gaps more than this
+        # recording's profiler slowed them; they shrink less (gap_scale up towards 1)
+        lift = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0,
+                       1.0 - base.gap_scale, target_us)
+        fitted = dataclasses.replace(fitted, gap_scale=1.0 - lift)
     return fitted
 
 

@@ -34,10 +34,11 @@ def load_calibration(path: str | os.PathLike[str]) -> ProfilerOverhead:
     per_event = _number(path, data, "per_event_us", zero=True)
     fast = _optional(path, data, "launch_p10_us")
     floor = _optional(path, data, "bare_launch_us")
+    slowdown = _optional(path, data, "python_slowdown")
     device, date = _label(data.get("device")), _label(data.get("date"))
     source = f"{SOURCE_CALIBRATION}: {path.name}" + (f" ({', '.join(x for x in (device, date) if x)})"
                                                     if device or date else "")
-    return overhead_from_calibration(per_event, fast, floor, source)
+    return overhead_from_calibration(per_event, fast, floor, source, slowdown)
 
 
 def _read(path: Path) -> Any:

@@ -60,6 +60,9 @@ class Calibration:
     gpu_busy_us_per_iteration: float | None  # the loop's kernels' summed durations
     launch_bound: bool | None  # GPU busy < LAUNCH_BOUND_SHARE of the bare loop
     bare_launch_us: float | None  # the bare loop's time per kernel launched, when launch-bound
+    # plain Python (python_loop: no torch call) timed under the profiler / bare: how much slower the
+    # Python between recorded events runs while the profiler records (None: not measured)
+    python_slowdown: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from tracekit._version import __version__
@@ -80,6 +83,43 @@ class LoopCounts:
     kernels: int
     launch_us: tuple[float, ...]
     gpu_busy_us: float
+
+
+PYTHON_WORDS = ("alpha", "betabeta", "gamma", "deltadelta", "omega", "kappakappa")
+PYTHON_TEXTS = tuple(" ".join(PYTHON_WORDS[(i * 7 + j) % len(PYTHON_WORDS)] for j in range(4 + i % 9))
+                     for i in range(2000))
+
+
+def python_loop() -> int:
+    """Plain Python with no torch call (a character-hash tokenizer over PYTHON_TEXTS): what a data
+    pipeline or a training loop's host code does between ops."""
+    total = 0
+    for text in PYTHON_TEXTS:
+        for word in text.split():
+            h = 7
+            for c in word:
+                h = (h * 31 + ord(c)) % 50021
+            total += h
+    return total
+
+
+def python_slowdown(torch: ModuleType, cuda: bool, repeats: int = BARE_REPEATS) -> float:
+    """python_loop's fastest time under torch.profiler (tracekit profile's settings) / its fastest bare
+    time, alternating `repeats` times."""
+    from torch.profiler import profile
+
+    def timed_once() -> int:
+        start = time.perf_counter_ns()
+        python_loop()
+        return time.perf_counter_ns() - start
+
+    python_loop()
+    bare, profiled = [], []
+    for _ in range(repeats):
+        bare.append(timed_once())
+        with profile(activities=profiler_activities(cuda), record_shapes=RECORD_SHAPES):
+            profiled.append(timed_once())
+    return min(profiled) / max(min(bare), 1)
 
 
 def calibrate(iterations: int = DEFAULT_ITERATIONS, *, say: Callable[[str], None] = lambda m: None) -> Calibration:
@@ -109,16 +149,18 @@ def calibrate(iterations: int = DEFAULT_ITERATIONS, *, say: Callable[[str], None
         bare_ns = min(_timed(loop, sync, iterations) for _ in range(BARE_REPEATS))
         say("the same under torch.profiler")
         profiled_ns, counts = _profiled(torch, loop, sync, iterations, warm, cuda)
+        say("plain Python with and without the profiler")
+        slowdown = python_slowdown(torch, cuda)
     finally:
         if was_enabled:
             gc.enable()
     device = torch.cuda.get_device_name() if cuda else f"CPU ({platform.machine() or 'unknown'})"
     return summarise(counts, iterations=iterations, bare_ns=bare_ns, profiled_ns=profiled_ns, cuda=cuda,
-                     device=device, torch_version=str(torch.__version__))
+                     device=device, torch_version=str(torch.__version__), python_slowdown=slowdown)
 
 
 def summarise(counts: LoopCounts, *, iterations: int, bare_ns: int, profiled_ns: int, cuda: bool, device: str,
-              torch_version: str, date: str | None = None) -> Calibration:
+              torch_version: str, date: str | None = None, python_slowdown: float | None = None) -> Calibration:
     """The Calibration of `iterations` loop iterations timed `bare_ns` bare and `profiled_ns` profiled,
     the profiled run having recorded `counts` (ProfileError when the numbers cannot calibrate)."""
     bare_us, profiled_us = bare_ns / 1000 / iterations, profiled_ns / 1000 / iterations
@@ -150,6 +192,7 @@ def summarise(counts: LoopCounts, *, iterations: int, bare_ns: int, profiled_ns:
         gpu_busy_us_per_iteration=busy,
         launch_bound=bound,
         bare_launch_us=bare_us / kernels if bound and kernels > 0 else None,
+        python_slowdown=python_slowdown,
     )
 
 
@@ -239,6 +282,8 @@ def render_text(c: Calibration, written: Path | None = None) -> str:
         lines.append("  unprofiled launch cost: not measured (the loop was not launch-bound)")
     else:
         lines.append("  no GPU: no kernel launch calls to measure")
+    if c.python_slowdown is not None:
+        lines.append(f"  plain Python under the profiler: {c.python_slowdown:.2f}x its time without it")
     if written is not None:
         lines.append(f"calibration written to {written}")
     return "\n".join(lines)
