@@ -123,8 +123,9 @@ def test_calibrate_writes_a_valid_file_and_never_overwrites_it_unasked(
         assert doc["launch_p10_us"] is None and doc["bare_launch_us"] is None and doc["launch_bound"] is None
     overhead = load_calibration(path)
     source = f"calibration: tracekit-calibration.json ({doc['device']}, {doc['date']})"
+    assert doc["python_slowdown"] > 0  # plain Python under the profiler / without it
     assert overhead == overhead_from_calibration(doc["per_event_us"], doc["launch_p10_us"],
-                                                 doc["bare_launch_us"], source)
+                                                 doc["bare_launch_us"], source, doc["python_slowdown"])
 
     before = path.read_text()
     assert _cli("--iterations", "200") == 2
