@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit.pipeline import STEADY_STEPS, StepSelection, StepsError
-from tracekit.terminal import visible
+from tracekit.terminal import visible, visible_lines
 from tracekit.trace.files import MAX_BYTES_ENV, parse_size
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
@@ -62,6 +63,27 @@ calibration_option = click.option(
 def echo_warning(warning: str) -> None:
     """One warning on stderr, its control characters made visible."""
     click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+
+
+def say(text: object, *, err: bool = False) -> None:
+    """Print `text` (stdout, or stderr with err) with every line's control characters made visible
+    (terminal.visible_lines): the one way a command writes to the terminal."""
+    click.echo(visible_lines(text), err=err)
+
+
+class PercentType(click.ParamType):
+    """A finite, non-negative percentage (a gate's threshold): nan, inf and negative are refused."""
+
+    name = "PCT"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            pct = float(str(value))
+        except ValueError:
+            pct = math.nan
+        if not math.isfinite(pct) or pct < 0:
+            self.fail(f"{visible(value)!r} is not a finite percentage >= 0 (e.g. 5)", param, ctx)
+        return pct
 
 
 class StepsType(click.ParamType):

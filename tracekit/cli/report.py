@@ -14,10 +14,10 @@ from tracekit.cli.common import (
     echo_warning,
     max_bytes_option,
     quiet_option,
+    say,
     scheduler_options,
     steps_option,
 )
-from tracekit.terminal import visible
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -68,10 +68,8 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         for warning in result.warnings:
             echo_warning(warning)
     if written != wanted:
-        click.echo(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)",
-                   err=True)
+        say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
     if not quiet:
-        size = written.stat().st_size
         head = view.ranks[0] if view.ranks else None
         label = head.verdict_label if head else ""
         change = f"{head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
@@ -83,6 +81,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         verdict = f" · {label}" if label else ""
         straggler = f" · straggler: rank {late[0].rank}" if late else ""
         top = f" · biggest win: {change}" if change else ""
-        click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}"))
+        kb = f" ({written.stat().st_size / 1e3:,.0f} kB)" if written.is_file() else ""  # not /dev/null
+        say(f"wrote {written}{kb}{verdict}{straggler}{top}")
     if open_:
         webbrowser.open(written.resolve().as_uri())

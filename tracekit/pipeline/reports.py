@@ -14,9 +14,10 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.executor import Progress, Scheduler
 from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
-from tracekit.pipeline import RunResult, resolve_inputs, run
+from tracekit.pipeline import RunResult, run
 from tracekit.pipeline.local import analyse_ranks
 from tracekit.suggestions import Suggestion
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
     from tracekit.report import write_view
 
     selection = StepSelection.of(steps)  # StepsError when malformed, before any work
-    inputs = resolve_inputs(trace_path)
+    inputs = collect_inputs(trace_path, captures).files  # every file read: never an output
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,
