@@ -429,13 +429,21 @@ def io_cases() -> Iterator[Case]:
                 return src, (str(run), "--html", str(folder / "RUN" / ".." / "RUN" / "rank0.json"), "--force")
             if kind == "diff_capture":
                 return src, (str(run), "--html", str(cap), "--force")
+            if kind == "calibration":  # --calibration FILE is read too
+                from tracekit.pipeline.calibration import SCHEMA
+
+                cal = folder / "cal.json"
+                cal.write_text(json.dumps({"schema": SCHEMA, "device": "NVIDIA H200", "date": "2026-12-01",
+                                           "per_event_us": 4.0, "launch_p10_us": 5.85, "bare_launch_us": 3.5}))
+                return src, ("--calibration", str(cal), "-o", str(cal), "--force")
             if kind == "fifo_no_reader":
                 os.mkfifo(folder / "pipe")
                 return src, (("--html" if command == "diff" else "-o"), str(folder / "pipe"))
             raise AssertionError(kind)
         return make
 
-    for command, kinds in (("report", ("found_capture", "given_capture", "hardlink_rank", "fifo_no_reader")),
+    for command, kinds in (("report", ("found_capture", "given_capture", "hardlink_rank", "calibration",
+                                       "fifo_no_reader")),
                            ("export", ("found_capture", "dotdot_capture", "symlink_self", "fifo_no_reader")),
                            ("diff", ("diff_before_rank", "diff_after_rank", "diff_capture"))):
         for kind in kinds:

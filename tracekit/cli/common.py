@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -46,11 +47,15 @@ capture_option = click.option(
          "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
 
 
+READ_KEY = "tracekit.read"  # ctx.meta: files an option read (a command's outputs may be none of them)
+
+
 def _calibration(ctx: click.Context, param: click.Parameter, value: str | None) -> ProfilerOverhead | None:
     if value is None:
         return None
     from tracekit.pipeline.calibration import load_calibration
 
+    ctx.meta.setdefault(READ_KEY, []).append(Path(value))
     return load_calibration(value)  # CalibrationError: one line naming the file, exit status of its kind
 
 
@@ -63,6 +68,11 @@ calibration_option = click.option(
 def echo_warning(warning: str) -> None:
     """One warning on stderr, its control characters made visible."""
     click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+
+
+def option_inputs() -> tuple[Path, ...]:
+    """The files this command's options read (--calibration FILE): inputs no output may overwrite."""
+    return tuple(click.get_current_context().meta.get(READ_KEY, ()))
 
 
 def say(text: object, *, err: bool = False) -> None:

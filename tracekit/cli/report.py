@@ -13,6 +13,7 @@ from tracekit.cli.common import (
     capture_option,
     echo_warning,
     max_bytes_option,
+    option_inputs,
     quiet_option,
     say,
     scheduler_options,
@@ -57,7 +58,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     from tracekit.pipeline.types import StepsError
 
     try:
-        report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs,
+        report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs, also_read=option_inputs(),
                                 scheduler=scheduler_from_env(scheduler), steps=steps, max_bytes=max_bytes,
                                 captures=captures, progress=progress_bar(quiet),
                                 **({} if overhead is None else {"overhead": overhead}))

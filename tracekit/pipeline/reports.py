@@ -63,9 +63,11 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
                    out_path: str | os.PathLike | None = None, *, force: bool = False, rank: int | None = None,
                    jobs: int | None = None, scheduler: Scheduler = None, steps: StepSelection | str = STEADY_STEPS,
                    max_bytes: int | None = None, captures: Sequence[str] = (),
-                   progress: Progress | None = None, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> WrittenReport:
+                   progress: Progress | None = None, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
+                   also_read: Sequence[str | os.PathLike] = ()) -> WrittenReport:
     """Load, analyse and report traces (file, directory of ranks, glob or list): the inputs resolved and
     the target checked before the long work, the ranks run (tracekit.pipeline.run), the view written.
+    The output may be none of the files read: traces, capture traces, `also_read` (a calibration file).
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
     name beside it (WrittenReport.path differs from .wanted)."""
@@ -73,7 +75,7 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
     from tracekit.report import write_view
 
     selection = StepSelection.of(steps)  # StepsError when malformed, before any work
-    inputs = collect_inputs(trace_path, captures).files  # every file read: never an output
+    inputs = (*collect_inputs(trace_path, captures).files, *map(Path, also_read))  # every file read
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,
