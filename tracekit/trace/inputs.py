@@ -76,6 +76,7 @@ def collect_inputs(items: str | os.PathLike | Sequence[str | os.PathLike],
     given = [items] if isinstance(items, (str, os.PathLike)) else list(items)
     traces, notes = unique_files(files.expand_inputs([str(i) for i in given]))
     named = [p for c in captures for p in files.trace_files(c)]
-    found = [p for t in traces for p in found_captures(t)]
+    folders = dict.fromkeys(t.parent for t in traces)  # each rank file's folder, listed once
+    found = [p for folder in folders for p in found_captures(folder)]
     capture_set, _ = unique_files([*named, *found])
     return InputSet(tuple(traces), tuple(capture_set), tuple(notes))
