@@ -474,7 +474,8 @@ def io_cases() -> Iterator[Case]:
 
     for kind in ("truncated", "gzip", "empty", "dir", "dangling", "fifo"):
         yield Case(f"io:capture_broken:{kind}", broken_capture(kind), expect=0, verify=_capture_skipped,
-                   commands=(("info",), ("report",)) if kind in ("truncated", "gzip") else (("info",),))
+                   commands={"truncated": (("info",), ("report",), ("export",)),
+                             "gzip": (("analyze",), ("report",))}.get(kind, (("info",),)))
 
     def gate(value: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
         def make(folder: Path) -> tuple[Path, tuple[str, ...]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import quiet_option, say
+from tracekit.cli.common import echo_warning, quiet_option, say
 
 
 @click.command("export", short_help="Write TRACE with tracekit's results added, for Perfetto.")
@@ -32,7 +32,10 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
     from tracekit.pipeline.export import export
 
     wanted = output if output is not None else export_path(trace)
-    written, added, note = export(trace, wanted, force=force)
+    written, added, note, warnings = export(trace, wanted, force=force)
+    if not quiet:
+        for warning in warnings:
+            echo_warning(warning)
     if written != wanted:
         say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
     if not quiet:

@@ -59,6 +59,7 @@ class Exported(NamedTuple):
     path: Path
     added: int
     note: str = ""
+    warnings: tuple[str, ...] = ()  # what loading the trace warned about (a skipped capture file)
 
 
 def path_events(model: RankModel | None, origin: float) -> tuple[list[dict[str, Any]], str]:
@@ -287,7 +288,7 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
                 stream.close()
 
     target = write_stream(out_path, write, force=force, inputs=inputs)
-    return Exported(target, added[0], note)
+    return Exported(target, added[0], note, tuple(trace.warnings))
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
