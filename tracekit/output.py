@@ -131,7 +131,8 @@ def publish(tmp: Path, target: Path, *, force: bool = False, inputs: Iterable[Pa
 
     With force an existing file is replaced (os.replace; never an input). Without, the first free
     name of target, target-1, ... is claimed with os.link, which fails rather than replace a file
-    created meanwhile. `tmp` is gone afterwards, whatever happens."""
+    created meanwhile. A character device or FIFO target gets the bytes written into it instead.
+    `tmp` is gone afterwards, whatever happens."""
     inputs = tuple(inputs)
     if special_kind(target) is not None:  # /dev/null, a FIFO: written in place, never renamed
         try:
@@ -239,19 +240,19 @@ def write_stream(path: Path, write: Callable[[BinaryIO], None], *, force: bool =
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-
 @contextlib.contextmanager
 def open_special(path: Path) -> Iterator[BinaryIO]:
     """`path`, a character device (/dev/null) or a FIFO, opened for writing in place; a FIFO that
     no one reads is an OutputError at once rather than a wait forever, and so is a failed write."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise OutputError(f"{path}: is a FIFO that no process reads; not written") from None
         raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
     try:
-        os.set_blocking(fd, True)
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
         with open(fd, "wb") as fh:
             yield fh
     except OSError as exc:
