@@ -494,6 +494,21 @@ def io_cases() -> Iterator[Case]:
             return src, ()
         return make
 
+    def exported_before(name: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            from tracekit.paths import export_path
+
+            src, extra = hostile(name)(folder)
+            export_path(src).write_bytes(b"an earlier export")  # export says it exists, writes NAME-1
+            return src, extra
+        return make
+
+    def says_exists(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+        return [] if " exists; wrote " in err else ["no line about the existing output"]
+
+    for i, name in enumerate(HOSTILE_NAMES[-2:]):
+        yield Case(f"io:name_exists:{i}", exported_before(name), expect=0, verify=says_exists,
+                   commands=(("export",),))
     for i, name in enumerate(HOSTILE_NAMES):
         yield Case(f"io:name:{i}", hostile(name), expect=0, verify=_commands_paste_back,
                    commands=(("info",), ("analyze",), ("report",), ("export",)))
@@ -569,7 +584,7 @@ def check_case(case: Case, folder: Path) -> list[str]:
             if os.devnull in extra:  # written in place, nothing new beside it
                 expected_new = []
         if command[0] in ("export", "diff") and code == 0:
-            expected_new = _written(command[0], path, extra, work)
+            expected_new = _written(command[0], path, extra, work, before)
         if new != expected_new:
             problems.append(f"{label}: files left behind or missing: {new} (expected {expected_new})")
         for html in (Path(n) for n in new if n.endswith(".html")):
@@ -590,13 +605,16 @@ def _named_paths(path: Path, extra: tuple[str, ...]) -> list[Path]:
     return [p for p in named if p.name]
 
 
-def _written(command: str, path: Path, extra: tuple[str, ...], work: Path) -> list[str]:
-    """The new file a successful export or diff leaves in `work`: its -o/--html target, or export's default."""
+def _written(command: str, path: Path, extra: tuple[str, ...], work: Path, before: dict[str, str]) -> list[str]:
+    """The new file a successful export or diff leaves in `work`: its -o/--html target, or export's
+    default (its first numbered name when that existed)."""
+    from tracekit.output import numbered
     from tracekit.paths import export_path
 
     given = [Path(v) for k, v in itertools.pairwise(extra) if k in ("-o", "--html")]
     if not given:
-        return [str(export_path(path))] if command == "export" else []
+        default = export_path(path)
+        return [str(numbered(default, 1) if str(default) in before else default)] if command == "export" else []
     return [str(given[0])] if given[0].parent == work and given[0].is_file() else []
 
 
