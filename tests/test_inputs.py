@@ -158,3 +158,17 @@ def test_diff_html_onto_a_capture_of_either_side_is_refused_before_loading(tmp_p
     code, _, err = _cli(["diff", str(run / "rank0.json"), str(run), "--html", str(cap), "--force"])
     assert code == 2 and err == f"tracekit: error: {cap}: is the input trace {cap}; choose another output with -o\n"
     assert cap.read_text() == TEXT
+
+
+@pytest.mark.parametrize("name", ["-x.json", "a$(touch PWNED).json", "it's.json", "plain.json"])
+def test_the_export_command_pastes_back_to_the_literal_name(name: str) -> None:
+    import shlex
+
+    from tracekit.report.context import export_command
+
+    words = shlex.split(export_command(name))
+    stem = name.removesuffix(".json")
+    # a name starting with '-' goes after `--`, where click takes it as the TRACE argument
+    expected = (["-o", f"{stem}.annotated.json.gz", "--", name] if name.startswith("-")
+                else [name, "-o", f"{stem}.annotated.json.gz"])
+    assert words == ["tracekit", "export", *expected]
