@@ -1,10 +1,11 @@
 """Run the whole bad-input corpus, a long hypothesis run and a gzip bomb; print the counts.
 
-usage: python benchmarks/fuzz_corpus.py [--every N] [--examples N] [--bomb-gb G] [--skip-corpus]
+usage: python benchmarks/fuzz_corpus.py [--every N] [--only PREFIX] [--examples N] [--bomb-gb G] [--skip-corpus]
 
 The corpus and the checks are those of tests/test_fuzz_corpus.py (CI runs a share of them);
 hypothesis mutates the sample traces as tests/test_fuzz_hypothesis.py does, with --examples
-examples. The bomb is a gzip of G GB of JSON string (a few MB on disk), refused by `tracekit info`
+examples; --only io: runs the input/output cases alone (outputs onto any input, /dev/null and
+FIFOs, inputs spelled several ways, hostile file names through every command). The bomb is a gzip of G GB of JSON string (a few MB on disk), refused by `tracekit info`
 in a fresh process; its wall time and the child's peak RSS are printed.
 """
 
@@ -34,10 +35,10 @@ sys.exit(code)
 """
 
 
-def run_corpus(every: int) -> None:
+def run_corpus(every: int, only: str = "") -> None:
     from test_fuzz_corpus import COMMANDS, check_case, corpus
 
-    cases = corpus()[::every]
+    cases = [c for c in corpus() if c.name.startswith(only)][::every]
     kinds: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
     start = time.perf_counter()
@@ -52,7 +53,7 @@ def run_corpus(every: int) -> None:
           f"{len(problems)} problems; tracebacks {sum('raised' in p or 'traceback' in p for p in problems)}")
     for p in problems[:30]:
         print("  ", p[:300])
-    print(f"  ({len(COMMANDS)} commands per case except -o cases)")
+    print(f"  ({len(COMMANDS)} commands per case except the output: and io: cases)")
 
 
 def run_hypothesis(examples: int) -> None:
@@ -118,12 +119,13 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="run every Nth corpus case (default all)")
     ap.add_argument("--examples", type=int, default=2000, help="hypothesis examples (default 2000)")
     ap.add_argument("--bomb-gb", type=float, default=2.0, help="inflated size of the gzip bomb")
+    ap.add_argument("--only", default="", metavar="PREFIX", help="only the corpus cases named PREFIX... (io:, file:)")
     ap.add_argument("--skip-corpus", action="store_true")
     args = ap.parse_args()
     if args.bomb_gb > 0:
         run_bomb(args.bomb_gb)  # first: the children's peak RSS is the bomb's own
     if not args.skip_corpus:
-        run_corpus(args.every)
+        run_corpus(args.every, args.only)
     if args.examples > 0:
         run_hypothesis(args.examples)
 

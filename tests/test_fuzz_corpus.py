@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -132,6 +133,8 @@ class Case:
     make: Callable[[Path], tuple[Path, tuple[str, ...]]]
     commands: tuple[tuple[str, ...], ...] = COMMANDS
     expect: int | None = None  # exit code required, when the case has one outcome
+    verify: Callable[[Path, tuple[str, ...], str, str], list[str]] | None = None  # (work, args, out, err)
+    names_file: bool = True  # an error line names a file (False: a bad option value)
 
 
 def _writer(doc_text: Callable[[], str | bytes], filename: str = "t.json") -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
@@ -314,9 +317,209 @@ def _output_cases() -> Iterator[Case]:
         yield Case(f"output:{kind}", make(kind), commands=(("report",),), expect=2)
 
 
+# Names that a shell or a terminal would act on: a pasted command must give them back literally
+# (shlex.split), a terminal must see no raw control character.
+HOSTILE_NAMES = ("a$(touch PWNED).json", "b`touch PWNED`.json", "c; touch PWNED.json", "d'q\"q.json",
+                 "e \\ space.json", "f\x1b]0;title\x07\x1b[31mred.json", "g\u202egnp.json")
+PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*$")
+
+
+def _run_folder(folder: Path, *, capture: bool = True, broken: str = "") -> Path:
+    """RUN/ with two rank files and (when `capture`) a capture_traces/ folder: cap.json, plus one
+    broken file of kind `broken`."""
+    run = folder / "RUN"
+    run.mkdir()
+    (run / "rank0.json").write_text(dumps(base_doc()))
+    (run / "rank1.json").write_text(dumps(base_doc()))
+    caps = run / "capture_traces"
+    if capture:
+        caps.mkdir()
+        (caps / "cap.json").write_text(dumps(base_doc()))
+    bad = caps / "bad.json"
+    if broken == "truncated":
+        bad.write_text('{"traceEvents": [')
+    elif broken == "gzip":
+        (caps / "bad.json.gz").write_bytes(b"\x1f\x8bjunk")
+    elif broken == "empty":
+        bad.write_bytes(b"")
+    elif broken == "dir":
+        bad.mkdir()
+    elif broken == "dangling":
+        bad.symlink_to(folder / "gone.json")
+    elif broken == "fifo":
+        os.mkfifo(bad)
+    return run
+
+
+def _no_dev_null_copy(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """/dev/null is written in place: still a character device, no /dev/null-1 beside it."""
+    import stat
+
+    problems = [] if stat.S_ISCHR(os.stat(os.devnull).st_mode) else ["/dev/null is no longer a device"]
+    return problems + (["wrote /dev/null-1"] if os.path.lexists(os.devnull + "-1") else [])
+
+
+def _ranks_read_once(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """The same file given three ways counts once: RUN/ holds two ranks (RUN/rank0.json given again
+    as RUN/../RUN/rank0.json and through the symlink LINK/), and a note says so."""
+    problems = [] if "read once" in err else ["no note about the file read once"]
+    if args[0] == "analyze":
+        ranks = json.loads(out).get("ranks", [])
+        problems += [] if len(ranks) == 2 else [f"{len(ranks)} ranks, not 2"]
+    if args[0] == "info":
+        problems += [] if re.search(r"^ranks\s+0, 1$", out, re.M) else [f"ranks line: {out[:200]!r}"]
+    return problems
+
+
+def _capture_skipped(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """A broken file in a found capture_traces/ folder is skipped with a warning, as a broken rank file is."""
+    broken = not (work / "RUN" / "capture_traces" / "bad.json").is_file() and not \
+        (work / "RUN" / "capture_traces" / "bad.json.gz").is_file()
+    return [] if broken or "skipped capture_traces/ file" in err else ["no warning about the broken capture file"]
+
+
+def _commands_paste_back(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """Every `tracekit export` command the HTML page shows gives the literal trace path back when a
+    shell parses it (shlex.split); no PWNED file was made by anything tracekit ran."""
+    import html
+    import shlex
+
+    problems = ["a file name was run"] if any(p.name.startswith("PWNED") for p in work.rglob("*")) else []
+    for page in (p for p in work.rglob("*.html") if p.is_file()):
+        commands = re.findall(r"<code>(tracekit export .*?)</code>", page.read_text(encoding="utf-8"))
+        if args[0] == "report" and not commands:
+            problems.append(f"{page.name} shows no export command")
+        for shown in commands:
+            trace = str(Path(args[1]))
+            try:
+                words = shlex.split(html.unescape(shown))
+            except ValueError as exc:  # an unbalanced quote: the shell would read on
+                words = [str(exc)]
+            if words[:3] != ["tracekit", "export", trace] or words[3:4] != ["-o"]:
+                problems.append(f"shown command {shown!r} does not give {trace!r} back")
+    return problems
+
+
+def io_cases() -> Iterator[Case]:
+    """Outputs that resolve to any input (capture traces given or found, rank files of either side of
+    a diff), special files as outputs, inputs spelled several ways, hostile file names, bad gate values."""
+    def refused(command: str, kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            run = _run_folder(folder)
+            cap = run / "capture_traces" / "cap.json"
+            src = folder / "T.json"
+            src.write_text(dumps(base_doc()))
+            if kind == "found_capture":
+                return (run if command == "report" else run / "rank0.json"), ("-o", str(cap), "--force")
+            if kind == "given_capture":
+                other = folder / "CAP.json"
+                other.write_text(dumps(base_doc()))
+                return src, ("--capture", str(other), "-o", str(other), "--force")
+            if kind == "dotdot_capture":
+                return run / "rank1.json", ("-o", str(run / "x" / ".." / "capture_traces" / "cap.json"), "--force")
+            if kind == "symlink_self":
+                (folder / "link.json.gz").symlink_to(src)
+                return src, ("-o", str(folder / "link.json.gz"), "--force")
+            if kind == "hardlink_rank":
+                os.link(run / "rank1.json", folder / "hard.json")
+                return run, ("-o", str(folder / "hard.json"), "--force")
+            if kind == "diff_before_rank":
+                return run, (str(src), "--html", str(run / "rank1.json"), "--force")
+            if kind == "diff_after_rank":
+                return src, (str(run), "--html", str(folder / "RUN" / ".." / "RUN" / "rank0.json"), "--force")
+            if kind == "diff_capture":
+                return src, (str(run), "--html", str(cap), "--force")
+            if kind == "calibration":  # --calibration FILE is read too
+                from tracekit.pipeline.calibration import SCHEMA
+
+                cal = folder / "cal.json"
+                cal.write_text(json.dumps({"schema": SCHEMA, "device": "NVIDIA H200", "date": "2026-12-01",
+                                           "per_event_us": 4.0, "launch_p10_us": 5.85, "bare_launch_us": 3.5}))
+                return src, ("--calibration", str(cal), "-o", str(cal), "--force")
+            if kind == "fifo_no_reader":
+                os.mkfifo(folder / "pipe")
+                return src, (("--html" if command == "diff" else "-o"), str(folder / "pipe"))
+            raise AssertionError(kind)
+        return make
+
+    for command, kinds in (("report", ("found_capture", "given_capture", "hardlink_rank", "calibration",
+                                       "fifo_no_reader")),
+                           ("export", ("found_capture", "dotdot_capture", "symlink_self", "fifo_no_reader")),
+                           ("diff", ("diff_before_rank", "diff_after_rank", "diff_capture"))):
+        for kind in kinds:
+            yield Case(f"io:{command}:{kind}", refused(command, kind), commands=((command,),), expect=2)
+
+    def devnull(command: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            src = folder / "T.json"
+            src.write_text(dumps(base_doc()))
+            return src, ((str(src), "--html", os.devnull) if command == "diff" else ("-o", os.devnull))
+        return make
+
+    for command in ("report", "export", "diff"):
+        yield Case(f"io:{command}:devnull", devnull(command), commands=((command,),), expect=0,
+                   verify=_no_dev_null_copy)
+
+    def spelled(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        run = _run_folder(folder, capture=False)
+        (folder / "LINK").symlink_to(run)
+        return run, (str(run / ".." / "RUN" / "rank0.json"), str(folder / "LINK" / "rank1.json"))
+
+    yield Case("io:inputs:read_once", spelled, expect=0, verify=_ranks_read_once)
+
+    def broken_capture(kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            return _run_folder(folder, broken=kind) / "rank0.json", ()
+        return make
+
+    for kind in ("truncated", "gzip", "empty", "dir", "dangling", "fifo"):
+        yield Case(f"io:capture_broken:{kind}", broken_capture(kind), expect=0, verify=_capture_skipped,
+                   commands={"truncated": (("info",), ("report",), ("export",)),
+                             "gzip": (("analyze",), ("report",))}.get(kind, (("info",),)))
+
+    def gate(value: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            src = folder / "T.json"
+            src.write_text(dumps(base_doc()))
+            return src, (str(src), "--fail-if-slower", value)
+        return make
+
+    for value in ("nan", "inf", "-inf", "-1", "abc"):
+        yield Case(f"io:gate:{value}", gate(value), commands=(("diff",),), expect=2, names_file=False)
+
+    def hostile(name: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            src = folder / name
+            src.write_text(dumps(base_doc()))
+            return src, ()
+        return make
+
+    def exported_before(name: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            from tracekit.paths import export_path
+
+            src, extra = hostile(name)(folder)
+            export_path(src).write_bytes(b"an earlier export")  # export says it exists, writes NAME-1
+            return src, extra
+        return make
+
+    def says_exists(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+        return [] if " exists; wrote " in err else ["no line about the existing output"]
+
+    for i, name in enumerate(HOSTILE_NAMES[-2:]):
+        yield Case(f"io:name_exists:{i}", exported_before(name), expect=0, verify=says_exists,
+                   commands=(("export",),))
+    for i, name in enumerate(HOSTILE_NAMES):
+        yield Case(f"io:name:{i}", hostile(name), expect=0, verify=_commands_paste_back,
+                   commands=(("info",), ("analyze",), ("report",), ("export",)))
+        yield Case(f"io:name_diff:{i}", lambda folder, n=name: (hostile(n)(folder)[0], (
+            str(folder / n), "--html", str(folder / f"{n}.html"))), expect=0, verify=_commands_paste_back,
+            commands=(("diff",),))
+
+
 def corpus() -> list[Case]:
     """Every generated case (the acceptance count is len(corpus()))."""
-    return [*_file_cases(), *_value_cases(), *_output_cases()]
+    return [*_file_cases(), *_value_cases(), *_output_cases(), *io_cases()]
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -369,7 +572,7 @@ def check_case(case: Case, folder: Path) -> list[str]:
             lines = err.splitlines()
             if len(lines) != 1 or not lines[0].startswith("tracekit: error: "):
                 problems.append(f"{label}: stderr is not one error line: {err[:300]!r}")
-            elif not any(visible(p.name) in lines[0] for p in (path, *map(Path, extra[1:2])) if p.name):
+            elif case.names_file and not any(visible(p.name) in lines[0] for p in _named_paths(path, extra)):
                 problems.append(f"{label}: error does not name the file: {lines[0][:200]!r}")
         for name, value in before.items():
             if after.get(name) != value:
@@ -378,6 +581,10 @@ def check_case(case: Case, folder: Path) -> list[str]:
         expected_new = [str(work / "out.html")] if command[0] == "report" and code == 0 and "-o" not in extra else []
         if command[0] == "report" and code == 0 and "-o" in extra:
             expected_new = new[:1] if len(new) == 1 and new[0].endswith(".html") else ["<one html file>"]
+            if os.devnull in extra:  # written in place, nothing new beside it
+                expected_new = []
+        if command[0] in ("export", "diff") and code == 0:
+            expected_new = _written(command[0], path, extra, work, before)
         if new != expected_new:
             problems.append(f"{label}: files left behind or missing: {new} (expected {expected_new})")
         for html in (Path(n) for n in new if n.endswith(".html")):
@@ -386,7 +593,29 @@ def check_case(case: Case, folder: Path) -> list[str]:
                 problems.append(f"{label}: a trace string reached the HTML unescaped")
         if seconds > SLOW_S:
             problems.append(f"{label}: took {seconds:.1f} s")
+        if case.verify is not None:
+            problems += [f"{label}: {p}" for p in case.verify(work, tuple(args), out, err)]
     return problems
+
+
+def _named_paths(path: Path, extra: tuple[str, ...]) -> list[Path]:
+    """The paths an error line may name: the input, a second input (diff's AFTER) and every option's path."""
+    named = [path, *(Path(x) for x in extra[:1] if not x.startswith("-"))]
+    named += [Path(v) for k, v in itertools.pairwise(extra) if k in ("-o", "--html", "--capture")]
+    return [p for p in named if p.name]
+
+
+def _written(command: str, path: Path, extra: tuple[str, ...], work: Path, before: dict[str, str]) -> list[str]:
+    """The new file a successful export or diff leaves in `work`: its -o/--html target, or export's
+    default (its first numbered name when that existed)."""
+    from tracekit.output import numbered
+    from tracekit.paths import export_path
+
+    given = [Path(v) for k, v in itertools.pairwise(extra) if k in ("-o", "--html")]
+    if not given:
+        default = export_path(path)
+        return [str(numbered(default, 1) if str(default) in before else default)] if command == "export" else []
+    return [str(given[0])] if given[0].parent == work and given[0].is_file() else []
 
 
 BULK = ("event:", "args:", "inductor:")  # one hostile value per field: CI takes every 10th

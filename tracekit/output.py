@@ -1,13 +1,16 @@
 """The package's one atomic writer: temp file beside the target (mkstemp, O_EXCL), then a publish
 that replaces an existing file only with force (os.replace) and otherwise never clobbers (os.link
-to a free name). Output paths that are an input are refused, even with force."""
+to a free name). Output paths that resolve to an input (through `..`, symlinks or hard links) are
+refused, even with force; a character device or FIFO (/dev/null) is written in place, never renamed."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -24,16 +27,43 @@ def numbered(path: Path, n: int) -> Path:
     return path.with_name(f"{stem}-{n}{dot}{ext}")
 
 
-def is_input(path: Path, inputs: Iterable[Path]) -> Path | None:
-    """The input that `path` resolves to (same file, or same real path), if any."""
+def _identity(path: str | os.PathLike) -> tuple[str, tuple[int, int] | None]:
+    """(real path, (st_dev, st_ino) of the file it names, None when it names nothing)."""
     real = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return real, None
+    return real, (st.st_dev, st.st_ino)
+
+
+def is_input(path: Path, inputs: Iterable[Path]) -> Path | None:
+    """The input that `path` resolves to, if any: the same real path (through `..` and symlinks,
+    even where the file does not exist yet) or the same file (st_dev/st_ino: a hard link)."""
+    real, ident = _identity(path)
     for source in inputs:
-        try:
-            if os.path.realpath(source) == real or (os.path.exists(path) and os.path.samefile(path, source)):
-                return Path(source)
-        except OSError:
-            continue
+        other_real, other_ident = _identity(source)
+        if real == other_real or (ident is not None and ident == other_ident):
+            return Path(source)
     return None
+
+
+def special_kind(path: Path) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor a directory: 'device'
+    (a character device such as /dev/null) or 'fifo', both written in place; OutputError for a
+    block device or a socket. None for a regular file, a directory or a free name."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISCHR(mode):
+        return "device"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    raise OutputError(f"{path}: is {kind}; not written (choose a file name with -o)")
 
 
 def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False) -> None:
@@ -43,6 +73,8 @@ def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False
     source = is_input(path, inputs)
     if source is not None:
         raise OutputError(f"{path}: is the input trace {source}; choose another output with -o")
+    if special_kind(path) is not None:
+        return  # written in place (open_special), never renamed or replaced
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name with -o")
     parent = path.parent
@@ -50,8 +82,6 @@ def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False
         raise OutputError(f"{path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: directory {parent} is not writable; choose another path with -o")
-    if force and path.exists() and not path.is_file():
-        raise OutputError(f"{path}: exists and is not a regular file")
 
 
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}
@@ -73,8 +103,10 @@ def signals_deferred() -> Iterator[None]:
 
 def make_temp(target: Path, suffix: str = ".tmp") -> Path:
     """A new empty file '.NAME.XXXX<suffix>' beside `target`, created with O_EXCL (mkstemp) and
-    mode 0600 (publish() sets the final mode); OSError when the folder cannot take it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    mode 0600 (publish() sets the final mode); OSError when the folder cannot take it. For a
+    special target (/dev/null, a FIFO) the temp file goes to the system's temp folder."""
+    folder = tempfile.gettempdir() if special_kind(target) is not None else target.parent  # not in /dev
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=folder)
     os.close(fd)
     return Path(tmp)
 
@@ -99,8 +131,16 @@ def publish(tmp: Path, target: Path, *, force: bool = False, inputs: Iterable[Pa
 
     With force an existing file is replaced (os.replace; never an input). Without, the first free
     name of target, target-1, ... is claimed with os.link, which fails rather than replace a file
-    created meanwhile. `tmp` is gone afterwards, whatever happens."""
+    created meanwhile. A character device or FIFO target gets the bytes written into it instead.
+    `tmp` is gone afterwards, whatever happens."""
     inputs = tuple(inputs)
+    if special_kind(target) is not None:  # /dev/null, a FIFO: written in place, never renamed
+        try:
+            with open(tmp, "rb") as src, open_special(target) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        finally:
+            _remove(tmp)
+        return target
     with signals_deferred():
         return _publish(tmp, target, force, inputs)
 
@@ -154,6 +194,10 @@ def write_atomic(path: Path, produce: Callable[[], str], *, force: bool = False,
     inputs = tuple(inputs)
     check_target(path, inputs=inputs, force=force)
     text = produce()  # may raise: nothing has been created yet
+    if special_kind(path) is not None:
+        with open_special(path) as fh:
+            fh.write(text.encode("utf-8"))
+        return path
     with contextlib.ExitStack() as cleanup:
         with signals_deferred():
             tmp = temp_beside(path)
@@ -179,6 +223,10 @@ def write_stream(path: Path, write: Callable[[BinaryIO], None], *, force: bool =
     path = Path(path)
     inputs = tuple(inputs)
     check_target(path, inputs=inputs, force=force)
+    if special_kind(path) is not None:
+        with open_special(path) as special:
+            write(special)
+        return path
     with contextlib.ExitStack() as cleanup:
         with signals_deferred():
             tmp = temp_beside(path)
@@ -190,3 +238,22 @@ def write_stream(path: Path, write: Callable[[BinaryIO], None], *, force: bool =
             raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
         return publish(tmp, path, force=force, inputs=inputs)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextlib.contextmanager
+def open_special(path: Path) -> Iterator[BinaryIO]:
+    """`path`, a character device (/dev/null) or a FIFO, opened for writing in place; a FIFO that
+    no one reads is an OutputError at once rather than a wait forever, and so is a failed write."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(f"{path}: is a FIFO that no process reads; not written") from None
+        raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+    try:
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        with open(fd, "wb") as fh:
+            yield fh
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or type(exc).__name__})") from None

@@ -19,3 +19,9 @@ def visible(text: object) -> str:
     newline -> \\x0a), so that a name cannot move the cursor, recolour or forge lines."""
     s = str(text)
     return _UNSAFE.sub(_escape, s) if _UNSAFE.search(s) else s
+
+
+def visible_lines(text: object) -> str:
+    """`text` with every line made `visible` and the newlines between them kept: what a command
+    prints to a terminal (a report's text, a table) goes through here or through `visible`."""
+    return "\n".join(visible(line) for line in str(text).split("\n"))

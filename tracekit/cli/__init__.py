@@ -96,6 +96,11 @@ def _run(args: list[str]) -> int:
         return exc.exit_code
     except click.exceptions.Abort:
         raise KeyboardInterrupt from None
+    except click.BadParameter as exc:  # a bad option value: one line, what was typed escaped
+        from tracekit.terminal import visible
+
+        sys.stderr.write(f"tracekit: error: {visible(exc.format_message())}\n")
+        return 2
     except click.ClickException as exc:  # usage errors echo what was typed: escape it too
         import io
 

@@ -13,6 +13,7 @@ from tracekit.cli.common import (
     max_bytes_option,
     quiet_option,
     run_for_cli,
+    say,
     scheduler_options,
     steps_option,
 )
@@ -52,4 +53,4 @@ def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per
     else:
         from tracekit.report.text import render_text
 
-        click.echo(render_text(result.summary, result.suggestions, result.cross, path=result.path, top=top))
+        say(render_text(result.summary, result.suggestions, result.cross, path=result.path, top=top))

@@ -9,6 +9,7 @@ import click
 
 from tracekit.errors import OutputError
 from tracekit.profile.calibrate import DEFAULT_ITERATIONS, DEFAULT_NAME
+from tracekit.terminal import visible_lines
 
 
 @click.command(short_help="Measure what torch.profiler costs per recorded event on this machine; write it as JSON.")
@@ -37,10 +38,10 @@ def command(output: Path | None, force: bool, iterations: int, quiet: bool) -> N
 
     def say(message: str) -> None:
         if not quiet:
-            click.echo(f"tracekit: calibrating: {message}", err=True)
+            click.echo(visible_lines(f"tracekit: calibrating: {message}"), err=True)
 
     result = calibrate(iterations, say=say)
     written = write_atomic(path, lambda: json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n",
                            force=force)
     if not quiet:
-        click.echo(render_text(result, written))
+        click.echo(visible_lines(render_text(result, written)))

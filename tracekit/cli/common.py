@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit.pipeline import STEADY_STEPS, StepSelection, StepsError
-from tracekit.terminal import visible
+from tracekit.terminal import visible, visible_lines
 from tracekit.trace.files import MAX_BYTES_ENV, parse_size
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
@@ -45,11 +47,15 @@ capture_option = click.option(
          "get the captured ops. A capture_traces/ folder beside TRACE is used without it.")
 
 
+READ_KEY = "tracekit.read"  # ctx.meta: files an option read (a command's outputs may be none of them)
+
+
 def _calibration(ctx: click.Context, param: click.Parameter, value: str | None) -> ProfilerOverhead | None:
     if value is None:
         return None
     from tracekit.pipeline.calibration import load_calibration
 
+    ctx.meta.setdefault(READ_KEY, []).append(Path(value))
     return load_calibration(value)  # CalibrationError: one line naming the file, exit status of its kind
 
 
@@ -62,6 +68,32 @@ calibration_option = click.option(
 def echo_warning(warning: str) -> None:
     """One warning on stderr, its control characters made visible."""
     click.echo(f"tracekit: warning: {visible(warning)}", err=True)
+
+
+def option_inputs() -> tuple[Path, ...]:
+    """The files this command's options read (--calibration FILE): inputs no output may overwrite."""
+    return tuple(click.get_current_context().meta.get(READ_KEY, ()))
+
+
+def say(text: object, *, err: bool = False) -> None:
+    """Print `text` (stdout, or stderr with err) with every line's control characters made visible
+    (terminal.visible_lines): the one way a command writes to the terminal."""
+    click.echo(visible_lines(text), err=err)
+
+
+class PercentType(click.ParamType):
+    """A finite, non-negative percentage (a gate's threshold): nan, inf and negative are refused."""
+
+    name = "PCT"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            pct = float(str(value))
+        except ValueError:
+            pct = math.nan
+        if not math.isfinite(pct) or pct < 0:
+            self.fail(f"{visible(value)!r} is not a finite percentage >= 0 (e.g. 5)", param, ctx)
+        return pct
 
 
 class StepsType(click.ParamType):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import echo_warning, quiet_option, steps_option
+from tracekit.cli.common import PercentType, echo_warning, quiet_option, say, steps_option
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the diff as one offline HTML page.")
 @click.option("--force", is_flag=True, help="Overwrite the --html file if it exists.")
-@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=PercentType(), default=None, metavar="PCT",
               help="Exit 1 when the steady step (unprofiled: measured, else projected, else as traced) "
                    "got slower by more than PCT percent.")
 @click.option("--rank", type=int, default=None, help="Compare only this rank (default: all ranks).")
@@ -32,10 +32,14 @@ def command(before: str, after: str, as_json: bool, html: Path | None, force: bo
             rank: int | None, top: int, steps: StepSelection, quiet: bool) -> None:
     """Compare two traces (files or rank directories) over their steady steps, judged on the step without
     the profiler; check BEFORE's suggestions where AFTER shows their change."""
-    from tracekit.pipeline.compare import compare_files
+    from tracekit.output import check_target
+    from tracekit.pipeline.compare import compare_files, diff_inputs
     from tracekit.pipeline.types import StepsError
     from tracekit.report.diff_text import render_text, slower_message
 
+    inputs = diff_inputs(before, after)  # every file read, collected before anything is written
+    if html is not None:
+        check_target(html, inputs=inputs, force=force)  # one line, before the long work
     try:
         result = compare_files(before, after, rank=rank, steps=steps, show_load=not (quiet or as_json),
                                warn=None if quiet or as_json else echo_warning)
@@ -44,15 +48,17 @@ def command(before: str, after: str, as_json: bool, html: Path | None, force: bo
     if html is not None:
         from tracekit.report.diff_view import write_diff_html
 
-        written = write_diff_html(result, html, force=force)
+        written = write_diff_html(result, html, force=force, inputs=inputs)
+        if written != html:
+            say(f"tracekit: {html} exists; wrote {written} instead (--force replaces it)", err=True)
         if not quiet:
-            click.echo(f"tracekit: diff page written to {written}", err=True)
+            say(f"tracekit: diff page written to {written}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        click.echo(render_text(result, top=top))
+        say(render_text(result, top=top))
     if fail_pct is not None:
         message = slower_message(result, fail_pct)
         if message is not None:
-            click.echo(f"tracekit: {message}", err=True)
+            say(f"tracekit: {message}", err=True)
             raise SystemExit(1)

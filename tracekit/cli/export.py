@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.common import quiet_option
-from tracekit.terminal import visible
+from tracekit.cli.common import echo_warning, quiet_option, say
 
 
 @click.command("export", short_help="Write TRACE with tracekit's results added, for Perfetto.")
@@ -33,11 +32,14 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
     from tracekit.pipeline.export import export
 
     wanted = output if output is not None else export_path(trace)
-    written, added, note = export(trace, wanted, force=force)
-    if written != wanted:
-        click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+    written, added, note, warnings = export(trace, wanted, force=force)
     if not quiet:
-        click.echo(f"wrote {written} ({written.stat().st_size / 1e6:,.1f} MB, {added:,} tracekit events); "
-                   "open it at https://ui.perfetto.dev")
+        for warning in warnings:
+            echo_warning(warning)
+    if written != wanted:
+        say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+    if not quiet:
+        size = f"{written.stat().st_size / 1e6:,.1f} MB, " if written.is_file() else ""
+        say(f"wrote {written} ({size}{added:,} tracekit events); open it at https://ui.perfetto.dev")
         if note:
-            click.echo(f"  {visible(note)}")
+            say(f"  {note}")

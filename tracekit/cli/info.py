@@ -11,6 +11,7 @@ from tracekit.cli.common import (
     echo_warning,
     max_bytes_option,
     quiet_option,
+    say,
     scheduler_options,
 )
 
@@ -37,4 +38,7 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
     if not (quiet or as_json):
         for warning in counts.warnings:
             echo_warning(warning)
-    click.echo(json.dumps(counts.to_dict(), indent=2) if as_json else render_text(counts))
+    if as_json:
+        click.echo(json.dumps(counts.to_dict(), indent=2))  # ensure_ascii: no control character survives
+    else:
+        say(render_text(counts))

@@ -13,11 +13,12 @@ from tracekit.cli.common import (
     capture_option,
     echo_warning,
     max_bytes_option,
+    option_inputs,
     quiet_option,
+    say,
     scheduler_options,
     steps_option,
 )
-from tracekit.terminal import visible
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -57,7 +58,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     from tracekit.pipeline.types import StepsError
 
     try:
-        report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs,
+        report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs, also_read=option_inputs(),
                                 scheduler=scheduler_from_env(scheduler), steps=steps, max_bytes=max_bytes,
                                 captures=captures, progress=progress_bar(quiet),
                                 **({} if overhead is None else {"overhead": overhead}))
@@ -68,10 +69,8 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         for warning in result.warnings:
             echo_warning(warning)
     if written != wanted:
-        click.echo(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)",
-                   err=True)
+        say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
     if not quiet:
-        size = written.stat().st_size
         head = view.ranks[0] if view.ranks else None
         label = head.verdict_label if head else ""
         change = f"{head.top_change.title} (~{head.top_change.saving})" if head and head.top_change else ""
@@ -83,6 +82,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         verdict = f" · {label}" if label else ""
         straggler = f" · straggler: rank {late[0].rank}" if late else ""
         top = f" · biggest win: {change}" if change else ""
-        click.echo(visible(f"wrote {written} ({size / 1e3:,.0f} kB){verdict}{straggler}{top}"))
+        kb = f" ({written.stat().st_size / 1e3:,.0f} kB)" if written.is_file() else ""  # not /dev/null
+        say(f"wrote {written}{kb}{verdict}{straggler}{top}")
     if open_:
         webbrowser.open(written.resolve().as_uri())

@@ -12,6 +12,7 @@ import click
 from tracekit.errors import OutputError, ProfileError
 from tracekit.profile.runner import Target
 from tracekit.profile.tryrun import TryResult
+from tracekit.terminal import visible_lines
 
 
 def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool, warmup: int,
@@ -42,7 +43,7 @@ def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool
 
     def say(message: str) -> None:
         if not quiet:
-            click.echo(f"tracekit: --try {message}", err=True)
+            click.echo(visible_lines(f"tracekit: --try {message}"), err=True)
 
     done: list[TryResult] = []
 
@@ -57,10 +58,10 @@ def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool
                            on_row=save)
     except KeyboardInterrupt:  # stopped (Ctrl-C, a time limit): show the runs that finished
         if done:
-            click.echo(render_text(done[0]))
+            click.echo(visible_lines(render_text(done[0])))
         raise
-    click.echo(render_text(result))
+    click.echo(visible_lines(render_text(result)))
     say(f"table written to {table_path}")
     if not result.baseline_ok:
-        click.echo(f"tracekit: error: the baseline run failed: {result.rows[0].reason}", err=True)
+        click.echo(visible_lines(f"tracekit: error: the baseline run failed: {result.rows[0].reason}"), err=True)
         sys.exit(1)

@@ -25,6 +25,7 @@ from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
 from tracekit.suggestions.document import RankedSuggestion, by_saving, document, ranked
 from tracekit.trace import files
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import stderr_progress
 
 if TYPE_CHECKING:
@@ -155,9 +156,9 @@ class RunResult:
 
 
 def resolve_inputs(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
-    """The trace files behind a path, a directory, a glob, or a list of them (TraceFormatError if none)."""
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    return files.expand_inputs([str(i) for i in items])
+    """The trace files behind a path, a directory, a glob, or a list of them, each file once
+    (TraceFormatError if none)."""
+    return list(collect_inputs(inputs).traces)
 
 
 def display_path(inputs: str | os.PathLike | Sequence[str | os.PathLike]) -> str:
@@ -181,7 +182,8 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
     work when malformed). `overhead`: the profiler's cost the model removes where a trace carries no
     unprofiled step times (default: DEFAULT_OVERHEAD; `tracekit calibrate`'s file: load_calibration)."""
     selection = StepSelection.of(steps)
-    paths = resolve_inputs(inputs)
+    found = collect_inputs(inputs, captures)
+    paths = list(found.traces)
     if rank is not None:
         named = [p for p in paths if files.rank_from_name(p) == rank]
         paths = named or paths
@@ -193,12 +195,15 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
                                     progress=progress):
         outcomes[index] = outcome
-    return merge(display_path(inputs), [o for o in outcomes if o is not None], rank=rank)
+    return merge(display_path(inputs), [o for o in outcomes if o is not None], rank=rank, notes=found.notes)
 
 
-def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None) -> RunResult:
-    """Rank numbers made unique (as load_trace does), failures to warnings, the cross-rank view."""
-    ok, warnings = _readable(path, outcomes)
+def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None,
+          notes: Sequence[str] = ()) -> RunResult:
+    """Rank numbers made unique (as load_trace does), failures to warnings (after `notes`: inputs
+    read once), the cross-rank view."""
+    ok, failed = _readable(path, outcomes)
+    warnings = [*notes, *failed]
     results: dict[int, RankResult] = {}
     for r in sorted(ok, key=lambda x: x.path):
         number = r.rank

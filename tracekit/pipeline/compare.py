@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 # the one import of the comparison in pipeline/ and cli/ (commands name TraceDiff from here)
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.compare.diff import TraceDiff, diff
 from tracekit.pipeline.local import LocalResult, analyse_trace, load_file
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import stderr_progress
 
-__all__ = ["TraceDiff", "compare_files", "compare_results"]
+__all__ = ["TraceDiff", "compare_files", "compare_results", "diff_inputs"]
+
+
+def diff_inputs(before: str | os.PathLike, after: str | os.PathLike) -> tuple[Path, ...]:
+    """Every file `diff BEFORE AFTER` reads (both sides' trace files and capture traces): its
+    --html page may be none of them. TraceFormatError (one line) for a side that names nothing."""
+    return (*collect_inputs(before).files, *collect_inputs(after).files)
 
 
 def compare_results(before: LocalResult, after: LocalResult) -> TraceDiff:

@@ -29,6 +29,7 @@ from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
 from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.model import RankTrace
 from tracekit.trace.reader import _next_cut as next_cut
 from tracekit.trace.reader import open_document
@@ -58,6 +59,7 @@ class Exported(NamedTuple):
     path: Path
     added: int
     note: str = ""
+    warnings: tuple[str, ...] = ()  # what loading the trace warned about (a skipped capture file)
 
 
 def path_events(model: RankModel | None, origin: float) -> tuple[list[dict[str, Any]], str]:
@@ -254,7 +256,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
         raise TraceFormatError(f"{trace_path}: export takes one trace file (this holds {len(files)}); "
                                "pass one rank's file")
     out_path = Path(out_path)
-    check_target(out_path, inputs=files, force=force)  # one line, before the long work
+    inputs = collect_inputs(files[0]).files  # the trace and the capture traces found beside it
+    check_target(out_path, inputs=inputs, force=force)  # one line, before the long work
     trace = load_file(files[0])
     rank = trace.rank()
     result = analyse_trace(trace, rank=rank.rank)
@@ -284,8 +287,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
             if stream is not fh:
                 stream.close()
 
-    target = write_stream(out_path, write, force=force, inputs=files)
-    return Exported(target, added[0], note)
+    target = write_stream(out_path, write, force=force, inputs=inputs)
+    return Exported(target, added[0], note, tuple(trace.warnings))
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -13,7 +13,8 @@ from tracekit.analyzers.graphs import GraphReplays
 from tracekit.analyzers.trace_counts import RankCounts, TraceCounts, count_rank
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
-from tracekit.pipeline import RankFailure, _readable, display_path, resolve_inputs
+from tracekit.pipeline import RankFailure, _readable, display_path
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import load_trace
 
 
@@ -50,11 +51,13 @@ def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: i
               jobs: int | None = None, scheduler: Scheduler = None, max_bytes: int | None = None,
               captures: Sequence[str] = (), progress: Progress | None = None) -> TraceCounts:
     """Every file's counts (by rank), the warnings, and the graph replays of `inputs`, one task per file."""
-    tasks = [InfoTask(str(p), top, max_bytes, tuple(str(c) for c in captures)) for p in resolve_inputs(inputs)]
+    found = collect_inputs(inputs, captures)
+    tasks = [InfoTask(str(p), top, max_bytes, tuple(str(c) for c in captures)) for p in found.traces]
     outcomes: list[tuple[RankCounts, tuple[str, ...], GraphReplays | None] | RankFailure | None] = [None] * len(tasks)
     for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress):
         outcomes[index] = outcome
-    ok, warnings = _readable(display_path(inputs), [o for o in outcomes if o is not None])
+    ok, failed = _readable(display_path(inputs), [o for o in outcomes if o is not None])
+    warnings = [*found.notes, *failed]
     out: dict[int, RankCounts] = {}
     replays: dict[int, GraphReplays] = {}
     for counts, notes, graphs in sorted(ok, key=lambda x: x[0].path):

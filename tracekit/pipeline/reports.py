@@ -14,9 +14,10 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.executor import Progress, Scheduler
 from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
-from tracekit.pipeline import RunResult, resolve_inputs, run
+from tracekit.pipeline import RunResult, run
 from tracekit.pipeline.local import analyse_ranks
 from tracekit.suggestions import Suggestion
+from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -62,9 +63,11 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
                    out_path: str | os.PathLike | None = None, *, force: bool = False, rank: int | None = None,
                    jobs: int | None = None, scheduler: Scheduler = None, steps: StepSelection | str = STEADY_STEPS,
                    max_bytes: int | None = None, captures: Sequence[str] = (),
-                   progress: Progress | None = None, overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> WrittenReport:
+                   progress: Progress | None = None, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
+                   also_read: Sequence[str | os.PathLike] = ()) -> WrittenReport:
     """Load, analyse and report traces (file, directory of ranks, glob or list): the inputs resolved and
     the target checked before the long work, the ranks run (tracekit.pipeline.run), the view written.
+    The output may be none of the files read: traces, capture traces, `also_read` (a calibration file).
 
     Atomic; an existing file is replaced only with force=True, else the report goes to a numbered
     name beside it (WrittenReport.path differs from .wanted)."""
@@ -72,7 +75,7 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
     from tracekit.report import write_view
 
     selection = StepSelection.of(steps)  # StepsError when malformed, before any work
-    inputs = resolve_inputs(trace_path)
+    inputs = (*collect_inputs(trace_path, captures).files, *map(Path, also_read))  # every file read
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,

@@ -7,6 +7,7 @@ and its RankView be shipped back); `report_view` assembles RankViews into the pa
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,14 @@ class ReportView:
         return len(self.ranks) > 1
 
 
+def export_command(source: str) -> str:
+    """The `tracekit export` command of a trace, shell-quoted (shlex.join): pasted, it runs nothing
+    that a file name holds; `--` keeps a name that starts with '-' from being read as an option."""
+    out = export_path(source).name
+    args = ["-o", out, "--", source] if source.startswith("-") else [source, "-o", out]
+    return shlex.join(["tracekit", "export", *args])
+
+
 def _handoff(lo: LaunchOverhead, source: str) -> Handoff | None:
     """The worst (longest) steady step, in ms from the trace start, and the export command."""
     steps = lo.steps
@@ -142,7 +151,7 @@ def _handoff(lo: LaunchOverhead, source: str) -> Handoff | None:
     number = int(row["step"])
     zero = min(0.0, float(steps["ts"].min()))  # Perfetto counts from the first event
     return Handoff(
-        command=f"tracekit export {source} -o {export_path(source).name}",
+        command=export_command(source),
         step=step_label(number) if number >= 0 else "",
         start_ms=f"{(float(row['ts']) - zero) / 1e3:,.3f}",
         end_ms=f"{(float(row['end']) - zero) / 1e3:,.3f}",

@@ -7,7 +7,7 @@ page has none), written atomically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,8 +144,8 @@ def render_diff(d: TraceDiff) -> str:
                                                        css=Markup(asset("report.css")))
 
 
-def write_diff_html(d: TraceDiff, out: Path, *, force: bool = False) -> Path:
+def write_diff_html(d: TraceDiff, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()) -> Path:
     """Write the page atomically (an existing file only with force; else a numbered name beside it;
-    never over one of the two traces)."""
+    never over one of the two traces or any other of the `inputs`: pipeline.compare.diff_inputs)."""
     return write_atomic(Path(out), lambda: render_diff(d), force=force,
-                        inputs=(Path(d.before_path), Path(d.after_path)))
+                        inputs=(Path(d.before_path), Path(d.after_path), *inputs))

@@ -19,6 +19,7 @@ from tracekit.errors import TraceFormatError
 from tracekit.terminal import visible
 from tracekit.trace import build, files, graphs, link, tables
 from tracekit.trace.bare import BARE_KEY, parse_bare
+from tracekit.trace.inputs import found_captures, unique_files
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
 from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
 from tracekit.trace.store import OpInputStore
@@ -38,9 +39,9 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
     directory) is used too. Graph-replayed kernels get the ops of the launches captured there
     (trace.graphs). Raises TraceFormatError (one line naming the file and the problem) when it
     cannot."""
-    paths = files.trace_files(path)
+    paths, notes = unique_files(files.trace_files(path))
     loaded: list[RankTrace] = []
-    warnings: list[str] = []
+    warnings: list[str] = notes
     for p in paths:
         if progress:
             progress(f"reading {p.name}")
@@ -70,9 +71,9 @@ def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike
     beside or inside `path`; a found file that is not a readable trace (a manifest such as
     execution_details.json) is skipped with one warning naming it."""
     named = [p for c in captures for p in files.trace_files(c)]
-    found = files.capture_files(path)
+    found = found_captures(Path(path))
     out = []
-    for p in dict.fromkeys([*named, *found]):
+    for p in unique_files([*named, *found])[0]:
         if progress:
             progress(f"reading capture {p.name}")
         try:
