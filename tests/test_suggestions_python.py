@@ -15,7 +15,8 @@ GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
-def tokenize_trace(tmp_path, gap_us: float = 5000, step_us: float = 10000, loader: bool = False, ops: bool = True):
+def tokenize_trace(tmp_path, gap_us: float = 5000, step_us: float = 10000, loader: bool = False, ops: bool = True,
+                   engine: str = ""):
     """Two steps of `step_us`, each (t0 = the step's start): a launch at t0 (5 µs) of a 1000 µs kernel
     (t0+10 → t0+1010), cudaDeviceSynchronize t0+20 → t0+1010 (the CPU waits 990 µs), then `gap_us` of host
     work with no runtime call (g0 = t0+1010 → g1 = g0+gap_us; with `ops`: aten::tensor g0+990 for 500 µs
@@ -36,6 +37,8 @@ def tokenize_trace(tmp_path, gap_us: float = 5000, step_us: float = 10000, loade
             b.annotation("tokenize", g0 + 1990, 2000)
         if loader:
             b.annotation(LOADER, g0, gap_us)
+        if engine:  # a framework range inside the gap (autograd's backward node, optimizer.step)
+            b.annotation(engine, g0 + 100, 200)
         b.launch(g1, 5, GEMM, g1 + 20, t0 + step_us - 10 - (g1 + 20))
     return b.write(tmp_path / "tokenize.json")
 
@@ -91,6 +94,23 @@ def test_silent_inside_a_dataloader_window(tmp_path):
     assert RULES_BY_ID["dataloader_workers"].run(a).saving_us == pytest.approx(10000.0)  # its case
     parts = step_parts.idle_parts(a, step_parts.steady(a))
     assert (parts["data_loading"], parts["sync"], parts["cpu_work"]) == pytest.approx((5000.0, 20.0, 0.0))
+
+
+@pytest.mark.parametrize("engine", ["autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                                    "Optimizer.step#AdamW.step"])
+def test_silent_where_the_gap_is_backward_or_the_optimizer(tmp_path, engine):
+    # the same 5000 µs gap (the GPU idles through it: test_fires_on_python_work_after_a_sync) with a
+    # 200 µs autograd node or optimizer range inside: that host work is the framework's (per-parameter
+    # backward or optimizer loops: fused_optimizer, cuda_graphs), not preprocessing a worker could take
+    a = analyze(tracekit.load_trace(tokenize_trace(tmp_path, engine=engine)))
+    # host gaps: each step's 5000 µs gap, and between them the 3985 µs of step 1's last kernel
+    # (6005 → 9990: the GPU busy) that hold no framework range
+    gaps = a.ranks[0].patterns.host_gaps
+    assert gaps[H.HG_GAP_US].astype(float).tolist() == pytest.approx([5000.0, 3985.0, 5000.0])
+    assert gaps[H.HG_IN_ENGINE].astype(bool).tolist() == [True, False, True]
+    assert rules_python.preprocess_off_thread(a) is None
+    plain = analyze(tracekit.load_trace(tokenize_trace(tmp_path)))
+    assert plain.ranks[0].patterns.host_gaps[H.HG_IN_ENGINE].astype(bool).tolist() == [False, False, False]
 
 
 def test_silent_on_a_short_gap(tmp_path):

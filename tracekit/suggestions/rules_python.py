@@ -14,13 +14,15 @@ NO_OP = "Python with no recorded op"
 
 def preprocess_off_thread(analysis: Analysis) -> Suggestion | None:
     """Host gaps on the training thread (≥ 1 ms with no launch or sync call, outside the DataLoader's
-    windows) through which the GPU idles: per step, the GPU idle inside them."""
+    windows, not overlapping autograd's backward or an optimizer step) through which the GPU idles:
+    per step, the GPU idle inside them."""
     scope = Scope.of(analysis)
     rows, total, gap_total = [], 0.0, 0.0
     top = (-1.0, "", 0.0, 0.0)  # the step with the most GPU idle: (idle, what ran, recorded op time, longest gap)
     for r, table in rank_tables(analysis, "host_gaps"):
         t = table[in_headline(r, table[hostside.HG_STEP].to_numpy())]
         t = t[t[hostside.HG_GPU_IDLE_US].astype(float) >= GAP_IDLE_SHARE * t[hostside.HG_GAP_US].astype(float)]
+        t = t[~t[hostside.HG_IN_ENGINE].astype(bool)]  # backward / optimizer.step: not the loop's own host work
         spans = dict(zip(r.launch.steps["step"].tolist(), r.launch.steps["span_us"].tolist(), strict=True))
         for step, g in t.groupby(hostside.HG_STEP, sort=True):
             longest = g.loc[g[hostside.HG_GAP_US].astype(float).idxmax()]

@@ -34,7 +34,12 @@ HG_GPU_IDLE_US = "gpu_idle_us"  # GPU idle inside it
 HG_OPS = "ops"  # the top-level recorded CPU ops / user annotations inside it by total time, in words
 HG_OP_US = "op_us"  # their total time
 HG_AFTER_SYNC = "after_sync"  # the sync call that ended right where it begins ("" when none), with its origin
-HOST_GAP_COLUMNS = (HG_STEP, HG_TS, HG_GAP_US, HG_GPU_IDLE_US, HG_OPS, HG_OP_US, HG_AFTER_SYNC)
+HG_IN_ENGINE = "in_engine"  # it overlaps autograd's backward ops or an optimizer step: not the loop's own host work
+HOST_GAP_COLUMNS = (HG_STEP, HG_TS, HG_GAP_US, HG_GPU_IDLE_US, HG_OPS, HG_OP_US, HG_AFTER_SYNC, HG_IN_ENGINE)
+# Recorded ranges of work that is the framework's, not the loop's: autograd's engine running backward
+# (torch.autograd's per-node record_function names) and optimizer.step / zero_grad (torch.optim's
+# record_function names "Optimizer.step#AdamW.step", "Optimizer.zero_grad#AdamW.zero_grad")
+ENGINE_OP = re.compile(r"^(autograd::engine::evaluate_function|Optimizer\.step#|Optimizer\.zero_grad#)")
 HG_TOP_OPS = 3  # names HG_OPS lists
 HG_NAME_CHARS = 80  # of each name (trace names are untrusted: kept short)
 STEP_MARK = re.compile(r"^ProfilerStep#")
@@ -243,6 +248,8 @@ class _Recorded:
     parent_ts: np.ndarray  # start of the op's parent (NaN: none, or an annotation)
     parent_end: np.ndarray
     names: np.ndarray
+    engine_ts: np.ndarray  # the ENGINE_OP ranges among them
+    engine_end: np.ndarray
 
     @classmethod
     def of(cls, rank: RankTrace) -> _Recorded:
@@ -266,11 +273,18 @@ class _Recorded:
             pend.append(np.full(int(keep.sum()), np.nan))
             names.append(a_names[keep])
         if not ts:
-            return cls(np.empty(0), np.empty(0), np.empty(0), np.empty(0), np.empty(0, dtype=object))
+            empty = np.empty(0)
+            return cls(empty, empty, empty, empty, np.empty(0, dtype=object), empty, empty)
         all_ts = np.concatenate(ts)
         order = np.argsort(all_ts, kind="stable")
-        return cls(all_ts[order], np.concatenate(end)[order], np.concatenate(pts)[order],
-                   np.concatenate(pend)[order], np.concatenate(names)[order])
+        all_end, all_names = np.concatenate(end)[order], np.concatenate(names)[order]
+        engine = matches(all_names, ENGINE_OP)
+        return cls(all_ts[order], all_end, np.concatenate(pts)[order], np.concatenate(pend)[order], all_names,
+                   all_ts[order][engine], all_end[engine])
+
+    def engine_overlaps(self, a: float, b: float) -> bool:
+        """Whether a recorded ENGINE_OP range overlaps (a, b)."""
+        return bool(((self.engine_ts < b) & (self.engine_end > a)).any())
 
     def inside(self, a: float, b: float) -> tuple[str, float]:
         """The top-level ones inside [a, b] (an op whose parent is also inside is not top-level), in
@@ -326,5 +340,6 @@ def find_host_gaps(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFram
             after += f" ({origin[:HG_NAME_CHARS]})" if origin else " (explicit)"
         words, op_us = recorded.inside(a, b)
         rows.append({HG_STEP: int(steps.runtime[row]), HG_TS: a, HG_GAP_US: b - a, HG_GPU_IDLE_US: float(free),
-                     HG_OPS: words, HG_OP_US: op_us, HG_AFTER_SYNC: after})
+                     HG_OPS: words, HG_OP_US: op_us, HG_AFTER_SYNC: after,
+                     HG_IN_ENGINE: recorded.engine_overlaps(a, b)})
     return pd.DataFrame(rows, columns=cols)
