@@ -11,7 +11,8 @@ Precision and recall: every trace of a pair is labelled with the rules an engine
 (LABELS: the pair's rule on its before trace, plus the other fixes measured to help there; nothing on
 an after trace unless its own measurement shows a further fix would pay). A shown suggestion of a
 labelled rule is a true positive, any other shown suggestion a false positive, a label no suggestion
-shows a false negative.
+shows a false negative; the (trace, rule) cases that the measurements cannot decide (UNDECIDED) are
+left out and listed.
 """
 
 from __future__ import annotations
@@ -28,17 +29,35 @@ from validate_projection import measured_ms  # noqa: E402
 
 WITHIN = 0.35  # the issue's bar for a what-if saving against the measured one
 # Labels beyond "the pair's rule on its before trace" (each with the measurement that backs it).
+TF32 = "docs/measurements/tf32_labels_h200.txt"  # the script as written vs TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
 EXTRA_LABELS: dict[str, frozenset[str]] = {
     # a CUDA graph of the same loop measured 4.573 -> 0.822 ms (docs/measurements/pairs.json, small_matmul)
     "small_matmul_loop": frozenset({"cuda_graphs"}),
+    "bare/small_matmul_loop": frozenset({"cuda_graphs"}),
     # the fused step is still launch-bound unprofiled (GPU 11-16 % of 17.3-25.5 ms, validate_pairs):
     # capturing the rest of the step pays
     "train_optimizer_fused": frozenset({"cuda_graphs"}),
     "bare/train_optimizer_fused": frozenset({"cuda_graphs"}),
     "bare/train_optimizer_loop": frozenset({"cuda_graphs"}),
     "train_optimizer_loop": frozenset({"cuda_graphs"}),
-    "bare/small_matmul_loop": frozenset({"cuda_graphs"}),
+    # TF32 measured (TF32): train_sync 11.7 -> 7.0 ms, train_sync_fixed 9.8 -> 5.1 ms, train_copies_fixed
+    # 7.4 -> 2.9 ms, train_tokenize_wide_fixed 45.0 -> 12.6 ms
+    "train_sync": frozenset({"lower_precision"}),
+    "bare/train_sync": frozenset({"lower_precision"}),
+    "train_sync_fixed": frozenset({"lower_precision"}),
+    "bare/train_sync_fixed": frozenset({"lower_precision"}),
+    "train_copies_fixed": frozenset({"lower_precision"}),
+    "bare/train_copies_fixed": frozenset({"lower_precision"}),
+    "bare/train_tokenize_wide_fixed": frozenset({"lower_precision"}),
 }
+# (trace, rule) the measurements cannot decide either way: left out of precision and recall. TF32 on
+# the tokenizer scripts: their own step time varies 38.5-56.0 ms between runs of the same command
+# (TF32, last lines), more than TF32 changes it (train_tokenize 56.0 -> 52.5 ms, train_tokenize_wide
+# 54.2 -> 53.4 ms in one run)
+UNDECIDED: frozenset[tuple[str, str]] = frozenset({
+    ("bare/train_tokenize", "lower_precision"), ("bare/train_tokenize_fixed", "lower_precision"),
+    ("bare/train_tokenize_wide", "lower_precision"),
+})
 
 
 def labels() -> dict[str, frozenset[str]]:
@@ -99,6 +118,8 @@ def main(argv: list[str]) -> int:
         if s is None:
             continue
         shown = {x.id for x in s["suggestions"]}  # type: ignore[attr-defined]
+        undecided = {rule for trace, rule in UNDECIDED if trace == stem}
+        shown, accepted = shown - undecided, accepted - undecided
         tp += len(shown & accepted)
         fp += len(shown - accepted)
         fn += len(accepted - shown)
@@ -110,6 +131,7 @@ def main(argv: list[str]) -> int:
           f"precision {precision:.2f}, recall {recall:.2f}")
     for line in wrong:
         print(f"- {line}")
+    print("left out (undecided): " + ", ".join(f"`{t}` {r}" for t, r in sorted(UNDECIDED)))
     return 0
 
 

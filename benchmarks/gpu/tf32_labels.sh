@@ -19,7 +19,7 @@ RUNS=(
   "train_tokenize_wide|$S/train_tokenize.py --steps 16"
   "train_tokenize_wide_fixed|$S/train_tokenize.py --steps 16 --fixed"
 )
-for rep in 1 2; do
+for rep in 1; do
   for row in "${RUNS[@]}"; do
     IFS='|' read -r name cmd <<<"$row"
     # shellcheck disable=SC2086
