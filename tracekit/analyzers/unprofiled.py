@@ -44,9 +44,12 @@ def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_la
                    data_wait_us=traced.data_wait_us * keep, host_wait_us=max(traced.host_wait_us - removed, 0.0))
 
 
-def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None) -> LaunchTotals:
-    """The totals a verdict reads: the projected unprofiled ones where the model projects, else `traced`."""
-    return unprofiled.projected if unprofiled is not None and unprofiled.trusted else traced
+def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None, undetermined: str = "") -> LaunchTotals:
+    """The totals a verdict reads: the projected unprofiled ones where the model projects, else
+    `traced`; carrying `undetermined` (the integrity audit's reason the trace cannot support a
+    verdict, tracekit.analyzers.integrity) when it is given."""
+    totals = unprofiled.projected if unprofiled is not None and unprofiled.trusted else traced
+    return replace(totals, undetermined=undetermined) if undetermined else totals
 
 
 def compute_share(t: LaunchTotals) -> float:

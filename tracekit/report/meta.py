@@ -109,6 +109,9 @@ def warnings(a: Analysis, facts: TraceFacts, shown: Sequence[str]) -> tuple[str,
     costed = k[~k["class"].isin(NO_COST_KINDS)]
     if len(costed) and costed["flops"].isna().all() and not facts.has_shapes:
         out.append(SHAPES_WARNING)
+    audit = a.integrity
+    if audit is not None and audit.findings:  # one line: what the trace can support
+        out.insert(0, f"Trace integrity — {audit.line}")
     return tuple(dict.fromkeys(out))
 
 

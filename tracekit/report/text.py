@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from tracekit.suggestions.document import RankedSuggestion
 
 
+def _integrity_line(summary: AnalysisSummary) -> str:
+    """One line: what the trace can support (tracekit.analyzers.integrity)."""
+    audit = summary.integrity
+    return f"integrity {safe(audit.line if audit is not None else 'not audited', 600)}"
+
+
 def safe(text: object, width: int | None = None) -> str:
     """Trace names are untrusted: control characters made visible, truncated to `width`."""
     s = str(text)
@@ -49,7 +55,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
     lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
              f"device    {safe(device) if device else 'unknown (no roofline)'}",
              f"verdict   {safe(verdict)}", f"          {safe(head.evidence or '')}",
-             *unprofiled_lines(summary), _steps_line(summary)]
+             *unprofiled_lines(summary), _integrity_line(summary), _steps_line(summary)]
     for line in excluded_lines(summary.excluded, multi=multi)[:max_steps]:
         lines.append(f"          {safe(line, 140)}")
     if cross is not None:
