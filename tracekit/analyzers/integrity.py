@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -102,13 +104,9 @@ def _ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:
 
 
 def combine_integrity(parts: Sequence[Integrity | None]) -> Integrity | None:
+    """The audits added up (None when none is given)."""
     given = [p for p in parts if p is not None]
-    if not given:
-        return None
-    out = given[0]
-    for p in given[1:]:
-        out = out + p
-    return out
+    return reduce(operator.add, given) if given else None
 
 
 def _capture_mask(rank: RankTrace, ts: np.ndarray) -> np.ndarray:
@@ -164,8 +162,10 @@ def _launch_checks(rank: RankTrace, r: int) -> list[Finding]:
     return out
 
 
-def _gaps(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, next activity row) of the GPU's idle gaps (all streams), the recording's start included."""
+def _gaps(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, next activity row, queued part) of the GPU's idle gaps (all streams), the
+    recording's start included; the queued part is what follows the next activity's launch call
+    (plus the launch latency): the GPU idled with that work already launched."""
     gpu, rt = rank.gpu, rank.runtime
     g_ts, g_end = gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float)
     starts, ends = merge_intervals(g_ts, g_end)
@@ -174,7 +174,11 @@ def _gaps(rank: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     b = starts
     order = np.argsort(g_ts, kind="stable")
     k = np.searchsorted(g_ts[order], b, side="left")
-    return a, b, order[np.minimum(k, len(order) - 1)]
+    nxt = order[np.minimum(k, len(order) - 1)]
+    launch = gpu[tables.GPU_LAUNCH].to_numpy()[nxt]
+    l_end = rt[tables.RT_END].to_numpy(dtype=float)[np.maximum(launch, 0)] if len(rt) else np.full(len(nxt), np.inf)
+    part = np.where(launch >= 0, np.clip(b - np.maximum(a, l_end + LAUNCH_LATENCY_US), 0.0, None), 0.0)
+    return a, b, nxt, part
 
 
 def _clock_checks(rank: RankTrace, r: int) -> tuple[list[Finding], float | None, float]:
@@ -197,7 +201,7 @@ def _clock_checks(rank: RankTrace, r: int) -> tuple[list[Finding], float | None,
                            f"(by up to {fmt_us(lead)}): the CPU and GPU clocks are offset by about {fmt_us(lead)}",
                            lead, r))
         return out, -lead, 0.0
-    a, b, nxt = _gaps(rank)
+    a, b, nxt, part = _gaps(rank)
     follow = has[nxt] & ((b - a) >= GAP_US)
     follow[0] = bool(has[nxt[0]])
     offset = None
@@ -209,9 +213,7 @@ def _clock_checks(rank: RankTrace, r: int) -> tuple[list[Finding], float | None,
                                f"more after its launch call: the GPU clock is about {fmt_us(offset)} ahead of the "
                                "CPU's (or the work ran outside the trace)", offset, r))
             return out, offset, 0.0
-    # the part of each gap after the next kernel's launch returned (plus the launch latency)
-    part = b - np.maximum(a, l_end[nxt] + LAUNCH_LATENCY_US)
-    queued = has[nxt] & (part >= STALL_US)
+    queued = part >= STALL_US
     queued_us = float(part[queued].sum())
     window = float(gpu[tables.GPU_END].max() - a[0])
     if queued_us >= QUEUED_SHARE * window and queued.any():
@@ -229,10 +231,10 @@ def _idle_checks(rank: RankTrace, plan: StepPlan | None, r: int) -> list[Finding
     gpu = rank.gpu
     if not len(gpu):
         return []
-    a, b, _ = _gaps(rank)
+    a, b, _, part = _gaps(rank)
     end = float(gpu[tables.GPU_END].max())
     window = end - float(a[0])
-    wait = (b - a) >= WAIT_US
+    wait = ((b - a) >= WAIT_US) & (part < 0.5 * (b - a))  # host-side waits: nothing launched yet
     wait_us = float((b - a)[wait].sum())
     if window <= 0 or wait_us < IDLE_SHARE * window:
         return []
