@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
+from tracekit.report.names import demangle
 from tracekit.terminal import visible
 from tracekit.units import fmt_us, plural
 
@@ -131,7 +132,7 @@ def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
         lines.append(
             f"  {fmt_us(row['time_us']):>12s} {100 * row['time_us'] / total:5.1f}% {int(row['count']):7d} "
             f"{safe(row['class']):13s} {safe(row['library']):10s} {_num(row['achieved_tflops'], '{:.2f}'):>8s} "
-            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(row['name'], 60)}")
+            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(demangle(str(row['name'])), 60)}")
     return lines
 
 
