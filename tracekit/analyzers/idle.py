@@ -39,8 +39,10 @@ COPY_WAIT = "copy_wait_us"  # idle while the CPU is blocked in a synchronous or 
 CPU_WAIT = "cpu_wait_us"  # idle in longer CPU-late gaps: Python or CPU ops between launches
 PAGEABLE_COPY = "pageable_copy_us"  # GPU time of copies from/to pageable host memory
 COMM_EXPOSED = "comm_exposed_us"  # communication kernels with no compute beside them
+P2P_EXPOSED = "p2p_exposed_us"  # ... of which point-to-point (SendRecv, send/recv): pipeline bubbles
+P2P = re.compile(r"SendRecv|[Ss]end[_A-Z]|[Rr]ecv[_A-Z]|_p2p|P2p|P2P")
 UNEXPLAINED = "unexplained_us"  # GPU-side gaps over STALL_US: nothing recorded held the GPU
-COMPONENTS = (GPU_GAP, UNEXPLAINED, LAUNCH_GAP, DATA_WAIT, SYNC_WAIT, COPY_WAIT, CPU_WAIT, PAGEABLE_COPY, COMM_EXPOSED)
+COMPONENTS = (GPU_GAP, UNEXPLAINED, LAUNCH_GAP, DATA_WAIT, SYNC_WAIT, COPY_WAIT, CPU_WAIT, PAGEABLE_COPY, COMM_EXPOSED, P2P_EXPOSED)
 
 
 def _idle_intervals(starts: np.ndarray, ends: np.ndarray, windows: StepWindows) -> tuple[np.ndarray, ...]:
@@ -243,6 +245,10 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
         if comm.any():
             compute = ~np.isin(classes, NOT_COMPUTE)
             both = comm | compute
-            out[COMM_EXPOSED] = (busy_in_windows(*_union(g_ts[both], g_end[both]), w0, w1)
-                                 - busy_in_windows(*_union(g_ts[compute], g_end[compute]), w0, w1))
+            alone = busy_in_windows(*_union(g_ts[compute], g_end[compute]), w0, w1)
+            out[COMM_EXPOSED] = busy_in_windows(*_union(g_ts[both], g_end[both]), w0, w1) - alone
+            p2p = comm & names.matches(gpu[tables.GPU_NAME], P2P)
+            if p2p.any():
+                with_p2p = p2p | compute
+                out[P2P_EXPOSED] = busy_in_windows(*_union(g_ts[with_p2p], g_end[with_p2p]), w0, w1) - alone
     return out

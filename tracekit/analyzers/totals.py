@@ -68,6 +68,7 @@ class LaunchTotals:
     cpu_wait_us: float = 0.0
     pageable_copy_us: float = 0.0
     comm_exposed_us: float = 0.0
+    p2p_exposed_us: float = 0.0  # the part of comm_exposed_us in point-to-point transfers (pipeline bubbles)
     unexplained_us: float = 0.0  # GPU-side gaps over idle.STALL_US: nothing recorded held the GPU
     undetermined: str = ""  # why the trace cannot support a verdict ("" when it can): the integrity audit's reason
 
@@ -193,9 +194,12 @@ def evidence(t: LaunchTotals) -> str:
         return (f"The GPU waits for kernel launches {share} of the {fmt_us(span)} span{per}: "
                 f"{t.kernels / n:.0f} kernels{per}, {fmt_us(t.cpu_launch_us / n)} of CPU time in launch calls, "
                 f"{fmt_us(busy)} of GPU work.")
+    if cause == COMMUNICATION and t.p2p_exposed_us >= DOMINANT_SHARE * t.comm_exposed_us:
+        return (f"Point-to-point transfers (SendRecv) wait on another rank with no compute beside them {share} "
+                f"of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}): pipeline bubbles.")
     if cause == COMMUNICATION:
         return (f"Collectives run with no compute beside them {share} of the {fmt_us(span)} span{per} "
-                f"({fmt_us(causes[cause] / n)}): the GPU waits on other ranks (pipeline bubbles, stragglers).")
+                f"({fmt_us(causes[cause] / n)}): the GPU waits on other ranks (stragglers, or exposed communication).")
     if cause == UNEXPLAINED:
         return (f"The GPU idles {share} of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}) with its next "
                 f"kernel already launched and nothing recorded running (work outside the trace, another process "
