@@ -152,3 +152,26 @@ def test_queued_kernel_with_nothing_running_is_unexplained_not_gpu_time(tmp_path
     assert sum(t.parts().values()) == pytest.approx(t.span_us)
     finding = next(f for f in a.integrity.findings if f.code == it.QUEUED_IDLE)
     assert finding.value_us == pytest.approx(99_980.0)
+
+
+def test_text_json_and_report_show_the_finding(tmp_path, capsys):
+    from tracekit.cli import main
+
+    doc = _events()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in GPU_CATS]
+    path = _write(doc, tmp_path / "nokernels.json.gz")
+    assert main(["analyze", str(path)]) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.startswith("integrity "))
+    assert line.startswith("integrity error: GPU activity was not recorded")
+    assert "verdict   undetermined" in text
+    assert main(["analyze", "--json", str(path)]) == 0
+    doc_json = json.loads(capsys.readouterr().out)
+    errors = [f["code"] for f in doc_json["integrity"] if f["severity"] == it.ERROR]
+    assert errors == [it.GPU_MISSING] and doc_json["integrity"][0]["code"] == it.GPU_MISSING  # errors first
+    assert doc_json["summary"]["verdict"] == UNDETERMINED
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out), "-q"]) == 0
+    html = out.read_text()
+    assert "Trace integrity — error: GPU activity was not recorded" in html
+    assert "Undetermined" in html

@@ -88,6 +88,11 @@ class Integrity:
         return "; ".join(dict.fromkeys(f.message for f in self.errors))
 
     @property
+    def serious(self) -> tuple[Finding, ...]:
+        """The errors and warnings (what the report shows; notes stay in text and JSON)."""
+        return tuple(f for f in self.findings if f.severity != INFO)
+
+    @property
     def line(self) -> str:
         """One line for text and the report: 'ok' or the findings by severity."""
         if not self.findings:
