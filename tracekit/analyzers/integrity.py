@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.analyzers import names
 from tracekit.analyzers.idle import LAUNCH_LATENCY_US
 from tracekit.analyzers.steady import PARTIAL
 from tracekit.analyzers.step_plan import StepPlan
@@ -117,9 +118,9 @@ def combine_integrity(parts: Sequence[Integrity | None]) -> Integrity | None:
 def _capture_mask(rank: RankTrace, ts: np.ndarray) -> np.ndarray:
     """Runtime rows inside stream-capture windows (launches recorded into a graph run no kernel)."""
     rt = rank.runtime
-    names = rt[tables.RT_NAME].astype(str)
-    begins = rt[tables.RT_TS].to_numpy(dtype=float)[names.str.contains(CAPTURE_BEGIN).to_numpy()]
-    ends = rt[tables.RT_END].to_numpy(dtype=float)[names.str.contains(CAPTURE_END).to_numpy()]
+    marks = names.labels(rt[tables.RT_NAME], ((CAPTURE_BEGIN, "begin"), (CAPTURE_END, "end")))
+    begins = rt[tables.RT_TS].to_numpy(dtype=float)[marks == "begin"]
+    ends = rt[tables.RT_END].to_numpy(dtype=float)[marks == "end"]
     out = np.zeros(len(ts), dtype=bool)
     for b in np.sort(begins).tolist():
         later = ends[ends >= b]
