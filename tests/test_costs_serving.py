@@ -138,3 +138,26 @@ def test_inductor_rms_norm_kernel_gets_norm_flops():
     assert c is not None
     assert c.flops == 5 * 768 * 3072  # models_nn.NORM_FLOPS per element of the largest tensor
     assert c.bytes == (2 * 768 * 3072 + 3072) * 2
+
+
+def test_fp4_scaled_mm_counts_both_packed_values():
+    # _scaled_mm(A [128, 2048] fp4x2 = K 4096, B [2048, 1024] fp4x2, scales ...) -> 2*128*1024*4096
+    fp4 = "c10::Float4_e2m1fn_x2"
+    c = op_cost("aten::_scaled_mm", [[128, 2048], [2048, 1024], [128, 256], [256, 1024], [], [], [], []],
+                [fp4, fp4, "c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "", "", "Scalar", "Scalar"],
+                concrete=["", "", "", "", "", "", "15", "False"])
+    assert c is not None
+    assert c.flops == 2 * 128 * 1024 * 4096
+
+
+def test_block_scaled_gemm_roofs_on_b200():
+    from tracekit.analyzers.devices import DEVICES
+    from tracekit.analyzers.roofline import roof_for
+
+    b200 = next(d for d in DEVICES if d.key == "b200")
+    assert b200.peak_flops("fp4") == 9000.0e12  # HGX B200: 144 PFLOPS sparse FP4 / 8 GPUs / 2
+    # fp4 x fp4 at the fp4 rate, MX-FP8 activations x MX-FP4 weights at the fp8 rate
+    assert roof_for("gemm", "fp4", "nvjet_sm100_nvfp4_gemm", b200) == ("fp4", "kernel-name")  # name agrees
+    assert roof_for("gemm", "fp4", "some_gemm", b200) == ("fp4", "dtype")
+    assert roof_for("gemm", None, "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "fp8"
+    assert roof_for("gemm", None, "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "bf16"
