@@ -91,7 +91,8 @@ def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
         n = max(u.projected.steps, 1)
         measured = f"; measured unprofiled {fmt_us(u.measured_us)}" if u.measured_us is not None else ""
         lines.append(f"step      {fmt_us(u.traced_step_us)} as traced, {fmt_us(u.step_us)} projected without the profiler "
-                     f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}; {safe(u.label)}")
+                     f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}"
+                     + ("" if summary.headline.undetermined else f"; {safe(u.label)}"))  # no verdict beside undetermined
         lines.append(f"          profiler cost removed: {u.per_event_us:.1f} µs per recorded CPU event and the launch "
                      f"calls' excess, from {safe(u.source_words)}")
     for rank, why in u.abstained[:3]:
