@@ -175,3 +175,16 @@ def test_text_json_and_report_show_the_finding(tmp_path, capsys):
     html = out.read_text()
     assert "Trace integrity — error: GPU activity was not recorded" in html
     assert "Undetermined" in html
+
+
+def test_no_suggestions_when_the_trace_cannot_support_a_verdict(tmp_path):
+    from tracekit.pipeline.local import analyse_file
+
+    doc = _events()
+    for e in doc["traceEvents"]:
+        if e.get("cat") in GPU_CATS and "ts" in e:
+            e["ts"] = e["ts"] + 400_000.0
+    shifted = analyse_file(_write(doc, tmp_path / "shifted.json.gz"))
+    assert shifted.analysis.verdict == UNDETERMINED
+    assert shifted.suggestions == ()  # the GPU timeline is 400 ms off: no saving can be read from it
+    assert analyse_file(SAMPLE).suggestions != ()  # the intact sample does get its suggestions
