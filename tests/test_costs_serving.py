@@ -161,3 +161,15 @@ def test_block_scaled_gemm_roofs_on_b200():
     assert roof_for("gemm", "fp4", "some_gemm", b200) == ("fp4", "dtype")
     assert roof_for("gemm", None, "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "fp8"
     assert roof_for("gemm", None, "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "bf16"
+
+
+def test_flash_attn_varlen_forward_two_equal_sequences():
+    # two sequences of 512 tokens: q/k/v [1024, 16, 64] bf16, cu_seqlens [3] int32, causal
+    dims = [[1024, 16, 64]] * 3 + [[3], [3], [], [], [], [], []]
+    types = [BF16] * 3 + ["int", "int", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "512", "512", "0.0", "0.125", "True", ""]
+    c = op_cost("flash_attn::_flash_attn_varlen_forward", dims, types, concrete=concrete)
+    assert c is not None
+    pairs = 2 * (512 * 512 - 512 * 511 / 2)  # each sequence attends its lower triangle, diagonal included
+    assert c.flops == 2 * 16 * pairs * (64 + 64)
+    assert c.bytes == 4 * 1024 * 16 * 64 * 2 + 2 * 3 * 4  # q, k, v, out; the two offset arrays

@@ -140,6 +140,26 @@ def batch_prefill(name: str, a: OpArgs) -> OpCost | None:
     return OpCost(2.0 * hq * pairs * (d + dv), q.nbytes + tq * hq * dv * q.itemsize + kv + index, q.dtype)
 
 
+def flash_varlen(name: str, a: OpArgs) -> OpCost | None:
+    """flash-attn _flash_attn_varlen_forward(q[Tq, Hq, D], k[Tk, Hk, D], v[Tk, Hk, Dv],
+    cu_seqlens_q[B+1], cu_seqlens_k[B+1], max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
+    causal, ...): B sequences of Tq/B queries over Tk/B keys (averages: the per-sequence lengths
+    are not recorded); bytes: q, k, v, the output and the offsets."""
+    q, k, v, cuq, cuk = (_t(a, i) for i in range(5))
+    if q is None or k is None or v is None or cuq is None or len(q.dims) != 3 or len(k.dims) != 3:
+        return None
+    seqs = cuq.numel - 1
+    if seqs <= 0:
+        return None
+    tq, hq, d = q.dims
+    tk, dv = k.dims[0], v.dims[-1]
+    lq, lk = tq / seqs, tk / seqs
+    pairs = seqs * (_causal_pairs(lq, lk) if a.value(9) is True else lq * lk)
+    index = cuq.nbytes + (cuk.nbytes if cuk is not None else 0.0)
+    total = q.nbytes + k.nbytes + v.nbytes + tq * hq * dv * q.itemsize + index
+    return OpCost(2.0 * hq * pairs * (d + dv), total, q.dtype)
+
+
 _NORMS = ("_C::rms_norm", "_C::fused_add_rms_norm", "_C::rms_norm_static_fp8_quant",
           "_C::fused_add_rms_norm_static_fp8_quant", "aiter::rmsnorm", "aiter::rms_norm", "aiter::add_rmsnorm",
           "aiter::rmsnorm2d_fwd", "aiter::rmsnorm2d_fwd_with_add", "sgl_kernel::rmsnorm",
@@ -168,6 +188,9 @@ SERVING_ROWS: tuple[tuple[tuple[str, ...], Model, str], ...] = (
       "sglang::inplace_fused_experts", "sglang::outplace_fused_experts"), fused_experts,
      "vLLM model_executor/layers/fused_moe/fused_moe.py inplace/outplace_fused_experts(hidden_states, w1, w2, "
      "topk_weights, topk_ids, ...), also SGLang's fused_moe_triton"),
+    (("flash_attn::_flash_attn_varlen_forward",), flash_varlen,
+     "flash-attn flash_attn_interface.py _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, "
+     "max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_size_left, window_size_right, ...)"),
     (("aiter::mha_batch_prefill",), batch_prefill,
      "aiter csrc mha_batch_prefill(q, k, v, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, "
      "p_dropout, softmax_scale, logits_soft_cap, zero_tensors, is_causal, ...) (TraceLens SGLang MI300X prefill)"),
