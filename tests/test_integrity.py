@@ -188,3 +188,21 @@ def test_no_suggestions_when_the_trace_cannot_support_a_verdict(tmp_path):
     assert shifted.analysis.verdict == UNDETERMINED
     assert shifted.suggestions == ()  # the GPU timeline is 400 ms off: no saving can be read from it
     assert analyse_file(SAMPLE).suggestions != ()  # the intact sample does get its suggestions
+
+
+def test_graph_replay_after_a_long_host_sync_is_not_gpu_bound(tmp_path):
+    # a serving decode step: a graph launched at 0, a 463 ms host sync, the replay's kernels run
+    # 463 ms later for 9.8 ms with nothing recorded before them
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0.0, 474_000.0)
+    corr = b.launch(0.0, 10.0, "kernel_a", 463_000.0, 4_900.0, api="cudaGraphLaunch")
+    b.gpu("kernel_b", 467_900.0, 4_900.0, corr)
+    b.launch(20.0, 472_900.0, None, 0.0, 0.0, api="cudaStreamSynchronize")
+    a = analyze(load_trace(b.write(tmp_path / "decode.json")))
+    t = a.totals
+    assert t.gpu_busy_us == pytest.approx(9_800.0)
+    # the GPU idles 0 .. 463,000 with the replay launched at 10: late until 10 + 20 µs latency,
+    # then 462,970 µs queued with nothing running
+    assert t.unexplained_us == pytest.approx(463_000.0 - 30.0)
+    assert a.verdict == UNDETERMINED and a.cause == "unexplained"
+    assert "nothing recorded running" in a.evidence
