@@ -206,3 +206,17 @@ def test_graph_replay_after_a_long_host_sync_is_not_gpu_bound(tmp_path):
     assert t.unexplained_us == pytest.approx(463_000.0 - 30.0)
     assert a.verdict == UNDETERMINED and a.cause == "unexplained"
     assert "nothing recorded running" in a.evidence
+
+
+def test_report_tiles_name_no_verdict_beside_undetermined(tmp_path):
+    from tracekit.cli import main
+
+    b = TraceBuilder()
+    b.launch(0.0, 5.0, "kernel_a", 10.0, 100.0)
+    b.launch(150.0, 450_000.0, None, 0.0, 0.0, api="cudaStreamSynchronize")
+    b.launch(450_200.0, 5.0, "kernel_b", 450_210.0, 100.0)
+    out = tmp_path / "r.html"
+    assert main(["report", str(b.write(tmp_path / "wait.json")), "-o", str(out), "-q"]) == 0
+    html = out.read_text()
+    assert "Undetermined" in html
+    assert "-bound, GPU" not in html  # the model's label ("host-bound, GPU 0 %") stays off the tile
