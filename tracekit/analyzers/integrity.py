@@ -19,7 +19,7 @@ from tracekit.analyzers.windows import SCOPE_STEPS
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
-from tracekit.units import fmt_us
+from tracekit.units import fmt_us, plural
 
 ERROR = "error"  # the trace cannot support a verdict: the verdict is `undetermined`
 WARNING = "warning"  # the numbers stand, but part of the trace is missing or doubtful
@@ -247,7 +247,9 @@ def _idle_checks(rank: RankTrace, plan: StepPlan | None, r: int) -> list[Finding
     n = int(wait.sum())
     text = (f"the recording is mostly idle waits: the GPU idles {fmt_us(wait_us)} of {fmt_us(window)} "
             f"({100 * wait_us / window:.0f} %) in {n} wait{'s' if n > 1 else ''} of {fmt_us(WAIT_US)} or more "
-            f"(longest {fmt_us(float((b - a)[wait].max()))}, a server waiting for requests or a host stall)")
+            f"(longest {fmt_us(float((b - a)[wait].max()))}, a server waiting for requests or a host stall); "
+            f"the GPU work sits in {plural(_active_windows(a, b, wait, end), 'active window')} "
+            f"({fmt_us(window - wait_us)})")
     if plan is None or not len(plan):
         return [Finding(IDLE_RECORDING, WARNING, text, wait_us, r)]
     sel = plan.selected
@@ -262,8 +264,15 @@ def _idle_checks(rank: RankTrace, plan: StepPlan | None, r: int) -> list[Finding
                         f"{text}; the analysed {'steps are' if marked else 'window is'} {100 * inside / span:.0f} % "
                         f"idle wait{'' if marked else ' (mark the work with ProfilerStep steps)'}", wait_us, r)]
     left = max(window - span, 0.0)
-    return [Finding(IDLE_RECORDING, INFO, f"{text}; the analysis covers the {int(sel.sum())} active step windows "
+    return [Finding(IDLE_RECORDING, INFO, f"{text}; the analysis covers {plural(int(sel.sum()), 'step')} "
                     f"({fmt_us(span)}) and leaves out {fmt_us(left)}", wait_us, r)]
+
+
+def _active_windows(a: np.ndarray, b: np.ndarray, wait: np.ndarray, end: float) -> int:
+    """How many stretches of the recording lie between the waits and hold GPU work."""
+    starts = np.concatenate([[a[0]], b[wait]])  # the recording's start, then each wait's end
+    stops = np.concatenate([a[wait], [end]])  # each wait's start, then the last activity's end
+    return int(((stops - starts) > 0).sum())
 
 
 def _cut_checks(plan: StepPlan | None, r: int) -> list[Finding]:
