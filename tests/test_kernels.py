@@ -135,9 +135,15 @@ NAMES = [
      "hipExtModuleLaunchKernel", "gemm", "hipblaslt"),
     ("Cijk_Ailk_Bljk_SB_MT64x64x16_SN_1LDSB0_APM1_AF0EM1", "aten::addmm", "hipExtModuleLaunchKernel", "gemm",
      "rocblas"),
-    ("MIOpenBatchNormFwdTrainSpatial", "aten::miopen_batch_norm", "hipLaunchKernel", "normalization", "other"),
+    ("MIOpenBatchNormFwdTrainSpatial", "aten::miopen_batch_norm", "hipLaunchKernel", "normalization", "miopen"),
     ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>>",
-     "aten::mm", "hipLaunchKernel", "gemm", "other"),
+     "aten::mm", "hipLaunchKernel", "gemm", "ck"),
+    ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0EEEvPT0_", "aiter::add_rmsnorm_quant",
+     "hipLaunchKernel", "normalization", "aiter"),
+    ("_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16EEvPT_", "sgl_kernel::silu_and_mul",
+     "hipLaunchKernel", "elementwise", "sgl-kernel"),
+    ("void (anonymous namespace)::store_kvcache<2048l, 4, false>(long const*)", "sgl_kernel::store_kvcache",
+     "hipLaunchKernel", "copy", "other"),
 ]
 
 

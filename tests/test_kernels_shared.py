@@ -190,10 +190,10 @@ def test_b200_vllm_tensorrt_llm_kernels():
     got = _by_name(rel)
     def only(pattern: str) -> set:
         return set().union(*(v for k, v in got.items() if re.search(pattern, k)))
-    assert only(r"^bmm_(MxE4m3|Bfloat16)_MxE2m1MxE4m3_Fp32_") == {("gemm", "other")}  # MX-FP8 x FP4 MoE GEMMs
-    assert only(r"^fmhaSm100aKernel_") == {("attention", "other")}
-    assert only(r"moe::dev::finalize::finalizeKernelVecLoad") == {("reduction", "other")}  # top-k sum
-    assert only(r"moe::dev::routing::") == {("reduction", "other")}  # expert histogram + offsets scan
+    assert only(r"^bmm_(MxE4m3|Bfloat16)_MxE2m1MxE4m3_Fp32_") == {("gemm", "trtllm")}  # MX-FP8 x FP4 MoE GEMMs
+    assert only(r"^fmhaSm100aKernel_") == {("attention", "trtllm")}
+    assert only(r"moe::dev::finalize::finalizeKernelVecLoad") == {("reduction", "trtllm")}  # top-k sum
+    assert only(r"moe::dev::routing::") == {("reduction", "trtllm")}  # expert histogram + offsets scan
     assert only(r"vllm::rotary_embedding_kernel") == {("elementwise", "other")}  # RoPE, not a lookup
     assert only(r"vllm::fused_add_rms_norm_kernel") == {("normalization", "other")}
     bmm = sum(n.startswith("bmm_") for n in raw)

@@ -29,8 +29,10 @@ EXPECTED = {
     "hta/trace_diff/control/control.json.gz":  # collectives alone 19 % of the step, 2/3 of the rest
         ("steps", 6, 8568, 9450, 9450, 388539.0, ("communication-bound", "communication")),
     "hta/trace_diff/test/test.json.gz": ("steps", 6, 9876, 15632, 9984, 717707.0, ("gpu-bound", None)),
-    "hta/trace_filter/sampled_rank-0.json.gz":  # exposed collectives 27 %, CPU gaps 21 % of the step
-        ("steps", 2, 1154, 1204, 1204, 547656.0, ("communication-bound", "communication")),
+    # exposed collectives 27 % of the step; 32 % is the GPU idle with its next kernel launched and
+    # nothing recorded running (a filtered trace: kernels left out), unexplained, so no single cause holds half
+    "hta/trace_filter/sampled_rank-0.json.gz":
+        ("steps", 2, 1154, 1204, 1204, 547656.0, ("mixed", "unexplained+communication")),
     "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz":
         ("steps", 6, 8772, 9096, 9096, 603218.0, ("host-bound", "data_loading")),  # num_workers=0
     "kineto_tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz":

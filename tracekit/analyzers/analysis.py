@@ -14,6 +14,7 @@ from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
 from tracekit.analyzers.graphs import GraphReplays, graph_replays
+from tracekit.analyzers.integrity import Integrity, audit, combine_integrity
 from tracekit.analyzers.kernels import (
     CLASS,
     LIBRARY,
@@ -63,6 +64,7 @@ class RankAnalysis:
     timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
     facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
     unprofiled: Unprofiled | None = None  # the steady steps projected without the profiler (tracekit.model)
+    integrity: Integrity | None = None  # what the trace can support (run before the verdict)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,13 @@ class Analysis:
     def headline(self) -> LaunchTotals:
         """The totals the verdict reads: projected without the profiler where the model projects a
         rank, else as traced."""
-        return headline_totals(self.totals, self.unprofiled)
+        audit_ = self.integrity
+        return headline_totals(self.totals, self.unprofiled, audit_.undetermined if audit_ is not None else "")
+
+    @property
+    def integrity(self) -> Integrity | None:
+        """The ranks' integrity audits added up."""
+        return combine_integrity([r.integrity for r in self.ranks])
 
     @property
     def verdict(self) -> str:
@@ -165,7 +173,8 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_u
     patterns = find_patterns(rank, kc, costs, plan=plan)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
-                        timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank))
+                        timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank),
+                        integrity=audit(rank, plan))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,

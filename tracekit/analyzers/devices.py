@@ -2,7 +2,7 @@
 
 Peaks are the vendors' dense figures (datasheet numbers "with sparsity" are halved). Precision
 keys: fp64, fp32 (CUDA-core / vector FP32), fp32_matrix (AMD CDNA FP32 matrix cores), tf32,
-bf16, fp16, fp8, int8. A key that is missing means the device has no such unit. AMD MI250/MI250X
+bf16, fp16, fp8 (also MX-FP8), fp4 (NVFP4/MX-FP4 with both operands fp4), int8. A key that is missing means the device has no such unit. AMD MI250/MI250X
 rows are per GCD: ROCm shows each of the two dies of the package as one device."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from tracekit.trace.model import TraceMeta
 
-PRECISIONS = ("fp64", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", "fp8", "int8")
+PRECISIONS = ("fp64", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,8 @@ DEVICES: tuple[Device, ...] = (
            "2370 MHz, 128-bit GDDR6 at 16 Gbps) x per-SM rates of the Ada whitepaper; laptops "
            "with a lower power limit clock lower", (r"RTX 4060 Laptop",), l2_mb=32.0),
     Device("b200", "NVIDIA B200", {"fp64": 37.0, "fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0,
-           "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0}, 8000.0,
-           f"NVIDIA HGX B200 datasheet, per GPU = 8-GPU figures / 8 ({_SPARSE})",
+           "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0, "int8": 4500.0}, 8000.0,
+           f"NVIDIA HGX B200 datasheet, per GPU = 8-GPU figures / 8 ({_SPARSE}; FP4 144 PFLOPS sparse / 8 / 2)",
            (r"\bB200\b",)),
     Device("mi300x", "AMD Instinct MI300X", {"fp64": 81.7, "fp32": 163.4, "fp32_matrix": 163.4,
            "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9}, 5300.0,

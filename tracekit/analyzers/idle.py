@@ -22,6 +22,11 @@ QUEUED_EPS_US = 1e-3  # a launch that returned before the gap began: the GPU, no
 # A kernel launched on an idle GPU starts about this long after its launch call returns; a gap that
 # lasts longer after the launch returned is the GPU's own wait (a dependency, a busy engine).
 LAUNCH_LATENCY_US = 20.0
+# A GPU-side gap (the next activity already launched) longer than this is not the GPU's own pace
+# (kernel-to-kernel dispatch takes microseconds): with nothing recorded running, the GPU waited on
+# something the trace does not show (work outside it, another process or rank, a cross-stream wait
+# on unrecorded work, or a CPU/GPU clock offset). Such gaps are UNEXPLAINED, never GPU time.
+STALL_US = 50.0
 DATALOADER = re.compile(r"DataLoader")
 PAGEABLE = re.compile(r"Pageable")
 
@@ -34,7 +39,10 @@ COPY_WAIT = "copy_wait_us"  # idle while the CPU is blocked in a synchronous or 
 CPU_WAIT = "cpu_wait_us"  # idle in longer CPU-late gaps: Python or CPU ops between launches
 PAGEABLE_COPY = "pageable_copy_us"  # GPU time of copies from/to pageable host memory
 COMM_EXPOSED = "comm_exposed_us"  # communication kernels with no compute beside them
-COMPONENTS = (GPU_GAP, LAUNCH_GAP, DATA_WAIT, SYNC_WAIT, COPY_WAIT, CPU_WAIT, PAGEABLE_COPY, COMM_EXPOSED)
+P2P_EXPOSED = "p2p_exposed_us"  # ... of which point-to-point (SendRecv, send/recv): pipeline bubbles
+P2P = re.compile(r"SendRecv|[Ss]end[_A-Z]|[Rr]ecv[_A-Z]|_p2p|P2p|P2P")
+UNEXPLAINED = "unexplained_us"  # GPU-side gaps over STALL_US: nothing recorded held the GPU
+COMPONENTS = (GPU_GAP, UNEXPLAINED, LAUNCH_GAP, DATA_WAIT, SYNC_WAIT, COPY_WAIT, CPU_WAIT, PAGEABLE_COPY, COMM_EXPOSED, P2P_EXPOSED)
 
 
 def _idle_intervals(starts: np.ndarray, ends: np.ndarray, windows: StepWindows) -> tuple[np.ndarray, ...]:
@@ -168,7 +176,8 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
     """Per step (position in `windows`): the COMPONENTS, in µs.
 
     Every GPU-idle interval of a step is split by what held the next GPU activity back. If that
-    activity's launch call returned before the interval began, the GPU waited on itself (GPU_GAP).
+    activity's launch call returned before the interval began, the GPU waited on itself (GPU_GAP;
+    UNEXPLAINED when that GPU-side part is longer than STALL_US).
     Otherwise the CPU was late until the launch call returned plus LAUNCH_LATENCY_US (the rest of
     the interval is GPU_GAP), and that late part is carved, in this order, by the DataLoader
     windows on the main thread (DATA_WAIT), blocking copy calls (COPY_WAIT) and the time from a host
@@ -214,8 +223,11 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
         c_sync = _covered(a, late_end, _merge(data, copies, syncs)) - c_data - c_copy
         rest = np.maximum(late_len - c_data - c_copy - c_sync, 0.0)
         long = late_len > LONG_GAP_US
+        gpu_side = length - late_len
+        stalled = gpu_side > STALL_US
         parts = {
-            GPU_GAP: length - late_len,
+            GPU_GAP: np.where(stalled, 0.0, gpu_side),
+            UNEXPLAINED: np.where(stalled, gpu_side, 0.0),
             DATA_WAIT: c_data,
             COPY_WAIT: c_copy,
             SYNC_WAIT: c_sync,
@@ -233,6 +245,10 @@ def idle_components(rank: RankTrace, windows: StepWindows, classes: np.ndarray |
         if comm.any():
             compute = ~np.isin(classes, NOT_COMPUTE)
             both = comm | compute
-            out[COMM_EXPOSED] = (busy_in_windows(*_union(g_ts[both], g_end[both]), w0, w1)
-                                 - busy_in_windows(*_union(g_ts[compute], g_end[compute]), w0, w1))
+            alone = busy_in_windows(*_union(g_ts[compute], g_end[compute]), w0, w1)
+            out[COMM_EXPOSED] = busy_in_windows(*_union(g_ts[both], g_end[both]), w0, w1) - alone
+            p2p = comm & names.matches(gpu[tables.GPU_NAME], P2P)
+            if p2p.any():
+                with_p2p = p2p | compute
+                out[P2P_EXPOSED] = busy_in_windows(*_union(g_ts[with_p2p], g_end[with_p2p]), w0, w1) - alone
     return out

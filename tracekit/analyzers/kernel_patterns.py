@@ -37,10 +37,14 @@ _ATTN_OP = r"attention|sdpa|flash|_efficient_attention|_cudnn_attention"
 # kernels.py: launched by the driver API (cuLaunchKernel*) outside aten -> 'triton', else 'other'.
 LIBRARY_RULES: tuple[Rule, ...] = (
     Rule(r"nccl|rccl|msccl", "nccl", source="NCCL ncclKernel_*/ncclDevKernel_*; RCCL keeps the names"),
-    Rule(r"^bmm_[A-Za-z0-9]+_[A-Za-z0-9]+_Fp32_|^fmhaSm\d+\w?Kernel_|moe::dev::|tensorrt_llm::", "other",
+    Rule(r"^bmm_[A-Za-z0-9]+_[A-Za-z0-9]+_Fp32_|^fmhaSm\d+\w?Kernel_|moe::dev::|tensorrt_llm::", "trtllm",
          source="TensorRT-LLM trtllm-gen cubins shipped by flashinfer (TraceLens B200 vLLM: bmm_MxE4m3_MxE2m1MxE4m3_Fp32_* "
                 "MX-FP8/FP4 GEMMs, fmhaSm100aKernel_*, moe::dev::finalize/routing, tensorrt_llm::kernels::quantize_*): "
-                "launched with cuLaunchKernelEx but not Triton; not a library of its own in the schema"),
+                "launched with cuLaunchKernelEx but not Triton"),
+    Rule(r"aiter::|^_ZN5aiter|^aiter_|^_?ZN\d*aiter", "aiter",
+         source="AMD aiter kernels, Itanium-mangled in ROCm traces (TraceLens SGLang MI300X: _ZN5aiter24add_rmsnorm_quant_kernel*)"),
+    Rule(r"sgl_hip::|sgl_kernel::|^_ZN\d+sgl_(hip|kernel)", "sgl-kernel",
+         source="SGLang sgl_kernel ops (TraceLens SGLang MI300X: _ZN7sgl_hip10activation18act_and_mul_kernel*)"),
     Rule(r"^sage_(fwd|quant_kernel)", "triton",
          source="aiter.ops.triton Sage attention (@triton.jit sage_fwd*, sage_quant_kernel; TraceLens xDiT Flux.1 "
                 "MI300X): replayed in a HIP graph, so no driver launch says Triton"),
@@ -62,9 +66,9 @@ LIBRARY_RULES: tuple[Rule, ...] = (
     Rule(r"^Cijk_.*_UserArgs|hipblaslt|hipblasLt", "hipblaslt",
          source="hipBLASLt Tensile kernels carry _UserArgs_ (TraceLens MI300)"),
     Rule(r"^Cijk_|rocblas|Tensile", "rocblas", source="rocBLAS Tensile Cijk_* (HTA MI250)"),
-    Rule(r"MIOpen|miopen|^(igemm|naive_conv|gridwise_convolution)", "other", source="MIOpen (TraceLens MI300); not a library of its own in the schema"),
-    Rule(r"ck::|ck_tile::|^(void )?kernel_gemm_xdl|DeviceGemm|device_gemm", "other",
-         source="AMD composable kernel; not a library of its own in the schema"),
+    Rule(r"MIOpen|miopen|^(igemm|naive_conv|gridwise_convolution)", "miopen", source="MIOpen (TraceLens MI300)"),
+    Rule(r"ck::|ck_tile::|^_ZN\d*ck(_tile)?\d|^(void )?kernel_gemm_xdl|DeviceGemm|device_gemm", "ck",
+         source="AMD composable kernel, also Itanium-mangled (TraceLens SGLang MI300X: _ZN7ck_tile6kentry*FmhaBatchPrefill*)"),
     Rule(r"vllm::", "other", source="vLLM's own CUDA ops (csrc/: vllm::fused_add_rms_norm_kernel, "
          "vllm::rotary_embedding_kernel, B200 vLLM); their c10:: template types do not make them ATen's"),
     Rule(r"at::|at_cuda_detail|c10::|cunn_|THC|kernelPointwiseApply|CatArrayBatchedCopy|"
@@ -149,6 +153,9 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"index_elementwise_kernel|indexSelect|index_select|indexFunc|index_put|IndexPut|gather|"
          r"scatter|Scatter|Gather|take_kernel|masked_scatter|recat_copy|cast_kernel|_to_copy|copy|Copy",
          "copy", source="direct_copy_kernel_cuda, CatArrayBatchedCopy, nchwToNhwcKernel, indexSelectLargeIndex"),
+    Rule(r"reshape_and_cache|store_kvcache|concat_and_cache|copy_blocks|swap_blocks", "copy",
+         source="KV-cache writes scatter the new keys/values into cache pages: vLLM _C_cache_ops::reshape_and_cache_flash, "
+                "SGLang store_kvcache (TraceLens SGLang MI300X)"),
     Rule(r"triu_tril|tril_kernel|triu_kernel|write_indices|repeat_interleave", "copy",
          source="triu_tril_kernel, nonzero's write_indices (H200)"),
     # --- reductions, scans, sorts, pooling, losses -----------------------------------------

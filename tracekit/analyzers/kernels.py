@@ -40,7 +40,7 @@ LIB_CUDA = "cuda"
 LIB_OTHER = "other"
 LIBRARIES: tuple[str, ...] = (
     "cublas", "cutlass", "cudnn", "aten", LIB_TRITON, LIB_INDUCTOR, "flash-attn", "nccl", "rccl",
-    "rocblas", "hipblaslt", LIB_CUDA, LIB_OTHER,
+    "rocblas", "hipblaslt", "miopen", "ck", "aiter", "sgl-kernel", "trtllm", LIB_CUDA, LIB_OTHER,
 )
 
 # --- columns of KernelClassification.table (aligned with RankTrace.gpu row positions) ----------

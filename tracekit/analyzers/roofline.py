@@ -61,7 +61,11 @@ FROM_NAME, FROM_DTYPE, ASSUMED = "kernel-name", "dtype", "assumed"
 # ROCm Tensile/hipBLASLt names (Cijk_...) carry input/output/compute letters (BBS = bf16, HHS = fp16).
 KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (r"tf32|xf32|s1688gemm|s16816gemm|tensorop_s\d", "tf32"),
-    (r"e4m3|e5m2|fp8|f8f8", "fp8"),
+    # Blackwell block-scaled GEMMs: fp4 x fp4 runs at the fp4 rate; mixed fp8 x fp4 (MxE4m3 with
+    # MxE2m1, TraceLens B200 vLLM bmm_MxE4m3_MxE2m1MxE4m3_*) at the fp8 rate; bf16 x fp4 at bf16's
+    (r"^bmm_(?:Mx)?E2m1_(?:Mx)?E2m1|nvfp4|mxf4nvf4|_e2m1e2m1", "fp4"),
+    (r"^bmm_Bfloat16_", "bf16"),
+    (r"e4m3|E4m3|e5m2|fp8|f8f8", "fp8"),
     (r"bf16|bfloat16|BFloat16|nvjet_(?:sm\d+_)?t[a-z]t_|^Cijk_\w+?_BBS_", "bf16"),
     (r"f16f16|fp16|c10::Half|__half|nvjet_(?:sm\d+_)?h[a-z]h_|_h\d{3,5}gemm|hgemm|^Cijk_\w+?_HHS_",
      "fp16"),
@@ -71,7 +75,7 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
 _KERNEL_PRECISION = tuple((re.compile(p), v) for p, v in KERNEL_PRECISION)
 
 # When a device lacks a precision's units, the next one down the list is its ceiling.
-FALLBACK = {"fp8": "fp16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp32_matrix": "fp32",
+FALLBACK = {"fp4": "fp8", "fp8": "fp16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32", "fp32_matrix": "fp32",
             "int8": "fp16"}
 HOST_TRANSFER = re.compile(r"Memcpy (?:HtoD|DtoH|HtoH|PtoP)|^(?=.*Memcpy)(?=.*Host)|Pageable|Pinned")
 
@@ -208,7 +212,7 @@ def roof_for(cls: str | None, dtype: str | None, kernel: str, device: Device | N
                 precision, source = "fp32", FROM_DTYPE  # no TF32 units: nothing to assume
             else:
                 precision, source = "fp32", ASSUMED  # no TF32 hint in the name: TF32 assumed off
-        elif dtype in ("bf16", "fp16", "fp8", "fp64", "int8"):
+        elif dtype in ("bf16", "fp16", "fp8", "fp4", "fp64", "int8"):
             precision, source = dtype, (FROM_NAME if hint == dtype else FROM_DTYPE)
         else:
             precision, source = "fp32", ASSUMED

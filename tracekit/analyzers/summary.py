@@ -20,6 +20,7 @@ from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.gputime import TemporalBreakdown
 from tracekit.analyzers.graphs import GraphReplays
+from tracekit.analyzers.integrity import Integrity, combine_integrity
 from tracekit.analyzers.kernels import (
     CLASS,
     LIBRARY,
@@ -246,14 +247,16 @@ class AnalysisSummary:
     steps_mode: str
     warnings: tuple[str, ...]
     unprofiled: Unprofiled | None = None  # the ranks' projections without the profiler, added up
+    integrity: Integrity | None = None  # the ranks' integrity audits (tracekit.analyzers.integrity)
 
     def __add__(self, other: AnalysisSummary) -> AnalysisSummary:
         return combine([self, other])
 
     @property
     def headline(self) -> LaunchTotals:
-        """The totals the verdict reads: projected without the profiler where the model projects, else traced."""
-        return headline_totals(self.totals, self.unprofiled)
+        """The totals the verdict reads: projected without the profiler where the model projects, else
+        traced; `undetermined` when the integrity audit says the trace cannot support a verdict."""
+        return headline_totals(self.totals, self.unprofiled, self.integrity.undetermined if self.integrity else "")
 
     @property
     def verdict(self) -> str:
@@ -311,6 +314,7 @@ class AnalysisSummary:
             "device": self.device.to_dict() if self.device is not None else None,
             "summary": self.summary_dict(),
             "unprofiled": self.unprofiled.to_dict() if self.unprofiled is not None else None,
+            "integrity": self.integrity.to_list() if self.integrity is not None else [],
             "steady_steps": [{"rank": r, "step": s} for r, s in self.steady_steps],
             "excluded_steps": [{"rank": r, **p.to_dict()} for r, p in self.excluded],
             "steps": [s.to_dict() for s in self.steps],
@@ -344,7 +348,7 @@ def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
         steps_total=sum(p.steps_total for p in parts), tokens_per_step=first.tokens_per_step,
         steps_mode=first.steps_mode, warnings=tuple(dict.fromkeys(w for p in parts for w in p.warnings)),
         unprofiled=combine_unprofiled([p.unprofiled for p in parts]),
-    )
+        integrity=combine_integrity([p.integrity for p in parts]))
 
 
 def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
@@ -384,8 +388,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         graphs=graphs,
         headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
-        steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled,
-    )
+        steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled, integrity=r.integrity)
 
 
 def summarize_analysis(analysis: Analysis) -> AnalysisSummary:

@@ -15,7 +15,8 @@ LAUNCH_BOUND = "launch-bound"  # the CPU cannot launch kernels as fast as the GP
 HOST_BOUND = "host-bound"  # the GPU waits for other host work (see CAUSES)
 COMM_BOUND = "communication-bound"  # collectives run with no compute beside them
 MIXED = "mixed"  # no single cause holds most of the time the GPU is not computing
-VERDICTS = (LAUNCH_BOUND, GPU_BOUND, HOST_BOUND, COMM_BOUND, MIXED, CPU_ONLY)
+UNDETERMINED = "undetermined"  # the trace cannot support a verdict (integrity audit, or unexplained idle)
+VERDICTS = (LAUNCH_BOUND, GPU_BOUND, HOST_BOUND, COMM_BOUND, MIXED, CPU_ONLY, UNDETERMINED)
 
 # Causes of time the GPU does not compute, and the verdict each leads to when it dominates.
 LAUNCH = "launch"
@@ -23,8 +24,9 @@ DATA_LOADING = "data_loading"
 SYNC = "sync"
 COPIES = "copies"
 CPU_WORK = "cpu_work"
-CAUSES = (LAUNCH, DATA_LOADING, SYNC, COPIES, CPU_WORK, COMMUNICATION)
-CAUSE_VERDICT = {LAUNCH: LAUNCH_BOUND, COMMUNICATION: COMM_BOUND}  # the rest: HOST_BOUND
+UNEXPLAINED = "unexplained"  # GPU idle with its next kernel launched and nothing recorded running
+CAUSES = (LAUNCH, DATA_LOADING, SYNC, COPIES, CPU_WORK, COMMUNICATION, UNEXPLAINED)
+CAUSE_VERDICT = {LAUNCH: LAUNCH_BOUND, COMMUNICATION: COMM_BOUND, UNEXPLAINED: UNDETERMINED}  # the rest: HOST_BOUND
 CAUSE_WORDS = {
     LAUNCH: "waiting for kernel launches",
     DATA_LOADING: "waiting for the DataLoader on the main thread",
@@ -32,9 +34,11 @@ CAUSE_WORDS = {
     COPIES: "in or blocked by copies from pageable host memory",
     CPU_WORK: "waiting while the CPU runs Python or CPU ops",
     COMMUNICATION: "in collectives with no compute beside them",
+    UNEXPLAINED: "idle with its next kernel already launched and nothing recorded running",
 }
 
 GPU_BOUND_SHARE = 0.80  # gpu-bound: the GPU computes (or waits only on itself) ≥ 80 % of the span
+BUSY_SHARE = 0.50  # ... and is busy with its own kernels for most of the span
 DOMINANT_SHARE = 0.50  # a cause names the verdict when it holds ≥ 50 % of the rest of the span
 
 
@@ -64,10 +68,14 @@ class LaunchTotals:
     cpu_wait_us: float = 0.0
     pageable_copy_us: float = 0.0
     comm_exposed_us: float = 0.0
+    p2p_exposed_us: float = 0.0  # the part of comm_exposed_us in point-to-point transfers (pipeline bubbles)
+    unexplained_us: float = 0.0  # GPU-side gaps over idle.STALL_US: nothing recorded held the GPU
+    undetermined: str = ""  # why the trace cannot support a verdict ("" when it can): the integrity audit's reason
 
     def __add__(self, other: LaunchTotals) -> LaunchTotals:
-        return LaunchTotals(**{f.name: getattr(self, f.name) + getattr(other, f.name)
-                               for f in fields(self)})
+        out = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "undetermined"}
+        reasons = [r for r in (self.undetermined, other.undetermined) if r]
+        return LaunchTotals(**out, undetermined="; ".join(dict.fromkeys(reasons)))
 
     @property
     def gpu_idle_us(self) -> float:
@@ -82,16 +90,31 @@ class LaunchTotals:
         return self.kernels / self.steps if self.steps else None
 
     @property
+    def own_busy_us(self) -> float:
+        """GPU busy time that is the GPU's own work: less pageable copies and exposed communication."""
+        return max(self.gpu_busy_us - self.pageable_copy_us - self.comm_exposed_us, 0.0)
+
+    @property
     def compute_us(self) -> float:
-        """GPU time that is the GPU's own: busy minus pageable copies and exposed communication,
-        plus idle gaps where the next kernel was already launched."""
-        return max(self.gpu_busy_us - self.pageable_copy_us - self.comm_exposed_us, 0.0) + self.gpu_gap_us
+        """GPU time that is the GPU's own: `own_busy_us` plus the short GPU-side gaps between
+        already-launched kernels (dispatch, at most idle.STALL_US each). Longer queued gaps are
+        `unexplained_us`, never GPU time."""
+        return self.own_busy_us + self.gpu_gap_us
 
     def causes(self) -> dict[str, float]:
         """µs of the span each cause holds (CAUSES order)."""
         return {LAUNCH: self.launch_gap_us, DATA_LOADING: self.data_wait_us, SYNC: self.sync_wait_us,
                 COPIES: self.copy_wait_us + self.pageable_copy_us, CPU_WORK: self.cpu_wait_us,
-                COMMUNICATION: self.comm_exposed_us}
+                COMMUNICATION: self.comm_exposed_us, UNEXPLAINED: self.unexplained_us}
+
+    def parts(self) -> dict[str, float]:
+        """The step's span in parts that add up to it: GPU busy, then each named idle cause, then
+        `unexplained` (queued gaps with nothing recorded running, plus whatever idle time no cause
+        names: never absorbed into another part)."""
+        named = {"gpu_gaps": self.gpu_gap_us, LAUNCH: self.launch_gap_us, DATA_LOADING: self.data_wait_us,
+                 SYNC: self.sync_wait_us, COPIES: self.copy_wait_us, CPU_WORK: self.cpu_wait_us}
+        rest = self.gpu_idle_us - sum(named.values())
+        return {"gpu_busy": min(self.gpu_busy_us, self.span_us), **named, UNEXPLAINED: rest}
 
     @cached_property
     def verdict(self) -> str:  # cached: a worker's totals travel to the merge with their verdicts
@@ -107,6 +130,7 @@ class LaunchTotals:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name) for name in _FIELD_NAMES}
+        out["parts"] = self.parts()
         out.update(gpu_idle_us=self.gpu_idle_us, gpu_util=self.gpu_util,
                    kernels_per_step=self.kernels_per_step, verdict=self.verdict, cause=self.cause,
                    evidence=self.evidence)
@@ -117,16 +141,20 @@ def bottleneck(t: LaunchTotals) -> tuple[str, str | None]:
     """(verdict, cause) from additive totals.
 
     - ``cpu-only`` without GPU activity;
-    - ``gpu-bound`` when the GPU's own time (``compute_us``) is ≥ GPU_BOUND_SHARE of the span;
+    - ``undetermined`` when the totals carry a reason the trace cannot support a verdict;
+    - ``gpu-bound`` when the GPU's own time (``compute_us``) is ≥ GPU_BOUND_SHARE of the span and
+      its own busy time (``own_busy_us``) ≥ BUSY_SHARE of it;
     - else the cause holding the most of the remaining time names the verdict when it holds
       ≥ DOMINANT_SHARE of it: ``launch`` → ``launch-bound``, ``communication`` →
-      ``communication-bound``, ``data_loading``/``sync``/``copies``/``cpu_work`` → ``host-bound``
-      with that cause;
+      ``communication-bound``, ``unexplained`` → ``undetermined``, ``data_loading``/``sync``/
+      ``copies``/``cpu_work`` → ``host-bound`` with that cause;
     - else ``mixed`` with the two largest causes joined by ``+``.
     """
+    if t.undetermined:
+        return UNDETERMINED, None
     if t.gpu_ops == 0:
         return CPU_ONLY, None
-    if t.span_us <= 0 or t.compute_us >= GPU_BOUND_SHARE * t.span_us:
+    if t.span_us <= 0 or (t.compute_us >= GPU_BOUND_SHARE * t.span_us and t.own_busy_us >= BUSY_SHARE * t.span_us):
         return GPU_BOUND, None
     ranked = sorted(t.causes().items(), key=lambda kv: -kv[1])
     rest = max(t.span_us - t.compute_us, 0.0)
@@ -144,6 +172,8 @@ def _pct(part: float, whole: float) -> str:
 def evidence(t: LaunchTotals) -> str:
     """One sentence that says why, with per-step numbers."""
     verdict, cause = bottleneck(t)
+    if verdict == UNDETERMINED and t.undetermined:
+        return f"The trace cannot support a verdict: {t.undetermined}."
     if verdict == CPU_ONLY:
         return "No GPU activity: only CPU work was recorded."
     n = max(t.steps, 1)
@@ -164,9 +194,16 @@ def evidence(t: LaunchTotals) -> str:
         return (f"The GPU waits for kernel launches {share} of the {fmt_us(span)} span{per}: "
                 f"{t.kernels / n:.0f} kernels{per}, {fmt_us(t.cpu_launch_us / n)} of CPU time in launch calls, "
                 f"{fmt_us(busy)} of GPU work.")
+    if cause == COMMUNICATION and t.p2p_exposed_us >= DOMINANT_SHARE * t.comm_exposed_us:
+        return (f"Point-to-point transfers (SendRecv) wait on another rank with no compute beside them {share} "
+                f"of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}): pipeline bubbles.")
     if cause == COMMUNICATION:
         return (f"Collectives run with no compute beside them {share} of the {fmt_us(span)} span{per} "
-                f"({fmt_us(causes[cause] / n)}).")
+                f"({fmt_us(causes[cause] / n)}): the GPU waits on other ranks (stragglers, or exposed communication).")
+    if cause == UNEXPLAINED:
+        return (f"The GPU idles {share} of the {fmt_us(span)} span{per} ({fmt_us(causes[cause] / n)}) with its next "
+                f"kernel already launched and nothing recorded running (work outside the trace, another process "
+                f"or rank, a cross-stream wait or a CPU/GPU clock offset): the trace cannot tell what bounds the step.")
     detail = {
         DATA_LOADING: "while the main thread loads the next batch in the DataLoader",
         SYNC: f"after host syncs drained its queue ({t.syncs / n:.0f} sync call{'' if round(t.syncs / n) == 1 else 's'}{per}, "

@@ -39,14 +39,24 @@ def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_la
     removed = max((traced.span_us - traced.gpu_busy_us) - max(span_us - gpu_busy_us, 0.0), 0.0)
     cpu_side = sum(getattr(traced, name) for name in CPU_SIDE)
     keep = max(1.0 - removed / cpu_side, 0.0) if cpu_side > 0 else 1.0
+    # idle the CPU side cannot give back comes out of the GPU-side gaps, then the other waits, so
+    # that the parts never add up to more than the projected span (LaunchTotals.parts)
+    excess, rest = max(removed - cpu_side, 0.0), {}
+    for name in ("gpu_gap_us", "unexplained_us", "sync_wait_us", "copy_wait_us"):
+        take = min(excess, getattr(traced, name))
+        rest[name], excess = getattr(traced, name) - take, excess - take
     return replace(traced, span_us=span_us, gpu_busy_us=gpu_busy_us, cpu_launch_us=cpu_launch_us,
                    launch_gap_us=traced.launch_gap_us * keep, cpu_wait_us=traced.cpu_wait_us * keep,
-                   data_wait_us=traced.data_wait_us * keep, host_wait_us=max(traced.host_wait_us - removed, 0.0))
+                   data_wait_us=traced.data_wait_us * keep, host_wait_us=max(traced.host_wait_us - removed, 0.0),
+                   **rest)
 
 
-def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None) -> LaunchTotals:
-    """The totals a verdict reads: the projected unprofiled ones where the model projects, else `traced`."""
-    return unprofiled.projected if unprofiled is not None and unprofiled.trusted else traced
+def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None, undetermined: str = "") -> LaunchTotals:
+    """The totals a verdict reads: the projected unprofiled ones where the model projects, else
+    `traced`; carrying `undetermined` (the integrity audit's reason the trace cannot support a
+    verdict, tracekit.analyzers.integrity) when it is given."""
+    totals = unprofiled.projected if unprofiled is not None and unprofiled.trusted else traced
+    return replace(totals, undetermined=undetermined) if undetermined else totals
 
 
 def compute_share(t: LaunchTotals) -> float:

@@ -192,7 +192,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
     facts = ra.facts
     if facts is None:
         raise ValueError("rank_view needs RankAnalysis.facts (analyze() computes them)")
-    verdict = analysis.verdict if facts.has_gpu else "cpu-only"
+    verdict = analysis.verdict if facts.has_gpu or analysis.verdict == "undetermined" else "cpu-only"
     css, label = VERDICTS.get(verdict, ("neutral", verdict or "Summary"))
     label = verdict_label(verdict, analysis.cause, label)
     steps_head, excluded = steps_summary(analysis)

@@ -124,7 +124,8 @@ def unprofiled_tile(a: Analysis) -> Tile | None:
              f"{u.per_event_us:.1f} µs per recorded CPU event and the launch calls' excess removed, from "
              f"{u.source_words}. Range {fmt_time(u.low.span_us / n)} – {fmt_time(u.high.span_us / n)}; the replay "
              f"of the traced steps is within {fmt_pct(u.replay_error)} of them.")
-    return Tile("Step without profiler", fmt_time(u.step_us), f"{fmt_time(u.traced_step_us)} traced{measured} · {u.label}",
+    label = "" if a.headline.undetermined else f" · {u.label}"  # no model verdict beside an undetermined one
+    return Tile("Step without profiler", fmt_time(u.step_us), f"{fmt_time(u.traced_step_us)} traced{measured}{label}",
                 note=f"profiler cost from {u.source_words}", title=title)
 
 

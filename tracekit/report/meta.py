@@ -109,6 +109,9 @@ def warnings(a: Analysis, facts: TraceFacts, shown: Sequence[str]) -> tuple[str,
     costed = k[~k["class"].isin(NO_COST_KINDS)]
     if len(costed) and costed["flops"].isna().all() and not facts.has_shapes:
         out.append(SHAPES_WARNING)
+    audit = a.integrity
+    if audit is not None and audit.serious:  # one line: what the trace cannot fully support
+        out.insert(0, "Trace integrity — " + " | ".join(f"{f.severity}: {f.message}" for f in audit.serious))
     return tuple(dict.fromkeys(out))
 
 

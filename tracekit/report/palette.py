@@ -28,6 +28,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
     "gpu-bound": ("ok", "GPU-bound"),
     "mixed": ("mixed", "Mixed"),
     "cpu-only": ("neutral", "CPU-only"),
+    "undetermined": ("neutral", "Undetermined"),
 }
 
 
@@ -39,6 +40,7 @@ CAUSE_LABELS: dict[str, str] = {
     "copies": "pageable copies",
     "cpu_work": "CPU work",
     "communication": "communication",
+    "unexplained": "unexplained GPU idle",
 }
 
 

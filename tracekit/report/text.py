@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
+from tracekit.report.names import demangle
 from tracekit.terminal import visible
 from tracekit.units import fmt_us, plural
 
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
     from tracekit.analyzers.ranks import CrossRank
     from tracekit.analyzers.summary import AnalysisSummary
     from tracekit.suggestions.document import RankedSuggestion
+
+
+def _integrity_line(summary: AnalysisSummary) -> str:
+    """One line: what the trace can support (tracekit.analyzers.integrity)."""
+    audit = summary.integrity
+    return f"integrity {safe(audit.line if audit is not None else 'not audited', 600)}"
 
 
 def safe(text: object, width: int | None = None) -> str:
@@ -49,7 +56,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
     lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
              f"device    {safe(device) if device else 'unknown (no roofline)'}",
              f"verdict   {safe(verdict)}", f"          {safe(head.evidence or '')}",
-             *unprofiled_lines(summary), _steps_line(summary)]
+             *unprofiled_lines(summary), _integrity_line(summary), _steps_line(summary)]
     for line in excluded_lines(summary.excluded, multi=multi)[:max_steps]:
         lines.append(f"          {safe(line, 140)}")
     if cross is not None:
@@ -84,7 +91,8 @@ def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
         n = max(u.projected.steps, 1)
         measured = f"; measured unprofiled {fmt_us(u.measured_us)}" if u.measured_us is not None else ""
         lines.append(f"step      {fmt_us(u.traced_step_us)} as traced, {fmt_us(u.step_us)} projected without the profiler "
-                     f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}; {safe(u.label)}")
+                     f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}"
+                     + ("" if summary.headline.undetermined else f"; {safe(u.label)}"))  # no verdict beside undetermined
         lines.append(f"          profiler cost removed: {u.per_event_us:.1f} µs per recorded CPU event and the launch "
                      f"calls' excess, from {safe(u.source_words)}")
     for rank, why in u.abstained[:3]:
@@ -125,7 +133,7 @@ def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
         lines.append(
             f"  {fmt_us(row['time_us']):>12s} {100 * row['time_us'] / total:5.1f}% {int(row['count']):7d} "
             f"{safe(row['class']):13s} {safe(row['library']):10s} {_num(row['achieved_tflops'], '{:.2f}'):>8s} "
-            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(row['name'], 60)}")
+            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(demangle(str(row['name'])), 60)}")
     return lines
 
 

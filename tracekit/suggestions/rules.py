@@ -127,7 +127,12 @@ def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
     estimated saving first (ties keep the RULES order). With the ranks' execution `models`, each
     saving is the what-if replay of the change on the projected unprofiled steps where the model
-    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them."""
+    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them.
+    Empty when the integrity audit found an error: a trace that cannot support a verdict cannot
+    price a change either."""
+    audit = analysis.integrity
+    if audit is not None and audit.errors:
+        return []  # the trace cannot support a verdict (tracekit.analyzers.integrity): nor a saving
     found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
     if models and any(m.trusted for m in models):
         found = price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step

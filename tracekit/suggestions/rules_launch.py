@@ -71,7 +71,9 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
             n = int(mine.sum())
             launch_gaps = float(gap[mine].sum())
             residual = n * GRAPH_GAP_US
-            idle = max(t.span_us - t.gpu_busy_us, 0.0)
+            # at most the step's GPU idle waiting for launches (every stream idle: never busy or collective
+            # time, nor waits a graph does not remove: syncs, data loading, unexplained GPU-side gaps)
+            idle = t.launch_gap_us
             saving = min(idle, max(launch_gaps - residual, 0.0))
             total += saving
             gaps_total += launch_gaps
@@ -94,7 +96,7 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
                f"{n_total / scope.ranks:.0f} host-wait gaps ≤ {LONG_GAP_US:.0f} µs after each step's first activity "
                f"({fmt_us(gaps_total / scope.ranks)}), each replaced by a graph's kernel-to-kernel gap of "
                f"{GRAPH_GAP_US} µs (measured on H200) ({fmt_us(resid_total / scope.ranks)}); per step, at most "
-               "the step's GPU idle time")
+               "the step's GPU idle waiting for launches")
     if n_optimizer:
         formula += (f"; {n_optimizer / scope.ranks:.0f} launch gaps inside optimizer.step left out (a graph of the "
                     "model does not capture the optimizer: fused_optimizer)")

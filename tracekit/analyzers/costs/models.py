@@ -8,10 +8,11 @@ arguments of their launch op."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from tracekit.analyzers.costs import models_matmul as mm
-from tracekit.analyzers.costs.models_nn import NN_MODELS
+from tracekit.analyzers.costs.models_nn import NN_MODELS, NORM_FLOPS
 from tracekit.analyzers.costs.models_pointwise import (
     ARITHMETIC,
     COMPARISON,
@@ -19,12 +20,21 @@ from tracekit.analyzers.costs.models_pointwise import (
     elementwise,
     foreach,
 )
+from tracekit.analyzers.costs.models_serving import SERVING_MODELS
 from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
 from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
 TRITON_PREFIX = "triton_"
 TRITON_TEMPLATE_PREFIX = "triton_tem_"  # Inductor's GEMM templates
+# aiter.ops.triton SageAttention forward, sage_fwd(q, k, v, ...) with q/k int8 [B, H, L, D] and v fp8
+# (TraceLens xDiT Flux.1 MI300X capture trace: sage_fwd_1 under the HIP graph replay)
+SAGE_PREFIX = "sage_fwd"
+SAGE_QUANT_PREFIX = "sage_quant"  # its quantization of q/k (int8) and v (fp8), sage_quant_kernel(q, q_int8, q_scale, ...)
+SAGE_QUANT_FLOPS = 3.0
+# Inductor's fused layer/RMS norm reductions (the class rules' normalization rows for triton_red/per_)
+INDUCTOR_NORM = re.compile(r"^triton_(red|per)_\w*(layer_norm|rms_norm|native_norm|group_norm)|"
+                           r"^triton_(red|per)_(?=\w*mean)\w*rsqrt")
 
 
 # The registry: op name (without `aten::`) -> its model. `model_for` adds the name families
@@ -33,6 +43,7 @@ MODELS: dict[str, Model] = {
     **mm.MATMUL_MODELS,
     **POINTWISE_MODELS,
     **NN_MODELS,
+    **SERVING_MODELS,  # serving-stack custom ops, by their namespaced names (vllm, sgl_kernel, aiter)
 }
 
 
@@ -97,6 +108,12 @@ def triton_cost(name: str, a: OpArgs, extra: dict) -> OpCost | None:
     flops: float | None = None
     if name.startswith(TRITON_TEMPLATE_PREFIX):
         flops = _template_gemm_flops(ts)
+    elif name.startswith(SAGE_PREFIX):
+        flops = _attention_flops(ts)
+    elif INDUCTOR_NORM.search(name):  # as the aten norm models count: per element of the normalised input
+        flops = NORM_FLOPS * max(t.numel for t in ts)
+    elif name.startswith(SAGE_QUANT_PREFIX):  # per 16-bit input element: |x| max, scale, convert
+        flops = SAGE_QUANT_FLOPS * sum(t.numel for t in ts if t.dtype in ("bf16", "fp16"))
     elif extra.get(USER_TRITON_KEY):
         flops = _user_gemm_flops(a, ts, extra.get(ARG_NAMES_KEY))
     return OpCost(flops, total, widest_float([t.dtype for t in ts]), None, SPLIT)
@@ -113,6 +130,18 @@ def _template_gemm_flops(ts: list[Tensor]) -> float | None:
             if any(t.dims == out for t in ts if t is not x and t is not w):
                 return 2.0 * math.prod(x.dims[:-1]) * w.dims[-1] * x.dims[-1]
     return None
+
+
+def _attention_flops(ts: list[Tensor]) -> float | None:
+    """2*B*H*Lq*Lk*(D + Dv) from the first three tensors, q/k/v [B, H, L, D] (non-causal: the
+    diffusion models that run Sage attention attend every pair)."""
+    if len(ts) < 3 or any(len(t.dims) != 4 for t in ts[:3]):
+        return None
+    q, k, v = ts[:3]
+    b, h, lq, d = q.dims
+    if k.dims[0] != b or k.dims[3] != d or v.dims[2] != k.dims[2]:
+        return None
+    return 2.0 * b * h * lq * k.dims[2] * (d + v.dims[3])
 
 
 def _user_gemm_flops(a: OpArgs, ts: list[Tensor], arg_names: object) -> float | None:

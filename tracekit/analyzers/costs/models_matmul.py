@@ -130,6 +130,8 @@ def scaled_mm(name: str, a: OpArgs) -> OpCost | None:
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 2:
         return None
     (m, k), n = x.dims, w.dims[1]
+    if x.dtype == "fp4":  # Float4_e2m1fn_x2: two fp4 values per recorded element along K
+        k *= 2
     code = a.value(6)
     out_dtype = SCALAR_TYPE_CODES.get(code, x.dtype) if isinstance(code, int) else x.dtype
     extras = [a.tensor(i) for i in (2, 3, 4)]

@@ -1,0 +1,75 @@
+"""Invariants that hold on every trace, ours and other projects': the parts of a step add up to its
+span, gpu-bound only when the GPU is busy most of the window, no saving larger than the step, and an
+evidence sentence that agrees with the numbers it sits beside."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import SAMPLE_TRACES, shared_trace_files
+
+from tracekit.analyzers.totals import BUSY_SHARE, GPU_BOUND, UNDETERMINED, LaunchTotals
+from tracekit.pipeline.local import analyse_file
+
+SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz") if "bare" not in p.parts)
+TRACES = SAMPLES + shared_trace_files()
+
+
+def _tol(t: LaunchTotals) -> float:
+    return 1e-6 * max(t.span_us, 1.0) + 0.01
+
+
+def check_parts(t: LaunchTotals, where: str) -> None:
+    """busy + every named idle part + unexplained == span; no part below zero."""
+    parts = t.parts()
+    assert sum(parts.values()) == pytest.approx(t.span_us, abs=_tol(t)), where
+    for name, us in parts.items():
+        assert us >= -_tol(t), f"{where}: {name} = {us}"
+
+
+def check_gpu_bound(t: LaunchTotals, where: str) -> None:
+    if t.verdict == GPU_BOUND and t.span_us > 0:
+        assert t.own_busy_us >= BUSY_SHARE * t.span_us - _tol(t), where
+
+
+def check_evidence(t: LaunchTotals, where: str) -> None:
+    """The sentence's first percentage is the share it names, of the span it names."""
+    text = t.evidence
+    if t.verdict == UNDETERMINED and t.undetermined:
+        assert t.undetermined in text, where
+        return
+    m = re.search(r"(\d+) % of the", text)
+    if m is None or t.span_us <= 0:
+        return
+    shown = int(m.group(1))
+    if t.verdict == GPU_BOUND:
+        assert shown == round(100 * t.gpu_busy_us / t.span_us), where
+    elif text.startswith("The GPU computes only"):
+        assert shown == round(100 * t.compute_us / t.span_us), where
+    elif t.cause is not None and "+" not in t.cause:
+        assert shown == round(100 * t.causes()[t.cause] / t.span_us), where
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.name))
+def test_invariants(path):
+    result = analyse_file(path)
+    a = result.analysis
+    for r in a.ranks:
+        for i, t in enumerate(r.launch.step_totals):
+            where = f"{path.name} rank {r.rank} step position {i}"
+            check_parts(t, where)
+            check_gpu_bound(t, where)
+            check_evidence(t, where)
+        check_parts(r.launch.totals, f"{path.name} rank {r.rank} steady totals")
+    head = a.headline
+    for t, where in ((a.totals, "traced headline"), (head, "headline")):
+        check_parts(t, f"{path.name} {where}")
+        check_gpu_bound(t, f"{path.name} {where}")
+        check_evidence(t, f"{path.name} {where}")
+    steps = max(head.steps, 1)
+    step_us = max(head.span_us, a.totals.span_us) / steps * max(len(a.ranks), 1)
+    for s in result.suggestions:
+        assert 0.0 <= s.saving_pct <= 100.0 + 1e-6, f"{path.name} {s.id}: {s.saving_pct}"
+        if s.per_step_us is not None:
+            assert s.per_step_us <= step_us * (1 + 1e-6) + 0.01, f"{path.name} {s.id}: {s.per_step_us} > {step_us}"
