@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers, batched requests)."""
 
 from __future__ import annotations
 
@@ -158,6 +158,23 @@ def shorter_longest_gap(traced_us: float) -> Transform:
         ratio = gap[i] / g.call_gap_us[i] if g.call_gap_us[i] > 0 else 1.0  # what the projection left of it
         gap[i] = max(gap[i] - traced_us * ratio, 0.0)
         return dataclasses.replace(step.costs, call_gap_us=gap)
+
+    return apply
+
+
+def scale_step(factor: float) -> Transform:
+    """Everything in the step × `factor`: host gaps, call durations, GPU durations and the tail (the
+    same work shared by 1 / factor requests: one batched forward instead of several)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        gap, dur, g_dur, _ = _costs(step)
+        c, g = step.costs, step.graph
+        own = c.call_own_us if c.call_own_us is not None else g.call_own_us
+        anchor = c.call_anchor_gap_us if c.call_anchor_gap_us is not None else g.call_anchor_gap_us
+        tail = c.tail_us if c.tail_us is not None else g.tail_us
+        return dataclasses.replace(c, call_gap_us=gap * factor, call_anchor_gap_us=anchor * factor,
+                                   call_dur_us=dur * factor, call_own_us=own * factor,
+                                   gpu_dur_us=g_dur * factor, tail_us=tail * factor)
 
     return apply
 

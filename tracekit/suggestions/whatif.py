@@ -13,7 +13,6 @@ from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
     COMMUNICATION,
-    CONV,
     COPY,
     ELEMENTWISE,
     GEMM,
@@ -28,11 +27,13 @@ from tracekit.model.whatif import (
     fuse_region,
     no_syncs,
     scale_nodes,
+    scale_step,
     shorter_longest_gap,
     unblock_copies,
 )
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.units import fmt_us
 
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
@@ -44,12 +45,10 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 # Kernel classes whose time a GPU-side change shortens (the rule's traced saving per step, spread
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
-    "lower_precision": (GEMM,),
     "align_dims": (GEMM,),
     "fuse_elementwise": (ELEMENTWISE, NORMALIZATION),
     "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
-    "channels_last": (CONV,),
     "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
 
@@ -124,6 +123,38 @@ def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
     return fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches, BARE_LAUNCH_US)
 
 
+def _lower_precision(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The classes of the kernels the suggestion lowers (GEMMs; convolutions, norms, activations), faster by its saving."""
+    classes = tuple(sorted({str(e["class"]) for e in s.evidence if e.get("class")})) or (GEMM,)
+    return scale_nodes(_rows(r, classes), per_step)
+
+
+def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | None:
+    """The GPU rows of the Patterns mask `name`, faster by the suggestion's saving per step."""
+    mask = getattr(r.patterns, name, None) if r.patterns is not None else None
+    if mask is None or len(mask) != len(r.classification.table):
+        return None
+    return scale_nodes(mask, per_step)
+
+
+def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The layout transposes gone (their traced time per step, all of it)."""
+    return _pattern_rows(r, "layout_transposes", per_step)
+
+
+def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return scale_step(1.0 / DECODE_BATCH)
+
+
+def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return scale_nodes(_rows(r, (GEMM,)), per_step)
+
+
+def _fused_llm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The chain segments' kernels faster by the saving (one fused kernel per segment)."""
+    return _pattern_rows(r, "in_llm_chain", per_step)
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -137,6 +168,11 @@ TRANSFORMS: dict[str, TransformFor] = {
     "fused_optimizer": _fused_optimizer,
     "pinned_memory": _pinned,
     "batch_bmm": _batch_bmm,
+    "lower_precision": _lower_precision,
+    "channels_last": _channels_last,
+    "batch_decode": _batch_decode,
+    "quantize_weights": _quantize,
+    "fused_llm_kernels": _fused_llm,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

@@ -1,0 +1,139 @@
+"""Rules about precision and memory format: TF32 / bf16 autocast for fp32 GEMMs, convolutions and norms, and channels_last for NCHW convolutions."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors.layers import LAYOUT_TRANSPOSE
+from tracekit.analyzers.kernels import CONV, ELEMENTWISE, GEMM, NORMALIZATION
+from tracekit.analyzers.names import matches
+from tracekit.suggestions.common import Scope, fmt_us, suggestion
+from tracekit.suggestions.model import Suggestion
+
+# bf16 autocast keeps a conv net's activations in bf16: the memory-bound kernels that read and write
+# them (BatchNorm, ReLU, residual adds, memory-bound convolutions) move half the bytes; at the
+# bandwidth they reach now that halves their time (cuDNN runs BatchNorm on bf16 input with fp32
+# statistics). Elementwise kernels count only on 4-D tensors (activations) and outside the optimizer.
+HALF_BYTES = 0.5
+OPTIMIZER_OPS = re.compile(r"_foreach_|_fused_(adam|sgd|adagrad)|Optimizer\.")
+ABOVE_PEAK = 1.05  # a "fp32" kernel faster than this × the fp32 peak already runs on tensor cores (TF32)
+
+
+def _fast_precision(analysis: Analysis) -> str | None:
+    device = analysis.device
+    if device is None:
+        return None
+    return "bf16" if device.peak_flops("bf16") else ("fp16" if device.peak_flops("fp16") else None)
+
+
+def _activation(row: dict[str, Any]) -> bool:
+    shapes = row.get("shapes")
+    first = shapes[0] if isinstance(shapes, tuple) and shapes else None
+    return isinstance(first, tuple) and len(first) == 4 and not OPTIMIZER_OPS.search(str(row.get("op") or ""))
+
+
+def _new_time(row: dict[str, Any], analysis: Analysis, fast: str) -> tuple[float, str] | None:
+    """(time at the lower precision, the model's name) for one fp32 kernel row, None when it does not apply."""
+    device = analysis.device
+    assert device is not None
+    cls, t = row["class"], float(row["time_us"])
+    nbytes = float(row["bytes"]) if isinstance(row.get("bytes"), (int, float)) else math.nan
+    full = nbytes / device.memory_bandwidth * 1e6 if not math.isnan(nbytes) else 0.0
+    if cls in (GEMM, CONV) and row.get("bound") == "compute":
+        slow = (row.get("peak_tflops") or 0.0) * 1e12
+        achieved = float(row["achieved_tflops"]) * 1e12
+        tf32, rate = device.peak_flops("tf32"), device.peak_flops(fast)
+        if slow <= 0 or not achieved > 0:
+            return None
+        on_fp32 = row.get("roof") in ("fp32", "fp32_matrix") and achieved <= slow * ABOVE_PEAK
+        if on_fp32 and tf32:  # CUDA-core fp32: TF32 at the same efficiency (fp32 tensors: the same bytes)
+            return max(row["flops"] / (tf32 * achieved / slow) * 1e6, full), "fp32 → TF32 roof"
+        if cls == CONV and tf32 and rate:  # TF32 tensor cores already: the bf16 roof is 2× the TF32 one
+            return max(t * tf32 / rate, full * HALF_BYTES), f"TF32 → {fast} roof"
+        return None
+    memory = row.get("bound") == "memory"
+    if (cls == CONV and memory) or cls == NORMALIZATION or (cls == ELEMENTWISE and _activation(row)):
+        return t * HALF_BYTES, f"{fast} activations: half the bytes"
+    return None
+
+
+def lower_precision(analysis: Analysis) -> Suggestion | None:
+    """fp32 GEMMs on the fp32 roof: TF32 at the same efficiency; in a trace with fp32 convolutions,
+    also the convolutions at the bf16 roof (TF32 ones: tf32 / bf16 peak of their time) and the
+    memory-bound conv, BatchNorm and activation kernels at half the bytes."""
+    scope = Scope.of(analysis)
+    fast = _fast_precision(analysis)
+    k = analysis.kernels
+    if fast is None or k is None or not len(k):
+        return None
+    k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32"]) | ((k["class"] == CONV) & k["dtype"].isna()))]
+    convs = bool((k["class"] == CONV).any())
+    rows, total, before, models = [], 0.0, 0.0, set()
+    for row in k.to_dict("records"):
+        if row["class"] != GEMM and not convs:
+            continue
+        got = _new_time(row, analysis, fast)
+        if got is None:
+            continue
+        new, how = got
+        t = float(row["time_us"])
+        if new >= t:
+            continue
+        total += t - new
+        before += t
+        models.add(how)
+        rows.append({"kernel": row["name"], "class": row["class"], "op": row["op"], "shapes": row["shapes"],
+                     "count": int(row["count"]), "time_us": t, "bound": row.get("bound"), "model": how,
+                     "new_time_us": new, "saving_us": t - new})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: -x["saving_us"])
+    saving = total / scope.ranks
+    by_class = pd.DataFrame(rows).groupby("class")["count"].sum().to_dict()
+    formula = (f"Σ t − t' over {len(rows)} fp32 kernel rows = {fmt_us(before / scope.ranks)} − "
+               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; t' by model: "
+               "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), at least "
+               f"bytes / bandwidth; TF32 → {fast} roof (convolutions): t × TF32 peak / {fast} peak, at least "
+               "half the bytes / bandwidth; "
+               f"{fast} activations (memory-bound conv, norm, 4-D elementwise): t × {HALF_BYTES:g} "
+               f"(half the bytes at the bandwidth reached now); used here: {', '.join(sorted(models))}")
+    if convs:
+        what = ", ".join(f"{n} {c}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1]))
+        title = (f"Autocast to {fast} (torch.autocast) with channels_last: fp32 convolutions, norms and "
+                 f"activations run at fp32/TF32 rates and bytes ({what} calls)")
+    else:
+        title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
+                 f"running on the fp32 roof")
+    return suggestion("lower_precision", title, saving, scope, formula, rows)
+
+
+def channels_last(analysis: Analysis) -> Suggestion | None:
+    """cuDNN's NCHW ↔ NHWC transposes around convolutions: their whole time (channels_last removes them)."""
+    scope = Scope.of(analysis)
+    k = analysis.kernels
+    if k is None or not len(k) or not (k["class"] == CONV).any():
+        return None
+    sel = k[matches(k["name"].to_numpy(dtype=object), LAYOUT_TRANSPOSE) & (k["time_us"] > 0)]
+    if not len(sel):
+        return None
+    rows = [{"kernel": r["name"], "op": r["op"], "shapes": r["shapes"], "dtype": r["dtype"], "count": int(r["count"]),
+             "per_step": r["count"] / scope.steps, "time_us": float(r["time_us"]),
+             "us_per_step": float(r["time_us"]) / scope.steps, "saving_us": float(r["time_us"])}
+            for r in sel.to_dict("records")]
+    rows.sort(key=lambda x: -x["saving_us"])
+    total = sum(x["saving_us"] for x in rows)
+    saving = total / scope.ranks
+    conv_us = float(k.loc[k["class"] == CONV, "time_us"].sum()) / scope.ranks
+    calls = sum(x["count"] for x in rows) / (scope.steps * scope.ranks)
+    formula = (f"Σ the layout transposes' time ({', '.join(sorted({x['kernel'].split('<')[0].split('(')[0] for x in rows}))}) "
+               f"= {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step, beside {fmt_us(conv_us / scope.steps)} "
+               "of convolution per step): with the model and its input in channels_last, cuDNN reads and "
+               "writes NHWC directly and none of them runs")
+    title = (f"Use channels_last: cuDNN transposes NCHW ↔ NHWC {calls:.0f} times per step around the "
+             f"convolutions ({fmt_us(saving / scope.steps)} per step)")
+    return suggestion("channels_last", title, saving, scope, formula, rows)
