@@ -11,37 +11,57 @@ from tracekit.suggestions.rules import RULES_BY_ID
 D = 4096
 
 
-def decode_trace(tmp_path, m: int, prompt: int = 0, dur: float = 10.0, span: float = 400.0):
-    """With `prompt` > 0 first a prompt GEMM x[prompt, 4096] @ W (20 µs), then 12 calls of
-    x[m, 4096] @ W[4096, 4096] in bf16, `dur` µs each when m = 1 (compute-bound sizes for large m);
-    one step of at least `span` µs."""
-    s = Stream(span=span)
-    if prompt:
-        s.kernel("aten::mm", BF16GEMM, 20.0, [[prompt, D], [D, D]], [BF16, BF16], gap=20)
+def decode_trace(tmp_path, m: int, dur: float = 10.0):
+    """12 calls of x[m, 4096] @ W[4096, 4096] in bf16, `dur` µs each when m ≤ 16 (compute-bound times
+    for large m): one forward's GEMMs, no LM head."""
+    s = Stream(span=400)
     for _ in range(12):
         t = dur if m <= 16 else 2 * m * D * D / (0.7 * BF16_PEAK) * 1e6
         s.kernel("aten::mm", BF16GEMM, t, [[m, D], [D, D]], [BF16, BF16], gap=20)
-    return s.write(tmp_path / f"decode{m}_{prompt}.json")
+    return s.write(tmp_path / f"decode{m}.json")
+
+
+def requests_trace(tmp_path, requests: int = 2, tokens: int = 3, m: int = 1):
+    """`requests` requests one after another in one 2000 µs step, each a prompt forward (x[32, 4096] @ W,
+    20 µs; the LM head on its last row, x[1, 4096] @ H[4096, 32768], 80 µs) then `tokens` decode forwards
+    (x[m, 4096] @ W 10 µs, the head at m rows 80 µs)."""
+    s = Stream(span=2000)
+    head = [[D, 32768]]
+    for _ in range(requests):
+        s.kernel("aten::mm", BF16GEMM, 20.0, [[32, D], [D, D]], [BF16, BF16], gap=20)
+        s.kernel("aten::mm", BF16GEMM, 80.0, [[1, D], *head], [BF16, BF16], gap=20)
+        for _ in range(tokens):
+            s.kernel("aten::mm", BF16GEMM, 10.0, [[m, D], [D, D]], [BF16, BF16], gap=20)
+            s.kernel("aten::mm", BF16GEMM, 80.0, [[m, D], *head], [BF16, BF16], gap=20)
+    return s.write(tmp_path / f"requests{requests}_{m}.json")
 
 
 def test_batch_decode_fires_on_requests_one_at_a_time(tmp_path):
-    a = _analysis(decode_trace(tmp_path, 1, prompt=32, span=1000.0))
+    a = _analysis(requests_trace(tmp_path))
     s = RULES_BY_ID["batch_decode"].run(a)
-    flops = 2 * D * D
-    assert 8 * flops / BF16_PEAK * 1e6 < 10  # at batch 8 each GEMV still reads its weights in 10 µs
-    # the step (1000 µs: the annotation; its kernels end at 100 + 20 + 20 + 12 × 30 = 500 µs) for 8
-    # requests in one forward: 1000 − (1000 + 0 extra compute) / 8 = 875 µs
-    assert s.saving_us == pytest.approx(1000 - 1000 / 8)
-    row = s.evidence[0]
-    assert (row["m"], row["count"], row["op"]) == (1, 12, "aten::mm")
-    assert "1 prompt GEMM calls" in s.formula and "batch 1" in s.title
+    # requests seen: 8 LM-head calls (forwards) × 2 prompt calls / 8 calls of W = 2: batched 2 at a time
+    assert 2 * 2 * D * 32768 / BF16_PEAK * 1e6 < 80  # at 2 rows the head still reads its weights in 80 µs
+    # the step (2000 µs: the annotation; its kernels end at 1160 µs) for the 2 requests in one forward:
+    # 2000 − (2000 + 0 extra compute) / 2 = 1000 µs
+    assert s.saving_us == pytest.approx(1000.0)
+    assert {(row["m"], row["count"], row["batch"]) for row in s.evidence} == {(1, 6, 2), (1, 8, 2)}
+    assert "2.0 requests in the window" in s.formula and "batch 1" in s.title
     assert "generate" in s.snippet
+    more = rules_decode.batch_decode(_analysis(requests_trace(tmp_path, requests=12)))
+    assert more.evidence[0]["batch"] == rules_decode.DECODE_BATCH  # 12 requests: 8 at a time
 
 
-@pytest.mark.parametrize("m, prompt", [(1, 0), (4, 32), (4096, 0)])
-def test_batch_decode_silent(tmp_path, m, prompt):
-    """One request (no prompt in the window), requests batched already (4 rows), and large GEMMs."""
-    assert rules_decode.batch_decode(_analysis(decode_trace(tmp_path, m, prompt))) is None
+@pytest.mark.parametrize("requests, m", [(1, 1), (2, 4)])
+def test_batch_decode_silent(tmp_path, requests, m):
+    """One request (nothing to batch it with), and requests batched already: 4 rows per decode forward
+    (the prompts' LM heads, 2 × 80 µs at one row, are 22 % of the 740 µs of GEMMs, under DECODE_GEMM_SHARE)."""
+    assert rules_decode.batch_decode(_analysis(requests_trace(tmp_path, requests, m=m))) is None
+
+
+@pytest.mark.parametrize("m", [1, 4096])
+def test_batch_decode_silent_without_prompts(tmp_path, m):
+    """Decode GEMVs with no prompt and no LM head in the window (the requests cannot be counted), and large GEMMs."""
+    assert rules_decode.batch_decode(_analysis(decode_trace(tmp_path, m))) is None
 
 
 def test_batch_decode_silent_when_small_gemms_sit_beside_large_ones(tmp_path):
@@ -49,7 +69,6 @@ def test_batch_decode_silent_when_small_gemms_sit_beside_large_ones(tmp_path):
     half the GEMM time (rules_decode.DECODE_GEMM_SHARE), so this is not a decode step."""
     s = Stream(span=2000)
     big = 2 * D * D * D / (0.7 * BF16_PEAK) * 1e6
-    s.kernel("aten::mm", BF16GEMM, 20.0, [[32, D], [D, D]], [BF16, BF16], gap=20)
     for _ in range(12):
         s.kernel("aten::mm", BF16GEMM, 10.0, [[1, D], [D, D]], [BF16, BF16], gap=20)
         s.kernel("aten::mm", BF16GEMM, big, [[D, D], [D, D]], [BF16, BF16], gap=20)

@@ -98,3 +98,17 @@ def test_fused_llm_kernels_silent_when_fused(tmp_path):
     a = _analysis(block_trace(tmp_path, fused=True))
     assert a.ranks[0].patterns.llm_chains.empty
     assert rules_llm.fused_llm_kernels(a) is None
+
+
+def test_applied_when_the_transposes_and_the_chains_go(tmp_path):
+    from tracekit.compare.applied import applied
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    before, after = _analysis(conv_trace(tmp_path / "a")), _analysis(conv_trace(tmp_path / "b", transposes=False))
+    # one 100 µs transpose in the one step before, none after
+    got = applied("channels_last", before, after)
+    assert got.applied is True and got.evidence == "NCHW ↔ NHWC transpose time per step 100 µs → 0 µs"
+    assert applied("channels_last", before, before).applied is False
+    before, after = _analysis(block_trace(tmp_path / "a")), _analysis(block_trace(tmp_path / "b", fused=True))
+    got = applied("fused_llm_kernels", before, after)  # 8 chain kernels (6 + 2) → 0
+    assert got.applied is True and got.evidence == "unfused LLM chain kernels per step 8.0 → 0.0"

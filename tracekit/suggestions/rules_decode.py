@@ -8,10 +8,11 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, gemm_dims, suggestion
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_kernels import _gemm_rows
+from tracekit.suggestions.rules_kernels import VOCAB_DIM_MIN, _gemm_rows
 
 DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
-DECODE_BATCH = 8  # the requests the batch_decode estimate assumes are served together
+DECODE_BATCH = 8  # batch_decode batches at most this many of the requests it sees in the window
+MIN_REQUESTS = 2  # fewer prompts in the window: one request, nothing to batch it with
 # A decode step is made of GEMV-shaped GEMMs: they hold at least this share of its GEMM time. A step
 # whose GEMM time is large GEMMs with a few small ones beside them (a diffusion transformer's timestep
 # and modulation MLPs next to its attention blocks: xDiT Flux: 8 % of its GEMM time) is not decode.
@@ -41,15 +42,25 @@ def _decode_rows(analysis: Analysis) -> tuple[list[tuple[dict[str, Any], tuple[i
     return picked, gemm_us
 
 
-def _prefills(analysis: Analysis, decode: list[tuple[dict[str, Any], tuple[int, int, int]]]) -> int:
-    """Calls of the decode weights with more than DECODE_MAX_M rows (prompts: new requests) in the window."""
-    weights = {(dims[1], dims[2]) for _, dims in decode}
-    count = 0
+def _requests(analysis: Analysis) -> float | None:
+    """Requests whose prompt runs in the window: forwards (calls of the vocabulary-sized LM head, one per
+    forward) × the share of a layer weight's calls that are prompts (more than DECODE_MAX_M rows). None
+    without an LM head or a weight called both ways."""
+    forwards = 0
+    calls: dict[tuple[int, int], list[int]] = {}
     for row in _gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
-        if dims is not None and dims[0] > DECODE_MAX_M and (dims[1], dims[2]) in weights:
-            count += int(row["count"])
-    return count
+        if dims is None:
+            continue
+        if dims[1] >= VOCAB_DIM_MIN:
+            forwards += int(row["count"])
+            continue
+        calls.setdefault((dims[1], dims[2]), [0, 0])[dims[0] > DECODE_MAX_M] += int(row["count"])
+    both = [(d, p) for d, p in calls.values() if d and p]
+    if not forwards or not both:
+        return None
+    decode, prompt = max(both, key=lambda x: x[0] + x[1])
+    return forwards * prompt / (decode + prompt)
 
 
 def batch_decode(analysis: Analysis) -> Suggestion | None:
@@ -61,10 +72,12 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
     if found is None:
         return None
     decode = [(row, dims) for row, dims in found[0] if dims[0] == 1]
-    prefills = _prefills(analysis, decode) if decode else 0
-    if not decode or not prefills:
-        return None  # batched already, or one request (nothing to batch it with)
-    b = DECODE_BATCH
+    if sum(row["time_us"] for row, _ in decode) < DECODE_GEMM_SHARE * found[1]:
+        return None  # batched already: most GEMM time has several rows
+    requests = _requests(analysis)
+    if requests is None or requests < MIN_REQUESTS - 0.5:
+        return None  # one request (nothing to batch it with), or the requests cannot be counted
+    b = max(min(DECODE_BATCH, round(requests)), MIN_REQUESTS)
     rows, gemv_us, grown = [], 0.0, 0.0
     for row, dims in decode:
         peak = (row.get("peak_tflops") or 0.0) * 1e12
@@ -74,7 +87,7 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
         grown += at_b - t
         rows.append({"kernel": row["name"], "op": row["op"], "shapes": row["shapes"], "m": dims[0],
                      "count": int(row["count"]), "time_us": t, "achieved_gbps": row["achieved_gbps"],
-                     "memory_pct": row.get("memory_pct"), f"time_at_batch_{b}_us": at_b})
+                     "memory_pct": row.get("memory_pct"), "batch": b, "time_at_batch_us": at_b})
     span = scope.span_us * scope.ranks
     new = (span + grown) / b
     saving = (span - new) / scope.ranks
@@ -82,10 +95,11 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
         return None
     rows.sort(key=lambda x: -x["time_us"])
     formula = (f"the step's work for {b} requests in one batched forward (host work, launches and weight reads "
-               f"shared; {DECODE_BATCH} requests assumed): span − (span + the GEMVs' extra compute at "
+               f"shared; at most {DECODE_BATCH}): span − (span + the GEMVs' extra compute at "
                f"{b} rows) / {b} = {fmt_us(span / scope.ranks)} − ({fmt_us(span / scope.ranks)} + "
                f"{fmt_us(grown / scope.ranks)}) / {b} = {fmt_us(saving)} for the same tokens; "
-               f"{prefills} prompt GEMM calls in the window: the requests arrive one after another")
+               f"{requests:.1f} requests in the window (LM-head calls × the share of a layer weight's calls "
+               "that are prompts), decoded one after another")
     calls = sum(x["count"] for x in rows) / (scope.steps * scope.ranks)
     title = (f"Batch the decode requests: each runs alone at batch 1 ({calls:.0f} one-row GEMV calls per step), "
              f"so every token pays the forward's host work and launches for one request")

@@ -143,7 +143,9 @@ def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
 
 
 def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return scale_step(1.0 / DECODE_BATCH)
+    """The step's work shared by the batch the suggestion assumes (its evidence's `batch`)."""
+    batch = max((_num(e, "batch") for e in _mine(s, r)), default=0.0) or float(DECODE_BATCH)
+    return scale_step(1.0 / batch)
 
 
 def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
