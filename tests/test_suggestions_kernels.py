@@ -121,7 +121,8 @@ def test_lower_precision_fires_on_fp32_gemm(tmp_path):
     assert new == pytest.approx(2500 * FP32_PEAK / TF32_PEAK)
     assert s.saving_us == pytest.approx(2500 - new)
     row = s.evidence[0]
-    assert row["efficiency_pct"] == pytest.approx(100 * eff) and row["tf32_time_us"] == pytest.approx(new)
+    assert row["roofline_pct"] == pytest.approx(100 * eff) and row["new_time_us"] == pytest.approx(new)
+    assert row["model"] == "fp32 → TF32 roof"
     assert "allow_tf32" in s.snippet
 
 

@@ -17,21 +17,23 @@ ACT = [64, 64, 56, 56]  # an activation, NCHW
 W = [64, 64, 3, 3]
 
 
-def conv_trace(tmp_path, transposes: bool = True, dtype: str = F32):
+def conv_trace(tmp_path, transposes: bool = True, dtype: str = F32, conv: str = DGRAD):
     """A conv-net step: nchwToNhwc transpose (100 µs), a TF32 conv backward (2000 µs), BatchNorm
     (300 µs), ReLU on the activation (200 µs), an optimizer foreach add (50 µs)."""
     s = Stream()
     if transposes:
         s.kernel("aten::convolution_backward", TRANSPOSE, 100, [ACT], [dtype])
-    s.kernel("aten::convolution_backward", DGRAD, 2000, [ACT, ACT, W], [dtype, dtype, dtype])
+    s.kernel("aten::convolution_backward", conv, 2000, [ACT, ACT, W], [dtype, dtype, dtype])
     s.kernel("aten::cudnn_batch_norm", BN, 300, [ACT, [64], [64], [64], [64]], [dtype] * 5)
     s.kernel("aten::relu_", EW.format("relu"), 200, [ACT], [dtype])
     s.kernel("aten::_foreach_add_", FOREACH, 50, [[64, 64, 3, 3]], [dtype])
     return s.write(tmp_path / "conv.json")
 
 
-def test_lower_precision_counts_convolutions_and_norms(tmp_path):
-    a = _analysis(conv_trace(tmp_path))
+# a conv kernel named tf32, and one whose name gives no precision (TF32 assumed: cudnn.allow_tf32 is on by default)
+@pytest.mark.parametrize("conv", [DGRAD, "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int)"])
+def test_lower_precision_counts_convolutions_and_norms(tmp_path, conv):
+    a = _analysis(conv_trace(tmp_path, conv=conv))
     s = RULES_BY_ID["lower_precision"].run(a)
     by_class = {e["class"]: e for e in s.evidence}
     # the TF32 conv (named tf32; 29.6 GFLOP in 2 ms, compute-bound) at the bf16 roof: × 494.7 / 989.4 = ½;

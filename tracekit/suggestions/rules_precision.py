@@ -12,6 +12,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors.layers import LAYOUT_TRANSPOSE
 from tracekit.analyzers.kernels import CONV, ELEMENTWISE, GEMM, NORMALIZATION
 from tracekit.analyzers.names import matches
+from tracekit.analyzers.roofline import ASSUMED
 from tracekit.suggestions.common import Scope, fmt_us, suggestion
 from tracekit.suggestions.model import Suggestion
 
@@ -51,10 +52,13 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str) -> tuple[float
         if slow <= 0 or not achieved > 0:
             return None
         on_fp32 = row.get("roof") in ("fp32", "fp32_matrix") and achieved <= slow * ABOVE_PEAK
+        # cuDNN runs fp32 convolutions on TF32 tensor cores by default (torch.backends.cudnn.allow_tf32):
+        # a conv kernel whose name gives no precision is taken as TF32, not as CUDA-core fp32
+        tf32_conv = cls == CONV and (not on_fp32 or row.get("roof_source") == ASSUMED)
+        if tf32_conv and tf32 and rate:  # TF32 tensor cores: the bf16 roof is 2× the TF32 one
+            return max(t * tf32 / rate, full * HALF_BYTES), f"TF32 → {fast} roof"
         if on_fp32 and tf32:  # CUDA-core fp32: TF32 at the same efficiency (fp32 tensors: the same bytes)
             return max(row["flops"] / (tf32 * achieved / slow) * 1e6, full), "fp32 → TF32 roof"
-        if cls == CONV and tf32 and rate:  # TF32 tensor cores already: the bf16 roof is 2× the TF32 one
-            return max(t * tf32 / rate, full * HALF_BYTES), f"TF32 → {fast} roof"
         return None
     memory = row.get("bound") == "memory"
     if (cls == CONV and memory) or cls == NORMALIZATION or (cls == ELEMENTWISE and _activation(row)):
@@ -88,7 +92,8 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
         before += t
         models.add(how)
         rows.append({"kernel": row["name"], "class": row["class"], "op": row["op"], "shapes": row["shapes"],
-                     "count": int(row["count"]), "time_us": t, "bound": row.get("bound"), "model": how,
+                     "count": int(row["count"]), "time_us": t, "bound": row.get("bound"),
+                     "achieved_tflops": row.get("achieved_tflops"), "roofline_pct": row.get("roofline_pct"), "model": how,
                      "new_time_us": new, "saving_us": t - new})
     if not rows:
         return None
