@@ -45,7 +45,7 @@ def test_batch_decode_fires_on_requests_one_at_a_time(tmp_path):
     # 2000 − (2000 + 0 extra compute) / 2 = 1000 µs
     assert s.saving_us == pytest.approx(1000.0)
     assert {(row["m"], row["count"], row["batch"]) for row in s.evidence} == {(1, 6, 2), (1, 8, 2)}
-    assert "2.0 requests in the window" in s.formula and "batch 1" in s.title
+    assert "2.0 requests per step" in s.formula and "batch 1" in s.title
     assert "generate" in s.snippet
     more = rules_decode.batch_decode(_analysis(requests_trace(tmp_path, requests=12)))
     assert more.evidence[0]["batch"] == rules_decode.DECODE_BATCH  # 12 requests: 8 at a time

@@ -11,8 +11,8 @@ from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import VOCAB_DIM_MIN, _gemm_rows
 
 DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
-DECODE_BATCH = 8  # batch_decode batches at most this many of the requests it sees in the window
-MIN_REQUESTS = 2  # fewer prompts in the window: one request, nothing to batch it with
+DECODE_BATCH = 8  # batch_decode batches at most this many of the requests one step serves
+MIN_REQUESTS = 2  # fewer prompts per step: one request at a time, nothing to batch it with
 # A decode step is made of GEMV-shaped GEMMs: they hold at least this share of its GEMM time. A step
 # whose GEMM time is large GEMMs with a few small ones beside them (a diffusion transformer's timestep
 # and modulation MLPs next to its attention blocks: xDiT Flux: 8 % of its GEMM time) is not decode.
@@ -74,7 +74,8 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
     decode = [(row, dims) for row, dims in found[0] if dims[0] == 1]
     if sum(row["time_us"] for row, _ in decode) < DECODE_GEMM_SHARE * found[1]:
         return None  # batched already: most GEMM time has several rows
-    requests = _requests(analysis)
+    found_requests = _requests(analysis)
+    requests = found_requests / (scope.steps * scope.ranks) if found_requests is not None else None
     if requests is None or requests < MIN_REQUESTS - 0.5:
         return None  # one request (nothing to batch it with), or the requests cannot be counted
     b = max(min(DECODE_BATCH, round(requests)), MIN_REQUESTS)
@@ -98,7 +99,7 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
                f"shared; at most {DECODE_BATCH}): span − (span + the GEMVs' extra compute at "
                f"{b} rows) / {b} = {fmt_us(span / scope.ranks)} − ({fmt_us(span / scope.ranks)} + "
                f"{fmt_us(grown / scope.ranks)}) / {b} = {fmt_us(saving)} for the same tokens; "
-               f"{requests:.1f} requests in the window (LM-head calls × the share of a layer weight's calls "
+               f"{requests:.1f} requests per step (LM-head calls × the share of a layer weight's calls "
                "that are prompts), decoded one after another")
     calls = sum(x["count"] for x in rows) / (scope.steps * scope.ranks)
     title = (f"Batch the decode requests: each runs alone at batch 1 ({calls:.0f} one-row GEMV calls per step), "
