@@ -72,8 +72,9 @@ def find_layout_transposes(rank: RankTrace, rows: np.ndarray | None = None) -> n
     return _kernels(rank, rows) & matches(gpu[tables.GPU_NAME].to_numpy(dtype=object), LAYOUT_TRANSPOSE)
 
 
-def _anchor_kind(rank: RankTrace) -> np.ndarray:
-    """Per op row: the chain whose anchor is the op or one of its ANCESTOR_DEPTH ancestors ('' none)."""
+def _anchors(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Per op row: (the chain whose anchor is the op or one of its ANCESTOR_DEPTH ancestors, '' none;
+    that anchor's op row, -1 none)."""
     ops = rank.ops
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
@@ -81,6 +82,7 @@ def _anchor_kind(rank: RankTrace) -> np.ndarray:
     for kind, pattern in ANCHORS.items():
         own[(own == "") & matches(names, pattern)] = kind
     out = own.copy()
+    at = np.where(own != "", np.arange(len(ops)), -1)
     anc = parent.copy()
     for _ in range(ANCESTOR_DEPTH):
         valid = anc >= 0
@@ -89,21 +91,9 @@ def _anchor_kind(rank: RankTrace) -> np.ndarray:
         safe = np.where(valid, anc, 0)
         hit = valid & (out == "") & (own[safe] != "")
         out[hit] = own[safe][hit]
+        at[hit] = safe[hit]
         anc = np.where(valid, parent[safe], -1)
-    return out
-
-
-def _anchor_name(rank: RankTrace, op: int) -> str:
-    names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
-    parent = rank.ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    for _ in range(ANCESTOR_DEPTH + 1):
-        if op < 0:
-            break
-        name = str(names[op])
-        if any(p.search(name) for p in ANCHORS.values()):
-            return name.removeprefix("autograd::engine::evaluate_function: ")
-        op = int(parent[op])
-    return ""
+    return out, at
 
 
 def find_llm_chains(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | None = None,
@@ -113,9 +103,10 @@ def find_llm_chains(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | Non
     in_chain = np.zeros(len(gpu), dtype=bool)
     if not len(gpu) or not len(ops):
         return empty(), in_chain
-    kind_of_op = _anchor_kind(rank)
+    kind_of_op, anchor_of_op = _anchors(rank)
     if not (kind_of_op != "").any():
         return empty(), in_chain
+    op_names = ops[tables.OP_NAME].to_numpy(dtype=object)
     keep = np.flatnonzero(_kernels(rank, rows))
     op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
     kind = np.where(op_pos >= 0, kind_of_op[np.clip(op_pos, 0, None)], "")
@@ -132,17 +123,16 @@ def find_llm_chains(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | Non
     segment = np.cumsum(new)
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     recs: list[dict[str, object]] = []
-    for _, members in pd.Series(np.arange(len(order))).groupby(segment):
-        idx = members.to_numpy()
-        idx = idx[~boundary[idx]]
-        if not len(idx):
-            continue
-        k = order[idx]
+    anchored = np.unique(segment[kind[order] != ""])  # only segments holding an anchor are read
+    inside = np.flatnonzero(np.isin(segment, anchored) & ~boundary)
+    for _, members in pd.Series(inside).groupby(segment[inside]):
+        k = order[members.to_numpy()]
         kinds = sorted({str(x) for x in kind[k] if x})
         if not kinds:
             continue
         time_us = float(dur[k].sum())
-        anchors = {n for n in (_anchor_name(rank, int(op_pos[r])) for r in k if kind[r]) if n}
+        anchor_ops = anchor_of_op[np.clip(op_pos[k], 0, None)][kind[k] != ""]
+        anchors = {str(op_names[i]).removeprefix("autograd::engine::evaluate_function: ") for i in anchor_ops if i >= 0}
         recs.append({LC_KIND: "+".join(kinds), LC_SEGMENTS: 1, LC_KERNELS: len(k), LC_TIME_US: time_us,
                      LC_FUSED_US: time_us / len(k), LC_OPS: ", ".join(sorted(anchors))})
         in_chain[k] = True
