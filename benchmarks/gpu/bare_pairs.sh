@@ -46,8 +46,8 @@ PAIRS=(
   "decode_gemv_int8|1|8|$S/decode_gemv.py --int8"
   "train_llm|3|4|$S/train_llm.py --steps 9"
   "train_llm_fused|3|4|$S/train_llm.py --steps 9 --fused"
-  "decode_requests|1|3|$S/decode_requests.py"
-  "decode_requests_batched|1|3|$S/decode_requests.py --batched"
+  "decode_requests|1|2|$S/decode_requests.py"
+  "decode_requests_batched|1|2|$S/decode_requests.py --batched"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do

@@ -1,13 +1,13 @@
 """Four `model.generate` requests served one by one, or as one batched call, with a GPT-2-shaped
-transformers model (6 layers, 768 wide, random weights, no download).
+transformers model (2 layers, 768 wide, random weights, no download).
 
-Run: tracekit profile --warmup 1 sample_traces/scripts/decode_requests.py             (4 calls of batch 1)
-     tracekit profile --warmup 1 sample_traces/scripts/decode_requests.py --batched   (1 call of batch 4)
-The pair of the batch_decode rule: each request is a 32-token random prompt and 12 greedy new tokens
+Run: tracekit profile --warmup 1 --active 2 sample_traces/scripts/decode_requests.py             (4 calls of batch 1)
+     tracekit profile --warmup 1 --active 2 sample_traces/scripts/decode_requests.py --batched   (1 call of batch 4)
+The pair of the batch_decode rule: each request is a 32-token random prompt and 6 greedy new tokens
 (min_new_tokens = max_new_tokens, so every request runs the same tokens), fp32, the default
-DynamicCache. One step (tracekit.step()) per round of the four requests, 4 rounds after one warm-up
+DynamicCache. One step (tracekit.step()) per round of the four requests, 3 rounds after one warm-up
 round. One by one, every token of every request pays generate()'s host work and a few hundred
-launches; batched, the four requests share them. Without CUDA it runs a 2-layer model on the CPU.
+launches; batched, the four requests share them. The same 2-layer model runs on the CPU without CUDA.
 """
 
 import argparse
@@ -29,12 +29,12 @@ REQUESTS, PROMPT = 4, 32
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batched", action="store_true", help="one generate call for the four requests")
-    p.add_argument("--new-tokens", type=int, default=12)
-    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--new-tokens", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=6) if device == "cuda" else GPT2Config(n_layer=2)
+    config = GPT2Config(n_layer=2)
     model = GPT2LMHeadModel(config).to(device).eval()
     prompts = torch.randint(0, config.vocab_size, (REQUESTS, PROMPT), device=device)
     kwargs = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False,
