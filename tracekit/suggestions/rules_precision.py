@@ -17,10 +17,23 @@ from tracekit.suggestions.common import Scope, fmt_us, suggestion
 from tracekit.suggestions.model import Suggestion
 
 # bf16 autocast keeps a conv net's activations in bf16: the memory-bound kernels that read and write
-# them (BatchNorm, ReLU, residual adds, memory-bound convolutions) move half the bytes; at the
-# bandwidth they reach now that halves their time (cuDNN runs BatchNorm on bf16 input with fp32
-# statistics). Elementwise kernels count only on 4-D tensors (activations) and outside the optimizer.
+# them (ReLU, residual adds, memory-bound convolutions) move half the bytes; at the bandwidth they
+# reach now that halves their time (H200, train_conv.py fp32 → --bf16: 4-D elementwise 1.21 → 0.66 ms
+# per step, TF32 convolutions 4.41 → 2.29 ms, the 2× of the bf16 over the TF32 roof). Elementwise
+# kernels count only on 4-D tensors (activations) and outside the optimizer. BatchNorm is not counted:
+# on bf16 input torch 2.11 runs its native kernels instead of cuDNN's, no faster (the same pair:
+# 4.22 → 5.77 ms per step in NCHW, 1.41 → 1.66 ms in channels_last).
 HALF_BYTES = 0.5
+# channels_last: NHWC BatchNorm kernels move their bytes at this share of the HBM bandwidth (H200,
+# train_conv.py --channels-last: cuDNN's batchnorm_{fw,bw}tr_nhwc_semiPersist kernels, 5.09 GB per
+# step in 1.41 ms = 3618 GB/s = 75 % of 4800; the NCHW ones of the fp32 run: 4.22 ms, 25 %).
+NHWC_NORM_SHARE = 0.75
+# torch's own BatchNorm kernels (bf16 input under autocast) in channels_last reach less: the same
+# script with --fast: batch_norm_*_channels_last kernels, 2.54 GB per step in 1.66 ms = 1530 GB/s = 32 %.
+NATIVE_NHWC_NORM_SHARE = 0.32
+NATIVE_NORM = re.compile(r"at::native")
+BATCH_NORM_OP = re.compile(r"batch_norm")
+NHWC_NAME = re.compile(r"nhwc|channels_last", re.IGNORECASE)
 OPTIMIZER_OPS = re.compile(r"_foreach_|_fused_(adam|sgd|adagrad)|Optimizer\.")
 ABOVE_PEAK = 1.05  # a "fp32" kernel faster than this × the fp32 peak already runs on tensor cores (TF32)
 
@@ -61,7 +74,7 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str) -> tuple[float
             return max(row["flops"] / (tf32 * achieved / slow) * 1e6, full), "fp32 → TF32 roof"
         return None
     memory = row.get("bound") == "memory"
-    if (cls == CONV and memory) or cls == NORMALIZATION or (cls == ELEMENTWISE and _activation(row)):
+    if (cls == CONV and memory) or (cls == ELEMENTWISE and _activation(row)):
         return t * HALF_BYTES, f"{fast} activations: half the bytes"
     return None
 
@@ -105,40 +118,67 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
                "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), at least "
                f"bytes / bandwidth; TF32 → {fast} roof (convolutions): t × TF32 peak / {fast} peak, at least "
                "half the bytes / bandwidth; "
-               f"{fast} activations (memory-bound conv, norm, 4-D elementwise): t × {HALF_BYTES:g} "
-               f"(half the bytes at the bandwidth reached now); used here: {', '.join(sorted(models))}")
+               f"{fast} activations (memory-bound conv, 4-D elementwise): t × {HALF_BYTES:g} "
+               f"(half the bytes at the bandwidth reached now); BatchNorm unchanged (torch's native kernels "
+               f"run it on {fast} input); used here: {', '.join(sorted(models))}")
     if convs:
         what = ", ".join(f"{n} {c}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1]))
-        title = (f"Autocast to {fast} (torch.autocast) with channels_last: fp32 convolutions, norms and "
-                 f"activations run at fp32/TF32 rates and bytes ({what} calls)")
+        title = (f"Autocast to {fast} (torch.autocast): fp32 convolutions and activations run at TF32 "
+                 f"rates and fp32 bytes ({what} calls)")
     else:
         title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
                  f"running on the fp32 roof")
     return suggestion("lower_precision", title, saving, scope, formula, rows)
 
 
+def _nchw_norms(k: pd.DataFrame, bandwidth: float) -> list[dict[str, Any]]:
+    """BatchNorm rows on NCHW tensors (not named nhwc) slower than an NHWC kernel: their time at its
+    share of the bandwidth (NHWC_NORM_SHARE for cuDNN's, NATIVE_NHWC_NORM_SHARE for torch's own)."""
+    rows = []
+    sel = k[(k["class"] == NORMALIZATION) & (k["time_us"] > 0) & k["bytes"].notna()
+            & matches(k["op"].fillna("").to_numpy(dtype=object), BATCH_NORM_OP)
+            & ~matches(k["name"].to_numpy(dtype=object), NHWC_NAME)]
+    for r in sel.to_dict("records"):
+        t = float(r["time_us"])
+        share = NATIVE_NHWC_NORM_SHARE if NATIVE_NORM.search(str(r["name"])) else NHWC_NORM_SHARE
+        new = float(r["bytes"]) / (share * bandwidth) * 1e6
+        if new < t:
+            rows.append({"kernel": r["name"], "op": r["op"], "shapes": r["shapes"], "dtype": r["dtype"],
+                         "count": int(r["count"]), "time_us": t, "memory_pct": r.get("memory_pct"),
+                         "change": f"NHWC BatchNorm at {100 * share:.0f} % of the bandwidth",
+                         "new_time_us": new, "saving_us": t - new})
+    return rows
+
+
 def channels_last(analysis: Analysis) -> Suggestion | None:
-    """cuDNN's NCHW ↔ NHWC transposes around convolutions: their whole time (channels_last removes them)."""
+    """A conv net in NCHW: cuDNN's NCHW ↔ NHWC transposes around its convolutions go (all their time),
+    and its NCHW BatchNorm kernels run as NHWC ones (their bytes at NHWC_NORM_SHARE of the bandwidth)."""
     scope = Scope.of(analysis)
     k = analysis.kernels
     if k is None or not len(k) or not (k["class"] == CONV).any():
         return None
     sel = k[matches(k["name"].to_numpy(dtype=object), LAYOUT_TRANSPOSE) & (k["time_us"] > 0)]
     if not len(sel):
-        return None
+        return None  # no transposes: NHWC already (or kernels that take NCHW as it is)
     rows = [{"kernel": r["name"], "op": r["op"], "shapes": r["shapes"], "dtype": r["dtype"], "count": int(r["count"]),
-             "per_step": r["count"] / scope.steps, "time_us": float(r["time_us"]),
-             "us_per_step": float(r["time_us"]) / scope.steps, "saving_us": float(r["time_us"])}
-            for r in sel.to_dict("records")]
-    rows.sort(key=lambda x: -x["saving_us"])
-    total = sum(x["saving_us"] for x in rows)
-    saving = total / scope.ranks
-    conv_us = float(k.loc[k["class"] == CONV, "time_us"].sum()) / scope.ranks
+             "time_us": float(r["time_us"]), "change": "layout transpose removed", "new_time_us": 0.0,
+             "saving_us": float(r["time_us"])} for r in sel.to_dict("records")]
+    transposes = sum(x["saving_us"] for x in rows)
     calls = sum(x["count"] for x in rows) / (scope.steps * scope.ranks)
-    formula = (f"Σ the layout transposes' time ({', '.join(sorted({x['kernel'].split('<')[0].split('(')[0] for x in rows}))}) "
-               f"= {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step, beside {fmt_us(conv_us / scope.steps)} "
-               "of convolution per step): with the model and its input in channels_last, cuDNN reads and "
-               "writes NHWC directly and none of them runs")
+    bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
+    norms = _nchw_norms(k, bandwidth) if bandwidth else []
+    rows += norms
+    rows.sort(key=lambda x: -x["saving_us"])
+    norm_saving = sum(x["saving_us"] for x in norms)
+    saving = (transposes + norm_saving) / scope.ranks
+    names = ", ".join(sorted({str(x["kernel"]).split("<")[0].removeprefix("void ") for x in rows
+                              if x["change"] == "layout transpose removed"}))
+    formula = (f"the layout transposes' time ({names}: {fmt_us(transposes / scope.ranks)}) + Σ NCHW BatchNorm "
+               f"time − its bytes at {100 * NHWC_NORM_SHARE:.0f} % of the bandwidth (cuDNN's NHWC kernels; torch's "
+               f"own: {100 * NATIVE_NHWC_NORM_SHARE:.0f} %) ({len(norms)} rows: "
+               f"{fmt_us(norm_saving / scope.ranks)}) = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
     title = (f"Use channels_last: cuDNN transposes NCHW ↔ NHWC {calls:.0f} times per step around the "
-             f"convolutions ({fmt_us(saving / scope.steps)} per step)")
+             f"convolutions ({fmt_us(transposes / scope.ranks / scope.steps)} per step)"
+             + (f", and BatchNorm runs its slower NCHW kernels ({fmt_us(norm_saving / scope.ranks / scope.steps)} "
+                "per step to gain)" if norms else ""))
     return suggestion("channels_last", title, saving, scope, formula, rows)

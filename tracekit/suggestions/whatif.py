@@ -25,6 +25,7 @@ from tracekit.model.whatif import (
     compose,
     cuda_graph,
     fuse_region,
+    fuse_runs,
     no_syncs,
     scale_nodes,
     scale_step,
@@ -138,8 +139,16 @@ def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | No
 
 
 def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The layout transposes gone (their traced time per step, all of it)."""
-    return _pattern_rows(r, "layout_transposes", per_step)
+    """The layout transposes gone (their traced time per step, all of it) and the BatchNorm kernels
+    faster by the rest of the saving (the rule's evidence splits the two)."""
+    rows = _mine(s, r)
+    total = sum(_num(e, "saving_us") for e in rows)
+    norms = sum(_num(e, "saving_us") for e in rows if e.get("change") != "layout transpose removed")
+    share = norms / total if total > 0 else 0.0
+    gone = _pattern_rows(r, "layout_transposes", per_step * (1 - share))
+    if gone is None:
+        return None
+    return compose([gone, scale_nodes(_rows(r, (NORMALIZATION,)), per_step * share)]) if share > 0 else gone
 
 
 def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -153,8 +162,15 @@ def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | No
 
 
 def _fused_llm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The chain segments' kernels faster by the saving (one fused kernel per segment)."""
-    return _pattern_rows(r, "in_llm_chain", per_step)
+    """Each chain segment one fused kernel: its GPU nodes × fused / unfused time, and its launches
+    (with the host gaps between them: the eager ops' Python and dispatch) folded into one per segment."""
+    mask = r.patterns.in_llm_chain if r.patterns is not None else None
+    rows = _mine(s, r)
+    if mask is None or len(mask) != len(r.classification.table) or not rows:
+        return None
+    now = sum(_num(e, "time_us") for e in rows)
+    fused = sum(_num(e, "fused_us") for e in rows)
+    return fuse_runs(mask, min(fused / now, 1.0) if now > 0 else 1.0, BARE_LAUNCH_US)
 
 
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
