@@ -25,7 +25,7 @@ def _measured(result: tracekit.pipeline.local.LocalResult, path) -> float:
 
 # Pairs the projection misses by more than 8 %, with the bound each stays within: the ResNet-18 steps
 # in NCHW (train_conv.py fp32: projected 15.9 ms vs 14.2 ms measured, +12 %; --bf16: 15.6 vs 12.5 ms,
-# +24 %) keep host time the unprofiled runs did not have (docs/validation.md, "Rule pairs of issue 20").
+# +24 %) keep host time the unprofiled runs did not have (docs/validation.md, "Layer rule pairs").
 PROJECTION_MISSES = {"train_conv": 0.15, "train_conv_bf16": 0.30}
 # ... and so its verdict: launch-bound (GPU 78 % of the projected step) where the GPU ran 94 % of the measured one
 VERDICT_MISSES = {"train_conv_bf16"}
@@ -97,7 +97,7 @@ def test_use_bare_false_is_the_untuned_projection():
 
 
 # The H200 pairs of the layout, precision, quantization and fused-kernel rules (sample_traces/scripts/
-# train_conv.py, decode_gemv.py, train_llm.py; docs/validation.md, "Rule pairs of issue 20"), with what
+# train_conv.py, decode_gemv.py, train_llm.py; docs/validation.md, "Layer rule pairs"), with what
 # each shows today: whether the rule is the first suggestion on BEFORE and whether its what-if saving
 # per step is within ±35 % of the measured one. Every rule is silent on AFTER.
 RULE_PAIRS = (
