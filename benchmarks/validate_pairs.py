@@ -60,6 +60,7 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/train_conv_bf16", "bare/train_conv_fast", "channels_last"),
     ("bare/decode_gemv", "bare/decode_gemv_int8", "quantize_weights"),
     ("bare/train_llm", "bare/train_llm_fused", "fused_llm_kernels"),
+    ("bare/decode_requests", "bare/decode_requests_batched", "batch_decode"),
 )
 
 
