@@ -113,14 +113,19 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     by_class = pd.DataFrame(rows).groupby("class")["count"].sum().to_dict()
+    described = {
+        "fp32 → TF32 roof": "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), "
+                            "at least bytes / bandwidth",
+        f"TF32 → {fast} roof": f"TF32 → {fast} roof (convolutions): t × TF32 peak / {fast} peak, at least half "
+                               "the bytes / bandwidth",
+        f"{fast} activations: half the bytes": f"{fast} activations (memory-bound conv, 4-D elementwise): "
+                                               f"t × {HALF_BYTES:g}, half the bytes at the bandwidth reached now",
+    }
     formula = (f"Σ t − t' over {len(rows)} fp32 kernel rows = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; t' by model: "
-               "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), at least "
-               f"bytes / bandwidth; TF32 → {fast} roof (convolutions): t × TF32 peak / {fast} peak, at least "
-               "half the bytes / bandwidth; "
-               f"{fast} activations (memory-bound conv, 4-D elementwise): t × {HALF_BYTES:g} "
-               f"(half the bytes at the bandwidth reached now); BatchNorm unchanged (torch's native kernels "
-               f"run it on {fast} input); used here: {', '.join(sorted(models))}")
+               + "; ".join(described[m] for m in sorted(models))
+               + (f"; BatchNorm unchanged (torch's native kernels run it on {fast} input)" if convs else
+                  " (bf16 autocast would halve the bytes too)"))
     if convs:
         what = ", ".join(f"{n} {c}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1]))
         title = (f"Autocast to {fast} (torch.autocast): fp32 convolutions and activations run at TF32 "

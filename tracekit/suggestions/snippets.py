@@ -52,7 +52,7 @@ out = model.generate(**prompts, max_new_tokens=n)                          # ins
 torch.backends.cuda.matmul.allow_tf32 = True      # or:
 torch.set_float32_matmul_precision("high")
 # bf16 autocast halves the bytes too (check accuracy on your model); for a conv net it also runs the
-# convolutions at the bf16 roof and BatchNorm / activations on bf16 tensors:
+# convolutions at the bf16 roof and the activations on bf16 tensors:
 model = model.to(memory_format=torch.channels_last)   # conv nets: NHWC, no layout transposes
 with torch.autocast("cuda", dtype=torch.bfloat16):
     out = model(x.to(memory_format=torch.channels_last))
