@@ -55,6 +55,12 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/attention_causal_mask", "bare/attention_causal_mask_fixed", "causal_mask"),
     ("bare/train_tokenize", "bare/train_tokenize_fixed", "preprocess_off_thread"),
     ("bare/train_tokenize_wide", "bare/train_tokenize_wide_fixed", "preprocess_off_thread"),
+    ("bare/train_conv", "bare/train_conv_channels_last", "channels_last"),
+    ("bare/train_conv", "bare/train_conv_bf16", "lower_precision"),
+    ("bare/train_conv_bf16", "bare/train_conv_fast", "channels_last"),
+    ("bare/decode_gemv", "bare/decode_gemv_int8", "quantize_weights"),
+    ("bare/train_llm", "bare/train_llm_fused", "fused_llm_kernels"),
+    ("bare/decode_requests", "bare/decode_requests_batched", "batch_decode"),
 )
 
 

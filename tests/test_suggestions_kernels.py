@@ -1,4 +1,4 @@
-"""Suggestion rules fuse_elementwise, batch_decode, lower_precision, align_dims and use_sdpa on
+"""Suggestion rules fuse_elementwise, lower_precision (GEMMs), align_dims and use_sdpa on
 synthetic H200 traces with hand-computed savings."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
-from tracekit.suggestions import rules_kernels, suggest
+from tracekit.suggestions import rules_kernels, rules_precision, suggest
 from tracekit.suggestions.rules import RULES_BY_ID
 
 F32, BF16 = "float", "c10::BFloat16"
@@ -106,54 +106,6 @@ def test_fuse_elementwise_silent_on_single_kernels(tmp_path):
     assert rules_kernels.fuse_elementwise(a) is None
 
 
-def decode_trace(tmp_path, m: int):
-    """12 calls of x[m, 4096] @ W[4096, 4096] in bf16, 10 µs each when m = 1."""
-    s = Stream(span=400)
-    for _ in range(12):
-        dur = 10.0 if m == 1 else 2 * m * 4096 * 4096 / (0.7 * BF16_PEAK) * 1e6
-        s.kernel("aten::mm", BF16GEMM, dur, [[m, 4096], [4096, 4096]], [BF16, BF16], gap=20)
-    return s.write(tmp_path / f"decode{m}.json")
-
-
-def test_batch_decode_fires_on_gemv(tmp_path):
-    a = _analysis(decode_trace(tmp_path, 1))
-    s = rules_kernels.batch_decode(a)
-    flops = 2 * 4096 * 4096
-    assert 8 * 12 * flops / BF16_PEAK * 1e6 < 120  # at batch 8 still memory-bound
-    assert s.saving_us == pytest.approx(120 - 120 / 8)  # 105 µs of GPU time per token
-    row = s.evidence[0]
-    assert (row["m"], row["count"], row["op"]) == (1, 12, "aten::mm")
-    assert row["per_token_us"] == pytest.approx(15.0)
-    assert "throughput" in s.formula
-
-
-def test_batch_decode_silent_when_m_is_large(tmp_path):
-    a = _analysis(decode_trace(tmp_path, 4096))
-    assert a.kernels.iloc[0]["bound"] == "compute"
-    assert rules_kernels.batch_decode(a) is None
-
-
-def test_batch_decode_silent_when_small_gemms_sit_beside_large_ones(tmp_path):
-    """12 GEMV-shaped calls (120 µs) beside 12 large bf16 GEMMs of m = 4096: the GEMV rows hold under
-    half the GEMM time (rules_kernels.DECODE_GEMM_SHARE), so this is not a decode step."""
-    s = Stream(span=2000)
-    big = 2 * 4096 * 4096 * 4096 / (0.7 * BF16_PEAK) * 1e6
-    for _ in range(12):
-        s.kernel("aten::mm", BF16GEMM, 10.0, [[1, 4096], [4096, 4096]], [BF16, BF16], gap=20)
-        s.kernel("aten::mm", BF16GEMM, big, [[4096, 4096], [4096, 4096]], [BF16, BF16], gap=20)
-    a = _analysis(s.write(tmp_path / "mixed.json"))
-    assert rules_kernels.DECODE_GEMM_SHARE * (120 + 12 * big) > 120
-    assert rules_kernels.batch_decode(a) is None
-
-
-def test_batch_decode_silent_on_a_diffusion_transformer(shared_traces):
-    """xDiT Flux (TraceLens): its timestep/modulation GEMMs are M = 1, 8 % of the GEMM time."""
-    found = list(shared_traces.glob("tracelens/inference/xdit_flux.1_aiter_sage/profile_trace*.json.gz"))
-    if not found:
-        pytest.skip("the xDiT trace is not in ../shared/traces")
-    assert rules_kernels.batch_decode(_analysis(found[0])) is None
-
-
 def gemm_trace(tmp_path, kernel: str, dtype: str, dur: float):
     s = Stream()
     s.kernel("aten::mm", kernel, dur, [[4096, 4096], [4096, 4096]], [dtype, dtype])
@@ -169,7 +121,8 @@ def test_lower_precision_fires_on_fp32_gemm(tmp_path):
     assert new == pytest.approx(2500 * FP32_PEAK / TF32_PEAK)
     assert s.saving_us == pytest.approx(2500 - new)
     row = s.evidence[0]
-    assert row["efficiency_pct"] == pytest.approx(100 * eff) and row["tf32_time_us"] == pytest.approx(new)
+    assert row["roofline_pct"] == pytest.approx(100 * eff) and row["new_time_us"] == pytest.approx(new)
+    assert row["model"] == "fp32 → TF32 roof"
     assert "allow_tf32" in s.snippet
 
 
@@ -178,7 +131,7 @@ def test_lower_precision_fires_on_fp32_gemm(tmp_path):
 def test_lower_precision_silent(tmp_path, kernel, dtype, dur):
     """TF32 kernels, bf16 GEMMs, and a 'fp32' GEMM faster than the fp32 peak (already tensor cores)."""
     a = _analysis(gemm_trace(tmp_path, kernel, dtype, dur))
-    assert rules_kernels.lower_precision(a) is None
+    assert rules_precision.lower_precision(a) is None
 
 
 def align_trace(tmp_path, with_reference: bool = True, vocab: int = 50257):

@@ -55,10 +55,9 @@ def test_gpt2_decode_suggestions():
     # the 20 steady token steps each lose 300+ launch gaps (the prefill step 1 and the tail are
     # left out of the steady state)
     assert sorted(r["step"] for r in s.evidence if r["launch_gaps"] > 300) == list(range(2, 22))
-    # GPT-2's decode GEMMs are GEMVs (M = 1): memory-bound, batching requests amortises the weights
-    d = found["batch_decode"]
-    assert all(r["m"] == 1 for r in d.evidence)
-    assert {r["op"] for r in d.evidence} <= {"aten::addmm", "aten::mm"}
+    # GPT-2's decode GEMMs are GEMVs (M = 1), but of one request: no prompt runs in the steady steps,
+    # so there is nothing to batch it with (rules_decode.batch_decode)
+    assert "batch_decode" not in found
 
 
 def test_small_matmul_loop_evidence():

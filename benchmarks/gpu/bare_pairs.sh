@@ -38,6 +38,16 @@ PAIRS=(
   "attention_causal_mask_fixed|1|6|$S/attention_causal_mask.py --fixed"
   "train_tokenize|1|6|$S/train_tokenize.py --hidden 1024"
   "train_tokenize_fixed|1|6|$S/train_tokenize.py --hidden 1024 --fixed"
+  "train_conv|1|4|$S/train_conv.py --steps 8"
+  "train_conv_fast|1|4|$S/train_conv.py --steps 8 --fast"
+  "train_conv_bf16|1|4|$S/train_conv.py --steps 8 --bf16"
+  "train_conv_channels_last|1|4|$S/train_conv.py --steps 8 --channels-last"
+  "decode_gemv|1|8|$S/decode_gemv.py"
+  "decode_gemv_int8|1|8|$S/decode_gemv.py --int8"
+  "train_llm|3|4|$S/train_llm.py --steps 9"
+  "train_llm_fused|3|4|$S/train_llm.py --steps 9 --fused"
+  "decode_requests|1|2|$S/decode_requests.py"
+  "decode_requests_batched|1|2|$S/decode_requests.py --batched"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyzers import kernels
+from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import optimizer, sequences
+from tracekit.analyzers.detectors import layers, optimizer, sequences
 from tracekit.analyzers.totals import LaunchTotals
 
 IDLE_TOTAL = "gpu_idle"
@@ -94,6 +94,25 @@ def gpu_idle(analysis: Analysis, sel: Selection) -> float:
 
 def gemm_time(analysis: Analysis, sel: Selection) -> float:
     return class_time(analysis, sel, kernels.GEMM)
+
+
+def precision_time(analysis: Analysis, sel: Selection) -> float:
+    """GEMM, convolution and normalization kernel time, per step (what a lower precision speeds up)."""
+    return class_time(analysis, sel, kernels.GEMM, kernels.CONV, kernels.NORMALIZATION)
+
+
+def layout_transposes(analysis: Analysis, sel: Selection) -> float:
+    """cuDNN's NCHW <-> NHWC transpose kernels (detectors/layers.py LAYOUT_TRANSPOSE), µs per step."""
+    k = analysis.kernels
+    if k is None or not len(k):
+        return 0.0
+    hit = names.matches(k["name"].to_numpy(dtype=object), layers.LAYOUT_TRANSPOSE)
+    return per_step(float(k.loc[hit, "time_us"].sum()), sel.steps)
+
+
+def llm_chain_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the unfused LLM layer chains (Patterns.llm_chains), µs per step."""
+    return per_step(_patterns_total(analysis, "llm_chains", layers.LC_TIME_US), sel.steps)
 
 
 def elementwise_time(analysis: Analysis, sel: Selection) -> float:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import kernels
+from tracekit.analyzers import kernels, step_parts
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import attention_mask, hostside, optimizer, sequences
+from tracekit.analyzers.detectors import attention_mask, hostside, layers, optimizer, sequences
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.units import fmt_us
 
@@ -186,6 +186,11 @@ def gemm_precision(a: Analysis) -> str | None:
     return max(time.items(), key=lambda kv: kv[1])[0]
 
 
+def layout_transpose_time(a: Analysis) -> float:
+    """cuDNN NCHW <-> NHWC transpose kernel time (step_parts.layout_transposes), per step."""
+    return step_parts.layout_transposes(a, step_parts.steady(a))
+
+
 # --- one row per rule id: the signals that show its change was made (any one suffices) ------------
 
 APPLIED: dict[str, tuple[Signal, ...]] = {
@@ -229,6 +234,15 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
                     Signal("attention kernel time per step", _class_time(kernels.ATTENTION), FALLS, 0.3, unit=TIME)),
     # rules_host.overlap_comm: bucketing / async collectives: exposed communication (LaunchTotals.comm_exposed_us) halves.
     "overlap_comm": (Signal("exposed communication per step", _field("comm_exposed_us"), FALLS, 0.5, unit=TIME),),
+    # rules_precision.channels_last: the model and input in channels_last: cuDNN's layout transposes vanish.
+    "channels_last": (Signal("NCHW ↔ NHWC transpose time per step", layout_transpose_time, FALLS, 1.0, unit=TIME),),
+    # rules_decode.quantize_weights: int8/int4 weights: the GEMV kernels read fewer bytes, so GEMM time
+    # falls by 30 % (dequantizing GEMVs compiled by Inductor are reductions, not GEMMs: they fall further).
+    "quantize_weights": (Signal("GEMM time per step", _class_time(kernels.GEMM), FALLS, 0.3, unit=TIME),),
+    # rules_llm.fused_llm_kernels: fused kernels launch none of the chains' aten ops: their kernels
+    # (patterns.llm_chains) fall to a quarter.
+    "fused_llm_kernels": (Signal("unfused LLM chain kernels per step", _pattern_sum("llm_chains", layers.LC_KERNELS),
+                                 FALLS, 0.75),),
 }
 
 

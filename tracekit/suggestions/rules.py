@@ -13,10 +13,13 @@ from tracekit.analyzers.step_parts import StepPart
 from tracekit.model.outlook import RankModel
 from tracekit.suggestions import (
     rules_attention,
+    rules_decode,
     rules_host,
     rules_kernels,
     rules_launch,
+    rules_llm,
     rules_optimizer,
+    rules_precision,
     rules_python,
     rules_ranks,
 )
@@ -78,10 +81,11 @@ RULES: tuple[Rule, ...] = (
     Rule("batch_bmm", rules_launch.batch_bmm, SNIPPETS["batch_bmm"],
          StepPart("the same-shape GEMM loop", step_parts.gemm_loop), (),
          ("device", "patterns.loops", "patterns.num_sms")),
-    Rule("batch_decode", rules_kernels.batch_decode, SNIPPETS["batch_decode"],
+    Rule("batch_decode", rules_decode.batch_decode, SNIPPETS["batch_decode"],
          step_parts.WHOLE_STEP, (), ("device", "kernels", "patterns.training")),
-    Rule("lower_precision", rules_kernels.lower_precision, SNIPPETS["lower_precision"],
-         StepPart("GEMM time", step_parts.gemm_time), ("tf32", "bf16"), ("device", "kernels")),
+    Rule("lower_precision", rules_precision.lower_precision, SNIPPETS["lower_precision"],
+         StepPart("GEMM + convolution + normalization time", step_parts.precision_time), ("tf32", "bf16"),
+         ("device", "kernels")),
     Rule("align_dims", rules_kernels.align_dims, SNIPPETS["align_dims"],
          step_parts.WHOLE_STEP, (), ("device", "kernels")),
     Rule("use_sdpa", rules_kernels.use_sdpa, SNIPPETS["use_sdpa"],
@@ -108,6 +112,14 @@ RULES: tuple[Rule, ...] = (
     Rule("causal_mask", rules_attention.causal_mask, SNIPPETS["causal_mask"],
          StepPart("attention kernel time (fused SDPA kernels)", step_parts.attention_time), (),
          ("device", "patterns.masked_attention")),
+    Rule("channels_last", rules_precision.channels_last, SNIPPETS["channels_last"],
+         StepPart("cuDNN NCHW ↔ NHWC transpose time", step_parts.layout_transposes), (),
+         ("kernels", "patterns.layout_transposes")),
+    Rule("quantize_weights", rules_decode.quantize_weights, SNIPPETS["quantize_weights"],
+         StepPart("GEMM time", step_parts.gemm_time), (), ("device", "kernels", "patterns.training")),
+    Rule("fused_llm_kernels", rules_llm.fused_llm_kernels, SNIPPETS["fused_llm_kernels"],
+         StepPart("unfused RMSNorm / SwiGLU / RoPE / cross-entropy chain time", step_parts.llm_chain_time), (),
+         ("patterns.llm_chains", "patterns.in_llm_chain")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

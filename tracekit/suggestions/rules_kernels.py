@@ -1,4 +1,4 @@
-"""Rules about what kernels do: fuse elementwise chains, batch decode, lower precision, aligned dims, SDPA."""
+"""Rules about what kernels do: fuse elementwise chains, aligned dims, SDPA."""
 
 from __future__ import annotations
 
@@ -22,12 +22,6 @@ from tracekit.suggestions.common import (
 )
 from tracekit.suggestions.model import Suggestion
 
-DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
-DECODE_BATCH = 8  # the batch the batch_decode estimate assumes
-# A decode step is made of GEMV-shaped GEMMs: they hold at least this share of its GEMM time. A step
-# whose GEMM time is large GEMMs with a few small ones beside them (a diffusion transformer's timestep
-# and modulation MLPs next to its attention blocks: xDiT Flux: 8 % of its GEMM time) is not decode.
-DECODE_GEMM_SHARE = 0.5
 ALIGN_BYTES = 16  # cuBLAS/CUTLASS aligned kernels want 16-byte multiples of the leading dims
 VOCAB_DIM_MIN = 16384  # dims at least this large are vocabulary-like: pad them to VOCAB_ALIGN
 VOCAB_ALIGN = 64
@@ -100,83 +94,6 @@ def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
         return []
     sel = k[(k["class"] == "gemm") & k["flops"].notna() & (k["time_us"] > 0)]
     return sel.to_dict("records")
-
-
-def batch_decode(analysis: Analysis) -> Suggestion | None:
-    """Memory-bound GEMMs with M ≤ DECODE_MAX_M: per-token time at batch B = max(t, B × FLOPs / peak) / B."""
-    scope = Scope.of(analysis)
-    device = analysis.device
-    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks):
-        return None  # a training step's small GEMMs (weight gradients, heads) are not decode requests
-    rows, total, before = [], 0.0, 0.0
-    gemms = _gemm_rows(analysis)
-    gemm_us = sum(row["time_us"] for row in gemms)
-    for row in gemms:
-        dims = gemm_dims(row["op"], row["shapes"])
-        if dims is None or dims[0] > DECODE_MAX_M or row.get("bound") != "memory":
-            continue
-        peak = (row.get("peak_tflops") or 0.0) * 1e12
-        t = row["time_us"]
-        compute = DECODE_BATCH * row["flops"] / peak * 1e6 if peak > 0 else 0.0
-        per_token = max(t, compute) / DECODE_BATCH
-        saving = t - per_token
-        if saving <= 0:
-            continue
-        total += saving
-        before += t
-        rows.append({"kernel": row["name"], "op": row["op"], "shapes": row["shapes"], "m": dims[0],
-                     "count": int(row["count"]), "time_us": t, "achieved_gbps": row["achieved_gbps"],
-                     "memory_pct": row.get("memory_pct"), "per_token_us": per_token, "saving_us": saving})
-    if not rows or before < DECODE_GEMM_SHARE * gemm_us:
-        return None  # not a decode step: its GEMM time is mostly large GEMMs
-    rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
-    formula = (f"GPU time per generated token: Σ (t − max(t, {DECODE_BATCH} × FLOPs / peak) / {DECODE_BATCH}) "
-               f"over {len(rows)} memory-bound GEMM rows with M ≤ {DECODE_MAX_M} = {fmt_us(before / scope.ranks)} − "
-               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (the weights are read once for "
-               f"{DECODE_BATCH} requests; a throughput gain, not a shorter step)")
-    title = (f"Batch decode requests: {sum(x['count'] for x in rows)} GEMV-shaped GEMM calls (M ≤ "
-             f"{DECODE_MAX_M}) are memory-bound")
-    return suggestion("batch_decode", title, saving, scope, formula, rows)
-
-
-def lower_precision(analysis: Analysis) -> Suggestion | None:
-    """Compute-bound fp32 GEMMs on the fp32 roof: time at the same efficiency on the TF32 roof."""
-    scope = Scope.of(analysis)
-    device = analysis.device
-    fast = device.peak_flops("tf32") if device is not None else None
-    if device is None or not fast:
-        return None
-    rows, total, before = [], 0.0, 0.0
-    for row in _gemm_rows(analysis):
-        if row["dtype"] != "fp32" or row.get("roof") not in ("fp32", "fp32_matrix") or row.get("bound") != "compute":
-            continue
-        slow = (row.get("peak_tflops") or 0.0) * 1e12
-        achieved = row["achieved_tflops"] * 1e12
-        if slow <= 0 or achieved > slow * 1.05:  # above the fp32 peak: already on tensor cores
-            continue
-        eff = achieved / slow
-        t = row["time_us"]
-        new = max(row["flops"] / (fast * eff) * 1e6,
-                  row["bytes"] / device.memory_bandwidth * 1e6 if not math.isnan(row["bytes"]) else 0.0)
-        if new >= t:
-            continue
-        total += t - new
-        before += t
-        rows.append({"kernel": row["name"], "op": row["op"], "shapes": row["shapes"], "count": int(row["count"]),
-                     "time_us": t, "achieved_tflops": row["achieved_tflops"], "fp32_peak_tflops": slow / 1e12,
-                     "efficiency_pct": 100 * eff, "tf32_time_us": new, "saving_us": t - new})
-    if not rows:
-        return None
-    rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
-    formula = (f"Σ t − max(FLOPs / (TF32 peak {fast / 1e12:.0f} TFLOP/s × the efficiency each GEMM reaches on "
-               f"the fp32 roof), bytes / {device.memory_gbps:.0f} GB/s) = {fmt_us(before / scope.ranks)} − "
-               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(total / scope.ranks)} (bf16 would halve the bytes too)"
-              )
-    title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
-             f"running on the fp32 roof")
-    return suggestion("lower_precision", title, saving, scope, formula, rows)
 
 
 def _misaligned(dims: tuple[int, int, int], dtype: str) -> list[tuple[str, int, int]]:

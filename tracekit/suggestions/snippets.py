@@ -41,19 +41,22 @@ for i in range(n):
 c = torch.bmm(a, b)                 # or torch.matmul / torch.einsum("nmk,nkn->nmn", a, b)
 ''',
     "batch_decode": '''\
-# Decode GEMMs with a handful of rows are GEMVs: they read every weight for one token.
-# Serve several requests per forward so each weight read is shared (continuous batching):
-input_ids = torch.cat([req.next_token for req in active_requests])  # (batch, 1)
-logits = model(input_ids=input_ids, past_key_values=cache).logits
-# serving stacks do this for you: vLLM, TGI, SGLang (continuous batching + paged KV cache)
+# Requests decoded one at a time pay the whole forward (Python, launches, weight reads) per token each.
+# Serve the waiting requests in one batched call: one forward per token for all of them.
+prompts = tokenizer(texts, return_tensors="pt", padding=True).to("cuda")   # padding_side="left"
+out = model.generate(**prompts, max_new_tokens=n)                          # instead of one call per text
+# or a serving stack that batches for you: vLLM, TGI, SGLang (continuous batching + paged KV cache)
 ''',
     "lower_precision": '''\
 # fp32 GEMMs run on the slow fp32 roof. TF32 keeps fp32 tensors and uses tensor cores:
 torch.backends.cuda.matmul.allow_tf32 = True      # or:
 torch.set_float32_matmul_precision("high")
-# bf16 autocast halves the bytes too (check accuracy on your model):
+# bf16 autocast halves the bytes too (check accuracy on your model); for a conv net it also runs the
+# convolutions at the bf16 roof and the activations on bf16 tensors:
+model = model.to(memory_format=torch.channels_last)   # conv nets: NHWC, no layout transposes
 with torch.autocast("cuda", dtype=torch.bfloat16):
-    out = model(x)
+    out = model(x.to(memory_format=torch.channels_last))
+    loss = loss_fn(out.float(), y)
 ''',
     "align_dims": '''\
 # Pad GEMM dimensions to multiples of 8 (fp16/bf16; 4 for fp32/TF32, 16 for fp8),
@@ -149,5 +152,33 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 loader = torch.utils.data.DataLoader(dataset, batch_size=bs, num_workers=4, pin_memory=True,
                                      persistent_workers=True)
 # If its data is bigger (uneven shards, longer sequences): balance the shards or pack the sequences.
+''',
+    "channels_last": '''\
+# cuDNN's fast convolution kernels want NHWC: with NCHW tensors it transposes the input and
+# output of every convolution (nchwToNhwcKernel / nhwcToNchwKernel). Keep the model and its
+# input in channels_last and the transposes go away:
+model = model.to(memory_format=torch.channels_last)
+for x, y in loader:
+    x = x.cuda(non_blocking=True).to(memory_format=torch.channels_last)
+    loss = loss_fn(model(x), y)
+# best with bf16 autocast (torch.autocast("cuda", dtype=torch.bfloat16)) on tensor-core GPUs
+''',
+    "quantize_weights": '''\
+# Decode GEMVs at the memory roof are paced by the weight bytes: store the weights in int8 (or int4)
+# and dequantize inside the GEMV: half (a quarter) of the bytes per token at the same bandwidth.
+from torchao.quantization import quantize_, int8_weight_only   # or int4_weight_only(group_size=128)
+quantize_(model, int8_weight_only())
+model = torch.compile(model, mode="max-autotune")   # fuses the dequantization into the GEMV
+# serving: vLLM with a weight-only checkpoint (AWQ / GPTQ int4, Marlin kernels). Not bitsandbytes
+# on Hopper at batch 1: its int8/nf4 GEMVs are slower than bf16 there.
+''',
+    "fused_llm_kernels": '''\
+# RMSNorm, SwiGLU, RoPE and the loss as written in eager PyTorch run as chains of small kernels,
+# each one reading and writing a full activation (and fp32 logits for the loss). Fused kernels:
+from liger_kernel.transformers import apply_liger_kernel_to_llama    # pip install liger-kernel
+apply_liger_kernel_to_llama(rms_norm=True, swiglu=True, rope=True,
+                            fused_linear_cross_entropy=True)   # before the model is built
+# or compile the block functions (one fused Triton kernel per chain):
+rms_norm = torch.compile(rms_norm)
 ''',
 }

@@ -13,7 +13,6 @@ from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
     COMMUNICATION,
-    CONV,
     COPY,
     ELEMENTWISE,
     GEMM,
@@ -26,13 +25,16 @@ from tracekit.model.whatif import (
     compose,
     cuda_graph,
     fuse_region,
+    fuse_runs,
     no_syncs,
     scale_nodes,
+    scale_step,
     shorter_longest_gap,
     unblock_copies,
 )
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.units import fmt_us
 
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
@@ -44,12 +46,10 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 # Kernel classes whose time a GPU-side change shortens (the rule's traced saving per step, spread
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
-    "lower_precision": (GEMM,),
     "align_dims": (GEMM,),
     "fuse_elementwise": (ELEMENTWISE, NORMALIZATION),
     "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
-    "channels_last": (CONV,),
     "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
 
@@ -124,6 +124,55 @@ def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
     return fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches, BARE_LAUNCH_US)
 
 
+def _lower_precision(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The classes of the kernels the suggestion lowers (GEMMs; convolutions, norms, activations), faster by its saving."""
+    classes = tuple(sorted({str(e["class"]) for e in s.evidence if e.get("class")})) or (GEMM,)
+    return scale_nodes(_rows(r, classes), per_step)
+
+
+def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | None:
+    """The GPU rows of the Patterns mask `name`, faster by the suggestion's saving per step."""
+    mask = getattr(r.patterns, name, None) if r.patterns is not None else None
+    if mask is None or len(mask) != len(r.classification.table):
+        return None
+    return scale_nodes(mask, per_step)
+
+
+def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The layout transposes gone (their traced time per step, all of it) and the BatchNorm kernels
+    faster by the rest of the saving (the rule's evidence splits the two)."""
+    rows = _mine(s, r)
+    total = sum(_num(e, "saving_us") for e in rows)
+    norms = sum(_num(e, "saving_us") for e in rows if e.get("change") != "layout transpose removed")
+    share = norms / total if total > 0 else 0.0
+    gone = _pattern_rows(r, "layout_transposes", per_step * (1 - share))
+    if gone is None:
+        return None
+    return compose([gone, scale_nodes(_rows(r, (NORMALIZATION,)), per_step * share)]) if share > 0 else gone
+
+
+def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The step's work shared by the batch the suggestion assumes (its evidence's `batch`)."""
+    batch = max((_num(e, "batch") for e in _mine(s, r)), default=0.0) or float(DECODE_BATCH)
+    return scale_step(1.0 / batch)
+
+
+def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    return scale_nodes(_rows(r, (GEMM,)), per_step)
+
+
+def _fused_llm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each chain segment one fused kernel: its GPU nodes × fused / unfused time, and its launches
+    (with the host gaps between them: the eager ops' Python and dispatch) folded into one per segment."""
+    mask = r.patterns.in_llm_chain if r.patterns is not None else None
+    rows = _mine(s, r)
+    if mask is None or len(mask) != len(r.classification.table) or not rows:
+        return None
+    now = sum(_num(e, "time_us") for e in rows)
+    fused = sum(_num(e, "fused_us") for e in rows)
+    return fuse_runs(mask, min(fused / now, 1.0) if now > 0 else 1.0, BARE_LAUNCH_US)
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -137,6 +186,11 @@ TRANSFORMS: dict[str, TransformFor] = {
     "fused_optimizer": _fused_optimizer,
     "pinned_memory": _pinned,
     "batch_bmm": _batch_bmm,
+    "lower_precision": _lower_precision,
+    "channels_last": _channels_last,
+    "batch_decode": _batch_decode,
+    "quantize_weights": _quantize,
+    "fused_llm_kernels": _fused_llm,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

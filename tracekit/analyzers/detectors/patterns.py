@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import attention_mask, hostside, optimizer, sequences
+from tracekit.analyzers.detectors import attention_mask, hostside, layers, optimizer, sequences
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
@@ -45,6 +45,11 @@ class Patterns:
     masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
     # hostside.HG_*: the host's long silences (no launch or sync call), outside the DataLoader
     host_gaps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(hostside.HOST_GAP_COLUMNS)))
+    # per rank.gpu row: a cuDNN NCHW <-> NHWC layout transpose kernel (layers.LAYOUT_TRANSPOSE)
+    layout_transposes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # layers.LLM_COLUMNS: unfused RMSNorm / SwiGLU / RoPE / cross-entropy chains; in_llm_chain their kernels
+    llm_chains: pd.DataFrame = field(default_factory=layers.empty)
+    in_llm_chain: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -72,6 +77,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
     attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
+    llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -87,4 +93,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_optimizer=in_optimizer,
         masked_attention=attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows),
         host_gaps=hostside.find_host_gaps(rank, steps),
+        layout_transposes=layers.find_layout_transposes(rank),
+        llm_chains=llm_chains,
+        in_llm_chain=in_llm_chain,
     )
