@@ -43,6 +43,9 @@ def terminate_as_exception() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from tracekit._startup import restore
+
+    restore()  # Ctrl-C raises KeyboardInterrupt again: main() turns it into one line
     previous = {}
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:

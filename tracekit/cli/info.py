@@ -12,6 +12,7 @@ from tracekit.cli.common import (
     max_bytes_option,
     quiet_option,
     scheduler_options,
+    worker_options,
 )
 
 
@@ -33,7 +34,7 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
 
     counts = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
                                          max_bytes=max_bytes, captures=captures,
-                                         progress=progress_bar(quiet or as_json))
+                                         progress=progress_bar(quiet or as_json), **worker_options())
     if not (quiet or as_json):
         for warning in counts.warnings:
             echo_warning(warning)
