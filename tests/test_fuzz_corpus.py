@@ -15,6 +15,8 @@ import io
 import json
 import os
 import re
+import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -132,6 +134,7 @@ class Case:
     make: Callable[[Path], tuple[Path, tuple[str, ...]]]
     commands: tuple[tuple[str, ...], ...] = COMMANDS
     expect: int | None = None  # exit code required, when the case has one outcome
+    around: Callable[[], contextlib.AbstractContextManager[object]] | None = None  # held while each command runs
 
 
 def _writer(doc_text: Callable[[], str | bytes], filename: str = "t.json") -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
@@ -314,9 +317,91 @@ def _output_cases() -> Iterator[Case]:
         yield Case(f"output:{kind}", make(kind), commands=(("report",),), expect=2)
 
 
+# How a rank's worker process dies: the call that kills it, run inside the worker.
+DEATHS: dict[str, Callable[[], None]] = {
+    "sigkill": lambda: os.kill(os.getpid(), signal.SIGKILL),  # what the OOM killer sends
+    "sigsegv": lambda: os.kill(os.getpid(), signal.SIGSEGV),
+    "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM),
+    "exit": lambda: os._exit(3),
+}
+
+
+@contextlib.contextmanager
+def dying_workers(name: str, how: str) -> Iterator[None]:
+    """While held, the worker of every multi-rank command dies (DEATHS[how]) on the file called
+    `name`. The pool is made to fork, so the patched functions reach the workers unpickled."""
+    import multiprocessing
+
+    import tracekit.pipeline as pipeline
+    import tracekit.pipeline.info as info
+    from tracekit import pool
+
+    def wrap(real: Callable[[object], object]) -> Callable[[object], object]:
+        def worker(task: object) -> object:
+            if Path(str(getattr(task, "path", ""))).name == name:
+                DEATHS[how]()
+            return real(task)
+        return worker
+
+    saved = pipeline.analyze_rank_file, info.summarize_file, pool._context
+    pipeline.analyze_rank_file = wrap(saved[0])  # type: ignore[assignment]
+    info.summarize_file = wrap(saved[1])  # type: ignore[assignment]
+    pool._context = lambda: multiprocessing.get_context("fork")
+    try:
+        yield
+    finally:
+        pipeline.analyze_rank_file, info.summarize_file, pool._context = saved  # type: ignore[assignment]
+
+
+def _worker_cases() -> Iterator[Case]:
+    """A 3-rank job whose rank1 worker dies: one error line naming rank1.json, or --keep-going."""
+    def make(keep_going: bool) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def inner(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            job = folder / "job"
+            job.mkdir()
+            for k in range(3):
+                (job / f"rank{k}.json").write_text(dumps(base_doc()))
+            return job, ("-j", "2", *(["--keep-going"] if keep_going else []))
+        return inner
+
+    for how in DEATHS:
+        yield Case(f"worker:{how}", make(False), expect=2, around=lambda h=how: dying_workers("rank1.json", h))
+        yield Case(f"worker_keep_going:{how}", make(True), expect=0,
+                   around=lambda h=how: dying_workers("rank1.json", h))
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --scheduler addresses Dask parses but cannot use here ({port}: a closed local port)
+BAD_SCHEDULERS = {
+    "closed_port": "tcp://127.0.0.1:{port}", "no_scheme_closed": "127.0.0.1:{port}",
+    "port_out_of_range": "tcp://127.0.0.1:99999", "port_zero": "127.0.0.1:0", "ws_closed": "ws://127.0.0.1:{port}",
+    "wss": "wss://127.0.0.1:{port}", "tls": "tls://127.0.0.1:{port}", "unknown_scheme": "foo://127.0.0.1:1",
+    "no_host": "tcp://", "bad_port": "tcp://127.0.0.1:abc", "ipv6_unbracketed": ":::",
+    "esc_in_address": "tcp://\x1b[31mred:{port}",
+}
+
+
+def _scheduler_cases() -> Iterator[Case]:
+    def make(address: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def inner(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            trace = folder / "t.json"
+            trace.write_text(dumps(base_doc()))
+            return trace, ("--scheduler", address.format(port=closed_port()))
+        return inner
+
+    for kind, address in BAD_SCHEDULERS.items():
+        yield Case(f"scheduler:{kind}", make(address), expect=2)
+
+
 def corpus() -> list[Case]:
     """Every generated case (the acceptance count is len(corpus()))."""
-    return [*_file_cases(), *_value_cases(), *_output_cases()]
+    return [*_file_cases(), *_value_cases(), *_output_cases(), *_worker_cases(), *_scheduler_cases()]
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -353,7 +438,8 @@ def check_case(case: Case, folder: Path) -> list[str]:
             args += ["-o", str(work / "out.html")]
         before = digest(work)
         try:
-            code, out, err, seconds = run_cli(args)
+            with case.around() if case.around is not None else contextlib.nullcontext():
+                code, out, err, seconds = run_cli(args)
         except BaseException as exc:
             problems.append(f"{case.name} {command[0]}: raised {type(exc).__name__}: {exc!s:.200}")
             continue

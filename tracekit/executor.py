@@ -93,7 +93,8 @@ def _dask_tasks(fn: Callable[[T], R], items: Sequence[T], scheduler: str | Clien
     try:
         from dask.distributed import Client, KilledWorker
     except ImportError:
-        raise TracekitError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
+        named = f" {scheduler!r}" if isinstance(scheduler, str) else ""
+        raise TracekitError(f"--scheduler{named} needs Dask: pip install 'tracekit[dask]'") from None
     own = not isinstance(scheduler, Client)
     client = scheduler if isinstance(scheduler, Client) else _connect(scheduler)
     try:
@@ -180,7 +181,10 @@ def _dial(where: str, host: str, port: int) -> None:
 
 
 def _why(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:300]
+    try:
+        text = " ".join(str(exc).split())[:300]
+    except Exception:  # an exception whose str() fails (KilledWorker without its worker)
+        text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tracekit.errors import ProfileError
+from tracekit.terminal import visible
 
 # Exit status of a run interrupted by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -157,8 +158,17 @@ def exit_status(exc: BaseException | None) -> int:
 
 
 def report_exception(exc: BaseException) -> None:
-    """Show what Python would show for `exc` leaving the script, without tracekit's frames."""
+    """Show what Python would show for `exc` leaving the script, without tracekit's frames; Ctrl-C
+    (KeyboardInterrupt) is one line saying where the script was, not a traceback."""
     sys.stdout.flush()
+    if isinstance(exc, KeyboardInterrupt):
+        _strip_frames(exc, set())
+        tb, where = exc.__traceback__, ""
+        while tb is not None:
+            where = f" at {visible(os.path.basename(tb.tb_frame.f_code.co_filename))} line {tb.tb_lineno}"
+            tb = tb.tb_next
+        print(f"tracekit: interrupted{where}; writing the trace of what ran", file=sys.stderr, flush=True)
+        return
     if isinstance(exc, SystemExit):
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)

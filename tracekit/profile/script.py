@@ -154,7 +154,8 @@ def run_target(target: Target, session: Session) -> int:
         session.stop()
     status = exit_status(error)
     if error is not None:
-        report_exception(error)
+        with contextlib.suppress(OSError, ValueError):  # the script may have closed fd 2
+            report_exception(error)
         del error  # drop the script's frames before exporting
     return status
 
