@@ -9,6 +9,7 @@ hypothesis examples and prints the counts."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gzip
 import hashlib
 import io
@@ -320,7 +321,7 @@ def _output_cases() -> Iterator[Case]:
 # How a rank's worker process dies: the call that kills it, run inside the worker.
 DEATHS: dict[str, Callable[[], None]] = {
     "sigkill": lambda: os.kill(os.getpid(), signal.SIGKILL),  # what the OOM killer sends
-    "sigsegv": lambda: os.kill(os.getpid(), signal.SIGSEGV),
+    "sigsegv": lambda: (faulthandler.disable(), os.kill(os.getpid(), signal.SIGSEGV)),  # no dump from pytest's handler
     "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM),
     "exit": lambda: os._exit(3),
 }
