@@ -399,6 +399,17 @@ def _scheduler_cases() -> Iterator[Case]:
     for kind, address in BAD_SCHEDULERS.items():
         yield Case(f"scheduler:{kind}", make(address), expect=2)
 
+    def spellings(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        """One rank file given as itself, through `..`, a symlink and a hard link (one rank)."""
+        job = folder / "job"
+        job.mkdir()
+        (job / "rank0.json").write_text(dumps(base_doc()))
+        (folder / "link.json").symlink_to(job / "rank0.json")
+        os.link(job / "rank0.json", folder / "hard.json")
+        return job, (str(job / ".." / "job" / "rank0.json"), str(folder / "link.json"), str(folder / "hard.json"))
+
+    yield Case("inputs:one_file_four_spellings", spellings, expect=0)
+
 
 def corpus() -> list[Case]:
     """Every generated case (the acceptance count is len(corpus()))."""

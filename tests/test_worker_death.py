@@ -211,3 +211,16 @@ def test_dask_killed_worker_is_a_lost_task() -> None:
 def test_scheduler_wait_must_be_seconds(value: str, tmp_path: Path) -> None:
     code, _, err, _ = cli(["info", str(_job(tmp_path)), "--scheduler-wait", value])
     assert code == 2 and "--scheduler-wait" in err and "Traceback" not in err
+
+
+def test_one_file_under_several_spellings_is_one_rank(tmp_path: Path) -> None:
+    """`d/rank0.json`, `d/../d/rank0.json`, a symlink and a hard link to it: one rank, its kernel
+    (10 µs, _job) counted once; with rank1 and rank2 (20 and 30 µs) the busy total is 60 µs."""
+    job = _job(tmp_path)
+    (tmp_path / "link.json").symlink_to(job / "rank0.json")
+    os.link(job / "rank0.json", tmp_path / "hard.json")
+    code, out, err, _ = cli(["info", "--json", str(job), str(job / ".." / "job" / "rank0.json"),
+                             str(tmp_path / "link.json"), str(tmp_path / "hard.json"), str(job / "rank0.json")])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["ranks"], doc["gpu_busy_us"]) == ([0, 1, 2], 60.0)

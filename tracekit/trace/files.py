@@ -51,19 +51,30 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
 
 def expand_inputs(inputs: list[str]) -> list[Path]:
     """The trace files behind several inputs, each a file, a directory of rank traces, or a glob
-    ('run/*.json.gz'); in order, without duplicates. TraceFormatError (one line) for an input that
-    names nothing."""
-    out: dict[Path, None] = {}
+    ('run/*.json.gz'); in order, without duplicates: one file reached as `d/x`, `d/../d/x`, a
+    symlink or a hard link is one rank (its first spelling kept). TraceFormatError (one line) for
+    an input that names nothing."""
+    out: dict[object, Path] = {}
     for item in inputs:
         if not Path(item).exists() and glob.has_magic(item):
             matches = sorted(glob.glob(os.path.expanduser(item)))
             if not matches:
                 raise TraceFormatError(f"{item}: no file matches this pattern")
-            for m in matches:
-                out.update(dict.fromkeys(trace_files(m) if Path(m).is_dir() else [Path(m)]))
+            found = [p for m in matches for p in (trace_files(m) if Path(m).is_dir() else [Path(m)])]
         else:
-            out.update(dict.fromkeys(trace_files(item)))
-    return list(out)
+            found = trace_files(item)
+        for path in found:
+            out.setdefault(_identity(path), path)
+    return list(out.values())
+
+
+def _identity(path: Path) -> object:
+    """What makes two spellings one file: its device and inode, else (unreadable) its real path."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
 
 
 CAPTURE_DIR = "capture_traces"
