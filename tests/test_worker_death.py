@@ -224,3 +224,13 @@ def test_one_file_under_several_spellings_is_one_rank(tmp_path: Path) -> None:
     assert code == 0, err
     doc = json.loads(out)
     assert (doc["ranks"], doc["gpu_busy_us"]) == ([0, 1, 2], 60.0)
+
+
+def test_dask_workers_get_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers of a cluster run in their own working directories: a relative input reaches them
+    absolute; local workers get it as given."""
+    from tracekit.pipeline import task_path
+
+    monkeypatch.chdir(tmp_path)
+    assert task_path(Path("job") / "rank0.json", "tcp://127.0.0.1:8786") == str(tmp_path / "job" / "rank0.json")
+    assert task_path(Path("job") / "rank0.json", None) == str(Path("job") / "rank0.json")

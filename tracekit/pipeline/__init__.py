@@ -190,15 +190,21 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
         named = [p for p in paths if files.rank_from_name(p) == rank]
         paths = named or paths
     here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
-    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=selection,
+    tasks = [RankTask(task_path(p, scheduler), tokens_per_step=tokens_per_step, view=view, steps=selection,
                       show_load=here and progress is not None, max_bytes=max_bytes,
-                      captures=tuple(str(c) for c in captures), overhead=overhead) for p in paths]
+                      captures=tuple(task_path(c, scheduler) for c in captures), overhead=overhead) for p in paths]
     outcomes: list[RankResult | RankFailure | None] = [None] * len(tasks)
     for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress,
                                     on_lost=lost_rank([t.path for t in tasks], keep_going),
                                     wait_s=scheduler_wait):
         outcomes[index] = outcome
     return merge(display_path(inputs), [o for o in outcomes if o is not None], rank=rank)
+
+
+def task_path(path: str | os.PathLike, scheduler: Scheduler) -> str:
+    """A path as a worker gets it: absolute for a Dask cluster (its workers run in other working
+    directories), as given for local work."""
+    return str(path) if scheduler is None else os.path.abspath(path)
 
 
 def lost_rank(paths: Sequence[str], keep_going: bool) -> Callable[[int, str], RankFailure]:

@@ -13,7 +13,14 @@ from tracekit.analyzers.graphs import GraphReplays
 from tracekit.analyzers.trace_counts import RankCounts, TraceCounts, count_rank
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
-from tracekit.pipeline import RankFailure, _readable, display_path, lost_rank, resolve_inputs
+from tracekit.pipeline import (
+    RankFailure,
+    _readable,
+    display_path,
+    lost_rank,
+    resolve_inputs,
+    task_path,
+)
 from tracekit.trace.load import load_trace
 
 
@@ -52,7 +59,8 @@ def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: i
               scheduler_wait: float | None = None) -> TraceCounts:
     """Every file's counts (by rank), the warnings, and the graph replays of `inputs`, one task per file
     (`keep_going`, `scheduler_wait`: as for tracekit.pipeline.run)."""
-    tasks = [InfoTask(str(p), top, max_bytes, tuple(str(c) for c in captures)) for p in resolve_inputs(inputs)]
+    tasks = [InfoTask(task_path(p, scheduler), top, max_bytes, tuple(task_path(c, scheduler) for c in captures))
+             for p in resolve_inputs(inputs)]
     outcomes: list[tuple[RankCounts, tuple[str, ...], GraphReplays | None] | RankFailure | None] = [None] * len(tasks)
     for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress,
                                     on_lost=lost_rank([t.path for t in tasks], keep_going), wait_s=scheduler_wait):
