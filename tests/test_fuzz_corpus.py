@@ -378,6 +378,7 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+_LISTENING: list[socket.socket] = []  # the silent servers of the scheduler cases
 # --scheduler addresses Dask parses but cannot use here ({port}: a closed local port)
 BAD_SCHEDULERS = {
     "closed_port": "tcp://127.0.0.1:{port}", "no_scheme_closed": "127.0.0.1:{port}",
@@ -398,6 +399,18 @@ def _scheduler_cases() -> Iterator[Case]:
 
     for kind, address in BAD_SCHEDULERS.items():
         yield Case(f"scheduler:{kind}", make(address), expect=2)
+
+    def silent(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        """A port that accepts and never speaks (not a Dask scheduler): refused after 2 s."""
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        _LISTENING.append(server)  # open until the process ends
+        trace = folder / "t.json"
+        trace.write_text(dumps(base_doc()))
+        return trace, ("--scheduler", f"tcp://127.0.0.1:{server.getsockname()[1]}")
+
+    yield Case("scheduler:silent_server", silent, expect=2)
 
     def spellings(folder: Path) -> tuple[Path, tuple[str, ...]]:
         """One rank file given as itself, through `..`, a symlink and a hard link (one rank)."""

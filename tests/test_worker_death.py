@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -234,3 +235,27 @@ def test_dask_workers_get_absolute_paths(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(tmp_path)
     assert task_path(Path("job") / "rank0.json", "tcp://127.0.0.1:8786") == str(tmp_path / "job" / "rank0.json")
     assert task_path(Path("job") / "rank0.json", None) == str(Path("job") / "rank0.json")
+
+
+def test_a_server_that_is_not_dask_is_refused_in_seconds() -> None:
+    """A port that accepts connections and says nothing (an HTTP server, a stuck process): one
+    line within 5 s, not Dask's 30 s connect timeout or a hang in its handshake."""
+    pytest.importorskip("distributed")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = server.getsockname()[1]
+        start = time.perf_counter()
+        with pytest.raises(TracekitError, match="sends no Dask handshake within 2 s"):
+            check_address(f"tcp://127.0.0.1:{port}")
+        assert time.perf_counter() - start < 5.0
+
+
+def test_a_tcp_scheduler_passes_the_checks() -> None:
+    """The handshake probe reads a real scheduler's first bytes; the run then goes through."""
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://")
+        out = dict(run_tasks(square_or_die, [2, 4], scheduler=cluster.scheduler_address, wait_s=5.0))
+    assert out == {0: 4, 1: 16}  # 2*2, 4*4

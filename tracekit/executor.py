@@ -6,6 +6,7 @@ import contextlib
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, NoReturn, TypeAlias, TypeVar
@@ -22,7 +23,7 @@ R = TypeVar("R")
 SCHEDULER_ENV = "TRACEKIT_SCHEDULER"
 WAIT_ENV = "TRACEKIT_SCHEDULER_WAIT"  # seconds to wait for a scheduler's workers (default DEFAULT_WAIT_S)
 DEFAULT_WAIT_S = 10.0
-CONNECT_S = 3.0  # a scheduler address must accept a TCP connection within this
+CONNECT_S = 2.0  # a scheduler address must accept a TCP connection (and a tcp:// one speak) within this
 Progress = Callable[[int, int], None]  # (finished, total)
 # Where tasks run: a Dask scheduler address ("tcp://host:8786"), a dask Client or cluster, or None (local)
 Scheduler: TypeAlias = "str | Client | Cluster | None"
@@ -109,7 +110,31 @@ def _dask_tasks(fn: Callable[[T], R], items: Sequence[T], scheduler: str | Clien
 
 
 def _connect(scheduler: str | Cluster) -> Client:
-    """A Client of `scheduler` (an address checked first: one line for anything Dask cannot use)."""
+    """A Client of `scheduler` (an address checked first: one line for anything Dask cannot use;
+    a peer that accepts the connection but never answers Dask's handshake: CONNECT_S + 2 seconds)."""
+    import dask
+
+    made: list[Client | BaseException] = []
+
+    def make() -> None:
+        try:
+            with dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_S + 2:g}s"}):
+                made.append(_client(scheduler))
+        except BaseException as exc:
+            made.append(exc)
+
+    worker = threading.Thread(target=make, name="tracekit-dask-connect", daemon=True)
+    worker.start()
+    worker.join(2 * CONNECT_S + 4)  # Dask's own timeout does not bound every handshake
+    if not made:
+        raise TracekitError(f"cannot reach the Dask scheduler {scheduler}: no Dask handshake within "
+                            f"{2 * CONNECT_S + 4:g} s")
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    return made[0]
+
+
+def _client(scheduler: str | Cluster) -> Client:
     from dask.distributed import Client
 
     if not isinstance(scheduler, str):  # a cluster object
@@ -161,15 +186,25 @@ def check_address(address: str) -> str:
     if not host:
         raise TracekitError(f"{where}: no host")
     if scheme != "ucx":
-        _dial(where, host, int(port))
+        _dial(where, host, int(port), handshake=scheme == "tcp")
     return f"{scheme}://{unparse_host_port(host, port)}"
 
 
-def _dial(where: str, host: str, port: int) -> None:
-    """One TCP connection to host:port within CONNECT_S seconds, else TracekitError saying why."""
+def _dial(where: str, host: str, port: int, *, handshake: bool) -> None:
+    """One TCP connection to host:port within CONNECT_S seconds, else TracekitError saying why.
+    With `handshake` (plain tcp://), the peer must also speak first within CONNECT_S, as a Dask
+    scheduler does (its handshake message): a silent server (HTTP, anything else) is refused."""
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_S):
-            pass
+        with socket.create_connection((host, port), timeout=CONNECT_S) as conn:
+            if handshake:
+                try:
+                    first = conn.recv(1)
+                except TimeoutError:
+                    raise TracekitError(f"{where}: {host}:{port} accepts connections but sends no Dask "
+                                        f"handshake within {CONNECT_S:g} s (not a Dask scheduler?)") from None
+                if not first:
+                    raise TracekitError(f"{where}: {host}:{port} closed the connection at once "
+                                        "(not a Dask scheduler?)")
     except socket.gaierror as exc:
         raise TracekitError(f"{where}: unknown host {host!r} ({exc.strerror or exc})") from None
     except TimeoutError:
