@@ -151,3 +151,23 @@ def test_ctrl_c_at_any_moment_of_profile(delay: float, tmp_path: Path) -> None:
     if outcome == "site":
         pytest.skip("the signal came while the interpreter ran its site module, before any tracekit code")
     assert outcome in ("ok", "early")
+
+
+def test_a_child_forked_inside_profile_run_leaves_the_block_untouched(tmp_path: Path) -> None:
+    """`with tracekit.profile_run():` around os.fork(): the child leaves the block without stopping
+    the profiler or writing the trace (the parent's), and goes on as the caller's code."""
+    # the parent waits for the child inside the block: a trace the child finds was the child's own
+    code = ("import os, sys, tracekit\n"
+            "with tracekit.profile_run('t.json.gz', report=False):\n"
+            "    pid = os.fork()\n"
+            "    if pid:\n"
+            "        _, status = os.waitpid(pid, 0)\n"
+            "if pid == 0:\n"
+            "    print('child after the block; trace there:', os.path.exists('t.json.gz'), flush=True)\n"
+            "    os._exit(9)\n"
+            "print('parent saw', os.waitstatus_to_exitcode(status), flush=True)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                         timeout=240)
+    assert res.returncode == 0, res.stderr[-1000:]
+    assert res.stdout.splitlines() == ["child after the block; trace there: False", "parent saw 9"]
+    assert (tmp_path / "t.json.gz").is_file()
