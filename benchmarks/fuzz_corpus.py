@@ -1,12 +1,17 @@
 """Run the whole bad-input corpus, a long hypothesis run and a gzip bomb; print the counts.
 
 usage: python benchmarks/fuzz_corpus.py [--every N] [--only PREFIX] [--examples N] [--bomb-gb G] [--skip-corpus]
+                                        [--profile-delays N]
 
 The corpus and the checks are those of tests/test_fuzz_corpus.py (CI runs a share of them);
 hypothesis mutates the sample traces as tests/test_fuzz_hypothesis.py does, with --examples
 examples; --only io: runs the input/output cases alone (outputs onto any input, /dev/null and
-FIFOs, inputs spelled several ways, hostile file names through every command). The bomb is a gzip of G GB of JSON string (a few MB on disk), refused by `tracekit info`
-in a fresh process; its wall time and the child's peak RSS are printed.
+FIFOs, inputs spelled several ways, hostile file names through every command). The bomb is a gzip
+of G GB of JSON string (a few MB on disk), refused by `tracekit info` in a fresh process; its wall
+time and the child's peak RSS are printed. The corpus holds the dying-worker and bad --scheduler
+cases; `tracekit profile` is checked against python on the scripts of
+tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C at N
+moments from 10 ms to 4 s into its run.
 """
 
 from __future__ import annotations
@@ -82,6 +87,28 @@ def run_hypothesis(examples: int) -> None:
         print("  ", p[:300])
 
 
+def run_profile(delays: int) -> None:
+    from test_profile_like_python import SCRIPTS, ctrl_c_outcome, script_problems
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        problems = script_problems(Path(tmp))
+    print(f"profile like python: {len(SCRIPTS)} scripts in {time.perf_counter() - start:.0f} s; "
+          f"{len(problems)} problems")
+    for p in problems:
+        print("  ", p[:300])
+    outcomes: collections.Counter[str] = collections.Counter()
+    for k in range(delays):
+        delay = 0.01 * (400 ** (k / max(1, delays - 1)))  # 10 ms .. 4 s, evenly on a log scale
+        with tempfile.TemporaryDirectory() as tmp:
+            outcome = ctrl_c_outcome(delay, Path(tmp))
+        outcomes[outcome if outcome in ("ok", "site", "early") else "problem"] += 1
+        if outcome not in ("ok", "site", "early"):
+            print("  ", outcome[:300])
+    print(f"profile Ctrl-C at {delays} moments: {dict(outcomes)} (site: during the interpreter's own "
+          "start-up, before tracekit code; early: before Python's handler, killed silently)")
+
+
 def make_bomb(path: Path, gigabytes: float) -> None:
     """{"traceEvents": [{"name": "AAAA... (G GB)"}]} gzipped, written without holding it in memory."""
     total = int(gigabytes * (1 << 30))
@@ -121,6 +148,7 @@ def main() -> None:
     ap.add_argument("--bomb-gb", type=float, default=2.0, help="inflated size of the gzip bomb")
     ap.add_argument("--only", default="", metavar="PREFIX", help="only the corpus cases named PREFIX... (io:, file:)")
     ap.add_argument("--skip-corpus", action="store_true")
+    ap.add_argument("--profile-delays", type=int, default=12, help="Ctrl-C moments for tracekit profile (0: skip)")
     args = ap.parse_args()
     if args.bomb_gb > 0:
         run_bomb(args.bomb_gb)  # first: the children's peak RSS is the bomb's own
@@ -128,6 +156,8 @@ def main() -> None:
         run_corpus(args.every, args.only)
     if args.examples > 0:
         run_hypothesis(args.examples)
+    if args.profile_delays > 0:
+        run_profile(args.profile_delays)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def test_unreachable_scheduler_is_one_line():
     dask = pytest.importorskip("dask")
     pytest.importorskip("dask.distributed")
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
-            pytest.raises(TracekitError, match="cannot reach the Dask scheduler"):
+            pytest.raises(TracekitError, match=r"nothing listens on 127\.0\.0\.1:9"):
         list(run_tasks(square_and_pid, [1], scheduler="tcp://127.0.0.1:9"))
 
 

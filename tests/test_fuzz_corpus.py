@@ -9,6 +9,7 @@ hypothesis examples and prints the counts."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gzip
 import hashlib
 import io
@@ -16,6 +17,8 @@ import itertools
 import json
 import os
 import re
+import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -135,6 +138,7 @@ class Case:
     expect: int | None = None  # exit code required, when the case has one outcome
     verify: Callable[[Path, tuple[str, ...], str, str], list[str]] | None = None  # (work, args, out, err)
     names_file: bool = True  # an error line names a file (False: a bad option value)
+    around: Callable[[], contextlib.AbstractContextManager[object]] | None = None  # held while each command runs
 
 
 def _writer(doc_text: Callable[[], str | bytes], filename: str = "t.json") -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
@@ -515,11 +519,115 @@ def io_cases() -> Iterator[Case]:
         yield Case(f"io:name_diff:{i}", lambda folder, n=name: (hostile(n)(folder)[0], (
             str(folder / n), "--html", str(folder / f"{n}.html"))), expect=0, verify=_commands_paste_back,
             commands=(("diff",),))
+# How a rank's worker process dies: the call that kills it, run inside the worker.
+DEATHS: dict[str, Callable[[], None]] = {
+    "sigkill": lambda: os.kill(os.getpid(), signal.SIGKILL),  # what the OOM killer sends
+    "sigsegv": lambda: (faulthandler.disable(), os.kill(os.getpid(), signal.SIGSEGV)),  # no dump from pytest's handler
+    "sigterm": lambda: os.kill(os.getpid(), signal.SIGTERM),
+    "exit": lambda: os._exit(3),
+}
+
+
+@contextlib.contextmanager
+def dying_workers(name: str, how: str) -> Iterator[None]:
+    """While held, the worker of every multi-rank command dies (DEATHS[how]) on the file called
+    `name`. The pool is made to fork, so the patched functions reach the workers unpickled."""
+    import multiprocessing
+
+    import tracekit.pipeline as pipeline
+    import tracekit.pipeline.info as info
+    from tracekit import pool
+
+    def wrap(real: Callable[[object], object]) -> Callable[[object], object]:
+        def worker(task: object) -> object:
+            if Path(str(getattr(task, "path", ""))).name == name:
+                DEATHS[how]()
+            return real(task)
+        return worker
+
+    saved = pipeline.analyze_rank_file, info.summarize_file, pool._context
+    pipeline.analyze_rank_file = wrap(saved[0])  # type: ignore[assignment]
+    info.summarize_file = wrap(saved[1])  # type: ignore[assignment]
+    pool._context = lambda: multiprocessing.get_context("fork")
+    try:
+        yield
+    finally:
+        pipeline.analyze_rank_file, info.summarize_file, pool._context = saved  # type: ignore[assignment]
+
+
+def _worker_cases() -> Iterator[Case]:
+    """A 3-rank job whose rank1 worker dies: one error line naming rank1.json, or --keep-going."""
+    def make(keep_going: bool) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def inner(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            job = folder / "job"
+            job.mkdir()
+            for k in range(3):
+                (job / f"rank{k}.json").write_text(dumps(base_doc()))
+            return job, ("-j", "2", *(["--keep-going"] if keep_going else []))
+        return inner
+
+    for how in DEATHS:
+        yield Case(f"worker:{how}", make(False), expect=2, around=lambda h=how: dying_workers("rank1.json", h))
+        yield Case(f"worker_keep_going:{how}", make(True), expect=0,
+                   around=lambda h=how: dying_workers("rank1.json", h))
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_LISTENING: list[socket.socket] = []  # the silent servers of the scheduler cases
+# --scheduler addresses Dask parses but cannot use here ({port}: a closed local port)
+BAD_SCHEDULERS = {
+    "closed_port": "tcp://127.0.0.1:{port}", "no_scheme_closed": "127.0.0.1:{port}",
+    "port_out_of_range": "tcp://127.0.0.1:99999", "port_zero": "127.0.0.1:0", "ws_closed": "ws://127.0.0.1:{port}",
+    "wss": "wss://127.0.0.1:{port}", "tls": "tls://127.0.0.1:{port}", "unknown_scheme": "foo://127.0.0.1:1",
+    "no_host": "tcp://", "bad_port": "tcp://127.0.0.1:abc", "ipv6_unbracketed": ":::",
+    "esc_in_address": "tcp://\x1b[31mred:{port}",
+}
+
+
+def _scheduler_cases() -> Iterator[Case]:
+    def make(address: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def inner(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            trace = folder / "t.json"
+            trace.write_text(dumps(base_doc()))
+            return trace, ("--scheduler", address.format(port=closed_port()))
+        return inner
+
+    for kind, address in BAD_SCHEDULERS.items():
+        yield Case(f"scheduler:{kind}", make(address), expect=2, names_file=False)  # names the option
+
+    def silent(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        """A port that accepts and never speaks (not a Dask scheduler): refused after 2 s."""
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        _LISTENING.append(server)  # open until the process ends
+        trace = folder / "t.json"
+        trace.write_text(dumps(base_doc()))
+        return trace, ("--scheduler", f"tcp://127.0.0.1:{server.getsockname()[1]}")
+
+    yield Case("scheduler:silent_server", silent, expect=2, names_file=False)
+
+    def spellings(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        """One rank file given as itself, through `..`, a symlink and a hard link (one rank)."""
+        job = folder / "job"
+        job.mkdir()
+        (job / "rank0.json").write_text(dumps(base_doc()))
+        (folder / "link.json").symlink_to(job / "rank0.json")
+        os.link(job / "rank0.json", folder / "hard.json")
+        return job, (str(job / ".." / "job" / "rank0.json"), str(folder / "link.json"), str(folder / "hard.json"))
+
+    yield Case("inputs:one_file_four_spellings", spellings, expect=0)
 
 
 def corpus() -> list[Case]:
     """Every generated case (the acceptance count is len(corpus()))."""
-    return [*_file_cases(), *_value_cases(), *_output_cases(), *io_cases()]
+    return [*_file_cases(), *_value_cases(), *_output_cases(), *io_cases(), *_worker_cases(), *_scheduler_cases()]
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -556,7 +664,8 @@ def check_case(case: Case, folder: Path) -> list[str]:
             args += ["-o", str(work / "out.html")]
         before = digest(work)
         try:
-            code, out, err, seconds = run_cli(args)
+            with case.around() if case.around is not None else contextlib.nullcontext():
+                code, out, err, seconds = run_cli(args)
         except BaseException as exc:
             problems.append(f"{case.name} {command[0]}: raised {type(exc).__name__}: {exc!s:.200}")
             continue

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
 # Layer of each top-level part of the package (module or subpackage), lowest first. Layer 0 holds
 # helpers every layer may use (they import no other part of tracekit).
 LAYERS: dict[str, int] = {
-    "_version": 0, "errors": 0, "units": 0, "jsonsafe": 0, "terminal": 0, "paths": 0,
+    "_version": 0, "_startup": 0, "errors": 0, "units": 0, "jsonsafe": 0, "terminal": 0, "paths": 0,
     "output": 0,  # the atomic writer: the report, the pipeline's export and profile/ write through it
     "trace": 1,
     "analyzers": 2, "hta_compat": 2,
@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "suggestions": 4,
     "compare": 5,  # diff: two analyses and the first one's suggestions
     "report": 6, "templates": 6,
-    "pipeline": 7, "executor": 7,
+    "pipeline": 7, "executor": 7, "pool": 7,
     "profile": 8, "cli": 8,
     "__main__": 9,
 }

@@ -7,10 +7,14 @@ subpackage; its context manager is `tracekit.profile_run` (also `tracekit.profil
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tracekit import _startup
 
-from tracekit._version import __version__ as __version__
+_startup.install()  # first: Ctrl-C during the CLI's imports is one line (tracekit._startup)
+
+import importlib  # noqa: E402  (after the Ctrl-C handler)
+from typing import Any  # noqa: E402
+
+from tracekit._version import __version__ as __version__  # noqa: E402
 
 # public name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {

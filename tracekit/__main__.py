@@ -7,7 +7,7 @@ from tracekit.errors import Terminated, raise_terminated
 
 signal.signal(signal.SIGTERM, raise_terminated)
 try:
-    from tracekit.cli import main
+    from tracekit.cli import leave, main
 except KeyboardInterrupt:
     sys.stderr.write("tracekit: interrupted\n")
     sys.exit(130)
@@ -15,4 +15,4 @@ except Terminated as exc:
     sys.stderr.write("tracekit: terminated\n")
     sys.exit(128 + exc.signum)
 
-sys.exit(main())
+leave(main())

@@ -43,6 +43,9 @@ def terminate_as_exception() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from tracekit._startup import restore
+
+    restore()  # Ctrl-C raises KeyboardInterrupt again: main() turns it into one line
     previous = {}
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:
@@ -120,6 +123,18 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+def leave(code: int) -> None:
+    """Exit with `code`. After Ctrl-C (130) without the interpreter's finalization, once stdout and
+    stderr are flushed: a library interrupted mid-import (torch) can otherwise turn the exit into
+    death by SIGINT at shutdown; every temp file is already gone by then."""
+    if code == 128 + signal.SIGINT:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    leave(main())

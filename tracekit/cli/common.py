@@ -123,8 +123,37 @@ def _jobs(ctx: click.Context, param: click.Parameter, value: int | None) -> int 
     return value
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    ctx.meta[f"tracekit.{param.name}"] = value
+    return value
+
+
+def _wait(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not 0 < value < 1e6:
+        raise click.BadParameter("give a number of seconds above 0")
+    return _remember(ctx, param, value)  # type: ignore[return-value]
+
+
+def worker_options(overhead: ProfilerOverhead | None = None) -> dict[str, Any]:
+    """--keep-going and --scheduler-wait of the running command (and `overhead` when given), as
+    pipeline keywords."""
+    meta = click.get_current_context().meta
+    options: dict[str, Any] = {"keep_going": bool(meta.get("tracekit.keep_going")),
+                               "scheduler_wait": meta.get("tracekit.scheduler_wait")}
+    if overhead is not None:
+        options["overhead"] = overhead
+    return options
+
+
 def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--jobs N (local worker processes) and --scheduler ADDRESS (a Dask cluster)."""
+    """--jobs N (local worker processes), --scheduler ADDRESS (a Dask cluster), --scheduler-wait S
+    and --keep-going (read with worker_options())."""
+    fn = click.option("--keep-going", is_flag=True, expose_value=False, callback=_remember,
+                      help="When the worker process of a rank dies (a signal, out of memory), skip that rank "
+                           "with a warning and report the others (default: stop with one error line).")(fn)
+    fn = click.option("--scheduler-wait", type=float, default=None, metavar="SECONDS", expose_value=False,
+                      callback=_wait, help="How long to wait for the Dask scheduler's workers "
+                                           "(env TRACEKIT_SCHEDULER_WAIT; default 10).")(fn)
     fn = click.option("--scheduler", default=None, metavar="ADDRESS",
                       help="Run the per-rank work on this Dask scheduler (env TRACEKIT_SCHEDULER); "
                            "needs pip install 'tracekit[dask]'.")(fn)
@@ -148,7 +177,7 @@ def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int
                      scheduler=scheduler_from_env(scheduler), view=view, tokens_per_step=tokens_per_step,
                      steps=steps, max_bytes=max_bytes, captures=captures,
                      progress=progress_bar(quiet if progress_quiet is None else progress_quiet),
-                     **({} if overhead is None else {"overhead": overhead}))
+                     **worker_options(overhead))
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     if not quiet:

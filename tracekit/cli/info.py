@@ -13,6 +13,7 @@ from tracekit.cli.common import (
     quiet_option,
     say,
     scheduler_options,
+    worker_options,
 )
 
 
@@ -34,7 +35,7 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
 
     counts = summaries(list(traces), top=top, jobs=jobs, scheduler=scheduler_from_env(scheduler),
                                          max_bytes=max_bytes, captures=captures,
-                                         progress=progress_bar(quiet or as_json))
+                                         progress=progress_bar(quiet or as_json), **worker_options())
     if not (quiet or as_json):
         for warning in counts.warnings:
             echo_warning(warning)

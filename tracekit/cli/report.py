@@ -18,6 +18,7 @@ from tracekit.cli.common import (
     say,
     scheduler_options,
     steps_option,
+    worker_options,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         report = produce_report(list(traces), output, force=force, rank=rank, jobs=jobs, also_read=option_inputs(),
                                 scheduler=scheduler_from_env(scheduler), steps=steps, max_bytes=max_bytes,
                                 captures=captures, progress=progress_bar(quiet),
-                                **({} if overhead is None else {"overhead": overhead}))
+                                **worker_options(overhead))
     except StepsError as exc:
         raise click.BadParameter(str(exc), param_hint="--steps") from None
     result, view, written, wanted = report.result, report.view, report.path, report.wanted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +18,7 @@ from tracekit.analyzers.step_selection import (  # noqa: F401  (StepsError re-ex
     StepsError,
 )
 from tracekit.analyzers.summary import AnalysisSummary, combine, rank_summary
-from tracekit.errors import TraceFormatError
+from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.executor import Progress, Scheduler, run_tasks
 from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
 from tracekit.pipeline.local import analyse_trace, load_file
@@ -172,7 +172,8 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
         jobs: int | None = None, scheduler: Scheduler = None, view: bool = False,
         tokens_per_step: float | None = None, steps: StepSelection | str = STEADY_STEPS, max_bytes: int | None = None,
         captures: Sequence[str] = (), progress: Progress | None = None,
-        overhead: ProfilerOverhead = DEFAULT_OVERHEAD) -> RunResult:
+        overhead: ProfilerOverhead = DEFAULT_OVERHEAD, keep_going: bool = False,
+        scheduler_wait: float | None = None) -> RunResult:
     """Analyze every rank file of `inputs` (one worker task per file) and merge the compact results.
 
     `jobs`: local worker processes (default: the cores; 1: this process). `scheduler`: a Dask
@@ -180,7 +181,10 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
     (files whose name states another rank are not even loaded). `view`: build report sections.
     `steps`: the headline steps, a StepSelection or its text (steady, all, N-M; StepsError before any
     work when malformed). `overhead`: the profiler's cost the model removes where a trace carries no
-    unprofiled step times (default: DEFAULT_OVERHEAD; `tracekit calibrate`'s file: load_calibration)."""
+    unprofiled step times (default: DEFAULT_OVERHEAD; `tracekit calibrate`'s file: load_calibration).
+    A rank whose worker process dies (a signal, out of memory) stops the run with a TracekitError
+    naming its file and the signal; with `keep_going` it is skipped with a warning instead.
+    `scheduler_wait`: seconds to wait for a scheduler's workers (tracekit.executor.scheduler_wait)."""
     selection = StepSelection.of(steps)
     found = collect_inputs(inputs, captures)
     paths = list(found.traces)
@@ -188,14 +192,32 @@ def run(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, rank: int | 
         named = [p for p in paths if files.rank_from_name(p) == rank]
         paths = named or paths
     here = scheduler is None and (len(paths) == 1 or jobs == 1)  # the work runs in this process
-    tasks = [RankTask(str(p), tokens_per_step=tokens_per_step, view=view, steps=selection,
+    tasks = [RankTask(task_path(p, scheduler), tokens_per_step=tokens_per_step, view=view, steps=selection,
                       show_load=here and progress is not None, max_bytes=max_bytes,
-                      captures=tuple(str(c) for c in captures), overhead=overhead) for p in paths]
+                      captures=tuple(task_path(c, scheduler) for c in captures), overhead=overhead) for p in paths]
     outcomes: list[RankResult | RankFailure | None] = [None] * len(tasks)
-    for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler,
-                                    progress=progress):
+    for index, outcome in run_tasks(analyze_rank_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress,
+                                    on_lost=lost_rank([t.path for t in tasks], keep_going),
+                                    wait_s=scheduler_wait):
         outcomes[index] = outcome
     return merge(display_path(inputs), [o for o in outcomes if o is not None], rank=rank, notes=found.notes)
+
+
+def task_path(path: str | os.PathLike, scheduler: Scheduler) -> str:
+    """A path as a worker gets it: absolute for a Dask cluster (its workers run in other working
+    directories), as given for local work."""
+    return str(path) if scheduler is None else os.path.abspath(path)
+
+
+def lost_rank(paths: Sequence[str], keep_going: bool) -> Callable[[int, str], RankFailure]:
+    """What a task whose worker process died becomes: a RankFailure (skipped with a warning) with
+    `keep_going`, else a TracekitError naming the file and how the worker ended."""
+    def lost(index: int, reason: str) -> RankFailure:
+        message = f"{paths[index]}: the worker process analysing it {reason}"
+        if not keep_going:
+            raise TracekitError(f"{message}; the run was stopped (--keep-going reports the other ranks)")
+        return RankFailure(paths[index], message)
+    return lost
 
 
 def merge(path: str, outcomes: Sequence[RankResult | RankFailure], *, rank: int | None = None,

@@ -13,7 +13,7 @@ from tracekit.analyzers.graphs import GraphReplays
 from tracekit.analyzers.trace_counts import RankCounts, TraceCounts, count_rank
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
-from tracekit.pipeline import RankFailure, _readable, display_path
+from tracekit.pipeline import RankFailure, _readable, display_path, lost_rank, task_path
 from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import load_trace
 
@@ -49,12 +49,16 @@ def summarize_file(task: InfoTask) -> tuple[RankCounts, tuple[str, ...], GraphRe
 
 def summaries(inputs: str | os.PathLike | Sequence[str | os.PathLike], *, top: int = 10,
               jobs: int | None = None, scheduler: Scheduler = None, max_bytes: int | None = None,
-              captures: Sequence[str] = (), progress: Progress | None = None) -> TraceCounts:
-    """Every file's counts (by rank), the warnings, and the graph replays of `inputs`, one task per file."""
+              captures: Sequence[str] = (), progress: Progress | None = None, keep_going: bool = False,
+              scheduler_wait: float | None = None) -> TraceCounts:
+    """Every file's counts (by rank), the warnings, and the graph replays of `inputs`, one task per file
+    (`keep_going`, `scheduler_wait`: as for tracekit.pipeline.run)."""
     found = collect_inputs(inputs, captures)
-    tasks = [InfoTask(str(p), top, max_bytes, tuple(str(c) for c in captures)) for p in found.traces]
+    tasks = [InfoTask(task_path(p, scheduler), top, max_bytes, tuple(task_path(c, scheduler) for c in captures))
+             for p in found.traces]
     outcomes: list[tuple[RankCounts, tuple[str, ...], GraphReplays | None] | RankFailure | None] = [None] * len(tasks)
-    for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress):
+    for index, outcome in run_tasks(summarize_file, tasks, jobs=jobs, scheduler=scheduler, progress=progress,
+                                    on_lost=lost_rank([t.path for t in tasks], keep_going), wait_s=scheduler_wait):
         outcomes[index] = outcome
     ok, failed = _readable(display_path(inputs), [o for o in outcomes if o is not None])
     warnings = [*found.notes, *failed]

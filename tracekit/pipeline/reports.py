@@ -64,7 +64,8 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
                    jobs: int | None = None, scheduler: Scheduler = None, steps: StepSelection | str = STEADY_STEPS,
                    max_bytes: int | None = None, captures: Sequence[str] = (),
                    progress: Progress | None = None, overhead: ProfilerOverhead = DEFAULT_OVERHEAD,
-                   also_read: Sequence[str | os.PathLike] = ()) -> WrittenReport:
+                   also_read: Sequence[str | os.PathLike] = (), keep_going: bool = False,
+                   scheduler_wait: float | None = None) -> WrittenReport:
     """Load, analyse and report traces (file, directory of ranks, glob or list): the inputs resolved and
     the target checked before the long work, the ranks run (tracekit.pipeline.run), the view written.
     The output may be none of the files read: traces, capture traces, `also_read` (a calibration file).
@@ -79,7 +80,8 @@ def produce_report(trace_path: str | os.PathLike | Sequence[str | os.PathLike],
     wanted = Path(out_path) if out_path is not None else default_report_path(trace_path)
     check_target(wanted, inputs=inputs, force=force)  # before the long work
     result = run(trace_path, rank=rank, jobs=jobs, scheduler=scheduler, view=True, steps=selection,
-                 max_bytes=max_bytes, captures=captures, progress=progress, overhead=overhead)
+                 max_bytes=max_bytes, captures=captures, progress=progress, overhead=overhead,
+                 keep_going=keep_going, scheduler_wait=scheduler_wait)
     view = report_of(result)
     written = write_view(view, wanted, force=force, inputs=inputs)
     return WrittenReport(path=written, wanted=wanted, result=result, view=view)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -62,6 +63,7 @@ class Profiling:
         self._report_path: Path | None = None
         self.trace_path: Path | None = None
         self.result: ProfileRun | None = None
+        self._pid = os.getpid()
 
     def __enter__(self) -> Profiling:
         require_torch()
@@ -69,6 +71,7 @@ class Profiling:
         self._report_path = plan_outputs(self.trace_path, force=self._force, report=self._report)
         self._session = Session(self.options)
         self._session.start()
+        self._pid = os.getpid()
         return self
 
     def step(self) -> None:
@@ -83,8 +86,8 @@ class Profiling:
         tb: TracebackType | None,
     ) -> None:
         session, trace_path = self._session, self.trace_path
-        if session is None or trace_path is None:
-            return
+        if session is None or trace_path is None or os.getpid() != self._pid:
+            return  # a child forked inside the block: the profiler and the trace are the parent's
         session.stop()
         meta = provenance(
             session,

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import itertools
 import os
 import runpy
 import sys
 import traceback
+import types
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from tracekit.errors import ProfileError
+from tracekit.terminal import visible
 
 # Exit status of a run interrupted by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -58,14 +62,37 @@ class Target:
                 _set_path0(os.getcwd())
                 runpy.run_module(self.module, run_name="__main__", alter_sys=True)
             else:
-                script = os.path.abspath(self.script or "")
-                sys.argv[:] = [self.script or script, *self.args]
+                typed = self.script or ""
+                script = os.path.abspath(typed)
+                sys.argv[:] = [typed, *self.args]  # as typed: python never makes argv[0] absolute
                 _set_path0(script if os.path.isdir(script) else os.path.dirname(script))
-                runpy.run_path(script, run_name="__main__")
+                if os.path.isfile(script) and not zipfile.is_zipfile(script):
+                    _run_source_file(script)
+                else:  # a directory or zip with __main__.py: run_path sets argv[0] to the name given
+                    runpy.run_path(typed, run_name="__main__")
         finally:
             sys.argv[:] = saved_argv
             if saved_path0 is not None:
                 _set_path0(saved_path0)
+
+
+def _run_source_file(script: str) -> None:
+    """Execute the file at the absolute path `script` as __main__, as `python SCRIPT` does:
+    __file__ and the code's file name absolute, sys.argv left as it is (runpy.run_path would
+    replace argv[0] with the path it is given)."""
+    with open(script, "rb") as fh:
+        source = fh.read()
+    code = compile(source, script, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __cached__=None, __loader__=None, __package__=None,
+                         __spec__=None, __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _set_path0(entry: str) -> None:
@@ -131,8 +158,17 @@ def exit_status(exc: BaseException | None) -> int:
 
 
 def report_exception(exc: BaseException) -> None:
-    """Show what Python would show for `exc` leaving the script, without tracekit's frames."""
+    """Show what Python would show for `exc` leaving the script, without tracekit's frames; Ctrl-C
+    (KeyboardInterrupt) is one line saying where the script was, not a traceback."""
     sys.stdout.flush()
+    if isinstance(exc, KeyboardInterrupt):
+        _strip_frames(exc, set())
+        tb, where = exc.__traceback__, ""
+        while tb is not None:
+            where = f" at {visible(os.path.basename(tb.tb_frame.f_code.co_filename))} line {tb.tb_lineno}"
+            tb = tb.tb_next
+        print(f"tracekit: interrupted{where}; writing the trace of what ran", file=sys.stderr, flush=True)
+        return
     if isinstance(exc, SystemExit):
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tracekit.errors import OutputError
 from tracekit.profile.export import report_path_for
@@ -69,7 +69,7 @@ def profile_target(
 
     def say(message: str) -> None:
         if not quiet:
-            print(f"tracekit: {visible(message)}", file=sys.stderr, flush=True)
+            _tell(f"tracekit: {visible(message)}")
 
     timing = _time_bare(target, timeout, say) if bare else None
     session = Session(options)
@@ -88,7 +88,7 @@ def profile_target(
     bare_note = _store_bare(meta, timing, session) if timing is not None else None
     result = finish(session, trace_path, meta, report_path=report_path, force=force)
     if result is None:
-        print(f"tracekit: error: {nothing_recorded(session)}", file=sys.stderr, flush=True)
+        _tell(f"tracekit: error: {visible(nothing_recorded(session))}")
         return status or TRACEKIT_FAILURE
     steps = plural(result.steps, "step") if result.steps else "no steps marked"
     launches = f", {plural(result.triton_launches, 'Triton launch', 'Triton launches')}" if result.triton_launches else ""
@@ -98,7 +98,7 @@ def profile_target(
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")
     if result.report_error is not None:
-        print(f"tracekit: error: {visible(result.report_error)}", file=sys.stderr, flush=True)
+        _tell(f"tracekit: error: {visible(result.report_error)}")
         return status or TRACEKIT_FAILURE
     return status
 
@@ -136,7 +136,12 @@ def _store_bare(meta: dict[str, Any], timing: dict[str, Any], session: Session) 
 
 
 def run_target(target: Target, session: Session) -> int:
-    """Run the target in the started `session`, stop it, show the script's error; return its status."""
+    """Run the target in the started `session`, stop it, show the script's error; return its status.
+
+    A child the script forked (os.fork) that runs to the end of the script leaves here with its
+    own status (os._exit after flushing its output): the profiler and the trace belong to the
+    process that started the run, and their teardown in a forked copy would deadlock."""
+    owner = os.getpid()
     error: BaseException | None = None
     try:
         with _sigterm_as_exit():
@@ -144,12 +149,34 @@ def run_target(target: Target, session: Session) -> int:
     except BaseException as exc:  # the script's own exit: reported below as Python would
         error = exc
     finally:
+        if os.getpid() != owner:
+            _leave_forked_child(error)
         session.stop()
     status = exit_status(error)
     if error is not None:
-        report_exception(error)
+        with contextlib.suppress(OSError, ValueError):  # the script may have closed fd 2
+            report_exception(error)
         del error  # drop the script's frames before exporting
     return status
+
+
+def _leave_forked_child(error: BaseException | None) -> NoReturn:
+    """End a forked child of the script as its own interpreter would end (its error shown, its
+    output flushed, its status), without tracekit's epilogue."""
+    status = exit_status(error)
+    with contextlib.suppress(Exception):
+        if error is not None:
+            report_exception(error)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def _tell(line: str) -> None:
+    """One line on stderr; silent when the script closed or broke fd 2 (its status still counts)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

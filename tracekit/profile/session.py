@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -46,12 +50,30 @@ def profiler_activities(cuda: bool) -> list[Any]:
 
 
 def require_torch() -> ModuleType:
-    """Import torch, or raise the one-line ProfileError that says how to install it."""
+    """Import torch, or raise the one-line ProfileError that says how to install it. Ctrl-C is
+    held back while torch imports and arrives right after, as KeyboardInterrupt: interrupted inside
+    a C extension's initialisation (numpy's), the import fails as an ImportError instead, and a
+    second attempt as "cannot load module more than once per process"."""
     try:
-        import torch
+        with _sigint_held():
+            import torch
     except ImportError as exc:
         raise ProfileError(f"torch is not installed ({exc}): {INSTALL_HINT}") from None
     return torch
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in this thread (and the threads it starts) while held; a pending one is
+    delivered on release."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _Actions(Protocol):

@@ -48,6 +48,9 @@ def _timed(target: Target) -> tuple[int, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tracekit._startup import restore
+
+    restore()  # the script gets KeyboardInterrupt on Ctrl-C, as under python
     args, script_args = _parse(sys.argv[1:] if argv is None else argv)
     target = Target(script=args.script, module=args.module, args=tuple(script_args))
     out: dict[str, Any] = {"mode": args.mode, "knob": args.knob, "pid": os.getpid()}

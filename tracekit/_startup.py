@@ -1,0 +1,38 @@
+"""Ctrl-C while the CLI starts up (its imports, before main()): one line and exit 130, no traceback."""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]  # builtin: the signal module would import enum first
+import os
+import sys
+
+# What argv[0] is while the CLI starts: `python -m tracekit...` being located, or the console script.
+_CLI_NAMES = ("tracekit", "tracekit.exe", "tracekit-script.py")
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    try:
+        os.write(2, b"tracekit: interrupted\n")
+    finally:
+        os._exit(128 + signum)
+
+
+def install() -> None:
+    """While the CLI starts, Ctrl-C prints one line and exits 130 (nothing to clean up yet)."""
+    argv0 = (getattr(sys, "argv", None) or [""])[0]
+    if argv0 != "-m" and os.path.basename(argv0) not in _CLI_NAMES:
+        return  # imported as a library: Python's own KeyboardInterrupt
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+            _signal.signal(_signal.SIGINT, _interrupted)
+    except ValueError:  # not the main thread
+        pass
+
+
+def restore() -> None:
+    """Give Ctrl-C back to Python (KeyboardInterrupt) once an entry point handles it."""
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _interrupted:
+            _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    except ValueError:
+        pass
