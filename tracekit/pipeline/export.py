@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -25,20 +24,16 @@ from tracekit.errors import TraceFormatError
 from tracekit.model.critical import critical_segments
 from tracekit.model.outlook import RankModel
 from tracekit.output import check_target, write_stream
+from tracekit.pipeline.export_raw import PID, BadEvents, annotated, is_ours, offset_in, raw_chunks
 from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
 from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files
 from tracekit.trace.model import RankTrace
-from tracekit.trace.reader import _next_cut as next_cut
-from tracekit.trace.reader import open_document
+from tracekit.trace.reader import BadJSON, NotATrace, open_document
 
-PID = 0x7ACE0000  # tracekit's own process in the viewer (plus the rank)
 TID_VERDICT, TID_SUGGESTION, TID_PATH = 1, 2, 3
 PATH_TRACK = "tracekit: critical path"
-CHUNK_BYTES = 8 << 20  # original events decoded (as raw slices) a few MB at a time
-KERNEL_CATS = (b'"kernel"', b'"Kernel"')  # a kernel event carries one of these as its category
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ENC = msgspec.json.Encoder()
 
 
@@ -157,78 +152,13 @@ def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str
     return by_corr, by_name
 
 
-class _KernelArgs(msgspec.Struct):
-    correlation: Any = None
-
-
-class _KernelView(msgspec.Struct):
-    """The fields of an event that say whether it is a kernel and which one (ts is left alone)."""
-
-    cat: Any = None
-    name: Any = None
-    args: _KernelArgs | None = None
-
-
-_KERNEL_VIEW = msgspec.json.Decoder(_KernelView)
-_ARGS_KEY = re.compile(rb'"args"\s*:\s*\{\s*')
-
-
-def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> bytes:
-    """A kernel event with args.tracekit_class added, as bytes spliced into the original text (its
-    ts and every other field keep their exact digits); any other event unchanged."""
-    if not any(cat in raw for cat in KERNEL_CATS):
-        return raw
-    try:
-        view = _KERNEL_VIEW.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return raw
-    if str(view.cat or "").lower() != "kernel":
-        return raw
-    corr = view.args.correlation if view.args is not None else None
-    cls = by_corr.get(corr) if isinstance(corr, int) else None
-    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), OTHER))
-    found = _ARGS_KEY.search(raw)
-    if found is not None:
-        sep = b"" if raw[found.end():found.end() + 1] == b"}" else b","
-        return raw[:found.end()] + field + sep + raw[found.end():]
-    brace = raw.index(b"{") + 1
-    return raw[:brace] + b'"args":{' + field + b"}," + raw[brace:]
-
-
-def _events_span(raw: bytes | bytearray, events: memoryview) -> tuple[int, int]:
-    """Where the traceEvents array lies in the file bytes."""
-    n = len(events)
-    key = raw.find(b'"traceEvents"')
-    start = raw.find(b"[", key) if key >= 0 else raw.find(b"[")
-    if start < 0 or raw[start:start + n] != events:
-        raise TraceFormatError("cannot find the traceEvents array in the file")
-    return start, start + n
-
-
-def _raw_chunks(events: memoryview) -> Iterator[list[msgspec.Raw]]:
-    """The events array a few MB at a time, each event as its raw JSON bytes."""
-    start, end = 1, len(events) - 1  # inside the [ ]
-    while start < end:
-        cut = next_cut(events, start + CHUNK_BYTES, end)
-        while True:
-            try:
-                items = _RAW_LIST.decode(b"[" + bytes(events[start:cut]) + b"]")
-                break
-            except msgspec.DecodeError:
-                if cut >= end:
-                    raise TraceFormatError("not valid JSON inside traceEvents") from None
-                cut = next_cut(events, cut + 1, end)  # the cut fell inside an event: widen
-        yield items
-        start = cut + 1
-
-
 def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
                   by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> int:
     """The original events (kernel events annotated), then tracekit's, as one JSON array; returns how many added."""
     out.write(b"[")
     first = True
-    for items in _raw_chunks(events):
-        parts = [_annotated(bytes(r), by_corr, by_name) for r in items]
+    for items in raw_chunks(events):
+        parts = [annotated(raw, by_corr, by_name, OTHER) for raw in map(bytes, items) if not is_ours(raw)]
         if parts:
             out.write((b"" if first else b",") + b",".join(parts))
             first = False
@@ -266,11 +196,14 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
     counters = _counters(a, launch_queue_depth(rank), origin)
     by_corr, by_name = _classes_by_correlation(rank, a)
     raw = read_bytes(Path(files[0]))
-    doc = open_document(raw)
-    if raw.lstrip()[:1] == b"[":  # bare-array form: no top level to keep
-        start, end = raw.index(b"["), raw.rindex(b"]") + 1
-    else:
-        start, end = _events_span(raw, doc.events_raw)
+    try:
+        doc = open_document(raw)
+    except (BadJSON, NotATrace) as exc:
+        raise TraceFormatError(f"{files[0]}: {exc}") from None
+    start = offset_in(raw, doc.events_raw)  # the array the loader read (escaped, duplicated keys too)
+    if start < 0:
+        raise TraceFormatError(f"{files[0]}: cannot find the traceEvents array in the file")
+    end = start + len(doc.events_raw)
     added = [0]
 
     def write(fh: BinaryIO) -> None:
@@ -280,6 +213,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
             stream.write(raw[:start])
             added[0] = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
             stream.write(raw[end:])
+        except BadEvents as exc:
+            raise TraceFormatError(f"{files[0]}: {exc}") from None
         finally:
             if stream is not fh:
                 stream.close()
