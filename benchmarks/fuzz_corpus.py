@@ -1,11 +1,13 @@
 """Run the whole bad-input corpus, a long hypothesis run and a gzip bomb; print the counts.
 
-usage: python benchmarks/fuzz_corpus.py [--every N] [--examples N] [--bomb-gb G] [--skip-corpus]
+usage: python benchmarks/fuzz_corpus.py [--every N] [--examples N] [--bomb-gb G] [--skip-corpus] [--scaling N]
 
 The corpus and the checks are those of tests/test_fuzz_corpus.py (CI runs a share of them);
 hypothesis mutates the sample traces as tests/test_fuzz_hypothesis.py does, with --examples
 examples. The bomb is a gzip of G GB of JSON string (a few MB on disk), refused by `tracekit info`
-in a fresh process; its wall time and the child's peak RSS are printed.
+in a fresh process; its wall time and the child's peak RSS are printed. --scaling N runs the
+adversarial shapes of tests/test_fuzz_scaling.py (tests/scaling_shapes.py) at N times CI's sizes and
+at ten times that, and prints each one's time ratio and peak traced memory over the raw input.
 """
 
 from __future__ import annotations
@@ -113,12 +115,27 @@ def run_bomb(gigabytes: float) -> None:
                   f"in {wall:.2f} s wall ({cpu} s CPU), peak RSS {int(peak) / 1024:.0f} MB; {' '.join(lines)[:170]}")
 
 
+def run_scaling(scale: int) -> None:
+    from scaling_shapes import SHAPES, measure
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        got = measure(SHAPES, Path(tmp), scale=scale, memory=frozenset(s.name for s in SHAPES))
+    print(f"scaling: {len(SHAPES)} shapes at {scale}x CI's sizes and 10x that, {time.perf_counter() - start:.0f} s")
+    for shape in SHAPES:
+        m = got[shape.name]
+        print(f"  {shape.name:22s} n={shape.small * scale:>9,}: {m['small']:6.2f} s -> {m['large']:7.2f} s "
+              f"({m['large'] / max(m['small'], 0.01):5.1f}x); peak {m['peak'] / 1e6:7.1f} MB = "
+              f"{m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--every", type=int, default=1, help="run every Nth corpus case (default all)")
     ap.add_argument("--examples", type=int, default=2000, help="hypothesis examples (default 2000)")
     ap.add_argument("--bomb-gb", type=float, default=2.0, help="inflated size of the gzip bomb")
     ap.add_argument("--skip-corpus", action="store_true")
+    ap.add_argument("--scaling", type=int, default=0, help="run the scaling shapes at N times CI's sizes")
     args = ap.parse_args()
     if args.bomb_gb > 0:
         run_bomb(args.bomb_gb)  # first: the children's peak RSS is the bomb's own
@@ -126,6 +143,8 @@ def main() -> None:
         run_corpus(args.every)
     if args.examples > 0:
         run_hypothesis(args.examples)
+    if args.scaling > 0:
+        run_scaling(args.scaling)
 
 
 if __name__ == "__main__":
