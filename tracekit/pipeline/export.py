@@ -102,12 +102,21 @@ def _step_events(a: Analysis, origin: float) -> list[dict[str, Any]]:
 
 
 def _counters(a: Analysis, queue: QueueDepth, origin: float) -> Iterator[dict[str, Any]]:
+    """The GPU busy share per timeline bin and the launch queue depth, as counter events (made
+    from their own small copies: the analysis can be freed before the trace is copied)."""
     ra = a.ranks[0]
     pid = PID + ra.rank
     tl = ra.timeline
-    if tl is not None and tl.rows:
-        for i, share in enumerate(tl.rows[0].busy):
-            yield {"ph": "C", "pid": pid, "name": "GPU busy %", "ts": origin + tl.t0_us + i * tl.bin_us,
+    busy = (tl.t0_us, tl.bin_us, tuple(tl.rows[0].busy)) if tl is not None and tl.rows else None
+    return _counter_events(pid, busy, queue, origin)
+
+
+def _counter_events(pid: int, busy: tuple[float, float, tuple[float, ...]] | None, queue: QueueDepth,
+                    origin: float) -> Iterator[dict[str, Any]]:
+    if busy is not None:
+        t0, width, shares = busy
+        for i, share in enumerate(shares):
+            yield {"ph": "C", "pid": pid, "name": "GPU busy %", "ts": origin + t0 + i * width,
                    "args": {"busy": round(100 * share, 1)}}
     for ts, depth in zip(queue.ts, queue.depth, strict=True):
         yield {"ph": "C", "pid": pid, "name": "launch queue depth", "ts": origin + ts, "args": {"queued": depth}}
@@ -152,28 +161,74 @@ def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str
     return by_corr, by_name
 
 
+class _Buffered:
+    """Writes gathered into ~1 MB blocks (events are small; a long one goes through at once)."""
+
+    def __init__(self, out: BinaryIO | gzip.GzipFile) -> None:
+        self.out, self.buf = out, io.BytesIO()
+
+    def write(self, data: bytes) -> None:
+        if len(data) > 1 << 20:
+            self.flush()
+            self.out.write(data)
+            return
+        self.buf.write(data)
+        if self.buf.tell() > 1 << 20:
+            self.flush()
+
+    def flush(self) -> None:
+        self.out.write(self.buf.getvalue())
+        self.buf = io.BytesIO()
+
+
 def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
                   by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> int:
-    """The original events (kernel events annotated), then tracekit's, as one JSON array; returns how many added."""
-    out.write(b"[")
+    """The original events (kernel events annotated, an earlier export's own events dropped), then
+    tracekit's, as one JSON array, streamed event by event; returns how many were added."""
+    buf = _Buffered(out)
+    buf.write(b"[")
     first = True
     for items in raw_chunks(events):
-        parts = [annotated(raw, by_corr, by_name, OTHER) for raw in map(bytes, items) if not is_ours(raw)]
-        if parts:
-            out.write((b"" if first else b",") + b",".join(parts))
+        for raw in map(bytes, items):
+            if is_ours(raw):
+                continue
+            if not first:
+                buf.write(b",")
+            buf.write(annotated(raw, by_corr, by_name, OTHER))
             first = False
     added = 0
-    buf = io.BytesIO()
     for event in extra:
-        buf.write((b"" if first else b",") + _ENC.encode(event))
+        if not first:
+            buf.write(b",")
+        buf.write(_ENC.encode(event))
         first = False
         added += 1
-        if buf.tell() > 1 << 20:
-            out.write(buf.getvalue())
-            buf = io.BytesIO()
-    out.write(buf.getvalue())
-    out.write(b"]")
+    buf.write(b"]")
+    buf.flush()
     return added
+
+
+class _Additions(NamedTuple):
+    """What export adds to a trace, computed before the copy (the loaded trace freed by then)."""
+
+    extra: list[dict[str, Any]]
+    counters: Iterator[dict[str, Any]]
+    by_corr: dict[int, str]
+    by_name: dict[str, str]
+    note: str
+
+
+def _additions(path: Path) -> _Additions:
+    trace = load_file(path)
+    rank = trace.rank()
+    result = analyse_trace(trace, rank=rank.rank)
+    a, suggestions = result.analysis, result.suggestions
+    origin = float(rank.meta.origin_us)
+    track, note = path_events(result.models[0] if result.models else None, origin)
+    extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
+                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin), *track]
+    by_corr, by_name = _classes_by_correlation(rank, a)
+    return _Additions(extra, _counters(a, launch_queue_depth(rank), origin), by_corr, by_name, note)
 
 
 def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False) -> Exported:
@@ -185,16 +240,7 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
                                "pass one rank's file")
     out_path = Path(out_path)
     check_target(out_path, inputs=files, force=force)  # one line, before the long work
-    trace = load_file(files[0])
-    rank = trace.rank()
-    result = analyse_trace(trace, rank=rank.rank)
-    a, suggestions = result.analysis, result.suggestions
-    origin = float(rank.meta.origin_us)
-    path, note = path_events(result.models[0] if result.models else None, origin)
-    extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
-                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin), *path]
-    counters = _counters(a, launch_queue_depth(rank), origin)
-    by_corr, by_name = _classes_by_correlation(rank, a)
+    add = _additions(Path(files[0]))
     raw = read_bytes(Path(files[0]))
     try:
         doc = open_document(raw)
@@ -211,7 +257,8 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
             gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if out_path.name.endswith(".gz") else fh)
         try:
             stream.write(raw[:start])
-            added[0] = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
+            added[0] = _write_events(stream, doc.events_raw, _chain(add.extra, add.counters), add.by_corr,
+                                     add.by_name)
             stream.write(raw[end:])
         except BadEvents as exc:
             raise TraceFormatError(f"{files[0]}: {exc}") from None
@@ -220,7 +267,7 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
                 stream.close()
 
     target = write_stream(out_path, write, force=force, inputs=files)
-    return Exported(target, added[0], note)
+    return Exported(target, added[0], add.note)
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
