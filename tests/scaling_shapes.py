@@ -49,6 +49,27 @@ def many_streams(n: int) -> dict:
     return b.document()
 
 
+def synced_streams(n: int) -> dict:
+    """Four ProfilerSteps of n/5 kernels over n/50 streams; a blocking cudaMemcpy after every 4th
+    kernel and a cudaDeviceSynchronize after every 8th (the model matches each sync to the work
+    it waits for, on every stream)."""
+    b = TraceBuilder()
+    kernels = n // 5
+    per = max(1, kernels // 4)
+    for k in range(kernels):
+        t = 1000.0 + 10 * k
+        if k % per == 0:
+            b.annotation(f"ProfilerStep#{k // per}", t - 0.5, 10.0 * per)
+        ext = b.op("aten::mm", t, 4.0)
+        b.launch(t + 1, 1.0, "ampere_sgemm_128x64_nn", t + 2, 50.0, ext=ext, stream=7 + k % max(1, n // 50))
+        if k % 4 == 3:
+            b.launch(t + 5, 2.0, "Memcpy DtoH (Device -> Pageable)", t + 6, 0.3, api="cudaMemcpy",
+                     kind="memcpy", bytes=64)
+        if k % 8 == 7:
+            b.launch(t + 8, 1.0, None, 0.0, 0.0, api="cudaDeviceSynchronize")
+    return b.document()
+
+
 def aperiodic(n: int) -> dict:
     """No ProfilerStep and no repeating period: n/3 top-level ops drawn (seeded) from 8 names, each
     launching the kernel of its name."""
@@ -132,6 +153,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("deep_nesting", _analyze(deep_nesting), 3000),
     Shape("many_streams", _analyze(many_streams), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
+    Shape("synced_streams", _analyze(synced_streams), 10000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),
     Shape("export_large", _export(aperiodic), 3000),
