@@ -153,7 +153,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("deep_nesting", _analyze(deep_nesting), 3000),
     Shape("many_streams", _analyze(many_streams), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
-    Shape("synced_streams", _analyze(synced_streams), 10000),
+    Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),
     Shape("export_large", _export(aperiodic), 3000),
