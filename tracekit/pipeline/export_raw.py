@@ -29,6 +29,7 @@ _RAW_DICT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENC = msgspec.json.Encoder()
 # our own label as an earlier export wrote it, first in args: replaced in place
 _OUR_LABEL = re.compile(rb'\s*"tracekit_class":"[^"\\]*"\s*(,\s*)?')
+_SPACE = re.compile(rb"\s*")
 
 
 class _KernelArgs(msgspec.Struct):
@@ -114,7 +115,8 @@ def _splice(raw: bytes, args: msgspec.Raw, field: bytes) -> bytes | None:
         return None
     if raw[at:at + 1] == b"n":  # "args": null
         return raw[:at] + b"{" + field + b"}" + raw[at + 4:]
-    inner = at + 1
+    blanks = _SPACE.match(raw, at + 1)  # the label goes after the brace and its blanks, as before
+    inner = blanks.end() if blanks is not None else at + 1
     ours = _OUR_LABEL.match(raw, inner)
     if ours is not None:
         inner_end = ours.end()
