@@ -1,4 +1,4 @@
-"""trace.align: difflib's alignment while its work budget lasts, in-order blocks past it."""
+"""trace.align: difflib's alignment while its work budget lasts, in-order blocks past it; trace.graphs' candidates."""
 
 from __future__ import annotations
 
@@ -61,3 +61,22 @@ def test_align_within_the_budget_is_unchanged():
     b = [("k", 1), ("k", 2), ("k", 9), ("k", 3)]
     kinds = ["kernel"] * 4
     assert A.align(a, b, kinds, kinds) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def test_candidates_by_length_are_the_nearest_in_scan_order():
+    # the index returns what the scan it replaced returned: captured sequences of half to twice the
+    # graph's length, sorted (stably) by the distance of their length to the graph's, the first 64
+    import numpy as np
+
+    from tracekit.trace.graphs import MAX_CANDIDATES, _Candidates, _Captured, _Graph
+
+    rng = random.Random(7)
+    for _ in range(200):
+        captured = [_Captured(0, [], ("kernel",) * rng.randrange(1, 60), [], np.zeros(0, dtype=bool))
+                    for _ in range(rng.randrange(0, 150))]
+        index = _Candidates(captured)
+        n = rng.randrange(1, 50)
+        g = _Graph(tuple(range(n)), ("memcpy",) * n)  # no captured sequence has its exact shape
+        near = [c for c in captured if n / 2 <= len(c.kinds) <= 2 * n]
+        want = sorted(near, key=lambda c: abs(len(c.kinds) - n))[:MAX_CANDIDATES]
+        assert [id(c) for c in index.of(g)] == [id(c) for c in want]
