@@ -1,7 +1,7 @@
 """Run the whole bad-input corpus, a long hypothesis run and a gzip bomb; print the counts.
 
 usage: python benchmarks/fuzz_corpus.py [--every N] [--only PREFIX] [--examples N] [--bomb-gb G] [--skip-corpus]
-                                        [--profile-delays N]
+                                        [--profile-delays N] [--scaling N]
 
 The corpus and the checks are those of tests/test_fuzz_corpus.py (CI runs a share of them);
 hypothesis mutates the sample traces as tests/test_fuzz_hypothesis.py does, with --examples
@@ -12,6 +12,9 @@ time and the child's peak RSS are printed. The corpus holds the dying-worker and
 cases; `tracekit profile` is checked against python on the scripts of
 tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C at N
 moments from 10 ms to 4 s into its run.
+--scaling N runs the adversarial shapes of tests/test_fuzz_scaling.py (tests/scaling_shapes.py) at N
+times CI's sizes and at ten times that, and prints each one's time ratio and peak traced memory
+over the raw input.
 """
 
 from __future__ import annotations
@@ -141,6 +144,20 @@ def run_bomb(gigabytes: float) -> None:
                   f"in {wall:.2f} s wall ({cpu} s CPU), peak RSS {int(peak) / 1024:.0f} MB; {' '.join(lines)[:170]}")
 
 
+def run_scaling(scale: int) -> None:
+    from scaling_shapes import SHAPES, measure
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        got = measure(SHAPES, Path(tmp), scale=scale, memory=frozenset(s.name for s in SHAPES))
+    print(f"scaling: {len(SHAPES)} shapes at {scale}x CI's sizes and 10x that, {time.perf_counter() - start:.0f} s")
+    for shape in SHAPES:
+        m = got[shape.name]
+        print(f"  {shape.name:22s} n={shape.small * scale:>9,}: {m['small']:6.2f} s -> {m['large']:7.2f} s "
+              f"({m['large'] / max(m['small'], 0.01):5.1f}x); peak {m['peak'] / 1e6:7.1f} MB = "
+              f"{m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--every", type=int, default=1, help="run every Nth corpus case (default all)")
@@ -149,6 +166,7 @@ def main() -> None:
     ap.add_argument("--only", default="", metavar="PREFIX", help="only the corpus cases named PREFIX... (io:, file:)")
     ap.add_argument("--skip-corpus", action="store_true")
     ap.add_argument("--profile-delays", type=int, default=12, help="Ctrl-C moments for tracekit profile (0: skip)")
+    ap.add_argument("--scaling", type=int, default=0, help="run the scaling shapes at N times CI's sizes")
     args = ap.parse_args()
     if args.bomb_gb > 0:
         run_bomb(args.bomb_gb)  # first: the children's peak RSS is the bomb's own
@@ -158,6 +176,8 @@ def main() -> None:
         run_hypothesis(args.examples)
     if args.profile_delays > 0:
         run_profile(args.profile_delays)
+    if args.scaling > 0:
+        run_scaling(args.scaling)
 
 
 if __name__ == "__main__":

@@ -74,14 +74,19 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
     names = context.rt_name[calls]
     kinds = context.rt_kind[calls]
     first_of_stream = np.flatnonzero(g_prev < 0)
+    by_call = np.argsort(launch, kind="stable")  # GPU nodes grouped by the call that launched them
+    launch_sorted = launch[by_call]
     for i in np.flatnonzero(role == ROLE_SYNC):
         start, stop = float(ts[i]), float(end[i])
         nodes: list[int]
-        if kinds[i] == tables.SYNC_COPY and (launch == i).any():
-            nodes = [int(j) for j in np.flatnonzero(launch == i)]
+        own_nodes = by_call[np.searchsorted(launch_sorted, i):np.searchsorted(launch_sorted, i, side="right")]
+        if kinds[i] == tables.SYNC_COPY and len(own_nodes):
+            nodes = own_nodes.tolist()
         elif DEVICE_SYNC_RE.match(str(names[i])):
-            eligible = (launched_at < start) & (g_ts <= stop + SYNC_SLACK_US)
-            nodes = [int(np.flatnonzero(eligible & (stream == s))[-1]) for s in np.unique(stream[eligible])]
+            eligible = np.flatnonzero((launched_at < start) & (g_ts <= stop + SYNC_SLACK_US))
+            # the latest eligible node of each stream, streams in ascending order
+            _, last = np.unique(stream[eligible][::-1], return_index=True)
+            nodes = eligible[len(eligible) - 1 - last].tolist()
             if len(first_of_stream):
                 floor[i] = float(np.max(free[first_of_stream]))
         else:  # stream / event sync: the trace names no stream or event, so the awaited work is found by time
@@ -89,7 +94,7 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
             nodes = [j] if j >= 0 else []
             inferred += 1
         lists[i] = nodes
-        awaited = max([float(g_end[j]) for j in nodes] + [float(floor[i])])
+        awaited = max(float(g_end[nodes].max()), float(floor[i])) if nodes else float(floor[i])
         waits[i] = True
         if awaited > start:
             tail[i] = max(stop - awaited, 0.0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -25,21 +24,17 @@ from tracekit.errors import TraceFormatError
 from tracekit.model.critical import critical_segments
 from tracekit.model.outlook import RankModel
 from tracekit.output import check_target, write_stream
+from tracekit.pipeline.export_raw import PID, BadEvents, annotated, is_ours, offset_in, raw_chunks
 from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
 from tracekit.trace import tables
 from tracekit.trace.files import read_bytes, trace_files
 from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.model import RankTrace
-from tracekit.trace.reader import _next_cut as next_cut
-from tracekit.trace.reader import open_document
+from tracekit.trace.reader import BadJSON, NotATrace, open_document
 
-PID = 0x7ACE0000  # tracekit's own process in the viewer (plus the rank)
 TID_VERDICT, TID_SUGGESTION, TID_PATH = 1, 2, 3
 PATH_TRACK = "tracekit: critical path"
-CHUNK_BYTES = 8 << 20  # original events decoded (as raw slices) a few MB at a time
-KERNEL_CATS = (b'"kernel"', b'"Kernel"')  # a kernel event carries one of these as its category
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ENC = msgspec.json.Encoder()
 
 
@@ -109,12 +104,21 @@ def _step_events(a: Analysis, origin: float) -> list[dict[str, Any]]:
 
 
 def _counters(a: Analysis, queue: QueueDepth, origin: float) -> Iterator[dict[str, Any]]:
+    """The GPU busy share per timeline bin and the launch queue depth, as counter events (made
+    from their own small copies: the analysis can be freed before the trace is copied)."""
     ra = a.ranks[0]
     pid = PID + ra.rank
     tl = ra.timeline
-    if tl is not None and tl.rows:
-        for i, share in enumerate(tl.rows[0].busy):
-            yield {"ph": "C", "pid": pid, "name": "GPU busy %", "ts": origin + tl.t0_us + i * tl.bin_us,
+    busy = (tl.t0_us, tl.bin_us, tuple(tl.rows[0].busy)) if tl is not None and tl.rows else None
+    return _counter_events(pid, busy, queue, origin)
+
+
+def _counter_events(pid: int, busy: tuple[float, float, tuple[float, ...]] | None, queue: QueueDepth,
+                    origin: float) -> Iterator[dict[str, Any]]:
+    if busy is not None:
+        t0, width, shares = busy
+        for i, share in enumerate(shares):
+            yield {"ph": "C", "pid": pid, "name": "GPU busy %", "ts": origin + t0 + i * width,
                    "args": {"busy": round(100 * share, 1)}}
     for ts, depth in zip(queue.ts, queue.depth, strict=True):
         yield {"ph": "C", "pid": pid, "name": "launch queue depth", "ts": origin + ts, "args": {"queued": depth}}
@@ -159,93 +163,76 @@ def _classes_by_correlation(rank: RankTrace, a: Analysis) -> tuple[dict[int, str
     return by_corr, by_name
 
 
-class _KernelArgs(msgspec.Struct):
-    correlation: Any = None
+class _Buffered:
+    """Writes gathered into ~1 MB blocks (events are small; a long one goes through at once)."""
 
+    def __init__(self, out: BinaryIO | gzip.GzipFile) -> None:
+        self.out, self.buf = out, io.BytesIO()
 
-class _KernelView(msgspec.Struct):
-    """The fields of an event that say whether it is a kernel and which one (ts is left alone)."""
+    def write(self, data: bytes) -> None:
+        if len(data) > 1 << 20:
+            self.flush()
+            self.out.write(data)
+            return
+        self.buf.write(data)
+        if self.buf.tell() > 1 << 20:
+            self.flush()
 
-    cat: Any = None
-    name: Any = None
-    args: _KernelArgs | None = None
-
-
-_KERNEL_VIEW = msgspec.json.Decoder(_KernelView)
-_ARGS_KEY = re.compile(rb'"args"\s*:\s*\{\s*')
-
-
-def _annotated(raw: bytes, by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> bytes:
-    """A kernel event with args.tracekit_class added, as bytes spliced into the original text (its
-    ts and every other field keep their exact digits); any other event unchanged."""
-    if not any(cat in raw for cat in KERNEL_CATS):
-        return raw
-    try:
-        view = _KERNEL_VIEW.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return raw
-    if str(view.cat or "").lower() != "kernel":
-        return raw
-    corr = view.args.correlation if view.args is not None else None
-    cls = by_corr.get(corr) if isinstance(corr, int) else None
-    field = b'"tracekit_class":' + _ENC.encode(cls or by_name.get(str(view.name or ""), OTHER))
-    found = _ARGS_KEY.search(raw)
-    if found is not None:
-        sep = b"" if raw[found.end():found.end() + 1] == b"}" else b","
-        return raw[:found.end()] + field + sep + raw[found.end():]
-    brace = raw.index(b"{") + 1
-    return raw[:brace] + b'"args":{' + field + b"}," + raw[brace:]
-
-
-def _events_span(raw: bytes | bytearray, events: memoryview) -> tuple[int, int]:
-    """Where the traceEvents array lies in the file bytes."""
-    n = len(events)
-    key = raw.find(b'"traceEvents"')
-    start = raw.find(b"[", key) if key >= 0 else raw.find(b"[")
-    if start < 0 or raw[start:start + n] != events:
-        raise TraceFormatError("cannot find the traceEvents array in the file")
-    return start, start + n
-
-
-def _raw_chunks(events: memoryview) -> Iterator[list[msgspec.Raw]]:
-    """The events array a few MB at a time, each event as its raw JSON bytes."""
-    start, end = 1, len(events) - 1  # inside the [ ]
-    while start < end:
-        cut = next_cut(events, start + CHUNK_BYTES, end)
-        while True:
-            try:
-                items = _RAW_LIST.decode(b"[" + bytes(events[start:cut]) + b"]")
-                break
-            except msgspec.DecodeError:
-                if cut >= end:
-                    raise TraceFormatError("not valid JSON inside traceEvents") from None
-                cut = next_cut(events, cut + 1, end)  # the cut fell inside an event: widen
-        yield items
-        start = cut + 1
+    def flush(self) -> None:
+        self.out.write(self.buf.getvalue())
+        self.buf = io.BytesIO()
 
 
 def _write_events(out: BinaryIO | gzip.GzipFile, events: memoryview, extra: Sequence[dict[str, Any]] | Iterator[dict[str, Any]],
                   by_corr: Mapping[int, str], by_name: Mapping[str, str]) -> int:
-    """The original events (kernel events annotated), then tracekit's, as one JSON array; returns how many added."""
-    out.write(b"[")
+    """The original events (kernel events annotated, an earlier export's own events dropped), then
+    tracekit's, as one JSON array, streamed event by event; returns how many were added."""
+    buf = _Buffered(out)
+    buf.write(b"[")
     first = True
-    for items in _raw_chunks(events):
-        parts = [_annotated(bytes(r), by_corr, by_name) for r in items]
-        if parts:
-            out.write((b"" if first else b",") + b",".join(parts))
+    for items in raw_chunks(events):
+        for raw in map(bytes, items):
+            if is_ours(raw):
+                continue
+            if not first:
+                buf.write(b",")
+            buf.write(annotated(raw, by_corr, by_name, OTHER))
             first = False
     added = 0
-    buf = io.BytesIO()
     for event in extra:
-        buf.write((b"" if first else b",") + _ENC.encode(event))
+        if not first:
+            buf.write(b",")
+        buf.write(_ENC.encode(event))
         first = False
         added += 1
-        if buf.tell() > 1 << 20:
-            out.write(buf.getvalue())
-            buf = io.BytesIO()
-    out.write(buf.getvalue())
-    out.write(b"]")
+    buf.write(b"]")
+    buf.flush()
     return added
+
+
+class _Additions(NamedTuple):
+    """What export adds to a trace, computed before the copy (the loaded trace freed by then)."""
+
+    extra: list[dict[str, Any]]
+    counters: Iterator[dict[str, Any]]
+    by_corr: dict[int, str]
+    by_name: dict[str, str]
+    note: str
+    warnings: tuple[str, ...] = ()  # what loading the trace warned about
+
+
+def _additions(path: Path) -> _Additions:
+    trace = load_file(path)
+    rank = trace.rank()
+    result = analyse_trace(trace, rank=rank.rank)
+    a, suggestions = result.analysis, result.suggestions
+    origin = float(rank.meta.origin_us)
+    track, note = path_events(result.models[0] if result.models else None, origin)
+    extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
+                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin), *track]
+    by_corr, by_name = _classes_by_correlation(rank, a)
+    return _Additions(extra, _counters(a, launch_queue_depth(rank), origin), by_corr, by_name, note,
+                      tuple(trace.warnings))
 
 
 def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False) -> Exported:
@@ -258,22 +245,16 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
     out_path = Path(out_path)
     inputs = collect_inputs(files[0]).files  # the trace and the capture traces found beside it
     check_target(out_path, inputs=inputs, force=force)  # one line, before the long work
-    trace = load_file(files[0])
-    rank = trace.rank()
-    result = analyse_trace(trace, rank=rank.rank)
-    a, suggestions = result.analysis, result.suggestions
-    origin = float(rank.meta.origin_us)
-    path, note = path_events(result.models[0] if result.models else None, origin)
-    extra: list[dict[str, Any]] = [*_meta(rank.rank), *_step_events(a, origin),
-                                   *_suggestion_events(a, suggestions[0] if suggestions else None, origin), *path]
-    counters = _counters(a, launch_queue_depth(rank), origin)
-    by_corr, by_name = _classes_by_correlation(rank, a)
+    add = _additions(Path(files[0]))
     raw = read_bytes(Path(files[0]))
-    doc = open_document(raw)
-    if raw.lstrip()[:1] == b"[":  # bare-array form: no top level to keep
-        start, end = raw.index(b"["), raw.rindex(b"]") + 1
-    else:
-        start, end = _events_span(raw, doc.events_raw)
+    try:
+        doc = open_document(raw)
+    except (BadJSON, NotATrace) as exc:
+        raise TraceFormatError(f"{files[0]}: {exc}") from None
+    start = offset_in(raw, doc.events_raw)  # the array the loader read (escaped, duplicated keys too)
+    if start < 0:
+        raise TraceFormatError(f"{files[0]}: cannot find the traceEvents array in the file")
+    end = start + len(doc.events_raw)
     added = [0]
 
     def write(fh: BinaryIO) -> None:
@@ -281,14 +262,17 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
             gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6) if out_path.name.endswith(".gz") else fh)
         try:
             stream.write(raw[:start])
-            added[0] = _write_events(stream, doc.events_raw, _chain(extra, counters), by_corr, by_name)
+            added[0] = _write_events(stream, doc.events_raw, _chain(add.extra, add.counters), add.by_corr,
+                                     add.by_name)
             stream.write(raw[end:])
+        except BadEvents as exc:
+            raise TraceFormatError(f"{files[0]}: {exc}") from None
         finally:
             if stream is not fh:
                 stream.close()
 
     target = write_stream(out_path, write, force=force, inputs=inputs)
-    return Exported(target, added[0], note, tuple(trace.warnings))
+    return Exported(target, added[0], add.note, add.warnings)
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -25,6 +25,7 @@ BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
 _IN_CHUNK = 8 << 20
 _OUT_CHUNK = 64 << 20  # a typical trace inflates in one call, into one bytes object (no copy)
+_READ_CHUNK = 16 << 20  # a file that grew (or a device) is read on this much at a time
 
 
 def is_trace_name(path: Path) -> bool:
@@ -151,12 +152,22 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
 
 
 def _read_whole(path: Path, limit: int) -> bytes:
-    """The file's bytes (an unbuffered read allocates them once, at the file's size)."""
+    """The file's bytes (an unbuffered read allocates them once, at the file's size: asking for the
+    limit would allocate the whole limit, gigabytes, for a small file)."""
     with open(path, "rb", buffering=0) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > limit:
             raise TraceTooLarge(f"{path}: {_too_large(limit, True)}")
-        data = fh.read(limit + 1)
+        data = fh.read(size + 1) if size else b""
+        if len(data) > size or not size:  # a file that grew, or a device or FIFO: on in chunks
+            parts, total = [data], len(data)
+            while total <= limit:
+                chunk = fh.read(min(_READ_CHUNK, limit + 1 - total))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                total += len(chunk)
+            data = b"".join(parts)
     if len(data) > limit:  # a file that grew, or a device
         raise TraceTooLarge(f"{path}: {_too_large(limit, True)}")
     return data

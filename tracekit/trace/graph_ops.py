@@ -55,12 +55,14 @@ def decode_linked(ops: pd.DataFrame, store: OpInputStore | None, rows: np.ndarra
         return
     parent = ops[tables.OP_PARENT].to_numpy()
     rows = np.unique(rows[rows >= 0])
-    seen = [rows]
+    seen = np.zeros(len(ops), dtype=bool)  # each op is climbed from once: O(n) however deep the nesting
+    seen[rows] = True
     while len(rows):
-        rows = np.unique(parent[rows])
-        rows = rows[rows >= 0]
-        seen.append(rows)
-    rows = np.unique(np.concatenate(seen))
+        rows = parent[rows]
+        rows = np.unique(rows[rows >= 0])
+        rows = rows[~seen[rows]]
+        seen[rows] = True
+    rows = np.flatnonzero(seen)
     dims = ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object)
     rows = rows[[dims[r] is None for r in rows.tolist()]] if len(rows) else rows
     if not len(rows):

@@ -11,7 +11,9 @@ Columns written: gpu tables.GPU_GRAPH, tables.GPU_GRAPH_MATCH (MATCH_* values), 
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables
-from tracekit.trace.align import SeedIndex, align
+from tracekit.trace.align import Budget, SeedIndex, align
 from tracekit.trace.graph_ops import append_capture_ops, decode_linked
 from tracekit.trace.model import RankTrace
 
@@ -34,6 +36,8 @@ MIN_AGREE = 0.9  # share of the aligned launches with name evidence whose kernel
 # code on 71 %, another batch size's on 40 %; cuBLAS may pick another algorithm while capturing)
 MIN_EVIDENCE = 3  # launches with name evidence needed before disagreement rejects a capture
 MAX_CANDIDATES = 64  # captured sequences tried per graph when none has the graph's exact shape
+MAX_SAME_SHAPE = 256  # captured sequences of the graph's exact shape tried (vLLM captures ~70 batch sizes)
+MAX_NOT_JOINED = 256  # (capture, graph) pairs scored to say why a capture trace was not joined
 CAPTURE_MARKERS = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate")
 # coarse classes that let order-only alignment tell a GEMM launch from the others (Cijk_*: ROCm's
 # hipBLASLt / rocBLAS Tensile GEMMs, whose names say no 'gemm'; xDiT's HIP graphs on MI300X)
@@ -192,8 +196,8 @@ class _Choice:
     accepted: bool = False
 
 
-def _score(c: _Captured, g: _Graph) -> _Choice:
-    pairs = align(c.tokens, g.tokens, c.kinds, g.kinds)
+def _score(c: _Captured, g: _Graph, budget: Budget) -> _Choice:
+    pairs = align(c.tokens, g.tokens, c.kinds, g.kinds, budget)
     ev = [i for i, _ in pairs if c.evidence[i]]
     agree = sum(1 for i, j in pairs if c.evidence[i] and c.tokens[i] == g.tokens[j])
     accepted = (len(pairs) >= MIN_ALIGNED * len(g.tokens)
@@ -201,15 +205,48 @@ def _score(c: _Captured, g: _Graph) -> _Choice:
     return _Choice(c, pairs, len(pairs), len(ev), agree, accepted)
 
 
-def _best_capture(g: _Graph, captured: list[_Captured], by_kinds: dict) -> _Choice:
-    cands = by_kinds.get(g.kinds)
-    if not cands:
+class _Candidates:
+    """The captured sequences a graph is scored against: those of its exact shape (kinds), else
+    the MAX_CANDIDATES nearest in length (within half to twice the graph's), ties in scan order.
+    Indexed by shape and by length, so each graph costs its candidates, not all the captures."""
+
+    def __init__(self, captured: list[_Captured]) -> None:
+        self.by_kinds: dict[tuple, list[_Captured]] = {}
+        self.by_len: dict[int, list[int]] = {}
+        self.captured = captured
+        for p, c in enumerate(captured):
+            self.by_kinds.setdefault(c.kinds, []).append(c)
+            self.by_len.setdefault(len(c.kinds), []).append(p)
+        self.lengths = sorted(self.by_len)
+
+    def of(self, g: _Graph) -> list[_Captured]:
+        same = self.by_kinds.get(g.kinds)
+        if same:
+            return same[:MAX_SAME_SHAPE]
         n = len(g.kinds)
-        near = [c for c in captured if n / 2 <= len(c.kinds) <= 2 * n]
-        cands = sorted(near, key=lambda c: abs(len(c.kinds) - n))[:MAX_CANDIDATES]
+        lo, hi = bisect.bisect_left(self.lengths, (n + 1) // 2), bisect.bisect_right(self.lengths, 2 * n)
+        left = bisect.bisect_left(self.lengths, n, lo, hi) - 1
+        right = left + 1
+        out: list[int] = []
+        while len(out) < MAX_CANDIDATES and (left >= lo or right < hi):
+            d_left = n - self.lengths[left] if left >= lo else None
+            d_right = self.lengths[right] - n if right < hi else None
+            d = min(x for x in (d_left, d_right) if x is not None)
+            ring: list[int] = []
+            if d_left == d:
+                ring += self.by_len[self.lengths[left]]
+                left -= 1
+            if d_right == d:
+                ring += self.by_len[self.lengths[right]]
+                right += 1
+            out += sorted(ring)
+        return [self.captured[p] for p in out[:MAX_CANDIDATES]]
+
+
+def _best_capture(g: _Graph, cands: list[_Captured], budget: Budget) -> _Choice:
     best = _Choice()
     for c in cands:
-        s = _score(c, g)
+        s = _score(c, g, budget)
         if (s.accepted, s.agree, s.aligned) > (best.accepted, best.agree, best.aligned):
             best = s
             if s.accepted and s.agree == len(g.tokens):  # every kernel confirmed: none can do better
@@ -242,16 +279,15 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     evidence: dict = {}
     captured = [c for s, r in enumerate(sources) for c in _scan(s, r, evidence) if s or own_capture]
     _resolve(captured, evidence)
-    by_kinds: dict[tuple, list[_Captured]] = {}
-    for c in captured:
-        by_kinds.setdefault(c.kinds, []).append(c)
+    candidates = _Candidates(captured)
+    budget = Budget(len(gpu) + sum(len(c.kinds) for c in captured))  # exact alignment, for the whole join
     op_col = gpu[tables.GPU_OP].to_numpy().copy()
     wanted: dict[int, dict[int, int]] = {}  # source -> its op row -> row in `ops` (filled below)
     assigned: list[tuple[np.ndarray, np.ndarray, int, str]] = []  # gpu rows, source op rows, source, how
     used_sources: set[int] = set()
     unmatched = []
     for g in graphs:
-        ch = _best_capture(g, captured, by_kinds)
+        ch = _best_capture(g, candidates.of(g), budget)
         if not ch.accepted or ch.captured is None:
             unmatched.append(g)
             continue
@@ -264,7 +300,7 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
             wanted.setdefault(c.source, {}).update(dict.fromkeys(src_ops.tolist(), -1))
         assigned.append((np.concatenate([rows[js] for rows in g.launches]), src_ops, c.source, how))
     if unmatched:
-        _infer(rank, unmatched, op_col, match)
+        _infer(rank, unmatched, op_col, match, budget)
     if wanted:
         ops, store = append_capture_ops(rank, ops, sources, wanted)
     else:
@@ -276,22 +312,22 @@ def join_graphs(rank: RankTrace, captures: list[RankTrace], *, own_capture: bool
     gpu[tables.GPU_OP] = op_col
     gpu[tables.GPU_GRAPH_MATCH] = match
     decode_linked(ops, store, op_col[match != ""])
-    notes = tuple(_not_joined(s, cap, rank, captured, graphs) for s, cap in enumerate(captures, start=1)
+    notes = tuple(_not_joined(s, cap, rank, captured, graphs, budget) for s, cap in enumerate(captures, start=1)
                   if s not in used_sources)
     return JoinResult(replace(rank, gpu=gpu, ops=ops, op_input_store=store), notes)
 
 
 def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Captured],
-                graphs: list[_Graph]) -> str:
-    """The one line saying why capture trace `cap` explains none of the graphs."""
+                graphs: list[_Graph], budget: Budget) -> str:
+    """The one line saying why capture trace `cap` explains none of the graphs (its best fit among
+    the first MAX_NOT_JOINED pairs of similar length)."""
     mine = [c for c in captured if c.source == source]
     best = _Choice()
-    for c in mine:
-        for g in graphs:
-            if len(g.kinds) / 2 <= len(c.kinds) <= 2 * len(g.kinds):
-                sc = _score(c, g)
-                if (sc.agree, sc.aligned) > (best.agree, best.aligned):
-                    best = sc
+    pairs = ((c, g) for c in mine for g in graphs if len(g.kinds) / 2 <= len(c.kinds) <= 2 * len(g.kinds))
+    for c, g in itertools.islice(pairs, MAX_NOT_JOINED):
+        sc = _score(c, g, budget)
+        if (sc.agree, sc.aligned) > (best.agree, best.aligned):
+            best = sc
     if not mine:
         why = "it holds no graph capture (no launch without GPU work)"
     elif best.captured is None:
@@ -302,7 +338,8 @@ def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Ca
     return f"{cap.path}: capture trace not joined to {Path(rank.path).name}: {why}"
 
 
-def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.ndarray) -> None:
+def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.ndarray,
+           budget: Budget) -> None:
     """Ops of eager runs of the same kernels (same names, grids and blocks) in the same trace."""
     gpu = rank.gpu
     launch_kind = _launch_kinds(rank)
@@ -319,7 +356,7 @@ def _infer(rank: RankTrace, graphs: list[_Graph], op_col: np.ndarray, match: np.
         if win is None:
             continue
         lo, hi = win
-        pairs = [(i, j) for i, j in align(tokens[lo:hi], g.tokens, kinds[lo:hi], g.kinds)
+        pairs = [(i, j) for i, j in align(tokens[lo:hi], g.tokens, kinds[lo:hi], g.kinds, budget)
                  if tokens[lo + i] == g.tokens[j] and eager_op[lo + i] >= 0]
         if len(pairs) < MIN_ALIGNED * len(g.tokens):
             continue

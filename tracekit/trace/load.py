@@ -217,12 +217,14 @@ def _ops_to_decode(ops: pd.DataFrame, gpu: pd.DataFrame) -> np.ndarray:
     rows = np.unique(gpu[tables.GPU_OP].to_numpy())
     rows = rows[rows >= 0]
     parent = ops[tables.OP_PARENT].to_numpy()
-    seen = [rows]
+    seen = np.zeros(len(ops), dtype=bool)  # each op is climbed from once: O(n) however deep the nesting
+    seen[rows] = True
     while len(rows):
-        rows = np.unique(parent[rows])
-        rows = rows[rows >= 0]
-        seen.append(rows)
-    return np.unique(np.concatenate(seen)).astype(np.int64)
+        rows = parent[rows]
+        rows = np.unique(rows[rows >= 0])
+        rows = rows[~seen[rows]]
+        seen[rows] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 def _sorted(table: pd.DataFrame, ts: str, dur: str) -> tuple[pd.DataFrame, np.ndarray | None]:

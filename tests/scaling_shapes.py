@@ -1,0 +1,220 @@
+"""Adversarial trace shapes of a given size, for the scaling checks of the fuzz corpus."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracebuilder import TraceBuilder
+
+
+def same_timestamps(n: int) -> dict:
+    """n/3 ops, each with a launch and a kernel, every event at the same instant with the same length."""
+    b = TraceBuilder()
+    for _ in range(n // 3):
+        ext = b.op("aten::add", 1000.0, 0.0)
+        b.launch(1000.0, 0.0, "vectorized_elementwise_kernel<4, add>", 1000.0, 0.0, ext=ext)
+    return b.document()
+
+
+def deep_nesting(n: int) -> dict:
+    """n/3 ops each inside the one before (n/3 deep), each launching one kernel before its child starts."""
+    b = TraceBuilder()
+    depth = n // 3
+    for d in range(depth):
+        ext = b.op(f"aten::op{d % 7}", 1000.0 + 3 * d, 6.0 * (depth - d))
+        b.launch(1000.5 + 3 * d, 1.0, "ampere_sgemm_128x64_nn", 1000.0 + 3 * d, 2.0, ext=ext)
+    return b.document()
+
+
+def many_streams(n: int) -> dict:
+    """n/4 kernels (each with its op and launch) spread round-robin over n/40 streams, overlapping;
+    after every 10 kernels a cudaDeviceSynchronize and a synchronous cudaMemcpy."""
+    b = TraceBuilder()
+    kernels = n // 4
+    streams = max(1, n // 40)
+    for k in range(kernels):
+        t = 1000.0 + 10 * k
+        ext = b.op("aten::mm", t, 4.0)
+        b.launch(t + 1, 1.0, "ampere_sgemm_128x64_nn", t + 2, 50.0, ext=ext, stream=7 + k % streams)
+        if k % 10 == 9:
+            b.launch(t + 5, 2.0, None, 0.0, 0.0, api="cudaDeviceSynchronize")
+            b.launch(t + 7, 2.0, "Memcpy DtoH (Device -> Pinned)", t + 8, 1.0, api="cudaMemcpyAsync",
+                     kind="memcpy", bytes=4096)
+            b.launch(t + 9, 0.5, "Memcpy DtoH (Device -> Pageable)", t + 9.1, 0.3, api="cudaMemcpy",
+                     kind="memcpy", bytes=64)
+    return b.document()
+
+
+def synced_streams(n: int) -> dict:
+    """Four ProfilerSteps of n/5 kernels over n/50 streams; a blocking cudaMemcpy after every 4th
+    kernel and a cudaDeviceSynchronize after every 8th (the model matches each sync to the work
+    it waits for, on every stream)."""
+    b = TraceBuilder()
+    kernels = n // 5
+    per = max(1, kernels // 4)
+    for k in range(kernels):
+        t = 1000.0 + 10 * k
+        if k % per == 0:
+            b.annotation(f"ProfilerStep#{k // per}", t - 0.5, 10.0 * per)
+        ext = b.op("aten::mm", t, 4.0)
+        b.launch(t + 1, 1.0, "ampere_sgemm_128x64_nn", t + 2, 50.0, ext=ext, stream=7 + k % max(1, n // 50))
+        if k % 4 == 3:
+            b.launch(t + 5, 2.0, "Memcpy DtoH (Device -> Pageable)", t + 6, 0.3, api="cudaMemcpy",
+                     kind="memcpy", bytes=64)
+        if k % 8 == 7:
+            b.launch(t + 8, 1.0, None, 0.0, 0.0, api="cudaDeviceSynchronize")
+    return b.document()
+
+
+def aperiodic(n: int) -> dict:
+    """No ProfilerStep and no repeating period: n/3 top-level ops drawn (seeded) from 8 names, each
+    launching the kernel of its name."""
+    rng = random.Random(24)
+    b = TraceBuilder()
+    for k in range(n // 3):
+        i = rng.randrange(8)
+        ext = b.op(f"aten::op{i}", 1000.0 + 10 * k, 6.0)
+        b.launch(1001.0 + 10 * k, 1.0, f"kernel_{i}", 1003.0 + 10 * k, 4.0, ext=ext)
+    return b.document()
+
+
+def _capture_pair(n: int, drop_every: int, interleave: bool) -> tuple[dict, dict]:
+    """(execution trace, capture trace): one graph of ~n/4 nodes replayed 3 times; the capture has no
+    warm-up (no kernel names: aligned by kinds alone); every drop_every-th node made no GPU work."""
+    from graph_traces import GraphTrace, add, copy, mm
+
+    layers = max(1, n // 28)
+    ops = [mm(8, 1024, 1024), add(8192), copy(8), add(8192)] * layers if interleave else \
+        [mm(8, 1024, 1024), add(8192), mm(8, 4096, 1024, split_k=True), add(8192), copy(8)] * layers
+    ex = GraphTrace()
+    ex.annotation("ProfilerStep#1", 0, 1e9)
+    flat = len([la for op in ops for la in op.launches])
+    for _ in range(3):
+        ex.replay(ops, drop=tuple(range(0, flat, drop_every)))
+    cap = GraphTrace()
+    cap.capture(ops)
+    return ex.document(), cap.document()
+
+
+def separators_in_args(n: int) -> dict:
+    """A small valid trace whose first kernel's args hold a string of n/3 event separators `},{`."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 900.0, 1000.0)
+    for k in range(20):
+        ext = b.op("aten::mm", 1000.0 + 10 * k, 6.0)
+        b.launch(1001.0 + 10 * k, 1.0, "ampere_sgemm_128x64_nn", 1003.0 + 10 * k, 4.0, ext=ext)
+    b.events[3]["args"]["note"] = "},{" * (n // 3)
+    return b.document()
+
+
+def _write(folder: Path, name: str, doc: dict) -> str:
+    path = folder / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _analyze(shape: Callable[[int], dict]) -> Callable[[Path, int], list[str]]:
+    def make(folder: Path, n: int) -> list[str]:
+        return ["analyze", "--json", "-j", "1", "-q", _write(folder, f"{shape.__name__}_{n}.json", shape(n))]
+    return make
+
+
+def _capture(drop_every: int, interleave: bool) -> Callable[[Path, int], list[str]]:
+    def make(folder: Path, n: int) -> list[str]:
+        ex, cap = _capture_pair(n, drop_every, interleave)
+        return ["analyze", "--json", "-j", "1", "-q", _write(folder, f"exec_{n}.json", ex),
+                "--capture", _write(folder, f"capture_{n}.json", cap)]
+    return make
+
+
+def _export(shape: Callable[[int], dict]) -> Callable[[Path, int], list[str]]:
+    def make(folder: Path, n: int) -> list[str]:
+        src = _write(folder, f"{shape.__name__}_{n}.json", shape(n))
+        return ["export", src, "-o", str(folder / f"out_{n}.json"), "--force", "-q"]
+    return make
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One adversarial shape: `make(folder, n)` writes an input of about n events (bytes for the
+    separators) and returns the tracekit command line that reads it."""
+
+    name: str
+    make: Callable[[Path, int], list[str]]
+    small: int  # the size CI runs, and ten times it
+
+
+SHAPES: tuple[Shape, ...] = (
+    Shape("same_timestamps", _analyze(same_timestamps), 3000),
+    Shape("deep_nesting", _analyze(deep_nesting), 3000),
+    Shape("many_streams", _analyze(many_streams), 2000),
+    Shape("aperiodic", _analyze(aperiodic), 3000),
+    Shape("synced_streams", _analyze(synced_streams), 6000),
+    Shape("capture_alignment", _capture(50, False), 2000),
+    Shape("capture_interleaved", _capture(7, True), 2000),
+    Shape("export_large", _export(aperiodic), 3000),
+    Shape("export_separators", _export(separators_in_args), 1_200_000),
+)
+
+
+# Runs in a fresh process: imports and a warm-up run first; then per shape the CPU seconds of its
+# small and its large run, and (when asked) the large run again under tracemalloc for its peak.
+CHILD = """
+import contextlib, gc, io, json, sys, time, tracemalloc
+from tracekit.cli import main
+
+def run(args):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(args)
+    if code != 0:
+        raise SystemExit(f"{args}: exit {code}: {err.getvalue()[:300]}")
+
+out = {}
+for name, warm, small, large, memory in json.loads(sys.argv[1]):
+    run(warm)
+    got = out[name] = {}
+    for label, args in (("small", small), ("large", large)):
+        gc.collect()
+        start = time.process_time()
+        run(args)
+        got[label] = time.process_time() - start
+    if memory:
+        tracemalloc.start()
+        run(large)
+        got["peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+print(json.dumps(out))
+"""
+
+
+def measure(shapes: tuple[Shape, ...], folder: Path, *, scale: int = 1, factor: int = 10,
+            memory: frozenset[str] = frozenset()) -> dict[str, dict[str, float]]:
+    """Per shape: CPU seconds at its small size times `scale` ("small") and at `factor` times that
+    ("large"), the raw bytes of the large input ("raw_bytes") and, for the shapes named in
+    `memory`, the large run's peak traced memory ("peak"); all shapes measured in one fresh process."""
+    import subprocess
+    import sys
+
+    plan = []
+    for shape in shapes:
+        base = shape.small * scale
+        row: list[object] = [shape.name]
+        for label, n in (("warm", max(base // 10, 30)), ("small", base), ("large", base * factor)):
+            sub = folder / shape.name / label
+            sub.mkdir(parents=True)
+            row.append(shape.make(sub, n))
+        plan.append([*row, shape.name in memory])
+    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(plan)], capture_output=True, text=True,
+                         timeout=1800)
+    if res.returncode != 0:
+        raise AssertionError(res.stderr.strip()[-800:])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    for shape in shapes:
+        large = folder / shape.name / "large"
+        out[shape.name]["raw_bytes"] = sum(p.stat().st_size for p in large.iterdir()
+                                           if p.name.endswith(".json") and not p.name.startswith("out_"))
+    return out

@@ -1,0 +1,51 @@
+"""trace.files.read_bytes allocates about the file's size, not the byte limit, and still reads a
+FIFO (no size) to its end."""
+
+from __future__ import annotations
+
+import os
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from tracekit.errors import TraceFormatError
+from tracekit.trace.files import read_bytes
+
+
+def test_small_file_costs_its_size_not_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": []}' + b" " * 10_000)
+    tracemalloc.start()
+    try:
+        data = read_bytes(path, max_bytes=1 << 30)  # a 1 GB limit: asking read() for it allocates 1 GB
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(data) == 10_019  # 19 bytes of JSON + 10,000 blanks
+    assert peak < 1 << 20, peak
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_is_read_to_its_end_and_against_the_limit(tmp_path: Path) -> None:
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    payload = b"[" + b" " * (3 << 20) + b"]"  # 3 MiB + 2 bytes: more than one read chunk of a pipe
+
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as fh:
+                fh.write(payload)
+        except BrokenPipeError:  # the reader stopped at the limit
+            pass
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    assert read_bytes(fifo, max_bytes=1 << 30) == payload
+    writer.join()
+    writer = threading.Thread(target=feed)
+    writer.start()
+    with pytest.raises(TraceFormatError, match="larger than"):
+        read_bytes(fifo, max_bytes=1 << 20)
+    writer.join()
