@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers, merged compiled regions)."""
 
 from __future__ import annotations
 
@@ -158,6 +158,35 @@ def shorter_longest_gap(traced_us: float) -> Transform:
         ratio = gap[i] / g.call_gap_us[i] if g.call_gap_us[i] > 0 else 1.0  # what the projection left of it
         gap[i] = max(gap[i] - traced_us * ratio, 0.0)
         return dataclasses.replace(step.costs, call_gap_us=gap)
+
+    return apply
+
+
+def merge_breaks(on_thread: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Transform:
+    """Graph breaks gone (the compiled regions merge): the traced stretches [`starts[i]`, `ends[i]`]
+    between two compiled graphs (the eager code at the break, its sync, the guard check and the
+    resume) on the breaking thread (`on_thread`: bool per rank.runtime row, the row is on it) are
+    removed: its calls inside them cost nothing and wait for nothing, and its host gaps lose the part
+    of them that lay inside them (the projected gap scaled alike)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        if not len(starts) or not g.n_calls or len(on_thread) == 0:
+            return step.costs
+        gap, dur, _, _ = _costs(step)
+        ts = g.call_ts_us
+        mine = on_thread[g.call_row]
+        lo_gap = ts - g.call_gap_us
+        covered = np.zeros(g.n_calls)
+        inside = np.zeros(g.n_calls, dtype=bool)
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            covered += np.where(mine, np.clip(np.minimum(ts, hi) - np.maximum(lo_gap, lo), 0.0, None), 0.0)
+            inside |= mine & (ts >= lo) & (ts <= hi)
+        if not (inside.any() or (covered > 0).any()):
+            return step.costs
+        kept = np.where(g.call_gap_us > 0, 1.0 - np.minimum(covered / np.maximum(g.call_gap_us, 1e-9), 1.0), 1.0)
+        return dataclasses.replace(step.costs, call_gap_us=gap * kept, call_dur_us=np.where(inside, 0.0, dur),
+                                   call_nowait=inside & g.call_waits)
 
     return apply
 

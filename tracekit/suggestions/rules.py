@@ -12,13 +12,16 @@ from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
 from tracekit.model.outlook import RankModel
 from tracekit.suggestions import (
+    rules_align,
     rules_attention,
+    rules_compile,
     rules_host,
     rules_kernels,
     rules_launch,
     rules_optimizer,
     rules_python,
     rules_ranks,
+    rules_triton,
 )
 from tracekit.suggestions.common import SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
@@ -82,7 +85,7 @@ RULES: tuple[Rule, ...] = (
          step_parts.WHOLE_STEP, (), ("device", "kernels", "patterns.training")),
     Rule("lower_precision", rules_kernels.lower_precision, SNIPPETS["lower_precision"],
          StepPart("GEMM time", step_parts.gemm_time), ("tf32", "bf16"), ("device", "kernels")),
-    Rule("align_dims", rules_kernels.align_dims, SNIPPETS["align_dims"],
+    Rule("align_dims", rules_align.align_dims, SNIPPETS["align_dims"],
          step_parts.WHOLE_STEP, (), ("device", "kernels")),
     Rule("use_sdpa", rules_kernels.use_sdpa, SNIPPETS["use_sdpa"],
          StepPart("the attention chain (scores GEMM → softmax → GEMM, or the fused kernel)",
@@ -108,6 +111,12 @@ RULES: tuple[Rule, ...] = (
     Rule("causal_mask", rules_attention.causal_mask, SNIPPETS["causal_mask"],
          StepPart("attention kernel time (fused SDPA kernels)", step_parts.attention_time), (),
          ("device", "patterns.masked_attention")),
+    Rule("graph_breaks", rules_compile.graph_breaks, SNIPPETS["graph_breaks"],
+         StepPart("host time between compiled graphs at graph breaks", step_parts.graph_break_time), (),
+         ("patterns.compiled", "patterns.graph_breaks")),
+    Rule("triton_config", rules_triton.triton_config, SNIPPETS["triton_config"],
+         StepPart("user Triton kernel time", step_parts.user_triton_time), (),
+         ("kernels", "patterns.triton_launches")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import compiled, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
@@ -26,6 +27,7 @@ from tracekit.model.whatif import (
     compose,
     cuda_graph,
     fuse_region,
+    merge_breaks,
     no_syncs,
     scale_nodes,
     shorter_longest_gap,
@@ -124,6 +126,25 @@ def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
     return fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches, BARE_LAUNCH_US)
 
 
+def _graph_breaks(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    p = r.patterns
+    t = p.graph_breaks if p is not None else None
+    if t is None or not len(t) or len(p.break_thread) == 0:
+        return None
+    return merge_breaks(p.break_thread, t[compiled.GB_START].to_numpy(dtype=float), t[compiled.GB_END].to_numpy(dtype=float))
+
+
+def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    p = r.patterns
+    if p is None or not len(p.triton_launches) or not len(p.triton_rows):
+        return None
+    flagged = {(e.get("kernel"), e.get("grid"), e.get("constexprs")) for e in _mine(s, r)}
+    t = p.triton_launches
+    keys = zip(t[triton_launch.TL_KERNEL], t[triton_launch.TL_GRID], t[triton_launch.TL_CONSTEXPRS], strict=True)
+    picked = [i for i, key in enumerate(keys) if key in flagged]
+    return scale_nodes(np.isin(p.triton_rows, picked), per_step) if picked else None
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -137,6 +158,8 @@ TRANSFORMS: dict[str, TransformFor] = {
     "fused_optimizer": _fused_optimizer,
     "pinned_memory": _pinned,
     "batch_bmm": _batch_bmm,
+    "graph_breaks": _graph_breaks,
+    "triton_config": _triton_config,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

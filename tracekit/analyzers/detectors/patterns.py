@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dims (gemm_layout.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import attention_mask, hostside, optimizer, sequences
+from tracekit.analyzers.detectors import (
+    attention_mask,
+    gemm_layout,
+    hostside,
+    optimizer,
+    sequences,
+    triton_launch,
+)
+from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
@@ -45,6 +53,16 @@ class Patterns:
     masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
     # hostside.HG_*: the host's long silences (no launch or sync call), outside the DataLoader
     host_gaps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(hostside.HOST_GAP_COLUMNS)))
+    # compiled.COMPILED_COLUMNS per step with torch.compile regions; compiled.BREAK_COLUMNS per graph break
+    compiled: pd.DataFrame = field(default_factory=dynamo.empty_compiled)
+    graph_breaks: pd.DataFrame = field(default_factory=dynamo.empty_breaks)
+    break_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
+    # triton_launch.TRITON_LAUNCH_COLUMNS per user Triton launch configuration, and per rank.gpu row
+    # the index of its row (-1: not a user Triton kernel)
+    triton_launches: pd.DataFrame = field(default_factory=triton_launch.empty)
+    triton_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # gemm_layout.GEMM_LAYOUT_COLUMNS: leading dimensions of the GEMM calls, from their strides
+    gemm_layouts: pd.DataFrame = field(default_factory=gemm_layout.empty)
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -72,6 +90,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
     attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
+    compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
+    triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -87,4 +107,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_optimizer=in_optimizer,
         masked_attention=attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows),
         host_gaps=hostside.find_host_gaps(rank, steps),
+        compiled=compiled_steps,
+        graph_breaks=graph_breaks,
+        break_thread=break_thread,
+        triton_launches=triton_launches,
+        triton_rows=triton_rows,
+        gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
     )
