@@ -224,6 +224,6 @@ def test_every_rule_with_a_row_has_a_check() -> None:
     with_row = {r.id for r in RULES} & set(APPLIED)
     assert with_row == {"cuda_graphs", "avoid_sync", "dataloader_workers", "pinned_memory", "fused_optimizer",
                         "lower_precision", "batch_bmm", "fuse_elementwise", "use_sdpa", "overlap_comm", "causal_mask",
-                        "preprocess_off_thread"}
+                        "preprocess_off_thread", "graph_breaks", "triton_config"}
     assert set(APPLIED) <= {r.id for r in RULES}
     assert applied("align_dims", None, None).applied is None  # type: ignore[arg-type]

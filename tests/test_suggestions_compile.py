@@ -103,3 +103,12 @@ def test_saving_is_a_whatif_replay_of_the_merged_regions(tmp_path):
     assert 200.0 < s.per_step_us < 380.0
     fixed = analyse_file(break_trace(tmp_path, broken=False, name="fixed.json"))
     assert "graph_breaks" not in {x.id for x in fixed.suggestions}
+
+
+def test_applied_when_the_breaks_go(tmp_path):
+    from tracekit.compare.applied import applied
+    before = analyze(tracekit.load_trace(break_trace(tmp_path)))
+    after = analyze(tracekit.load_trace(break_trace(tmp_path, broken=False, name="fixed.json")))
+    got = applied("graph_breaks", before, after)  # 1 break per step → 0
+    assert got.applied is True and got.evidence == "graph breaks per step 1.0 → 0.0"
+    assert applied("graph_breaks", before, before).applied is False

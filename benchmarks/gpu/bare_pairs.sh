@@ -38,6 +38,12 @@ PAIRS=(
   "attention_causal_mask_fixed|1|6|$S/attention_causal_mask.py --fixed"
   "train_tokenize|1|6|$S/train_tokenize.py --hidden 1024"
   "train_tokenize_fixed|1|6|$S/train_tokenize.py --hidden 1024 --fixed"
+  "compile_graph_breaks|1|6|$S/compile_graph_breaks.py"
+  "compile_graph_breaks_fixed|1|6|$S/compile_graph_breaks.py --fixed"
+  "triton_matmul_tiles|1|6|$S/triton_matmul_tiles.py"
+  "triton_matmul_tiles_fixed|1|6|$S/triton_matmul_tiles.py --tiles 128,128,32 --warps 4 --stages 4"
+  "lm_head_vocab|1|6|$S/lm_head_vocab.py"
+  "lm_head_vocab_fixed|1|6|$S/lm_head_vocab.py --vocab 50304"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do
