@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from tracebuilder import TraceBuilder
 
@@ -112,3 +113,22 @@ def test_applied_when_the_breaks_go(tmp_path):
     got = applied("graph_breaks", before, after)  # 1 break per step → 0
     assert got.applied is True and got.evidence == "graph breaks per step 1.0 → 0.0"
     assert applied("graph_breaks", before, before).applied is False
+
+
+def test_a_cuda_graph_keeps_the_breaks(tmp_path):
+    """mode="reduce-overhead" captures one graph per compiled region: the what-if of a CUDA graph leaves
+    the stretch of each break alone (launch B's gap keeps its 150 µs inside the break), merging the
+    regions removes it."""
+    from tracekit.model.whatif import cuda_graph, merge_breaks
+    from tracekit.pipeline.local import analyse_file
+    from tracekit.suggestions.whatif import _breaks
+    result = analyse_file(break_trace(tmp_path))
+    model, rank = result.models[0], result.analysis.ranks[0]
+    breaks = _breaks(rank)
+    assert breaks is not None and len(breaks.starts) == 3
+    none = np.zeros(len(rank.classification.table), dtype=bool)
+    spanning = model.what_if(cuda_graph(none)).saving_us
+    per_region = model.what_if(cuda_graph(none, breaks)).saving_us
+    merged = model.what_if(merge_breaks(breaks)).saving_us
+    assert 0.0 <= per_region < spanning
+    assert merged > per_region

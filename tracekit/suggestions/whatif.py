@@ -24,6 +24,7 @@ from tracekit.analyzers.kernels import (
 )
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
+    Breaks,
     compose,
     cuda_graph,
     fuse_region,
@@ -77,8 +78,17 @@ def _graph_excluded(r: RankAnalysis) -> np.ndarray:
     return out
 
 
+def _breaks(r: RankAnalysis) -> Breaks | None:
+    """The rank's torch.compile graph breaks (patterns.graph_breaks), None when it has none."""
+    p = r.patterns
+    t = p.graph_breaks if p is not None else None
+    if t is None or not len(t) or not len(p.break_thread):
+        return None
+    return Breaks(p.break_thread, t[compiled.GB_START].to_numpy(dtype=float), t[compiled.GB_END].to_numpy(dtype=float))
+
+
 def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return cuda_graph(_graph_excluded(r))
+    return cuda_graph(_graph_excluded(r), _breaks(r))
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -127,11 +137,8 @@ def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
 
 
 def _graph_breaks(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    p = r.patterns
-    t = p.graph_breaks if p is not None else None
-    if t is None or not len(t) or len(p.break_thread) == 0:
-        return None
-    return merge_breaks(p.break_thread, t[compiled.GB_START].to_numpy(dtype=float), t[compiled.GB_END].to_numpy(dtype=float))
+    breaks = _breaks(r)
+    return merge_breaks(breaks) if breaks is not None else None
 
 
 def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
