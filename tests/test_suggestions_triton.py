@@ -85,3 +85,27 @@ def test_silent_on_the_tuned_sample():
     a = analyze(tracekit.load_trace(path))
     assert a.kernels.loc[a.kernels["name"] == "matmul_kernel", "roofline_pct"].iloc[0] > 60  # 63 % (H200)
     assert rules_triton.triton_config(a) is None
+
+
+def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
+    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
+    write of out, 2 × 2²⁴ fp32 = 134.2 MB, at 4800 GB/s = 27.96 µs; run in 500 µs it is at 5.6 %."""
+    b = TraceBuilder()
+    names = ["x_ptr", "out_ptr", "n", "BLOCK"]
+    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"]}]}
+    n = 1 << 24
+    for i in range(3):
+        t0 = i * 600.0
+        b.annotation(f"ProfilerStep#{i + 1}", t0, 600.0)
+        ext = b.op("scale_kernel", t0 + 1, 10, **{
+            "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{n // 64}, 1, 1]",
+            "num_warps": 1, "num_stages": 3, "Input Dims": [[n], [n], [], []],
+            "Input type": ["float", "float", "Scalar", "Scalar"], "Input Strides": [[1], [1], [], []],
+            "Concrete Inputs": ["", "", str(n), "64"]})
+        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, 500.0, ext=ext)
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "scale.json")))
+    s = rules_triton.triton_config(a)
+    roof = 2 * n * 4 / 4800e9 * 1e6
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 500.0)
+    assert s.per_step_us == pytest.approx(500.0 - roof / rules_triton.TUNED_ROOF_SHARE)
+    assert s.evidence[0]["tile"] == "64"

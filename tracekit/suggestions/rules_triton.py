@@ -41,14 +41,18 @@ def _roof_per_kernel(kernels: pd.DataFrame) -> dict[tuple[str, str], tuple[float
 
 def triton_config(analysis: Analysis) -> Suggestion | None:
     """User Triton launch configurations whose kernels reach less than FIRE_BELOW_SHARE of their roof
-    (the cost model's FLOPs and bytes against the device's peak): their time − the time at
-    TUNED_ROOF_SHARE of the roof."""
+    (the cost model's FLOPs and bytes against the device's peak; without a cost model, the bytes of
+    its tensor arguments at HBM bandwidth): their time − the time at TUNED_ROOF_SHARE of the roof."""
     scope = Scope.of(analysis)
     roofs = _roof_per_kernel(analysis.kernels)
     rows, total = [], 0.0
+    bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
     for r, table in rank_tables(analysis, "triton_launches"):
         for rec in table.to_dict("records"):
             found = roofs.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])))
+            if found is None and bandwidth and float(rec[tl.TL_TENSOR_BYTES]) > 0:
+                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth
+                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "memory")
             if found is None or not rec[tl.TL_KERNELS]:
                 continue
             roof_one, roof, bound = found
@@ -76,7 +80,8 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     formula = (f"Σ over {len(rows)} launch configuration(s) below {100 * FIRE_BELOW_SHARE:.0f} % of their roof of "
                f"their kernel time − roof time / {TUNED_ROOF_SHARE:g} (a tuned Triton kernel at "
                f"{100 * TUNED_ROOF_SHARE:.0f} % of the roof: the tutorial matmul's 128×128 tiles on the H200; roof "
-               f"time = FLOPs / peak or bytes / bandwidth, from the kernel's cost model) = {fmt_us(saving)} "
+               f"time = FLOPs / peak or bytes / bandwidth, from the kernel's cost model, else its tensor arguments' "
+               f"bytes / bandwidth) = {fmt_us(saving)} "
                f"({fmt_us(saving / scope.steps)} per step)")
     programs = f"{top['programs']:,.0f}-program grid" if not math.isnan(float(top["programs"])) else f"grid {top['grid']}"
     warps = f"{top['num_warps']:.0f} warps" if not math.isnan(float(top["num_warps"])) else "default warps"

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.costs.op_args import OpArgs
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -23,8 +24,9 @@ TL_TILE = "tile"  # "16×16×16": the BLOCK_* constexprs in signature order ("" 
 TL_LAUNCHES = "launches"  # launches in the headline steps
 TL_KERNELS = "kernels"  # their GPU kernels
 TL_TIME_US = "time_us"  # summed kernel time
+TL_TENSOR_BYTES = "tensor_bytes"  # bytes of the tensor arguments of one launch (each touched once), NaN unknown
 TRITON_LAUNCH_COLUMNS = (TL_KERNEL, TL_OP, TL_GRID, TL_PROGRAMS, TL_WARPS, TL_STAGES, TL_CONSTEXPRS, TL_TILE,
-                         TL_LAUNCHES, TL_KERNELS, TL_TIME_US)
+                         TL_LAUNCHES, TL_KERNELS, TL_TIME_US, TL_TENSOR_BYTES)
 MAX_TEXT = 200  # characters kept of a recorded string (trace text is untrusted)
 TILE_PREFIX = "BLOCK"  # constexprs whose name starts with this are tile sizes (BLOCK_M, BLOCK_SIZE_N, ...)
 
@@ -76,6 +78,13 @@ def _constexprs(rank: RankTrace, row: int, extra: dict[str, object]) -> list[tup
     return out
 
 
+def _tensor_bytes(rank: RankTrace, row: int) -> float:
+    inputs = rank.op_inputs(row)
+    args = OpArgs.of(inputs.get(tables.OP_INPUT_DIMS), inputs.get(tables.OP_INPUT_TYPES), inputs.get(tables.OP_INPUT_STRIDES))
+    tensors = args.tensors()
+    return float(sum(t.read_bytes for t in tensors)) if tensors else math.nan
+
+
 def find_triton_launches(rank: RankTrace, rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """TRITON_LAUNCH_COLUMNS rows of the user Triton launches whose kernels run in the selected GPU
     rows (`rows`, a bool per rank.gpu row; None: every row), and per rank.gpu row the index of its
@@ -115,7 +124,8 @@ def find_triton_launches(rank: RankTrace, rows: np.ndarray | None = None) -> tup
             i = keys[key] = len(recs)
             kernel, op_name, grid, warps, stages, consts_text, tile = key
             recs.append({TL_KERNEL: kernel, TL_OP: op_name, TL_GRID: grid, TL_PROGRAMS: _programs(grid),
-                         TL_WARPS: warps, TL_STAGES: stages, TL_CONSTEXPRS: consts_text, TL_TILE: tile})
+                         TL_WARPS: warps, TL_STAGES: stages, TL_CONSTEXPRS: consts_text, TL_TILE: tile,
+                         TL_TENSOR_BYTES: _tensor_bytes(rank, op)})
             launches.append(set())
         launches[i].add(op)
         index[g] = i
