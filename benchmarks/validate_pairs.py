@@ -55,6 +55,9 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/attention_causal_mask", "bare/attention_causal_mask_fixed", "causal_mask"),
     ("bare/train_tokenize", "bare/train_tokenize_fixed", "preprocess_off_thread"),
     ("bare/train_tokenize_wide", "bare/train_tokenize_wide_fixed", "preprocess_off_thread"),
+    ("bare/compile_graph_breaks", "bare/compile_graph_breaks_fixed", "graph_breaks"),
+    ("bare/triton_matmul_tiles", "bare/triton_matmul_tiles_fixed", "triton_config"),
+    ("bare/lm_head_vocab", "bare/lm_head_vocab_fixed", "align_dims"),
 )
 
 
