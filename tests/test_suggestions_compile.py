@@ -58,6 +58,7 @@ def test_detector_counts_regions_and_finds_the_break(tmp_path):
     t0 = float(ops.loc[ops["name"] == cd.LOOKUP, "ts"].min()) - 10  # table times are relative to the file's origin
     assert (row[cd.GB_START] - t0, row[cd.GB_END] - t0, row[cd.GB_HOST_US]) == (240.0, 620.0, 380.0)
     assert row[cd.GB_SYNC_US] == pytest.approx(210.0)
+    assert row[cd.GB_GUARD_US] == pytest.approx(30.0)  # the second lookup, t0+560 → t0+590
     assert row[cd.GB_GPU_IDLE_US] == pytest.approx(200.0)
     assert row[cd.GB_OPS] == "aten::item, aten::_local_scalar_dense"
     assert len(p.graph_breaks) == 3 and p.break_thread.all()
@@ -71,7 +72,8 @@ def test_rule_fires_with_the_op_at_the_break(tmp_path):
     assert s.saving_us == pytest.approx(200.0 * steps)
     assert "1 break(s) per step between 2 compiled regions (2 cache lookups), at aten::item" in s.title
     row = s.evidence[0]
-    assert (row["host_us_per_break"], row["sync_us_per_break"]) == pytest.approx((380.0, 210.0))
+    assert (row["host_us_per_break"], row["sync_us_per_break"], row["guard_us_per_break"]) == \
+        pytest.approx((380.0, 210.0, 30.0))
     # the diff target: the host time between the graphs, per step
     target = RULES_BY_ID["graph_breaks"].target
     assert target.measure(a, step_parts.steady(a)) == pytest.approx(380.0)

@@ -41,6 +41,7 @@ def graph_breaks(analysis: Analysis) -> Suggestion | None:
             rows.append({"rank": r.rank, "at": str(ops) or NO_OP, "breaks_per_step": len(g) / scope.steps,
                          "host_us_per_break": host / len(g),
                          "sync_us_per_break": float(g[cd.GB_SYNC_US].astype(float).sum()) / len(g),
+                         "guard_us_per_break": float(g[cd.GB_GUARD_US].astype(float).sum()) / len(g),
                          "gpu_idle_us_per_break": idle / len(g), "saving_us": idle})
     if not rows:
         return None
