@@ -101,3 +101,16 @@ def test_silent_when_aligned_or_only_m_is_off_in_row_major(tmp_path):
     g.mm(NVJET, _at_pct(2 * 8191 * 4096 * 4096, 40.0), [8191, 4096], [4096, 4096],
          strides=[[4096, 1], [4096, 1]])
     assert _fire(g.write(tmp_path / "a.json")) is None
+
+
+def test_applied_when_the_vocab_is_padded(tmp_path):
+    from tracekit.compare.applied import applied
+    flops = 2 * 4096 * 4096 * 50257
+    before, after = Gemms(), Gemms()
+    before.mm(NVJET, _at_pct(flops, 40.0), [4096, 4096], [4096, 50257])
+    after.mm(NVJET, _at_pct(flops, 69.0), [4096, 4096], [4096, 50304])
+    b = analyze(tracekit.load_trace(before.write(tmp_path / "b.json")))
+    a = analyze(tracekit.load_trace(after.write(tmp_path / "a.json")))
+    got = applied("align_dims", b, a)  # one misaligned call per step (N = 50257), none once padded
+    assert got.applied is True and got.evidence == "GEMM calls off alignment per step 1.0 → 0.0"
+    assert applied("align_dims", b, b).applied is False

@@ -20,6 +20,7 @@ from tracekit.analyzers.detectors import (
     triton_launch,
 )
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
+from tracekit.suggestions.rules_align import misaligned_calls
 from tracekit.units import fmt_us
 
 Value = float | str | None
@@ -247,6 +248,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_compile.graph_breaks: fullgraph / tensor ops instead of .item(): the breaks between compiled
     # graphs (patterns.graph_breaks) fall by three quarters.
     "graph_breaks": (Signal("graph breaks per step", graph_breaks_per_step, FALLS, 0.75),),
+    # rules_align.align_dims: padded shapes: no GEMM call is off alignment any more (leading dims from the
+    # strides, alignN / older-architecture kernel names, N or K).
+    "align_dims": (Signal("GEMM calls off alignment per step", misaligned_calls, FALLS, 1.0),),
     # rules_triton.triton_config: @triton.autotune / other tiles: the user Triton kernels' time halves.
     "triton_config": (Signal("user Triton kernel time per step", _pattern_sum("triton_launches", triton_launch.TL_TIME_US),
                              FALLS, 0.5, unit=TIME),),

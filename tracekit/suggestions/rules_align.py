@@ -88,6 +88,20 @@ def _evidence(row: dict[str, Any], dims: tuple[int, int, int], layouts: dict[tup
     return why, pad
 
 
+def misaligned_calls(analysis: Analysis) -> float:
+    """GEMM calls off alignment (the evidence align_dims reads: strides, kernel names, N/K), per step."""
+    k = analysis.kernels
+    if k is None or not len(k):
+        return 0.0
+    sm, layouts = _device_sm(analysis), _layouts(analysis)
+    n = 0
+    for row in k[k["class"] == "gemm"].to_dict("records"):
+        dims = gemm_dims(row["op"], row["shapes"])
+        if dims is not None and row["dtype"] in MATMUL_DTYPES and _evidence(row, dims, layouts, sm)[0]:
+            n += int(row["count"])
+    return n / max(analysis.totals.steps, 1)
+
+
 def align_dims(analysis: Analysis) -> Suggestion | None:
     """GEMMs off alignment (a misaligned leading dimension from the strides, an alignN / older-arch
     kernel name, else N or K off a 16-byte multiple): padded FLOPs at the roofline % of aligned GEMMs
