@@ -27,4 +27,22 @@ def test_what_if_against_the_measured_fix(before, after, rule):
     realised = _measured(b, b_path) - _measured(a, a_path)
     assert b.suggestions[0].id == rule  # the first suggestion is the fix that was made
     assert b.suggestions[0].per_step_us == pytest.approx(realised, rel=0.35)
+    assert b.suggestions[0].per_step_us <= b.analysis.unprofiled.step_us
     assert rule not in {x.id for x in a.suggestions}  # silent once the change is made
+
+
+def test_cuda_graphs_waits_for_the_graph_breaks():
+    """On compile_graph_breaks the CUDA-graph check fires (the step is launch-bound), but a graph cannot
+    span the breaks: it is held back while graph_breaks fires (rules.WAITS_FOR), and suggested on the
+    fixed trace, where the model is one compiled graph."""
+    from tracekit.suggestions.rules import RULES_BY_ID, WAITS_FOR
+    b_path, a_path = BARE / "compile_graph_breaks.trace.json.gz", BARE / "compile_graph_breaks_fixed.trace.json.gz"
+    if not (b_path.exists() and a_path.exists()):
+        pytest.skip("sample_traces/bare/compile_graph_breaks* are not recorded in this checkout")
+    b, a = analyse_file(b_path), analyse_file(a_path)
+    assert WAITS_FOR["cuda_graphs"] == "graph_breaks"
+    assert RULES_BY_ID["cuda_graphs"].run(b.analysis) is not None
+    assert [s.id for s in b.suggestions] == ["graph_breaks"]
+    # its combined what-if is its own saving: priced again without the held-back suggestion
+    assert b.suggestions[0].combined_us == pytest.approx(b.suggestions[0].saving_us)
+    assert "cuda_graphs" in {s.id for s in a.suggestions}

@@ -61,6 +61,8 @@ def test_detector_counts_regions_and_finds_the_break(tmp_path):
     assert row[cd.GB_GUARD_US] == pytest.approx(30.0)  # the second lookup, t0+560 → t0+590
     assert row[cd.GB_GPU_IDLE_US] == pytest.approx(200.0)
     assert row[cd.GB_OPS] == "aten::item, aten::_local_scalar_dense"
+    # what merging removes: from graph A's last launch (ends t0+55) to graph B's first launch (t0+650)
+    assert (row[cd.GB_CPU_START] - t0, row[cd.GB_CPU_END] - t0) == (55.0, 650.0)
     assert len(p.graph_breaks) == 3 and p.break_thread.all()
 
 
@@ -99,11 +101,11 @@ def test_saving_is_a_whatif_replay_of_the_merged_regions(tmp_path):
     result = analyse_file(break_trace(tmp_path))
     s = {x.id: x for x in result.suggestions}["graph_breaks"]
     assert "what-if replay" in s.whatif
-    # merge_breaks removes the traced stretch t0+240 → t0+620 from the main thread: 20 µs of the sync's
-    # gap, the 210 µs sync, 150 µs of launch B's gap (380 µs traced). The step is CPU-bound (its end is
-    # the step mark), so it shortens by what the projection left of those 380 µs: less than 380, more
-    # than the 200 µs GPU idle the traced estimate counts
-    assert 200.0 < s.per_step_us < 380.0
+    # merge_breaks removes the traced stretch t0+55 → t0+650 from the main thread (graph A's last launch
+    # to graph B's first): the sync's 205 µs gap, the 210 µs sync, launch B's 180 µs gap (595 µs traced).
+    # The step is CPU-bound (its end is the step mark), so it shortens by what the projection left of
+    # those 595 µs: less than 595, more than the 200 µs GPU idle the traced estimate counts
+    assert 200.0 < s.per_step_us < 595.0
     fixed = analyse_file(break_trace(tmp_path, broken=False, name="fixed.json"))
     assert "graph_breaks" not in {x.id for x in fixed.suggestions}
 
@@ -119,7 +121,7 @@ def test_applied_when_the_breaks_go(tmp_path):
 
 def test_a_cuda_graph_keeps_the_breaks(tmp_path):
     """mode="reduce-overhead" captures one graph per compiled region: the what-if of a CUDA graph leaves
-    the stretch of each break alone (launch B's gap keeps its 150 µs inside the break), merging the
+    the stretch of each break alone (launch B's 180 µs gap lies inside it and stays), merging the
     regions removes it."""
     from tracekit.model.whatif import cuda_graph, merge_breaks
     from tracekit.pipeline.local import analyse_file

@@ -167,7 +167,7 @@ def shorter_longest_gap(traced_us: float) -> Transform:
 
 @dataclasses.dataclass(frozen=True)
 class Breaks:
-    """Graph breaks of one rank: the traced stretches [`starts[i]`, `ends[i]`] between two compiled
+    """Graph breaks of one rank: the traced stretches [`starts[i]`, `ends[i]`) between two compiled
     graphs on the breaking thread (`on_thread`: bool per rank.runtime row, the row runs on it)."""
 
     on_thread: np.ndarray
@@ -187,14 +187,14 @@ class Breaks:
         covered = np.zeros(g.n_calls)
         for lo, hi in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
             covered += np.where(mine, np.clip(np.minimum(ts, hi) - np.maximum(lo_gap, lo), 0.0, None), 0.0)
-            inside |= mine & (ts >= lo) & (ts <= hi)
+            inside |= mine & (ts >= lo) & (ts < hi)
         share = np.where(g.call_gap_us > 0, np.minimum(covered / np.maximum(g.call_gap_us, 1e-9), 1.0), 0.0)
         return share, inside
 
 
 def merge_breaks(breaks: Breaks) -> Transform:
-    """Graph breaks gone (the compiled regions merge): the stretches between the graphs of each break
-    (the eager code at the break, its sync, the guard check and the resume) are removed: the calls
+    """Graph breaks gone (the compiled regions merge): the stretches of each break (the eager code at
+    the break, its sync, the guard check, the resume and the two graphs' wrapper code) are removed: the calls
     inside them cost nothing and wait for nothing, and the host gaps lose the part of them that lay
     inside them (the projected gap scaled alike)."""
 

@@ -120,6 +120,13 @@ RULES: tuple[Rule, ...] = (
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
+# A suggestion held back while another one fires: its change does not pay (or cannot be made) until
+# that one is made. cuda_graphs waits for graph_breaks: a CUDA graph cannot span a torch.compile graph
+# break (mode="reduce-overhead" captures each compiled region; the `.item()` sync, the eager code and
+# the guard checks between them stay). On the H200 pair compile_graph_breaks (sample_traces/bare/)
+# removing the breaks was the measured fix; once made, cuda_graphs fires on the fixed trace.
+WAITS_FOR: dict[str, str] = {"cuda_graphs": "graph_breaks"}
+
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
     CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],
                   ("ranks", "steps", "stragglers", "span_us")),
@@ -136,13 +143,22 @@ def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
     estimated saving first (ties keep the RULES order). With the ranks' execution `models`, each
     saving is the what-if replay of the change on the projected unprofiled steps where the model
-    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them."""
-    found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
-    if models and any(m.trusted for m in models):
-        found = price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step
-    elif models:
-        found = [s for s in found if s.saving_pct >= SILENT_BELOW_PCT]
+    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them. A
+    suggestion that WAITS_FOR another that fired is left out."""
+    checked = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
+    found = _priced(analysis, checked, models)
+    fired = {s.id for s in found}
+    if any(WAITS_FOR.get(s.id) in fired for s in found):  # price again without them (the combined savings)
+        found = _priced(analysis, [s for s in checked if WAITS_FOR.get(s.id) not in fired], models)
     return sorted(found, key=lambda s: -s.saving_us)
+
+
+def _priced(analysis: Analysis, found: list[Suggestion], models: Sequence[RankModel]) -> list[Suggestion]:
+    if models and any(m.trusted for m in models):
+        return price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step
+    if models:
+        return [s for s in found if s.saving_pct >= SILENT_BELOW_PCT]
+    return found
 
 
 def suggest_cross_rank(view: CrossRank) -> list[Suggestion]:

@@ -152,7 +152,8 @@ def align_dims(analysis: Analysis) -> Suggestion | None:
     saving = total / scope.ranks
     formula = ("Σ t − t × padded FLOPs / FLOPs × (this GEMM's roofline % / the reference: "
                + "; ".join(sorted(sources)) + f") = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
-    dims_named = sorted({p.split("=")[0] for x in rows for p in x["pad"].split(", ") if "=" in p})
+    named = {p.split("=")[0] for x in rows for p in x["pad"].split(", ") if "=" in p}
+    dims_named = [d for d in ("M", "N", "K") if d in named]
     title = (f"Pad {len(rows)} GEMM shape(s) off alignment ({', '.join(dims_named) or 'leading dims'}; "
              f"{rows[0]['why']}): cuBLAS falls back to slower kernels")
     return suggestion("align_dims", title, saving, scope, formula, rows)

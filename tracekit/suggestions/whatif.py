@@ -79,12 +79,15 @@ def _graph_excluded(r: RankAnalysis) -> np.ndarray:
 
 
 def _breaks(r: RankAnalysis) -> Breaks | None:
-    """The rank's torch.compile graph breaks (patterns.graph_breaks), None when it has none."""
+    """The rank's torch.compile graph breaks (patterns.graph_breaks), None when it has none: each from
+    the last launch of the graph before it to the first launch of the graph after it (what merging
+    the two removes: graph A's epilogue, the break, the guard check, graph B's prologue)."""
     p = r.patterns
     t = p.graph_breaks if p is not None else None
     if t is None or not len(t) or not len(p.break_thread):
         return None
-    return Breaks(p.break_thread, t[compiled.GB_START].to_numpy(dtype=float), t[compiled.GB_END].to_numpy(dtype=float))
+    return Breaks(p.break_thread, t[compiled.GB_CPU_START].to_numpy(dtype=float),
+                  t[compiled.GB_CPU_END].to_numpy(dtype=float))
 
 
 def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -42,11 +42,13 @@ GB_TID = "tid"
 GB_START = "start"  # end of the graph before the break (trace µs)
 GB_END = "end"  # start of the graph after it
 GB_HOST_US = "host_us"  # end − start: the host time between the two graphs
+GB_CPU_START = "cpu_start"  # end of the thread's last runtime call before the break (graph A's last launch)
+GB_CPU_END = "cpu_end"  # start of its first runtime call after it (graph B's first launch)
 GB_SYNC_US = "sync_us"  # time in host-sync runtime calls inside it
 GB_GUARD_US = "guard_us"  # time in TorchDynamo Cache Lookup (the guard check) inside it
 GB_GPU_IDLE_US = "gpu_idle_us"  # GPU idle from the start to the first GPU activity after the end
 GB_OPS = "ops"  # the ops at the break: sync origins first (aten::item...), then the longest top-level ops
-BREAK_COLUMNS = (GB_STEP, GB_TID, GB_START, GB_END, GB_HOST_US, GB_SYNC_US, GB_GUARD_US, GB_GPU_IDLE_US, GB_OPS)
+BREAK_COLUMNS = (GB_STEP, GB_TID, GB_START, GB_END, GB_HOST_US, GB_CPU_START, GB_CPU_END, GB_SYNC_US, GB_GUARD_US, GB_GPU_IDLE_US, GB_OPS)
 
 
 def empty_compiled() -> pd.DataFrame:
@@ -139,6 +141,7 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
     l_ts, l_end, l_tid = (ops[tables.OP_TS].to_numpy(float)[lookup], ops[tables.OP_END].to_numpy(float)[lookup],
                           ops[tables.OP_TID].to_numpy()[lookup])
     rt = rank.runtime
+    r_ts, r_end, r_tid = rt[tables.RT_TS].to_numpy(float), rt[tables.RT_END].to_numpy(float), rt[tables.RT_TID].to_numpy()
     sync = rt[tables.RT_KIND].to_numpy(dtype=object) == tables.KIND_SYNC
     s_ts, s_end, s_tid = (rt[tables.RT_TS].to_numpy(float)[sync], rt[tables.RT_END].to_numpy(float)[sync],
                           rt[tables.RT_TID].to_numpy()[sync])
@@ -156,10 +159,15 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
                 continue  # no compiled frame entered between them: forward → backward, not a break
             in_sync = (s_tid == t) & (s_ts >= lo) & (s_end <= hi)
             in_guard = (l_tid == t) & (l_ts >= lo) & (l_end <= hi)
+            before = (r_tid == t) & (r_end <= lo)
+            after = (r_tid == t) & (r_ts >= hi)
+            cpu_lo = float(r_end[before].max()) if before.any() else lo
+            cpu_hi = float(r_ts[after].min()) if after.any() else hi
             nxt = int(np.searchsorted(g_ts, hi, side="right"))  # the first GPU work starting after hi
             gpu_end = float(g_ts[nxt]) if nxt < len(g_ts) else hi
             busy = float(busy_in_windows(g_ts, g_end, np.array([lo]), np.array([gpu_end]))[0])
             recs.append({GB_STEP: int(step[a]), GB_TID: t, GB_START: lo, GB_END: hi, GB_HOST_US: hi - lo,
+                         GB_CPU_START: cpu_lo, GB_CPU_END: cpu_hi,
                          GB_SYNC_US: float((s_end[in_sync] - s_ts[in_sync]).sum()),
                          GB_GUARD_US: float((l_end[in_guard] - l_ts[in_guard]).sum()),
                          GB_GPU_IDLE_US: max(gpu_end - lo - busy, 0.0), GB_OPS: _ops_at(ops, t, lo, hi, skip)})
