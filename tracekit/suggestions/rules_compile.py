@@ -10,7 +10,7 @@ from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables,
 from tracekit.suggestions.model import Suggestion
 
 BREAKS_MIN_PCT = 2.0  # silent below this share of the step
-NO_OP = "Python (no recorded op)"
+NO_OP = "Python (no recorded op: a resumed frame)"
 
 
 def graph_breaks(analysis: Analysis) -> Suggestion | None:

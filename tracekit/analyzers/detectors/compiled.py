@@ -25,6 +25,10 @@ from tracekit.trace.model import RankTrace
 REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,9})/([0-9]{1,9})$")
 LOOKUP = "TorchDynamo Cache Lookup"
 GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph |^CompiledFunction$")
+# torch.compile's own machinery between graphs (AOTAutograd's wrappers, Dynamo's bytecode hooks): not
+# the op at a break (torch 2.11 names)
+MACHINERY = re.compile(r"^(?:AOTDispatcher |Pregraph bytecode|Postgraph bytecode|Torch-Compiled Region|"
+                       r"TorchDynamo |CompiledFunction|## )")
 TOP_OPS = 3  # op names a break lists
 NAME_CHARS = 60  # of each name (trace text is untrusted)
 
@@ -146,7 +150,7 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
     s_ts, s_end, s_tid = (rt[tables.RT_TS].to_numpy(float)[sync], rt[tables.RT_END].to_numpy(float)[sync],
                           rt[tables.RT_TID].to_numpy()[sync])
     g_ts, g_end = merge_intervals(rank.gpu[tables.GPU_TS].to_numpy(float), rank.gpu[tables.GPU_END].to_numpy(float))
-    skip = region | lookup | matches(ops[tables.OP_NAME], GRAPH_CALL)
+    skip = region | lookup | matches(ops[tables.OP_NAME], GRAPH_CALL) | matches(ops[tables.OP_NAME], MACHINERY)
     recs = []
     for t in pd.unique(tid):
         mine = np.flatnonzero((tid == t) & (step >= 0))
