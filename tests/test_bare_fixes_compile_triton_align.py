@@ -46,3 +46,17 @@ def test_cuda_graphs_waits_for_the_graph_breaks():
     # its combined what-if is its own saving: priced again without the held-back suggestion
     assert b.suggestions[0].combined_us == pytest.approx(b.suggestions[0].saving_us)
     assert "cuda_graphs" in {s.id for s in a.suggestions}
+
+
+def test_graph_breaks_evidence_on_the_h200_trace():
+    """Every step of compile_graph_breaks holds (raw events) 12 TorchDynamo Cache Lookups, 12 regions
+    (6 × "1/0", the blocks, and 6 × "2/0", their resume functions) and 6 aten::item: 12 compiled graphs,
+    so 11 breaks, 6 of them at the blocks' .item() and 5 where the model's loop resumes."""
+    path = BARE / "compile_graph_breaks.trace.json.gz"
+    if not path.exists():
+        pytest.skip("sample_traces/bare/compile_graph_breaks is not recorded in this checkout")
+    s = analyse_file(path).suggestions[0]
+    assert s.title.startswith("Remove torch.compile graph breaks: 11 break(s) per step between 12 compiled "
+                              "regions (12 cache lookups), at aten::item")
+    per_step = {e["at"]: e["breaks_per_step"] for e in s.evidence}
+    assert per_step == {"aten::item, aten::_local_scalar_dense": 6.0, "Python (no recorded op: a resumed frame)": 5.0}
