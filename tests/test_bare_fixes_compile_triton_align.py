@@ -60,3 +60,33 @@ def test_graph_breaks_evidence_on_the_h200_trace():
                               "regions (12 cache lookups), at aten::item")
     per_step = {e["at"]: e["breaks_per_step"] for e in s.evidence}
     assert per_step == {"aten::item, aten::_local_scalar_dense": 6.0, "Python (no recorded op: a resumed frame)": 5.0}
+
+
+def test_align_dims_evidence_on_the_h200_trace():
+    """lm_head_vocab's three GEMMs (aten::mm, 8192 tokens × 768, vocab 50257) ran CUTLASS sm75 align1
+    kernels on the sm_90 H200: the logits GEMM (N = 50257, its output's leading dim), the hidden-state
+    gradient (K = 50257: the logits gradient, leading dim 50257) and the weight gradient (M = 50257: the
+    transposed logits gradient, strides [1, 50257])."""
+    path = BARE / "lm_head_vocab.trace.json.gz"
+    if not path.exists():
+        pytest.skip("sample_traces/bare/lm_head_vocab is not recorded in this checkout")
+    s = analyse_file(path).suggestions[0]
+    got = sorted((e["pad"], e["why"]) for e in s.evidence)
+    assert got == [("K=50257 → 50304", "kernel align1; sm75 kernel on sm_90; leading dim A 50257"),
+                   ("M=50257 → 50304", "kernel align1; sm75 kernel on sm_90; leading dim A 50257"),
+                   ("N=50257 → 50304", "kernel align1; sm75 kernel on sm_90; leading dim C 50257")]
+    assert {e["reference_pct"] for e in s.evidence} == {70.0}  # no aligned GEMM of similar size ran
+
+
+def test_triton_config_evidence_on_the_h200_trace():
+    """triton_matmul_tiles launches matmul_kernel with BLOCK_SIZE_M/N/K = 16, GROUP_SIZE_M = 8, 4 warps,
+    3 stages on a (4096 / 16)² = 65,536-program grid (the script's arguments)."""
+    path = BARE / "triton_matmul_tiles.trace.json.gz"
+    if not path.exists():
+        pytest.skip("sample_traces/bare/triton_matmul_tiles is not recorded in this checkout")
+    e = analyse_file(path).suggestions[0].evidence[0]
+    assert (e["grid"], e["tile"], e["num_warps"], e["num_stages"]) == ("[65536, 1, 1]", "16×16×16", 4, 3)
+    assert e["constexprs"] == "BLOCK_SIZE_M=16, BLOCK_SIZE_N=16, BLOCK_SIZE_K=16, GROUP_SIZE_M=8"
+    # 2·4096³ FLOPs per launch at 989.4 TFLOP/s (fp16 dense) = 138.9 µs against the kernels' 41,828.6 µs
+    # over 6 launches (raw kernel events) = 6,971.4 µs each: 2 %
+    assert e["roof"] == "fp16" and e["roof_pct"] == pytest.approx(100 * 2 * 4096**3 / 989.4e12 * 1e6 / 6971.4, rel=0.01)

@@ -21,7 +21,7 @@ VOCAB_ALIGN = 64
 # and the architecture they were built for (`sm75_`, `cutlass_75_`, `sm80_`): a 16-bit GEMM with
 # align < 8, or a kernel for an older architecture than the device's, is a fallback kernel.
 ALIGN_NAME = re.compile(r"align(\d{1,2})(?!\d)")
-ARCH_NAME = re.compile(r"(?:^|_)(?:sm|cutlass_)(\d{2,3})(?=_)")
+ARCH_NAME = re.compile(r"(?<![A-Za-z0-9])(?:sm|cutlass_)(\d{2,3})(?=_)")
 FALLBACK_GENERATIONS = 15  # sm75 on sm_90, sm80 on sm_100: not sm80 kernels on sm_90 (cuBLAS picks them)
 # The reference when no aligned GEMM of the same dtype and similar size ran in the trace: an
 # aligned GEMM of this size at 70 % of the dense roof (the padded LM-head GEMMs ran at 73–82 % on
