@@ -192,7 +192,7 @@ def test_causal_mask_on_the_math_backend(tmp_path):
 
 def test_causal_mask_row_target_whatif_and_applied(tmp_path):
     rule = RULES_BY_ID["causal_mask"]
-    assert RULES[-1] is rule and rule.knobs == () and rule.reads == ("device", "patterns.masked_attention")
+    assert rule in RULES and rule.knobs == () and rule.reads == ("device", "patterns.masked_attention")
     assert GPU_CLASSES["causal_mask"] == ("attention",) and "causal_mask" in TRANSFORMS
     before = _analysis(masked_trace(tmp_path, "before.json"))
     # the target: attention-class kernel time per step, 4000 + 8000 µs
