@@ -61,6 +61,9 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/decode_gemv", "bare/decode_gemv_int8", "quantize_weights"),
     ("bare/train_llm", "bare/train_llm_fused", "fused_llm_kernels"),
     ("bare/decode_requests", "bare/decode_requests_batched", "batch_decode"),
+    ("bare/compile_graph_breaks", "bare/compile_graph_breaks_fixed", "graph_breaks"),
+    ("bare/triton_matmul_tiles", "bare/triton_matmul_tiles_fixed", "triton_config"),
+    ("bare/lm_head_vocab", "bare/lm_head_vocab_fixed", "align_dims"),
 )
 
 

@@ -48,6 +48,12 @@ PAIRS=(
   "train_llm_fused|3|4|$S/train_llm.py --steps 9 --fused"
   "decode_requests|1|2|$S/decode_requests.py"
   "decode_requests_batched|1|2|$S/decode_requests.py --batched"
+  "compile_graph_breaks|1|6|$S/compile_graph_breaks.py"
+  "compile_graph_breaks_fixed|1|6|$S/compile_graph_breaks.py --fixed"
+  "triton_matmul_tiles|1|6|$S/triton_matmul_tiles.py"
+  "triton_matmul_tiles_fixed|1|6|$S/triton_matmul_tiles.py --tiles 128,128,32 --warps 4 --stages 4"
+  "lm_head_vocab|1|6|$S/lm_head_vocab.py"
+  "lm_head_vocab_fixed|1|6|$S/lm_head_vocab.py --vocab 50304"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do

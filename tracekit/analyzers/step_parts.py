@@ -16,7 +16,7 @@ import numpy as np
 
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import layers, optimizer, sequences
+from tracekit.analyzers.detectors import compiled, layers, optimizer, sequences, triton_launch
 from tracekit.analyzers.totals import LaunchTotals
 
 IDLE_TOTAL = "gpu_idle"
@@ -164,3 +164,25 @@ def idle_parts(analysis: Analysis, sel: Selection) -> dict[str, float]:
     parts = {name: per_step(float(getattr(sel.totals, field)), sel.steps) for name, field in IDLE_PARTS.items()}
     other = idle - sum(parts.values())
     return {IDLE_TOTAL: idle, **parts, IDLE_OTHER: 0.0 if abs(other) < 1e-6 * max(idle, 1.0) else other}
+
+
+def _in_selection(analysis: Analysis, sel: Selection, table: str, step_col: str, column: str) -> float:
+    """Σ `column` of the rows of patterns.`table` whose step is selected, over the ranks."""
+    total_us = 0.0
+    for r in analysis.ranks:
+        t = getattr(r.patterns, table, None) if r.patterns is not None else None
+        if t is None or not len(t):
+            continue
+        keep = t[step_col].isin(sorted(sel.by_rank.get(r.rank, frozenset())))
+        total_us += float(t.loc[keep, column].astype(float).sum())
+    return total_us
+
+
+def graph_break_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time between consecutive compiled graphs at torch.compile graph breaks, per step."""
+    return per_step(_in_selection(analysis, sel, "graph_breaks", compiled.GB_STEP, compiled.GB_HOST_US), sel.steps)
+
+
+def user_triton_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the user Triton launches tracekit recorded (the headline steps'), per step."""
+    return per_step(_patterns_total(analysis, "triton_launches", triton_launch.TL_TIME_US), sel.steps)

@@ -11,8 +11,17 @@ import pandas as pd
 
 from tracekit.analyzers import kernels, step_parts
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import attention_mask, hostside, layers, optimizer, sequences
+from tracekit.analyzers.detectors import (
+    attention_mask,
+    compiled,
+    hostside,
+    layers,
+    optimizer,
+    sequences,
+    triton_launch,
+)
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
+from tracekit.suggestions.rules_align import misaligned_calls
 from tracekit.units import fmt_us
 
 Value = float | str | None
@@ -135,6 +144,16 @@ def single_process_loads(a: Analysis) -> float:
     return n / _steps(a)
 
 
+def graph_breaks_per_step(a: Analysis) -> float:
+    """torch.compile graph breaks (detectors/compiled.py) in the selected steps, per step."""
+    n = 0
+    for r in a.ranks:
+        t = r.patterns.graph_breaks if r.patterns is not None else None
+        if t is not None and len(t):
+            n += len(_in_steps(a, r.rank, t, compiled.GB_STEP))
+    return n / _steps(a)
+
+
 def graph_share(a: Analysis) -> float:
     """Share of the GPU activities (every step of every rank) replayed from CUDA/HIP graphs."""
     replayed = total = 0
@@ -232,6 +251,15 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "causal_mask": (Signal("masked square SDPA calls per step",
                            _pattern_sum("masked_attention", attention_mask.MA_CALLS), FALLS, 1.0),
                     Signal("attention kernel time per step", _class_time(kernels.ATTENTION), FALLS, 0.3, unit=TIME)),
+    # rules_compile.graph_breaks: fullgraph / tensor ops instead of .item(): the breaks between compiled
+    # graphs (patterns.graph_breaks) fall by three quarters.
+    "graph_breaks": (Signal("graph breaks per step", graph_breaks_per_step, FALLS, 0.75),),
+    # rules_align.align_dims: padded shapes: no GEMM call is off alignment any more (leading dims from the
+    # strides, alignN / older-architecture kernel names, N or K).
+    "align_dims": (Signal("GEMM calls off alignment per step", misaligned_calls, FALLS, 1.0),),
+    # rules_triton.triton_config: @triton.autotune / other tiles: the user Triton kernels' time halves.
+    "triton_config": (Signal("user Triton kernel time per step", _pattern_sum("triton_launches", triton_launch.TL_TIME_US),
+                             FALLS, 0.5, unit=TIME),),
     # rules_host.overlap_comm: bucketing / async collectives: exposed communication (LaunchTotals.comm_exposed_us) halves.
     "overlap_comm": (Signal("exposed communication per step", _field("comm_exposed_us"), FALLS, 0.5, unit=TIME),),
     # rules_precision.channels_last: the model and input in channels_last: cuDNN's layout transposes vanish.

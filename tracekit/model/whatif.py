@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers, batched requests)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers, batched requests, merged compiled regions)."""
 
 from __future__ import annotations
 
@@ -45,23 +45,26 @@ def _launching(step: StepModel, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
-def cuda_graph(excluded_rows: np.ndarray) -> Transform:
+def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Transform:
     """Capture the step's launches in one CUDA graph: every launch (and other runtime) call whose
     kernels are not `excluded_rows` (bool per rank.gpu row: the optimizer, kernels already replayed
     from a graph) costs nothing and the Python between them (gaps ≤ LONG_GAP_US) goes with it; one
     graph launch of GRAPH_LAUNCH_US opens the step; the captured kernels follow their launch by
-    GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay."""
+    GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay, and so do torch.compile's
+    graph `breaks` (a graph is captured per compiled region: the calls inside a break and the part
+    of a gap inside one stay as they are)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
         gap, dur, _, lat = _costs(step)
         keep_nodes = node_mask(step, excluded_rows)
         kept_calls = _launching(step, keep_nodes)
-        captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls
+        share, inside = breaks.cover(step) if breaks is not None else (np.zeros(g.n_calls), np.zeros(g.n_calls, dtype=bool))
+        captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls & ~inside
         if not captured.any():
             return step.costs
         short = captured & (gap <= LONG_GAP_US)
-        gap = np.where(short, 0.0, gap)
+        gap = np.where(short, gap * share, gap)
         first = int(np.flatnonzero(captured)[0])
         dur = np.where(captured, 0.0, dur)
         dur[first] = GRAPH_LAUNCH_US
@@ -203,6 +206,50 @@ def scale_step(factor: float) -> Transform:
         return dataclasses.replace(c, call_gap_us=gap * factor, call_anchor_gap_us=anchor * factor,
                                    call_dur_us=dur * factor, call_own_us=own * factor,
                                    gpu_dur_us=g_dur * factor, tail_us=tail * factor)
+
+    return apply
+
+
+@dataclasses.dataclass(frozen=True)
+class Breaks:
+    """Graph breaks of one rank: the traced stretches [`starts[i]`, `ends[i]`) between two compiled
+    graphs on the breaking thread (`on_thread`: bool per rank.runtime row, the row runs on it)."""
+
+    on_thread: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def cover(self, step: StepModel) -> tuple[np.ndarray, np.ndarray]:
+        """Per call of the step: the share of its traced host gap inside a break (0..1), and whether
+        the call itself starts inside one."""
+        g = step.graph
+        share, inside = np.zeros(g.n_calls), np.zeros(g.n_calls, dtype=bool)
+        if not len(self.starts) or not g.n_calls or not len(self.on_thread):
+            return share, inside
+        ts = g.call_ts_us
+        mine = self.on_thread[g.call_row]
+        lo_gap = ts - g.call_gap_us
+        covered = np.zeros(g.n_calls)
+        for lo, hi in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+            covered += np.where(mine, np.clip(np.minimum(ts, hi) - np.maximum(lo_gap, lo), 0.0, None), 0.0)
+            inside |= mine & (ts >= lo) & (ts < hi)
+        share = np.where(g.call_gap_us > 0, np.minimum(covered / np.maximum(g.call_gap_us, 1e-9), 1.0), 0.0)
+        return share, inside
+
+
+def merge_breaks(breaks: Breaks) -> Transform:
+    """Graph breaks gone (the compiled regions merge): the stretches of each break (the eager code at
+    the break, its sync, the guard check, the resume and the two graphs' wrapper code) are removed: the calls
+    inside them cost nothing and wait for nothing, and the host gaps lose the part of them that lay
+    inside them (the projected gap scaled alike)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        share, inside = breaks.cover(step)
+        if not (inside.any() or (share > 0).any()):
+            return step.costs
+        gap, dur, _, _ = _costs(step)
+        return dataclasses.replace(step.costs, call_gap_us=gap * (1.0 - share), call_dur_us=np.where(inside, 0.0, dur),
+                                   call_nowait=inside & step.graph.call_waits)
 
     return apply
 

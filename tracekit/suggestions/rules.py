@@ -12,7 +12,9 @@ from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
 from tracekit.model.outlook import RankModel
 from tracekit.suggestions import (
+    rules_align,
     rules_attention,
+    rules_compile,
     rules_decode,
     rules_host,
     rules_kernels,
@@ -22,6 +24,7 @@ from tracekit.suggestions import (
     rules_precision,
     rules_python,
     rules_ranks,
+    rules_triton,
 )
 from tracekit.suggestions.common import SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
@@ -86,7 +89,7 @@ RULES: tuple[Rule, ...] = (
     Rule("lower_precision", rules_precision.lower_precision, SNIPPETS["lower_precision"],
          StepPart("GEMM + convolution + normalization time", step_parts.precision_time), ("tf32", "bf16"),
          ("device", "kernels")),
-    Rule("align_dims", rules_kernels.align_dims, SNIPPETS["align_dims"],
+    Rule("align_dims", rules_align.align_dims, SNIPPETS["align_dims"],
          step_parts.WHOLE_STEP, (), ("device", "kernels")),
     Rule("use_sdpa", rules_kernels.use_sdpa, SNIPPETS["use_sdpa"],
          StepPart("the attention chain (scores GEMM → softmax → GEMM, or the fused kernel)",
@@ -120,8 +123,21 @@ RULES: tuple[Rule, ...] = (
     Rule("fused_llm_kernels", rules_llm.fused_llm_kernels, SNIPPETS["fused_llm_kernels"],
          StepPart("unfused RMSNorm / SwiGLU / RoPE / cross-entropy chain time", step_parts.llm_chain_time), (),
          ("patterns.llm_chains", "patterns.in_llm_chain")),
+    Rule("graph_breaks", rules_compile.graph_breaks, SNIPPETS["graph_breaks"],
+         StepPart("host time between compiled graphs at graph breaks", step_parts.graph_break_time), (),
+         ("patterns.compiled", "patterns.graph_breaks")),
+    Rule("triton_config", rules_triton.triton_config, SNIPPETS["triton_config"],
+         StepPart("user Triton kernel time", step_parts.user_triton_time), (),
+         ("kernels", "patterns.triton_launches")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
+
+# A suggestion held back while another one fires: its change does not pay (or cannot be made) until
+# that one is made. cuda_graphs waits for graph_breaks: a CUDA graph cannot span a torch.compile graph
+# break (mode="reduce-overhead" captures each compiled region; the `.item()` sync, the eager code and
+# the guard checks between them stay). On the H200 pair compile_graph_breaks (sample_traces/bare/)
+# removing the breaks was the measured fix; once made, cuda_graphs fires on the fixed trace.
+WAITS_FOR: dict[str, str] = {"cuda_graphs": "graph_breaks"}
 
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
     CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],
@@ -139,18 +155,26 @@ def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
     """Every rule's suggestion for `analysis` (tracekit.analyzers.analyze's result), largest
     estimated saving first (ties keep the RULES order). With the ranks' execution `models`, each
     saving is the what-if replay of the change on the projected unprofiled steps where the model
-    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them.
-    Empty when the integrity audit found an error: a trace that cannot support a verdict cannot
-    price a change either."""
+    projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them. A
+    suggestion that WAITS_FOR another that fired is left out. Empty when the integrity audit found an
+    error: a trace that cannot support a verdict cannot price a change either."""
     audit = analysis.integrity
     if audit is not None and audit.errors:
         return []  # the trace cannot support a verdict (tracekit.analyzers.integrity): nor a saving
-    found = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
-    if models and any(m.trusted for m in models):
-        found = price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step
-    elif models:
-        found = [s for s in found if s.saving_pct >= SILENT_BELOW_PCT]
+    checked = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
+    found = _priced(analysis, checked, models)
+    fired = {s.id for s in found}
+    if any(WAITS_FOR.get(s.id) in fired for s in found):  # price again without them (the combined savings)
+        found = _priced(analysis, [s for s in checked if WAITS_FOR.get(s.id) not in fired], models)
     return sorted(found, key=lambda s: -s.saving_us)
+
+
+def _priced(analysis: Analysis, found: list[Suggestion], models: Sequence[RankModel]) -> list[Suggestion]:
+    if models and any(m.trusted for m in models):
+        return price(analysis, found, models)  # silent below SILENT_BELOW_PCT of the projected step
+    if models:
+        return [s for s in found if s.saving_pct >= SILENT_BELOW_PCT]
+    return found
 
 
 def suggest_cross_rank(view: CrossRank) -> list[Suggestion]:

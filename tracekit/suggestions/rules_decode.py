@@ -8,7 +8,8 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, gemm_dims, suggestion
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_kernels import VOCAB_DIM_MIN, _gemm_rows
+from tracekit.suggestions.rules_align import VOCAB_DIM_MIN
+from tracekit.suggestions.rules_kernels import _gemm_rows
 
 DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
 DECODE_BATCH = 8  # batch_decode batches at most this many of the requests one step serves

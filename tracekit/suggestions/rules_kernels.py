@@ -1,30 +1,24 @@
-"""Rules about what kernels do: fuse elementwise chains, aligned dims, SDPA."""
+"""Rules about what kernels do: fuse elementwise chains, SDPA (lower precision: rules_precision.py; batch decode: rules_decode.py; aligned dims: rules_align.py)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.analyzers.detectors import sequences
 from tracekit.analyzers.launch import LAUNCH_BOUND
 from tracekit.suggestions.common import (
     Scope,
     fmt_bytes,
     fmt_us,
-    gemm_dims,
     rank_tables,
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
 
-ALIGN_BYTES = 16  # cuBLAS/CUTLASS aligned kernels want 16-byte multiples of the leading dims
-VOCAB_DIM_MIN = 16384  # dims at least this large are vocabulary-like: pad them to VOCAB_ALIGN
-VOCAB_ALIGN = 64
 # The rate a fused attention kernel is assumed to reach, as a share of the device's dense tensor
 # peak for the dtype (validated on H200: docs/validation.md, suggestions section).
 FUSED_ATTENTION_EFF = 0.35
@@ -94,65 +88,6 @@ def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
         return []
     sel = k[(k["class"] == "gemm") & k["flops"].notna() & (k["time_us"] > 0)]
     return sel.to_dict("records")
-
-
-def _misaligned(dims: tuple[int, int, int], dtype: str) -> list[tuple[str, int, int]]:
-    """[(name, value, padded)] for N and K (the leading dimensions) that miss their alignment."""
-    align = max(int(ALIGN_BYTES / DTYPE_SIZE.get(dtype, 4.0)), 1)
-    out = []
-    for name, d in (("N", dims[1]), ("K", dims[2])):
-        multiple = VOCAB_ALIGN if d >= VOCAB_DIM_MIN else align
-        if d > 1 and d % multiple:
-            out.append((name, d, -(-d // multiple) * multiple))
-    return out
-
-
-def align_dims(analysis: Analysis) -> Suggestion | None:
-    """Compute-bound GEMMs with N or K off alignment: padded FLOPs at the roofline % aligned GEMMs of
-    the same dtype reach in this trace."""
-    scope = Scope.of(analysis)
-    if analysis.device is None:
-        return None
-    cands: list[tuple[dict[str, Any], tuple[int, int, int], list[tuple[str, int, int]]]] = []
-    refs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
-    for row in _gemm_rows(analysis):
-        dims = gemm_dims(row["op"], row["shapes"])
-        if dims is None or row["dtype"] not in MATMUL_DTYPES or row.get("bound") != "compute":
-            continue
-        bad = _misaligned(dims, row["dtype"])
-        if bad:
-            cands.append((row, dims, bad))
-        else:
-            refs.setdefault((row["dtype"], row.get("roof")), []).append((row["roofline_pct"], row["time_us"]))
-    rows, total = [], 0.0
-    for row, dims, bad in cands:
-        ref = refs.get((row["dtype"], row.get("roof")))
-        if not ref:
-            continue
-        pcts, weights = np.array([p for p, _ in ref]), np.array([w for _, w in ref])
-        ref_pct = float(np.average(pcts, weights=weights))
-        if not ref_pct > row["roofline_pct"]:
-            continue
-        padded = dict(zip(("M", "N", "K"), dims, strict=True))
-        padded.update({name: p for name, _, p in bad})
-        grow = padded["M"] * padded["N"] * padded["K"] / (dims[0] * dims[1] * dims[2])
-        new = row["time_us"] * grow * row["roofline_pct"] / ref_pct
-        if new >= row["time_us"]:
-            continue
-        total += row["time_us"] - new
-        rows.append({"kernel": row["name"], "op": row["op"], "shapes": row["shapes"],
-                     "misaligned": ", ".join(f"{n}={d} → {p}" for n, d, p in bad), "count": int(row["count"]),
-                     "time_us": row["time_us"], "roofline_pct": row["roofline_pct"], "aligned_pct": ref_pct,
-                     "padded_time_us": new, "saving_us": row["time_us"] - new})
-    if not rows:
-        return None
-    rows.sort(key=lambda x: -x["saving_us"])
-    saving = total / scope.ranks
-    formula = ("Σ t − t × padded FLOPs / FLOPs × (this GEMM's roofline % / the time-weighted roofline % of "
-               f"aligned compute-bound GEMMs of the same dtype in this trace) = {fmt_us(total / scope.ranks)}"
-              )
-    title = f"Pad {len(rows)} GEMM shape(s) whose N or K is not a multiple of 8/16 (64 for vocabulary sizes)"
-    return suggestion("align_dims", title, saving, scope, formula, rows)
 
 
 def use_sdpa(analysis: Analysis) -> Suggestion | None:

@@ -181,4 +181,31 @@ apply_liger_kernel_to_llama(rms_norm=True, swiglu=True, rope=True,
 # or compile the block functions (one fused Triton kernel per chain):
 rms_norm = torch.compile(rms_norm)
 ''',
+    "graph_breaks": '''\
+# Find the breaks: compile the whole model as one graph (raises at the first break), or list them all
+model = torch.compile(model, fullgraph=True)
+explanation = torch._dynamo.explain(model)(example_input)   # graph_count, break_reasons
+print(explanation.break_reasons)
+# data-dependent Python on a tensor value breaks the graph and syncs:
+#   if (x.abs().amax() > limit).item(): x = x * (limit / x.abs().amax())
+scale = x.abs().amax()
+x = x * torch.clamp(limit / scale, max=1.0)                  # tensor ops: no break, no sync
+# or keep .item() inside the graph (the value becomes a symbolic int/float):
+torch._dynamo.config.capture_scalar_outputs = True
+''',
+    "triton_config": '''\
+# Let Triton pick the tiles, warps and stages for this problem size (benchmarked once per key):
+@triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 8},
+                           num_warps=w, num_stages=s)
+             for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64)
+             for w in (4, 8) for s in (3, 4)
+             if bm * bn <= 128 * 256],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ..., BLOCK_SIZE_M: tl.constexpr, ...): ...
+grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+matmul_kernel[grid](a, b, c, M, N, K, ...)    # no BLOCK_* / num_warps / num_stages at the call
+''',
 }

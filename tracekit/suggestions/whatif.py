@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import compiled, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
@@ -22,10 +23,12 @@ from tracekit.analyzers.kernels import (
 )
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
+    Breaks,
     compose,
     cuda_graph,
     fuse_region,
     fuse_runs,
+    merge_breaks,
     no_syncs,
     scale_nodes,
     scale_step,
@@ -75,8 +78,20 @@ def _graph_excluded(r: RankAnalysis) -> np.ndarray:
     return out
 
 
+def _breaks(r: RankAnalysis) -> Breaks | None:
+    """The rank's torch.compile graph breaks (patterns.graph_breaks), None when it has none: each from
+    the last launch of the graph before it to the first launch of the graph after it (what merging
+    the two removes: graph A's epilogue, the break, the guard check, graph B's prologue)."""
+    p = r.patterns
+    t = p.graph_breaks if p is not None else None
+    if t is None or not len(t) or not len(p.break_thread):
+        return None
+    return Breaks(p.break_thread, t[compiled.GB_CPU_START].to_numpy(dtype=float),
+                  t[compiled.GB_CPU_END].to_numpy(dtype=float))
+
+
 def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return cuda_graph(_graph_excluded(r))
+    return cuda_graph(_graph_excluded(r), _breaks(r))
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -173,6 +188,22 @@ def _fused_llm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
     return fuse_runs(mask, min(fused / now, 1.0) if now > 0 else 1.0, BARE_LAUNCH_US)
 
 
+def _graph_breaks(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    breaks = _breaks(r)
+    return merge_breaks(breaks) if breaks is not None else None
+
+
+def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    p = r.patterns
+    if p is None or not len(p.triton_launches) or not len(p.triton_rows):
+        return None
+    flagged = {(e.get("kernel"), e.get("grid"), e.get("constexprs")) for e in _mine(s, r)}
+    t = p.triton_launches
+    keys = zip(t[triton_launch.TL_KERNEL], t[triton_launch.TL_GRID], t[triton_launch.TL_CONSTEXPRS], strict=True)
+    picked = [i for i, key in enumerate(keys) if key in flagged]
+    return scale_nodes(np.isin(p.triton_rows, picked), per_step) if picked else None
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -191,6 +222,8 @@ TRANSFORMS: dict[str, TransformFor] = {
     "batch_decode": _batch_decode,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,
+    "graph_breaks": _graph_breaks,
+    "triton_config": _triton_config,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

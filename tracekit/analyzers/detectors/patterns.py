@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py) and GEMM leading dimensions (gemm_layout.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import attention_mask, hostside, layers, optimizer, sequences
+from tracekit.analyzers.detectors import (
+    attention_mask,
+    gemm_layout,
+    hostside,
+    layers,
+    optimizer,
+    sequences,
+    triton_launch,
+)
+from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
@@ -50,6 +59,16 @@ class Patterns:
     # layers.LLM_COLUMNS: unfused RMSNorm / SwiGLU / RoPE / cross-entropy chains; in_llm_chain their kernels
     llm_chains: pd.DataFrame = field(default_factory=layers.empty)
     in_llm_chain: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # compiled.COMPILED_COLUMNS per step with torch.compile regions; compiled.BREAK_COLUMNS per graph break
+    compiled: pd.DataFrame = field(default_factory=dynamo.empty_compiled)
+    graph_breaks: pd.DataFrame = field(default_factory=dynamo.empty_breaks)
+    break_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
+    # triton_launch.TRITON_LAUNCH_COLUMNS per user Triton launch configuration, and per rank.gpu row
+    # the index of its row (-1: not a user Triton kernel)
+    triton_launches: pd.DataFrame = field(default_factory=triton_launch.empty)
+    triton_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # gemm_layout.GEMM_LAYOUT_COLUMNS: leading dimensions of the GEMM calls, from their strides
+    gemm_layouts: pd.DataFrame = field(default_factory=gemm_layout.empty)
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -78,6 +97,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
+    compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
+    triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -96,4 +117,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         layout_transposes=layers.find_layout_transposes(rank),
         llm_chains=llm_chains,
         in_llm_chain=in_llm_chain,
+        compiled=compiled_steps,
+        graph_breaks=graph_breaks,
+        break_thread=break_thread,
+        triton_launches=triton_launches,
+        triton_rows=triton_rows,
+        gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
     )

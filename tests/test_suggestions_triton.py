@@ -1,0 +1,111 @@
+"""Rule triton_config and the user Triton launch detector on synthetic traces with tracekit's Triton metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tracebuilder import TraceBuilder
+
+import tracekit
+from tracekit.analyzers import analyze
+from tracekit.analyzers.detectors import triton_launch as tl
+from tracekit.suggestions import rules_triton
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+FP16_PEAK = 989.4e12  # H200 dense fp16 (device table)
+N = 4096
+FLOPS = 2.0 * N**3
+ARGS = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+        "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"]
+
+
+def triton_trace(tmp_path, tile: int, dur: float, launches: int = 3):
+    """`launches` steps, each one user launch of matmul_kernel (N³ fp16) with `tile`×`tile`×`tile` blocks,
+    grid [(N / tile)², 1, 1], 4 warps, 3 stages, its kernel `dur` µs."""
+    b = TraceBuilder()
+    b.top["tracekit"] = {"triton_kernels": [{"name": "matmul_kernel", "arg_names": ARGS,
+                                             "constexpr_names": ARGS[12:]}], "triton_metadata": "cpu_op"}
+    programs = (N // tile) ** 2
+    step_us = dur + 100
+    for i in range(launches):
+        t0 = i * step_us
+        b.annotation(f"ProfilerStep#{i + 1}", t0, step_us)
+        ext = b.op("matmul_kernel", t0 + 1, 10, **{
+            "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{programs}, 1, 1]",
+            "num_warps": 4, "num_stages": 3,
+            "Input Dims": [[N, N], [N, N], [N, N]] + [[]] * 13,
+            "Input type": ["c10::Half"] * 3 + ["Scalar"] * 13,
+            "Input Strides": [[N, 1]] * 3 + [[]] * 13,
+            "Concrete Inputs": ["", "", ""] + [str(N)] * 3 + [str(N), "1"] * 3 + [str(tile)] * 3 + ["8"]})
+        b.launch(t0 + 2, 5, "matmul_kernel", t0 + 20, dur, ext=ext)
+    return b.write(tmp_path / "triton.json")
+
+
+def test_detector_reads_the_launch_metadata(tmp_path):
+    a = analyze(tracekit.load_trace(triton_trace(tmp_path, 16, 7000.0)))
+    t = a.ranks[0].patterns.triton_launches
+    assert len(t) == 1
+    row = t.iloc[0]
+    assert (row[tl.TL_GRID], row[tl.TL_PROGRAMS], row[tl.TL_WARPS], row[tl.TL_STAGES]) == ("[65536, 1, 1]", 65536, 4, 3)
+    assert row[tl.TL_TILE] == "16×16×16"
+    assert row[tl.TL_CONSTEXPRS] == "BLOCK_SIZE_M=16, BLOCK_SIZE_N=16, BLOCK_SIZE_K=16, GROUP_SIZE_M=8"
+    steps = a.totals.steps  # the headline steps hold one launch each
+    assert (row[tl.TL_LAUNCHES], row[tl.TL_KERNELS], row[tl.TL_TIME_US]) == (steps, steps, 7000.0 * steps)
+
+
+def test_fires_far_below_the_roof(tmp_path):
+    a = analyze(tracekit.load_trace(triton_trace(tmp_path, 16, 7000.0)))
+    s = rules_triton.triton_config(a)
+    roof = FLOPS / FP16_PEAK * 1e6  # 138.9 µs: compute-bound (3 × 32 MiB moved take 21 µs)
+    assert s.per_step_us == pytest.approx(7000.0 - roof / rules_triton.TUNED_ROOF_SHARE, rel=1e-6)
+    row = s.evidence[0]
+    assert row["roof_pct"] == pytest.approx(100 * roof / 7000.0, rel=1e-6)  # 1.98 %
+    assert (row["tile"], row["num_warps"], row["num_stages"], row["roof"]) == ("16×16×16", 4, 3, "fp16")
+    assert s.title == ("Autotune the Triton kernel matmul_kernel: 16×16×16 tiles, 4 warps, 3 stages on a "
+                       "65,536-program grid reach 2 % of the fp16 roof")
+    assert "@triton.autotune" in rules_triton_snippet()
+
+
+def rules_triton_snippet() -> str:
+    from tracekit.suggestions.rules import RULES_BY_ID
+    return RULES_BY_ID["triton_config"].snippet
+
+
+def test_silent_near_the_roof(tmp_path):
+    # 128×128 tiles at 61 % of the roof: 138.9 / 0.61 = 227.7 µs
+    a = analyze(tracekit.load_trace(triton_trace(tmp_path, 128, FLOPS / FP16_PEAK * 1e6 / 0.61)))
+    assert rules_triton.triton_config(a) is None
+
+
+def test_silent_on_the_tuned_sample():
+    path = SAMPLES / "triton_matmul.trace.json.gz"
+    if not path.exists():
+        pytest.skip("sample_traces/triton_matmul.trace.json.gz is not in this checkout")
+    a = analyze(tracekit.load_trace(path))
+    assert a.kernels.loc[a.kernels["name"] == "matmul_kernel", "roofline_pct"].iloc[0] > 60  # 63 % (H200)
+    assert rules_triton.triton_config(a) is None
+
+
+def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
+    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
+    write of out, 2 × 2²⁴ fp32 = 134.2 MB, at 4800 GB/s = 27.96 µs; run in 500 µs it is at 5.6 %."""
+    b = TraceBuilder()
+    names = ["x_ptr", "out_ptr", "n", "BLOCK"]
+    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"]}]}
+    n = 1 << 24
+    for i in range(3):
+        t0 = i * 600.0
+        b.annotation(f"ProfilerStep#{i + 1}", t0, 600.0)
+        ext = b.op("scale_kernel", t0 + 1, 10, **{
+            "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{n // 64}, 1, 1]",
+            "num_warps": 1, "num_stages": 3, "Input Dims": [[n], [n], [], []],
+            "Input type": ["float", "float", "Scalar", "Scalar"], "Input Strides": [[1], [1], [], []],
+            "Concrete Inputs": ["", "", str(n), "64"]})
+        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, 500.0, ext=ext)
+    a = analyze(tracekit.load_trace(b.write(tmp_path / "scale.json")))
+    s = rules_triton.triton_config(a)
+    roof = 2 * n * 4 / 4800e9 * 1e6
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 500.0)
+    assert s.per_step_us == pytest.approx(500.0 - roof / rules_triton.TUNED_ROOF_SHARE)
+    assert s.evidence[0]["tile"] == "64"

@@ -1,0 +1,180 @@
+"""torch.compile graph breaks: compiled regions and cache lookups per step, the host work between consecutive compiled graphs, and recompiles from the region counters.
+
+Dynamo records `TorchDynamo Cache Lookup` (its guard check) and `Torch-Compiled Region: F/C` (frame F's
+C-th compiled version running) for every frame it runs; Inductor's graphs run inside
+`## Call CompiledFxGraph <hash> ##` annotations (AOTAutograd's `CompiledFunction` op in training).
+A graph break splits a frame: its first graph runs, the breaking code runs eagerly, then the resume
+function is a new frame (a lookup and a region of its own, nested in the first region or after it).
+A break here is the stretch between two consecutive compiled graphs on one thread in one step that
+holds a cache lookup or a region start (so the second graph belongs to another compiled frame);
+the stretch from the forward's last graph to a backward graph holds neither."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.detectors.hostside import SYNC_ORIGINS, StepsOf
+from tracekit.analyzers.names import matches
+from tracekit.trace import tables
+from tracekit.trace.intervals import busy_in_windows, merge_intervals
+from tracekit.trace.model import RankTrace
+
+REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,9})/([0-9]{1,9})$")
+LOOKUP = "TorchDynamo Cache Lookup"
+GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph |^CompiledFunction$")
+# torch.compile's own machinery between graphs (AOTAutograd's wrappers, Dynamo's bytecode hooks): not
+# the op at a break (torch 2.11 names)
+MACHINERY = re.compile(r"^(?:AOTDispatcher |Pregraph bytecode|Postgraph bytecode|Torch-Compiled Region|"
+                       r"TorchDynamo |CompiledFunction|## )")
+TOP_OPS = 3  # op names a break lists
+NAME_CHARS = 60  # of each name (trace text is untrusted)
+
+# --- columns of Patterns.compiled (one row per step with a compiled region) --------------------------
+CR_STEP = "step"
+CR_REGIONS = "regions"  # Torch-Compiled Region events
+CR_LOOKUPS = "lookups"  # TorchDynamo Cache Lookup events
+CR_FRAMES = "frames"  # distinct compiled frames (F of F/C)
+CR_RECOMPILED = "recompiled"  # "F/C" of the regions with C ≥ 1 (frame F recompiled), sorted, comma-separated
+COMPILED_COLUMNS = (CR_STEP, CR_REGIONS, CR_LOOKUPS, CR_FRAMES, CR_RECOMPILED)
+
+# --- columns of Patterns.graph_breaks (one row per break) ------------------------------------------
+GB_STEP = "step"
+GB_TID = "tid"
+GB_START = "start"  # end of the graph before the break (trace µs)
+GB_END = "end"  # start of the graph after it
+GB_HOST_US = "host_us"  # end − start: the host time between the two graphs
+GB_CPU_START = "cpu_start"  # end of the thread's last runtime call before the break (graph A's last launch)
+GB_CPU_END = "cpu_end"  # start of its first runtime call after it (graph B's first launch)
+GB_SYNC_US = "sync_us"  # time in host-sync runtime calls inside it
+GB_GUARD_US = "guard_us"  # time in TorchDynamo Cache Lookup (the guard check) inside it
+GB_GPU_IDLE_US = "gpu_idle_us"  # GPU idle from the start to the first GPU activity after the end
+GB_OPS = "ops"  # the ops at the break: sync origins first (aten::item...), then the longest top-level ops
+BREAK_COLUMNS = (GB_STEP, GB_TID, GB_START, GB_END, GB_HOST_US, GB_CPU_START, GB_CPU_END, GB_SYNC_US, GB_GUARD_US, GB_GPU_IDLE_US, GB_OPS)
+
+
+def empty_compiled() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(COMPILED_COLUMNS))
+
+
+def empty_breaks() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(BREAK_COLUMNS))
+
+
+def _compiled_steps(names: np.ndarray, op_steps: np.ndarray, region: np.ndarray, lookup: np.ndarray) -> pd.DataFrame:
+    recs = []
+    for step in sorted({int(s) for s in op_steps[region | lookup]}):
+        here = op_steps == step
+        ids = [REGION.match(str(n)) for n in names[region & here]]
+        pairs = [(int(m.group(1)), int(m.group(2))) for m in ids if m is not None]
+        recompiled = sorted({p for p in pairs if p[1] >= 1})
+        recs.append({CR_STEP: step, CR_REGIONS: len(pairs), CR_LOOKUPS: int((lookup & here).sum()),
+                     CR_FRAMES: len({f for f, _ in pairs}),
+                     CR_RECOMPILED: ", ".join(f"{f}/{c}" for f, c in recompiled)})
+    return pd.DataFrame(recs, columns=list(COMPILED_COLUMNS))
+
+
+def _segments(rank: RankTrace, op_names: np.ndarray, region: np.ndarray,
+              an_steps: np.ndarray, op_steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(tid, start, end, step) of the compiled graphs: the graph-call annotations and ops, else
+    the regions that hold no other region."""
+    an, ops = rank.annotations, rank.ops
+    cpu_an = ~an[tables.AN_GPU].to_numpy(dtype=bool) if len(an) else np.zeros(0, dtype=bool)
+    a_hit = cpu_an & matches(an[tables.AN_NAME], GRAPH_CALL) if len(an) else cpu_an
+    o_hit = matches(ops[tables.OP_NAME], GRAPH_CALL)
+    if a_hit.any() or o_hit.any():
+        tid = np.concatenate([an[tables.AN_TID].to_numpy()[a_hit], ops[tables.OP_TID].to_numpy()[o_hit]])
+        ts = np.concatenate([an[tables.AN_TS].to_numpy(float)[a_hit], ops[tables.OP_TS].to_numpy(float)[o_hit]])
+        end = np.concatenate([an[tables.AN_END].to_numpy(float)[a_hit], ops[tables.OP_END].to_numpy(float)[o_hit]])
+        step = np.concatenate([an_steps[a_hit], op_steps[o_hit]])
+        return tid, ts, end, step
+    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
+    has_child = np.zeros(len(ops), dtype=bool)
+    inner = np.flatnonzero(region)
+    for r in inner.tolist():  # mark the regions' region ancestors
+        p = int(parent[r])
+        while p >= 0:
+            if region[p]:
+                has_child[p] = True
+            p = int(parent[p])
+    leaf = region & ~has_child
+    return (ops[tables.OP_TID].to_numpy()[leaf], ops[tables.OP_TS].to_numpy(float)[leaf],
+            ops[tables.OP_END].to_numpy(float)[leaf], op_steps[leaf])
+
+
+def _ops_at(ops: pd.DataFrame, tid: object, lo: float, hi: float, skip: np.ndarray) -> str:
+    """The ops inside [lo, hi] on `tid`: the sync origins among them first, then the longest outermost ones."""
+    sel = ((ops[tables.OP_TID].to_numpy() == tid) & (ops[tables.OP_TS].to_numpy(float) >= lo)
+           & (ops[tables.OP_END].to_numpy(float) <= hi) & ~skip)
+    if not sel.any():
+        return ""
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)[sel]
+    dur = ops[tables.OP_DUR].to_numpy(float)[sel]
+    seen = {str(n) for n in names}
+    picked = [n for n in SYNC_ORIGINS if n in seen][:TOP_OPS]
+    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)[sel]
+    rows = np.flatnonzero(sel)
+    outer = ~np.isin(parent, rows)
+    order = np.argsort(-dur[outer], kind="stable")
+    for n in names[outer][order]:
+        if len(picked) >= TOP_OPS:
+            break
+        if str(n) not in picked:
+            picked.append(str(n))
+    return ", ".join(p[:NAME_CHARS] for p in picked)
+
+
+def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """(COMPILED_COLUMNS per step, BREAK_COLUMNS per graph break, per rank.runtime row whether it
+    runs on a thread with breaks) of one rank; empty without Dynamo."""
+    ops = rank.ops
+    none = np.zeros(len(rank.runtime), dtype=bool)
+    if not len(ops):
+        return empty_compiled(), empty_breaks(), none
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    region = matches(ops[tables.OP_NAME], REGION)
+    lookup = names == LOOKUP
+    if not (region.any() or lookup.any()):
+        return empty_compiled(), empty_breaks(), none
+    per_step = _compiled_steps(names, steps.ops, region, lookup)
+    tid, ts, end, step = _segments(rank, names, region, steps.annotations, steps.ops)
+    marks_ts = ops[tables.OP_TS].to_numpy(float)[region | lookup]
+    marks_tid = ops[tables.OP_TID].to_numpy()[region | lookup]
+    l_ts, l_end, l_tid = (ops[tables.OP_TS].to_numpy(float)[lookup], ops[tables.OP_END].to_numpy(float)[lookup],
+                          ops[tables.OP_TID].to_numpy()[lookup])
+    rt = rank.runtime
+    r_ts, r_end, r_tid = rt[tables.RT_TS].to_numpy(float), rt[tables.RT_END].to_numpy(float), rt[tables.RT_TID].to_numpy()
+    sync = rt[tables.RT_KIND].to_numpy(dtype=object) == tables.KIND_SYNC
+    s_ts, s_end, s_tid = (rt[tables.RT_TS].to_numpy(float)[sync], rt[tables.RT_END].to_numpy(float)[sync],
+                          rt[tables.RT_TID].to_numpy()[sync])
+    g_ts, g_end = merge_intervals(rank.gpu[tables.GPU_TS].to_numpy(float), rank.gpu[tables.GPU_END].to_numpy(float))
+    skip = region | lookup | matches(ops[tables.OP_NAME], GRAPH_CALL) | matches(ops[tables.OP_NAME], MACHINERY)
+    recs = []
+    for t in pd.unique(tid):
+        mine = np.flatnonzero((tid == t) & (step >= 0))
+        mine = mine[np.argsort(ts[mine], kind="stable")]
+        for a, b in zip(mine[:-1].tolist(), mine[1:].tolist(), strict=True):
+            lo, hi = float(end[a]), float(ts[b])
+            if step[a] != step[b] or hi <= lo:
+                continue
+            if not ((marks_tid == t) & (marks_ts >= lo) & (marks_ts <= hi)).any():
+                continue  # no compiled frame entered between them: forward → backward, not a break
+            in_sync = (s_tid == t) & (s_ts >= lo) & (s_end <= hi)
+            in_guard = (l_tid == t) & (l_ts >= lo) & (l_end <= hi)
+            before = (r_tid == t) & (r_end <= lo)
+            after = (r_tid == t) & (r_ts >= hi)
+            cpu_lo = float(r_end[before].max()) if before.any() else lo
+            cpu_hi = float(r_ts[after].min()) if after.any() else hi
+            nxt = int(np.searchsorted(g_ts, hi, side="right"))  # the first GPU work starting after hi
+            gpu_end = float(g_ts[nxt]) if nxt < len(g_ts) else hi
+            busy = float(busy_in_windows(g_ts, g_end, np.array([lo]), np.array([gpu_end]))[0])
+            recs.append({GB_STEP: int(step[a]), GB_TID: t, GB_START: lo, GB_END: hi, GB_HOST_US: hi - lo,
+                         GB_CPU_START: cpu_lo, GB_CPU_END: cpu_hi,
+                         GB_SYNC_US: float((s_end[in_sync] - s_ts[in_sync]).sum()),
+                         GB_GUARD_US: float((l_end[in_guard] - l_ts[in_guard]).sum()),
+                         GB_GPU_IDLE_US: max(gpu_end - lo - busy, 0.0), GB_OPS: _ops_at(ops, t, lo, hi, skip)})
+    breaks = pd.DataFrame(recs, columns=list(BREAK_COLUMNS)) if recs else empty_breaks()
+    on_thread = np.isin(rt[tables.RT_TID].to_numpy(), breaks[GB_TID].to_numpy()) if recs else none
+    return per_step, breaks, on_thread

@@ -1,0 +1,91 @@
+"""Rule about user Triton kernels far below their roof: the launch configuration (grid, tiles, warps, stages) to autotune."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from tracekit.analyzers import roofline as rl
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import triton_launch as tl
+from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.suggestions.model import Suggestion
+
+# The share of its roof a tuned Triton kernel reaches: the tutorial matmul with 128×128×64 tiles,
+# 8 warps, 3 stages runs at 63 % of the H200's fp16 tensor roof (sample_traces/triton_matmul, 2048³),
+# and with 128×128×32 tiles at 61 % (4096³; the real-run measurements behind the rule). Rounded down.
+TUNED_ROOF_SHARE = 0.6
+# A kernel fires below half of that: a tuned configuration would at least double its speed.
+FIRE_BELOW_SHARE = 0.3
+TRITON_MIN_PCT = 2.0  # silent below this share of the step
+
+
+def _roof_per_kernel(kernels: pd.DataFrame) -> dict[tuple[str, str], tuple[float, str, str]]:
+    """(kernel name, op) -> (roof time of one kernel in µs, the roof's precision, bound) from the
+    kernel rows' roofline % (roof time = time × roofline % / 100)."""
+    out: dict[tuple[str, str], tuple[float, str, str]] = {}
+    if kernels is None or not len(kernels):
+        return out
+    sel = kernels[kernels[rl.LIBRARY] == "triton"]
+    for (name, op), g in sel.groupby([rl.NAME, rl.OP], sort=False, dropna=False):
+        pct = g[rl.ROOFLINE_PCT].astype(float)
+        ok = pct.notna() & (g[rl.COUNT].astype(float) > 0)
+        if not ok.any():
+            continue
+        roof_us = float((g[rl.TIME_US].astype(float)[ok] * pct[ok] / 100.0).sum() / g[rl.COUNT].astype(float)[ok].sum())
+        first = g[ok].iloc[0]
+        out[(str(name), str(op))] = (roof_us, str(first[rl.ROOF]), str(first[rl.BOUND]))
+    return out
+
+
+def triton_config(analysis: Analysis) -> Suggestion | None:
+    """User Triton launch configurations whose kernels reach less than FIRE_BELOW_SHARE of their roof
+    (the cost model's FLOPs and bytes against the device's peak; without a cost model, the bytes of
+    its tensor arguments at HBM bandwidth): their time − the time at TUNED_ROOF_SHARE of the roof."""
+    scope = Scope.of(analysis)
+    roofs = _roof_per_kernel(analysis.kernels)
+    rows, total = [], 0.0
+    bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
+    for r, table in rank_tables(analysis, "triton_launches"):
+        for rec in table.to_dict("records"):
+            found = roofs.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])))
+            if found is None and bandwidth and float(rec[tl.TL_TENSOR_BYTES]) > 0:
+                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth
+                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "memory")
+            if found is None or not rec[tl.TL_KERNELS]:
+                continue
+            roof_one, roof, bound = found
+            time_us = float(rec[tl.TL_TIME_US])
+            roof_us = roof_one * int(rec[tl.TL_KERNELS])
+            share = roof_us / time_us if time_us > 0 else math.inf
+            if share >= FIRE_BELOW_SHARE:
+                continue
+            tuned = roof_us / TUNED_ROOF_SHARE
+            saving = time_us - tuned
+            if saving <= 0:
+                continue
+            total += saving
+            rows.append({"rank": r.rank, "kernel": rec[tl.TL_KERNEL], "grid": rec[tl.TL_GRID],
+                         "programs": rec[tl.TL_PROGRAMS], "tile": rec[tl.TL_TILE] or "(no BLOCK_* constexpr)",
+                         "num_warps": rec[tl.TL_WARPS], "num_stages": rec[tl.TL_STAGES],
+                         "constexprs": rec[tl.TL_CONSTEXPRS], "launches_per_step": rec[tl.TL_LAUNCHES] / scope.steps,
+                         "time_us_per_step": time_us / scope.steps, "roof_pct": 100.0 * share, "roof": roof,
+                         "bound": bound, "tuned_us_per_step": tuned / scope.steps, "saving_us": saving})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: -x["saving_us"])
+    saving = total / scope.ranks
+    top = rows[0]
+    formula = (f"Σ over {len(rows)} launch configuration(s) below {100 * FIRE_BELOW_SHARE:.0f} % of their roof of "
+               f"their kernel time − roof time / {TUNED_ROOF_SHARE:g} (a tuned Triton kernel at "
+               f"{100 * TUNED_ROOF_SHARE:.0f} % of the roof: the tutorial matmul's 128×128 tiles on the H200; roof "
+               f"time = FLOPs / peak or bytes / bandwidth, from the kernel's cost model, else its tensor arguments' "
+               f"bytes / bandwidth) = {fmt_us(saving)} "
+               f"({fmt_us(saving / scope.steps)} per step)")
+    programs = f"{top['programs']:,.0f}-program grid" if not math.isnan(float(top["programs"])) else f"grid {top['grid']}"
+    warps = f"{top['num_warps']:.0f} warps" if not math.isnan(float(top["num_warps"])) else "default warps"
+    stages = f"{top['num_stages']:.0f} stages" if not math.isnan(float(top["num_stages"])) else "default stages"
+    title = (f"Autotune the Triton kernel {str(top['kernel'])[:60]}: {top['tile']} tiles, {warps}, {stages} on a "
+             f"{programs} reach {top['roof_pct']:.0f} % of the {top['roof']} roof")
+    return suggestion("triton_config", title, saving, scope, formula, rows, min_pct=TRITON_MIN_PCT)
