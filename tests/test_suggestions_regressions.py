@@ -75,3 +75,20 @@ def test_the_fixed_variants_get_no_residual_suggestion(stem):
 
     result = analyse_file(SAMPLES / f"{stem}.trace.json.gz")
     assert [s.id for s in result.suggestions] == []
+
+
+@pytest.mark.parametrize("stem, breaks", [("compile_graph_breaks", 11), ("train_llm_fused", 0), ("decode_gemv_int8", 0)])
+def test_graph_breaks_only_where_a_frame_resumes_inside_its_region(stem, breaks):
+    # compile_graph_breaks: per step 12 Torch-Compiled Regions, the resume frame 2/0 inside 1/0 in each
+    # of the 6 blocks (counted from the raw events): 11 breaks. train_llm_fused and decode_gemv_int8
+    # compile small functions one by one (torch.compile(rms_norm), a compiled GEMV) and call them from
+    # eager code: sibling regions, none inside another, no break
+    from tracekit.pipeline.local import analyse_file
+
+    result = analyse_file(SAMPLES / "bare" / f"{stem}.trace.json.gz")
+    r = result.analysis.ranks[0]
+    steady = set(int(s) for s in r.launch.steady_steps)
+    per_step = r.patterns.graph_breaks.groupby("step").size()
+    counts = {int(k): int(v) for k, v in per_step.items() if int(k) in steady}
+    assert set(counts.values()) <= {breaks} and (breaks == 0) == (not counts)
+    assert ("graph_breaks" in {s.id for s in result.suggestions}) == (breaks > 0)
