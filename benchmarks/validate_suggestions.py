@@ -30,16 +30,19 @@ from validate_projection import measured_ms  # noqa: E402
 WITHIN = 0.35  # the bar for a what-if saving against the measured one
 # Labels beyond "the pair's rule on its before trace" (each with the measurement that backs it).
 TF32 = "docs/measurements/tf32_labels_h200.txt"  # the script as written vs TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
+GRAPHS = "docs/measurements/cudagraphs_try_h200.txt"  # tracekit profile --try cudagraphs
 EXTRA_LABELS: dict[str, frozenset[str]] = {
     # a CUDA graph of the same loop measured 4.573 -> 0.822 ms (docs/measurements/pairs.json, small_matmul)
     "small_matmul_loop": frozenset({"cuda_graphs"}),
     "bare/small_matmul_loop": frozenset({"cuda_graphs"}),
-    # the fused step is still launch-bound unprofiled (GPU 11-16 % of 17.3-25.5 ms, validate_pairs):
-    # capturing the rest of the step pays
-    "train_optimizer_fused": frozenset({"cuda_graphs"}),
-    "bare/train_optimizer_fused": frozenset({"cuda_graphs"}),
-    "bare/train_optimizer_loop": frozenset({"cuda_graphs"}),
-    "train_optimizer_loop": frozenset({"cuda_graphs"}),
+    # CUDA graphs of the model measured (GRAPHS): train_compile_eager 9.09 -> 7.17 ms, train_conv_bf16
+    # 13.10 -> 4.81 ms, train_conv_fast 6.86 -> 4.64 ms, train_llm 14.29 -> 6.65 ms, train_llm_fused
+    # 12.53 -> 5.42 ms; train_optimizer_fused 13.77 -> 14.30 ms (no gain: not labelled)
+    "bare/train_compile_eager": frozenset({"cuda_graphs"}),
+    "bare/train_conv_bf16": frozenset({"cuda_graphs"}),
+    "bare/train_conv_fast": frozenset({"cuda_graphs"}),
+    "bare/train_llm": frozenset({"cuda_graphs"}),
+    "bare/train_llm_fused": frozenset({"cuda_graphs"}),
     # TF32 measured (TF32): train_sync 11.7 -> 7.0 ms, train_sync_fixed 9.8 -> 5.1 ms, train_copies_fixed
     # 7.4 -> 2.9 ms, train_tokenize_wide_fixed 45.0 -> 12.6 ms
     "train_sync": frozenset({"lower_precision"}),
