@@ -126,6 +126,9 @@ def byte_budget(explicit: int | None = None) -> tuple[int, bool]:
     return max(available_memory() // LOAD_BYTES_PER_JSON_BYTE, 64 << 20), False
 
 
+_BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip removes
+
+
 def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
@@ -145,7 +148,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
         except (OSError, EOFError, zlib.error) as exc:
             reason = "truncated gzip data" if isinstance(exc, EOFError) else f"bad gzip data ({exc})"
             raise TraceFormatError(f"{path}: {reason}") from None
-        if not raw.strip():
+        if _BLANK.fullmatch(raw):  # (raw.strip() would copy the whole text to find out)
             raise TraceFormatError(f"{path}: file is empty (after decompression)")
     return raw
 
