@@ -38,19 +38,7 @@ OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id o
 _QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
-_PH = operator.attrgetter("ph")
-_NAME = operator.attrgetter("name")
-_DUR = operator.attrgetter("dur")
-_PID = operator.attrgetter("pid")
-_TID = operator.attrgetter("tid")
-_ID = operator.attrgetter("id")
-_ARGS = operator.attrgetter("args")
 _INPUTS = operator.attrgetter("input_dims", "input_types", "input_strides", "concrete_inputs")
-# table codes of tables.CATEGORY_TABLE (0: an event of no table)
-_GPU, _OPS, _RUNTIME, _ANNOTATIONS, _FLOWS = 1, 2, 3, 4, 5
-_CODES = {"gpu": _GPU, "ops": _OPS, "runtime": _RUNTIME, "annotations": _ANNOTATIONS, "flows": _FLOWS}
-_TABLE_CODE = {cat: _CODES[table] for cat, table in tables.CATEGORY_TABLE.items()}
-_FLOW_PHASES = frozenset({"s", "f"})
 
 
 @dataclass
@@ -108,53 +96,49 @@ class TableBuilder:
         return self.counts.get("Kernel", 0) + self.counts.get("Operator", 0) + self.counts.get("Runtime", 0) > 0
 
     def add(self, events: list[Event], launch_op_args: dict[int, bytes]) -> None:
-        """Route each complete ('X') event of a chunk to its table and append its columns: one
-        pass per field (C loops through attrgetter and numpy masks), not a Python loop per event."""
-        n = len(events)
-        cats = list(map(_CAT, events))
-        self.counts.update(cats)
-        code = np.fromiter(map(_TABLE_CODE.get, cats, itertools.repeat(0)), dtype=np.int8, count=n)
-        if not code.any():
-            return
-        phs = list(map(_PH, events))
-        complete = np.fromiter(map("X".__eq__, phs), dtype=bool, count=n) & (code > 0) & (code < _FLOWS)
-        no_ts = np.fromiter(map(operator.is_, map(_TS, events), itertools.repeat(None)), dtype=bool, count=n)
-        # a negative duration cannot get here: the Event type (reader.Duration) rejects it
-        self.skipped += int((complete & no_ts).sum())
-        complete &= ~no_ts
-        op_rows = np.flatnonzero(complete & (code == _OPS))
-        if len(op_rows):
-            step_name = tables.STEP_NAME_RE.match
-            names = map(_NAME, map(events.__getitem__, op_rows.tolist()))
-            is_step = np.fromiter(map(operator.truth, map(step_name, names)), dtype=bool, count=len(op_rows))
-            code[op_rows[is_step]] = _ANNOTATIONS  # the 2021 schema records ProfilerStep#N as an Operator
-            op_rows = op_rows[~is_step]
-        extras: list = (list(map(launch_op_args.get, op_rows.tolist())) if launch_op_args
-                        else [None] * len(op_rows))
-        routed: dict[str, list[Event]] = {}
-        for table, c in (("gpu", _GPU), ("ops", _OPS), ("runtime", _RUNTIME), ("annotations", _ANNOTATIONS)):
-            rows = op_rows if c == _OPS else np.flatnonzero(complete & (code == c))
-            routed[table] = list(map(events.__getitem__, rows.tolist()))
+        """Route each complete ('X') event of a chunk to its table and append its columns."""
+        out: dict[str, list[Event]] = {"gpu": [], "ops": [], "runtime": [], "annotations": []}
+        extras: list = []
+        self.counts.update(map(_CAT, events))
+        table_of = tables.CATEGORY_TABLE.get
         flows: list[Event] = []
-        flow_rows = np.flatnonzero(code == _FLOWS)
-        if len(flow_rows):
-            candidates = [events[i] for i in flow_rows.tolist() if phs[i] in _FLOW_PHASES]
-            flows = [e for e in candidates if e.ts is not None and e.id.__class__ is int]
+        step_name = tables.STEP_NAME_RE.match
+        for i, e in enumerate(events):
+            table = table_of(e.cat or "")
+            if table is None:
+                continue
+            ph = e.ph
+            if table == "flows":
+                if (ph == "s" or ph == "f") and e.ts is not None and e.id.__class__ is int:
+                    flows.append(e)
+                continue
+            if ph != "X":
+                continue
+            if e.ts is None or (e.dur is not None and e.dur < 0):
+                self.skipped += 1
+                continue
+            if table == "ops":
+                if step_name(e.name):
+                    table = "annotations"  # the 2021 schema records ProfilerStep#N as an Operator
+                else:
+                    extras.append(launch_op_args.get(i) if launch_op_args else None)
+            out[table].append(e)
         ts: dict[str, np.ndarray] = {}
-        for table, rows_of in routed.items():
-            if rows_of:
-                routed[table], ts[table], keep = self._with_valid_times(rows_of)
+        for table, routed in out.items():
+            if routed:
+                out[table], ts[table], keep = self._with_valid_times(routed)
                 if keep is not None and table == "ops":
                     extras = list(itertools.compress(extras, keep))
-        self._add_gpu(routed["gpu"], ts.get("gpu"))
-        self._add_ops(routed["ops"], ts.get("ops"), extras)
-        self._add_runtime(routed["runtime"], ts.get("runtime"))
-        self._add_annotations(routed["annotations"], ts.get("annotations"))
+        self._add_gpu(out["gpu"], ts.get("gpu"))
+        self._add_ops(out["ops"], ts.get("ops"), extras)
+        self._add_runtime(out["runtime"], ts.get("runtime"))
+        self._add_annotations(out["annotations"], ts.get("annotations"))
         self._add_flows(flows)
+        flows.clear()
 
     def _name_list(self, events: list[Event]) -> list[str]:
-        names = list(map(_NAME, events))
-        return list(map(self._names.setdefault, names, names))
+        intern = self._names.setdefault
+        return [intern(e.name, e.name) for e in events]
 
     def _rel(self, events: list[Event]) -> np.ndarray:
         """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
@@ -185,10 +169,7 @@ class TableBuilder:
                end_col: str) -> None:
         if ts is None:
             ts = self._rel(events)
-        durs = list(map(_DUR, events))
-        if None in durs:
-            durs = [d or 0.0 for d in durs]
-        dur = np.array(durs, dtype=np.float64).reshape(len(events))
+        dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
@@ -210,10 +191,10 @@ class TableBuilder:
             return -1
         return self._opaque.setdefault(value, OPAQUE_BASE + len(self._opaque))
 
-    def _note_missing(self, table: str, events: list[Event], corr: list[int | None]) -> None:
+    def _note_missing(self, table: str, events: list[Event], args: list[Args]) -> None:
         base = self._rows[table]
-        if None in corr:
-            missing = [i for i, c in enumerate(corr) if c is None]
+        missing = [i for i, a in enumerate(args) if a.correlation is None]
+        if missing:
             ts = self._rel([events[i] for i in missing])
             for i, t in zip(missing, ts.tolist(), strict=True):
                 self.missing_corr[table].append((base + i, norm_id(events[i].pid), norm_id(events[i].tid),
@@ -224,87 +205,76 @@ class TableBuilder:
         if not events:
             return
         p = self.gpu
-        a = _args_of(events)
+        a = [e.args or NO_ARGS for e in events]
         kind = tables.GPU_KIND_BY_CATEGORY
         p.add(tables.GPU_NAME, self._name_list(events))
-        p.add(tables.GPU_KIND, list(map(kind.__getitem__, map(_CAT, events))))
+        p.add(tables.GPU_KIND, [kind[e.cat or ""] for e in events])
         self._times(p, events, ts, tables.GPU_TS, tables.GPU_DUR, tables.GPU_END)
-        devices = _field(a, "device")
-        if None in devices:
-            devices = [d if d is not None else int_or(e.pid) for d, e in zip(devices, events, strict=True)]
-        self._ints(p, tables.GPU_DEVICE, devices)
-        streams = _field(a, "stream")
-        if not _all_int(streams):
-            streams = [stream_of(x, e.tid) for x, e in zip(a, events, strict=True)]
-        self._ints(p, tables.GPU_STREAM, streams)
-        corr = _field(a, "correlation")
-        self._ints(p, tables.GPU_CORRELATION, _ints_or_minus1(corr), ids=True)
-        self._ints(p, tables.GPU_EXTERNAL_ID, _external_ids(a), ids=True)
-        for cols, attr in ((tables.GPU_GRID, "grid"), (tables.GPU_BLOCK, "block")):
-            dims = dim3_columns(_field(a, attr))
+        self._ints(p, tables.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
+                                     for x, e in zip(a, events, strict=True)))
+        self._ints(p, tables.GPU_STREAM, (stream_of(x, e.tid) for x, e in zip(a, events, strict=True)))
+        self._ints(p, tables.GPU_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, tables.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        for cols, values in ((tables.GPU_GRID, [x.grid for x in a]), (tables.GPU_BLOCK, [x.block for x in a])):
+            dims = dim3_columns(values)
             for i, col in enumerate(cols):
                 p.add(col, np.ascontiguousarray(dims[:, i]))
-        self._ints(p, tables.GPU_REGISTERS, _ints_or_minus1(_field(a, "registers")))
-        self._ints(p, tables.GPU_SHARED_MEM, _ints_or_minus1(_field(a, "shared_mem")))
+        self._ints(p, tables.GPU_REGISTERS, (int_or(x.registers) for x in a))
+        self._ints(p, tables.GPU_SHARED_MEM, (int_or(x.shared_mem) for x in a))
         for col, attr in ((tables.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (tables.GPU_WARPS_PER_SM, "warps_per_sm"),
                           (tables.GPU_OCCUPANCY, "occupancy")):
-            p.add(col, _floats(_field(a, attr)))
-        self._ints(p, tables.GPU_BYTES, _ints_or_minus1(_field(a, "bytes")))
-        self._note_missing("gpu", events, corr)
+            p.add(col, np.fromiter((float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
+        self._ints(p, tables.GPU_BYTES, (int_or(x.bytes) for x in a))
+        self._note_missing("gpu", events, a)
 
     def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
         if not events:
             return
         p = self.ops
-        a = _args_of(events)
+        a = [e.args or NO_ARGS for e in events]
         p.add(tables.OP_NAME, self._name_list(events))
-        p.add(tables.OP_PID, id_array(list(map(_PID, events))))
-        p.add(tables.OP_TID, id_array(list(map(_TID, events))))
+        p.add(tables.OP_PID, id_array([e.pid for e in events]))
+        p.add(tables.OP_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
-        self._ints(p, tables.OP_EXTERNAL_ID, _external_ids(a), ids=True)
-        if extras.count(None) < len(extras):
-            extras = [_extra(raw) for raw in extras]
-        p.add(tables.OP_EXTRA, object_array(extras))
+        self._ints(p, tables.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        p.add(tables.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
         self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 
     def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:
             return
         p = self.runtime
-        a = _args_of(events)
+        a = [e.args or NO_ARGS for e in events]
         names = self._name_list(events)
         kinds = self._runtime_kinds
         for name in set(names) - kinds.keys():
             kinds[name] = tables.runtime_kind(name)
         p.add(tables.RT_NAME, names)
-        api = tables.RUNTIME_API_BY_CATEGORY.get
-        p.add(tables.RT_API, list(map(api, map(_CAT, events), itertools.repeat("runtime"))))
-        p.add(tables.RT_PID, id_array(list(map(_PID, events))))
-        p.add(tables.RT_TID, id_array(list(map(_TID, events))))
+        p.add(tables.RT_API, [tables.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
+        p.add(tables.RT_PID, id_array([e.pid for e in events]))
+        p.add(tables.RT_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.RT_TS, tables.RT_DUR, tables.RT_END)
-        corr = _field(a, "correlation")
-        self._ints(p, tables.RT_CORRELATION, _ints_or_minus1(corr), ids=True)
-        self._ints(p, tables.RT_EXTERNAL_ID, _external_ids(a), ids=True)
-        p.add(tables.RT_KIND, list(map(kinds.__getitem__, names)))
-        self._note_missing("runtime", events, corr)
+        self._ints(p, tables.RT_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
+        self._ints(p, tables.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        p.add(tables.RT_KIND, [kinds[n] for n in names])
+        self._note_missing("runtime", events, a)
 
     def _add_flows(self, events: list[Event]) -> None:
         if not events:
             return
         p = self.flows
-        p.add("start", np.fromiter(map("s".__eq__, map(_PH, events)), dtype=bool, count=len(events)))
+        p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
         p.add("ts", self._rel(events))
-        self._ints(p, "id", list(map(_ID, events)), ids=True)  # int ids only (kept by add)
+        self._ints(p, "id", (e.id for e in events if isinstance(e.id, int)), ids=True)  # int ids only (kept above)
 
     def _add_annotations(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:
             return
         p = self.annotations
         p.add(tables.AN_NAME, self._name_list(events))
-        p.add(tables.AN_GPU, np.fromiter(map("gpu_user_annotation".__eq__, map(_CAT, events)), dtype=bool,
-                                         count=len(events)))
-        p.add(tables.AN_PID, id_array(list(map(_PID, events))))
-        p.add(tables.AN_TID, id_array(list(map(_TID, events))))
+        p.add(tables.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
+        p.add(tables.AN_PID, id_array([e.pid for e in events]))
+        p.add(tables.AN_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -334,40 +304,6 @@ class TableBuilder:
         for row, _pid, _tid, ts in missing:
             values[row] = ids.get(ts, -1)
         table[column] = values
-
-
-def _args_of(events: list[Event]) -> list[Args]:
-    """Each event's args (NO_ARGS where it has none)."""
-    a = list(map(_ARGS, events))
-    return [x if x is not None else NO_ARGS for x in a] if None in a else a
-
-
-def _field(args: list[Args], name: str) -> list:
-    return list(map(operator.attrgetter(name), args))
-
-
-def _all_int(values: list) -> bool:
-    return set(map(type, values)) <= {int}
-
-
-def _ints_or_minus1(values: list) -> list[int]:
-    """values_.int_or of each value: ints as they are, digit strings as their number, else -1."""
-    if None in values:
-        values = [-1 if v is None else v for v in values]
-    return values if _all_int(values) else [int_or(v) for v in values]
-
-
-def _floats(values: list) -> np.ndarray:
-    """float_or_nan of each value."""
-    if set(map(type, values)) <= {float, type(None)}:
-        return np.array(values, dtype=np.float64).reshape(len(values))  # None -> NaN
-    return np.fromiter(map(float_or_nan, values), dtype=np.float64, count=len(values))
-
-
-def _external_ids(args: list[Args]) -> list[int]:
-    """args.external_id of each args struct."""
-    ids = _field(args, "external_id")
-    return [external_id(x) for x in args] if None in ids else ids
 
 
 def _extra(raw: bytes | None) -> dict | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import operator
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,8 +58,6 @@ _TOP = msgspec.json.Decoder(TopLevel | list[msgspec.Raw])
 _EVENTS = msgspec.json.Decoder(list[Event])
 _RAW_ARGS = msgspec.json.Decoder(list[_RawArgsEvent])
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
-_ARGS_OF = operator.attrgetter("args")
-_LAUNCH_KEYS = operator.attrgetter("kernel_file", "kernel_backend", "kernel_hash")
 
 
 class NotATrace(ValueError):
@@ -130,11 +126,10 @@ class Document:
 
 def _launch_op_args(piece: bytes, events: list[Event]) -> dict[int, bytes]:
     """Inductor / Triton launch ops keep all their args: decode those once more, raw."""
-    keys = list(itertools.chain.from_iterable(map(_LAUNCH_KEYS, filter(None, map(_ARGS_OF, events)))))
-    if keys.count(None) == len(keys):  # one C pass over the chunk; a Python one only when some are set
-        return {}
     wanted = [i for i, e in enumerate(events) if e.args is not None and (
         e.args.kernel_file is not None or e.args.kernel_backend is not None or e.args.kernel_hash is not None)]
+    if not wanted:
+        return {}
     try:
         raw = _RAW_ARGS.decode(piece)
     except (msgspec.ValidationError, msgspec.DecodeError):

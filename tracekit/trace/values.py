@@ -35,11 +35,6 @@ def norm_id(value: int | str | None) -> int | str | None:
 
 def id_array(values: list[int | str | None]) -> np.ndarray:
     """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
-    if set(map(type, values)) <= {int}:
-        try:
-            return np.array(values, dtype=np.int64).reshape(len(values))
-        except OverflowError:
-            return object_array(values)
     values = [v if v.__class__ is int else norm_id(v) for v in values]
     try:
         return np.array(values, dtype=np.int64)
