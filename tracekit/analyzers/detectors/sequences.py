@@ -141,10 +141,14 @@ def _excluded_ops(ops: pd.DataFrame, rows: set[int]) -> set[int]:
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     parent = ops[tables.OP_PARENT].to_numpy()
     out = set()
+    hit: dict[object, bool] = {}  # name -> NO_CHAIN_ANCESTOR matches it (names repeat)
     for r in rows:
         p, depth = r, 0
         while p >= 0 and depth <= ANCESTOR_DEPTH:
-            if NO_CHAIN_ANCESTOR.search(str(names[p])):
+            name = names[p]
+            if name not in hit:
+                hit[name] = bool(NO_CHAIN_ANCESTOR.search(str(name)))
+            if hit[name]:
                 out.add(r)
                 break
             p, depth = int(parent[p]), depth + 1
@@ -172,14 +176,21 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
     info: dict[int, _OpShapes | None] = {}
+    outs: dict[tuple[str, int], tuple[tuple[int, ...], str] | None] = {}  # (name, inputs object) -> out
     for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
             info[r] = None
             continue
         tensors = inputs(r)
-        out = _out_shape(name, tensors) if tensors else None
-        info[r] = (name, tensors, out) if tensors and out is not None else None
+        if not tensors:
+            info[r] = None
+            continue
+        key = (name, id(tensors))  # equal inputs are one shared list (_Inputs)
+        if key not in outs:
+            outs[key] = _out_shape(name, tensors)
+        out = outs[key]
+        info[r] = (name, tensors, out) if out is not None else None
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
