@@ -24,7 +24,7 @@ FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory i
 BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
 _IN_CHUNK = 8 << 20
-_OUT_CHUNK = 64 << 20  # a typical trace inflates in one call, into one bytes object (no copy)
+_OUT_CHUNK = 4 << 20  # inflated at most this much per call, into the one output buffer
 
 
 def is_trace_name(path: Path) -> bool:
@@ -173,8 +173,12 @@ def _too_large(limit: int, explicit: bool) -> str:
 def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytearray:
     """Decompress a (possibly multi-member) gzip stream chunk by chunk, never trusting its size
     trailer: TraceTooLarge past `limit` bytes (or, with `bomb_guard`, at an inflation ratio no
-    trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored."""
-    out: bytes | bytearray = b""
+    trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored.
+
+    The text is written into one buffer sized from the trailer (only a hint, capped by the limits):
+    when the hint is right, the peak memory is the text plus one chunk, with no copy of the whole."""
+    out = bytearray(_size_hint(data, limit, bomb_guard))
+    size = 0
     view = memoryview(data)
     pos, end = 0, len(data)
     while pos < end:
@@ -189,19 +193,26 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
             chunk = d.decompress(piece, _OUT_CHUNK)
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
-            if not out:
-                out = chunk
-            elif chunk:
-                if isinstance(out, bytes):
-                    out = bytearray(out)
-                out += chunk
-            _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
+            if chunk:
+                if size + len(chunk) > len(out):  # the hint was short: grow by half
+                    out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit), _OUT_CHUNK))
+                out[size:size + len(chunk)] = chunk
+                size += len(chunk)
+            _check(size, pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
             pos += 1
         if data[pos:pos + 2] != b"\x1f\x8b":
             break  # trailing garbage after the last member: ignored, as gzip does
+    del out[size:]
     return out
+
+
+def _size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
+    """The gzip trailer's size of the (last) member, within what gunzip would accept."""
+    hint = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0  # ISIZE (mod 2**32)
+    cap = min(limit, max(BOMB_FLOOR, BOMB_RATIO * len(data))) if bomb_guard else limit
+    return min(hint, cap)
 
 
 def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
