@@ -5,8 +5,9 @@ usage: python benchmarks/bench_report.py TRACE [TRACE ...] [--repeat 3] [--code 
 Per trace and per run, in turn: `json.load` of the file; `tracekit report` (one process per
 `--code` checkout, run with PYTHONPATH=DIR, so a before/after pair is measured in the same
 alternation; default: this checkout); and, when HTA is installed, HTA's load plus its temporal,
-idle, kernel and launch analyses. Prints the median wall time and the peak RSS of each (the
-process's own, from wait4), and the ratio to `json.load`. Build large traces with
+idle, kernel and launch analyses. Prints the median wall time, CPU time (user + system) and peak
+RSS of each (the process's own, from wait4), and the ratios to `json.load`; on a shared machine the
+CPU times are the steadier comparison. Build large traces with
 benchmarks/make_big_trace.py.
 """
 
@@ -45,13 +46,13 @@ a.get_cuda_kernel_launch_stats(ranks=[0], visualize=False)
 """
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit status) of one process."""
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, float]:
+    """(wall s, peak RSS MB, exit status, CPU s: user + system) of one process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - t, usage.ru_maxrss / 1024, proc.returncode
+    return time.perf_counter() - t, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def raw_mb(path: str) -> float:
@@ -77,10 +78,10 @@ def main() -> None:
     out = Path(tempfile.mkdtemp()) / "bench.report.html"
     print(f"{os.cpu_count()} cores, python {sys.version.split()[0]}, median of {args.repeat} runs "
           f"(alternating), peak RSS of each process")
-    print("| trace (raw JSON) | step | wall | peak RSS | ÷ json.load |")
-    print("|---|---|---:|---:|---:|")
+    print("| trace (raw JSON) | step | wall | ÷ json.load | CPU | ÷ json.load | peak RSS |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for trace in args.traces:
-        steps: dict[str, list[tuple[float, float, int]]] = {}
+        steps: dict[str, list[tuple[float, float, int, float]]] = {}
         for _ in range(args.repeat):
             steps.setdefault("json.load", []).append(measure([sys.executable, "-c", JSON_CHILD, trace]))
             for code in codes:
@@ -89,14 +90,17 @@ def main() -> None:
                 steps.setdefault(f"tracekit report ({Path(code).name})", []).append(measure(cmd, env))
             if hta:
                 steps.setdefault("HTA load + 4 analyses", []).append(measure([sys.executable, "-c", HTA_CHILD, trace]))
-        base = statistics.median(w for w, _, _ in steps["json.load"])
+        base = statistics.median(w for w, *_ in steps["json.load"])
+        base_cpu = statistics.median(c for *_, c in steps["json.load"])
         name = f"{Path(trace).name} ({raw_mb(trace):.1f} MB)"
         for step, runs in steps.items():
-            wall = statistics.median(w for w, _, _ in runs)
-            rss = statistics.median(m for _, m, _ in runs)
-            failed = sum(1 for *_, rc in runs if rc != 0)
+            wall = statistics.median(w for w, *_ in runs)
+            rss = statistics.median(m for _, m, *_ in runs)
+            cpu = statistics.median(c for *_, c in runs)
+            failed = sum(1 for _, _, rc, _ in runs if rc != 0)
             note = f" ({failed} failed)" if failed else ""
-            print(f"| {name} | {step}{note} | {wall:.2f} s | {rss:.0f} MB | {wall / base:.2f}× |")
+            print(f"| {name} | {step}{note} | {wall:.2f} s | {wall / base:.2f}× | {cpu:.2f} s | {cpu / base_cpu:.2f}× "
+                  f"| {rss:.0f} MB |")
 
 
 if __name__ == "__main__":

@@ -534,7 +534,7 @@ def dying_workers(name: str, how: str) -> Iterator[None]:
     `name`. The pool is made to fork, so the patched functions reach the workers unpickled."""
     import multiprocessing
 
-    import tracekit.pipeline as pipeline
+    import tracekit.pipeline.core as pipeline
     import tracekit.pipeline.info as info
     from tracekit import pool
 

@@ -11,7 +11,7 @@ import click
 
 from tracekit.pipeline import STEADY_STEPS, StepSelection, StepsError
 from tracekit.terminal import visible, visible_lines
-from tracekit.trace.files import MAX_BYTES_ENV, parse_size
+from tracekit.trace.files import MAX_BYTES_ENV, expand_inputs, parse_size
 from tracekit.units import fmt_us  # noqa: F401  (re-exported for the commands)
 
 if TYPE_CHECKING:
@@ -161,6 +161,12 @@ def scheduler_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Worker processes for the ranks (default: the cores; 1: in this process).")(fn)
 
 
+def check_inputs(traces: tuple[str, ...] | str) -> None:
+    """TraceFormatError (one line) for an input that names no trace, before the analysis (and
+    pandas) is imported."""
+    expand_inputs([traces] if isinstance(traces, str) else [str(t) for t in traces])
+
+
 def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int | None = None,
                 jobs: int | None = None, scheduler: str | None = None, view: bool = False,
                 tokens_per_step: float | None = None, steps: StepSelection = STEADY_STEPS,
@@ -169,6 +175,7 @@ def run_for_cli(traces: tuple[str, ...] | str, *, quiet: bool = False, rank: int
     """tracekit.pipeline.run over the inputs (files, directories, globs; one worker task per rank
     file), with a rank counter on a terminal, then its warnings; a --steps value that selects no
     step of a rank is a usage error."""
+    check_inputs(traces)
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline import run
 

@@ -8,6 +8,7 @@ import click
 
 from tracekit.cli.common import (
     capture_option,
+    check_inputs,
     echo_warning,
     max_bytes_option,
     quiet_option,
@@ -29,6 +30,7 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
             jobs: int | None, scheduler: str | None, quiet: bool) -> None:
     """Summarize TRACE (a .json/.json.gz file, a directory of per-rank traces, a glob; several may be
     given). Files are read in parallel (--jobs, or a Dask --scheduler)."""
+    check_inputs(traces)
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline.info import summaries
     from tracekit.report.info_text import render_text

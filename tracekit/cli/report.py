@@ -11,6 +11,7 @@ import click
 from tracekit.cli.common import (
     calibration_option,
     capture_option,
+    check_inputs,
     echo_warning,
     max_bytes_option,
     option_inputs,
@@ -54,6 +55,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
     The report is one file with everything inlined: it opens offline from disk. An existing file
     is replaced only with --force; otherwise the report is written beside it under a free name.
     """
+    check_inputs(traces)
     from tracekit.executor import progress_bar, scheduler_from_env
     from tracekit.pipeline.reports import produce_report
     from tracekit.pipeline.types import StepsError

@@ -13,7 +13,7 @@ from tracekit.analyzers.graphs import GraphReplays
 from tracekit.analyzers.trace_counts import RankCounts, TraceCounts, count_rank
 from tracekit.errors import TraceFormatError
 from tracekit.executor import Progress, Scheduler, run_tasks
-from tracekit.pipeline import RankFailure, _readable, display_path, lost_rank, task_path
+from tracekit.pipeline.core import RankFailure, _readable, display_path, lost_rank, task_path
 from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import load_trace
 

@@ -14,7 +14,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.executor import Progress, Scheduler
 from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
-from tracekit.pipeline import RunResult, run
+from tracekit.pipeline.core import RunResult, run
 from tracekit.pipeline.local import analyse_ranks
 from tracekit.suggestions import Suggestion
 from tracekit.trace.inputs import collect_inputs

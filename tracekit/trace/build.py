@@ -38,6 +38,7 @@ OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id o
 _QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
+_INPUTS = operator.attrgetter("input_dims", "input_types", "input_strides", "concrete_inputs")
 
 
 @dataclass
@@ -237,8 +238,7 @@ class TableBuilder:
         self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
         self._ints(p, tables.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
         p.add(tables.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
-        self.inputs.append([r for x in a for r in (x.input_dims, x.input_types, x.input_strides,
-                                                   x.concrete_inputs)])
+        self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 
     def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:
         if not events:

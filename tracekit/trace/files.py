@@ -24,8 +24,8 @@ FALLBACK_AVAILABLE = 4 << 30  # when the platform does not say how much memory i
 BOMB_FLOOR = 64 << 20
 BOMB_RATIO = 200
 _IN_CHUNK = 8 << 20
-_OUT_CHUNK = 64 << 20  # a typical trace inflates in one call, into one bytes object (no copy)
 _READ_CHUNK = 16 << 20  # a file that grew (or a device) is read on this much at a time
+_OUT_CHUNK = 4 << 20  # inflated at most this much per call, into the one output buffer
 
 
 def is_trace_name(path: Path) -> bool:
@@ -127,6 +127,9 @@ def byte_budget(explicit: int | None = None) -> tuple[int, bool]:
     return max(available_memory() // LOAD_BYTES_PER_JSON_BYTE, 64 << 20), False
 
 
+_BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip removes
+
+
 def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
@@ -146,7 +149,7 @@ def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
         except (OSError, EOFError, zlib.error) as exc:
             reason = "truncated gzip data" if isinstance(exc, EOFError) else f"bad gzip data ({exc})"
             raise TraceFormatError(f"{path}: {reason}") from None
-        if not raw.strip():
+        if _BLANK.fullmatch(raw):  # (raw.strip() would copy the whole text to find out)
             raise TraceFormatError(f"{path}: file is empty (after decompression)")
     return raw
 
@@ -181,8 +184,12 @@ def _too_large(limit: int, explicit: bool) -> str:
 def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytearray:
     """Decompress a (possibly multi-member) gzip stream chunk by chunk, never trusting its size
     trailer: TraceTooLarge past `limit` bytes (or, with `bomb_guard`, at an inflation ratio no
-    trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored."""
-    out: bytes | bytearray = b""
+    trace has), EOFError on truncation, zlib.error on corruption. Trailing NUL padding is ignored.
+
+    The text is written into one buffer sized from the trailer (only a hint, capped by the limits):
+    when the hint is right, the peak memory is the text plus one chunk, with no copy of the whole."""
+    out = bytearray(_size_hint(data, limit, bomb_guard))
+    size = 0
     view = memoryview(data)
     pos, end = 0, len(data)
     while pos < end:
@@ -197,19 +204,26 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
             chunk = d.decompress(piece, _OUT_CHUNK)
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
-            if not out:
-                out = chunk
-            elif chunk:
-                if isinstance(out, bytes):
-                    out = bytearray(out)
-                out += chunk
-            _check(len(out), pos - len(d.unconsumed_tail), limit, bomb_guard)
+            if chunk:
+                if size + len(chunk) > len(out):  # the hint was short: grow by half
+                    out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit), _OUT_CHUNK))
+                out[size:size + len(chunk)] = chunk
+                size += len(chunk)
+            _check(size, pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
             pos += 1
         if data[pos:pos + 2] != b"\x1f\x8b":
             break  # trailing garbage after the last member: ignored, as gzip does
+    del out[size:]
     return out
+
+
+def _size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
+    """The gzip trailer's size of the (last) member, within what gunzip would accept."""
+    hint = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0  # ISIZE (mod 2**32)
+    cap = min(limit, max(BOMB_FLOOR, BOMB_RATIO * len(data))) if bomb_guard else limit
+    return min(hint, cap)
 
 
 def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:

@@ -204,8 +204,7 @@ def _decode_inputs(ops: pd.DataFrame, store: OpInputStore, rows: np.ndarray) -> 
     decoded = store.decode_rows(rows)
     for col, values in decoded.items():
         column = np.full(len(ops), None, dtype=object)
-        for r, v in zip(rows.tolist(), values, strict=True):
-            column[r] = v
+        column[rows] = np.fromiter(values, dtype=object, count=len(values))  # (np.array would unpack the lists)
         ops[col] = column
 
 

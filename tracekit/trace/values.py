@@ -5,9 +5,12 @@ column's "unknown" (-1, NaN, an object) instead of an error."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import re
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -89,6 +92,20 @@ def dim3_columns(values: list[list[int] | str | None]) -> np.ndarray:
     """(n, 3) int64 array of grid or block sizes."""
     if not values:
         return np.zeros((0, 3), dtype=np.int64)
+    is_list = np.fromiter(map(operator.is_, map(type, values), itertools.repeat(list)), dtype=bool,
+                          count=len(values))
+    lists = list(itertools.compress(values, is_list))
+    if set(map(type, itertools.chain.from_iterable(cast("list[list[int]]", lists)))) <= {int}:
+        # the common case: the lists of three ints become one array (checked by its shape); every
+        # other value (None on memcpy/memset, a string) is unknown
+        try:
+            fast = np.array(lists, dtype=np.int64)
+        except (ValueError, TypeError, OverflowError):
+            fast = None
+        if fast is not None and fast.shape == (len(lists), 3):
+            out = np.full((len(values), 3), -1, dtype=np.int64)
+            out[is_list] = fast
+            return out
     dims = [_dim3(v) for v in values]
     try:
         return np.array(dims, dtype=np.int64).reshape(-1, 3)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs, broadcast, widest_float
+from tracekit.analyzers.detectors.chain_walk import OpShapes, chain_nodes
 from tracekit.analyzers.kernels import (
     ELEMENTWISE,
     GEMM,
@@ -28,7 +29,7 @@ from tracekit.trace.model import RankTrace
 
 FUSABLE_CLASSES = frozenset({ELEMENTWISE, NORMALIZATION})
 PREFUSED_LIBRARIES = frozenset({LIB_INDUCTOR, LIB_TRITON})  # generated kernels: already fused
-_OpShapes = tuple[str, list[tuple[tuple[int, ...], str]], tuple[tuple[int, ...], str]]  # name, ins, out
+_OpShapes = OpShapes  # name, input (shape, dtype)s, output (shape, dtype)
 # Ops never chained: multi-tensor / optimizer updates, RNG fills, ops without a tensor output.
 NO_CHAIN_OP = re.compile(r"^aten::(_foreach_|_fused_|fill_|zero_|normal_|uniform_|random_|bernoulli_|"
                          r"exponential_|empty|resize_|set_|copy_)")
@@ -87,13 +88,18 @@ class _Inputs:
         self.dims = ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
         self.types = ops[tables.OP_INPUT_TYPES].to_numpy(dtype=object) if len(ops) else np.empty(0, dtype=object)
         self.cache: dict[int, list[tuple[tuple[int, ...], str]] | None] = {}
+        # equal recorded values are one shared object (OpInputStore.decode_rows): decoded once per pair
+        self.by_value: dict[tuple[int, int], list[tuple[tuple[int, ...], str]] | None] = {}
 
     def __call__(self, row: int) -> list[tuple[tuple[int, ...], str]] | None:
         """(shape, dtype) of each tensor input of op `row`, or None when its inputs were not recorded."""
         if row not in self.cache:
-            dims = self.dims[row]
-            self.cache[row] = ([(t.dims, t.dtype) for t in OpArgs.of(dims, self.types[row]).tensors()]
-                               if dims else None)
+            dims, types = self.dims[row], self.types[row]
+            key = (id(dims), id(types))
+            if key not in self.by_value:
+                self.by_value[key] = ([(t.dims, t.dtype) for t in OpArgs.of(dims, types).tensors()]
+                                      if dims else None)
+            self.cache[row] = self.by_value[key]
         return self.cache[row]
 
 
@@ -135,10 +141,14 @@ def _excluded_ops(ops: pd.DataFrame, rows: set[int]) -> set[int]:
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     parent = ops[tables.OP_PARENT].to_numpy()
     out = set()
+    hit: dict[object, bool] = {}  # name -> NO_CHAIN_ANCESTOR matches it (names repeat)
     for r in rows:
         p, depth = r, 0
         while p >= 0 and depth <= ANCESTOR_DEPTH:
-            if NO_CHAIN_ANCESTOR.search(str(names[p])):
+            name = names[p]
+            if name not in hit:
+                hit[name] = bool(NO_CHAIN_ANCESTOR.search(str(name)))
+            if hit[name]:
                 out.add(r)
                 break
             p, depth = int(parent[p]), depth + 1
@@ -166,44 +176,28 @@ def find_chains(rank: RankTrace, classes: np.ndarray, libraries: np.ndarray,
     excluded = _excluded_ops(ops, op_rows)
     inputs = _Inputs(ops)
     info: dict[int, _OpShapes | None] = {}
+    outs: dict[tuple[str, int], tuple[tuple[int, ...], str] | None] = {}  # (name, inputs object) -> out
     for r in op_rows:
         name = str(names[r])
         if r in excluded or NO_CHAIN_OP.search(name):
             info[r] = None
             continue
         tensors = inputs(r)
-        out = _out_shape(name, tensors) if tensors else None
-        info[r] = (name, tensors, out) if tensors and out is not None else None
+        if not tensors:
+            info[r] = None
+            continue
+        key = (name, id(tensors))  # equal inputs are one shared list (_Inputs)
+        if key not in outs:
+            outs[key] = _out_shape(name, tensors)
+        out = outs[key]
+        info[r] = (name, tensors, out) if out is not None else None
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     nbytes = costs.table[attribution.BYTES].to_numpy(dtype=float) if costs is not None else np.full(len(gpu), np.nan)
 
-    chains: list[dict[str, Any]] = []
-    nodes: list[tuple[int, list[int]]] = []  # (op row, kernel rows) of the chain being built
-
-    def close() -> None:
-        if len(nodes) >= 2:
-            chains.append(_chain_record(nodes, info, names, dur, nbytes, step))
-        nodes.clear()
-
-    prev = -1
-    for i in order.tolist():
-        r = int(op_pos[i])
-        ok = bool(fusable[i]) and info.get(r) is not None
-        same_stream = prev >= 0 and stream[prev] == stream[i] and step[prev] == step[i]
-        if not ok or not same_stream:
-            close()
-        if ok:
-            if nodes and nodes[-1][0] == r:
-                nodes[-1][1].append(i)  # another kernel of the same op call
-            elif nodes and _linked(info[nodes[-1][0]], info[r]):
-                nodes.append((r, [i]))
-            else:
-                close()
-                nodes.append((r, [i]))
-        prev = i
-    close()
+    chains = [_chain_record(nodes, info, names, dur, nbytes, step)
+              for nodes in chain_nodes(order, op_pos, fusable, info, stream, step, _linked) if len(nodes) >= 2]
     return _group_chains(chains)
 
 
