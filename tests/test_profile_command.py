@@ -91,6 +91,21 @@ def test_plain_json_output_and_overwrite_rules(workdir: Path, capsys: pytest.Cap
     assert capsys.readouterr().err.endswith(f"tracekit: error: {workdir / 'no'} does not exist\n")
 
 
+def test_trace_to_dev_null_has_no_report(workdir: Path, capsys: pytest.CaptureFixture) -> None:
+    """-o /dev/null writes the trace in place (a device stays a device) and plans no report: there is
+    no file to read it back from; the run still exits with the script's status."""
+    from tracekit.cli import main
+
+    try:
+        status = main(["profile", "--no-bare", "--force", "-o", "/dev/null", str(DATA / "args_script.py")])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    assert status == 0
+    err = capsys.readouterr().err
+    assert "tracekit: no report: /dev/null is not a regular file to read the trace back from" in err
+    assert not Path("/dev/null.report.html").exists() and sorted(workdir.iterdir()) == []
+
+
 @pytest.mark.parametrize(("arg", "status"), [("3", 3), ("0", 0), ("bye from the script", 1)])
 def test_sys_exit_status_is_kept(
     workdir: Path, capsys: pytest.CaptureFixture, arg: str, status: int

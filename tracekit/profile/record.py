@@ -32,6 +32,7 @@ class ProfileRun:
     triton_launches: int = 0  # user Triton launches recorded with their arguments
     cuda: bool = False  # whether GPU activity was recorded
     report_error: str | None = None  # why the report could not be written (the trace was)
+    report_note: str | None = None  # why no report was planned after all (the trace went to a device)
 
     @cached_property
     def analysis(self) -> Analysis:
@@ -168,6 +169,9 @@ def finish(
     trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
     writer = report_writer() if report_path is not None else None
+    report_note = None
+    if writer is not None and not Path(trace_path).is_file():  # -o /dev/null, a FIFO: nothing to read back
+        writer, report_note = None, f"no report: {trace_path} is not a regular file to read the trace back from"
     if writer is None:
         report_path = None
     else:
@@ -186,6 +190,7 @@ def finish(
         triton_launches=recorder.launches if recorder is not None else 0,
         cuda=session.cuda,
         report_error=report_error,
+        report_note=report_note,
     )
 
 

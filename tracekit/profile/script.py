@@ -97,6 +97,8 @@ def profile_target(
         say(bare_note)
     if result.report_path is not None:
         say(f"report written to {_shown(result.report_path)}")
+    if result.report_note is not None:
+        say(result.report_note)
     if result.report_error is not None:
         _tell(f"tracekit: error: {visible(result.report_error)}")
         return status or TRACEKIT_FAILURE
