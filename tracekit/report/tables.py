@@ -108,7 +108,7 @@ def fmt_shapes(shapes: object) -> str:
 
 COLUMNS: tuple[Column, ...] = (
     Column("name", "Kernel", False, css="l kname"),
-    Column("class", "Class", False, css="l"),
+    Column("class", "Class", False, css="l clip-s"),
     Column("library", "Library", False, css="l"),
     Column("op", "Op", False, "the innermost CPU op that launched it", css="l clip"),
     Column("shapes", "Shapes", False, "input shapes of the op", css="l clip"),
@@ -134,7 +134,7 @@ def _numcell(value: object, fmt: Callable[[object], str]) -> Cell:
 def name_cell(name: str) -> Cell:
     """The short kernel name, with the full one (demangled, capped) as hover text."""
     short = short_name(name)
-    title = hover_name(name) if short != name or len(name) > 32 else ""
+    title = hover_name(name) if short != name or len(name) > 22 else ""
     return Cell(short, short.lower(), title)
 
 
@@ -170,10 +170,10 @@ def kernel_table(kernels: pd.DataFrame) -> KernelTable:
         rows.append(
             (
                 name_cell(str(k.name)),
-                _textcell(k._1),  # the 'class' column (a keyword, renamed by itertuples)
+                _textcell(k._1, clip=11),  # the 'class' column (a keyword, renamed by itertuples)
                 _textcell(k.library),
-                _textcell(k.op, clip=24),
-                _textcell(fmt_shapes(k.shapes), clip=24),
+                _textcell(k.op, clip=13),
+                _textcell(fmt_shapes(k.shapes), clip=13),
                 _textcell(k.dtype),
                 _numcell(k.count, fmt_int),
                 _numcell(t, fmt_time),
