@@ -62,9 +62,13 @@ def sugg(id_: str, title: str, saving: float, pct: float, evidence: tuple = (), 
 def test_view_headline_and_sections(tmp_path):
     r = view_of(small_trace(tmp_path), []).ranks[0]
     tiles = {t.label: t for t in r.tiles}
-    # small_trace: kernels of 20 and 10 µs in two 100 µs steps, each launched by a 5 µs call
-    assert tiles["GPU busy"].value == "30.0 µs" and tiles["GPU busy"].sub == "15.0% of 200 µs span"
-    assert tiles["CPU launch time"].value == "10.0 µs" and tiles["CPU launch time"].sub == "2 launches · 5.00 µs each"
+    # small_trace: kernels of 20 and 10 µs in two 100 µs steps, each launched by a 5 µs call: per step
+    # 15 µs busy of 100 µs, 5 µs of launch calls, 1 launch, 1 kernel
+    busy, launch = tiles["GPU busy per step"], tiles["CPU launch time per step"]
+    assert busy.value == "15.0 µs" and busy.sub == "15.0% of the 100 µs step"
+    assert launch.value == "5.00 µs" and launch.sub == "1 launch per step · 5.00 µs each"
+    assert tiles["Kernels per step"].value == "1" and tiles["Kernels per step"].sub == "2 in total"
+    assert tiles["GPU idle per step"].value == "85.0 µs"
     assert tiles["Steps"].value == "2" and tiles["Steps"].sub == "100 µs per step"
     # one device name: the device table's, with the memory the trace reports (tracebuilder.H200)
     assert tiles["Device"].value == f"NVIDIA H200 SXM 141GB ({fmt_bytes(H200['totalGlobalMem'])} reported)"

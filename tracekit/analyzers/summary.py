@@ -31,6 +31,7 @@ from tracekit.analyzers.kernels import (
     summarize,
 )
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
+from tracekit.analyzers.per_step import per_step
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
@@ -304,12 +305,16 @@ class AnalysisSummary:
             "traced_evidence": self.totals.evidence,
         }
 
+    def per_step_dict(self) -> dict[str, float] | None:
+        """The traced numbers per steady step, as the text and report show them (analyzers/per_step.py)."""
+        return per_step(self.totals) if self.scope != "trace" else None
+
     def to_dict(self) -> dict[str, Any]:
         """The document's analysis keys (tracekit.analysis/1), in document order, JSON-safe."""
         doc: dict[str, Any] = plain({
             "schema": SCHEMA, "trace": self.path, "ranks": [r.to_dict() for r in self.ranks],
             "device": self.device.to_dict() if self.device is not None else None,
-            "summary": self.summary_dict(),
+            "summary": self.summary_dict(), "per_step": self.per_step_dict(),
             "unprofiled": self.unprofiled.to_dict() if self.unprofiled is not None else None,
             "steady_steps": [{"rank": r, "step": s} for r, s in self.steady_steps],
             "excluded_steps": [{"rank": r, **p.to_dict()} for r, p in self.excluded],

@@ -40,7 +40,7 @@ from tracekit.report.tables import (
     summary_bars,
 )
 from tracekit.suggestions.model import Suggestion
-from tracekit.units import DASH, fmt_int, fmt_pct, fmt_time
+from tracekit.units import DASH, fmt_int, fmt_pct, fmt_time, plural
 
 __all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_view", "report_title",
            "report_view"]
@@ -108,6 +108,7 @@ class RankView:
     source: str  # the rank's trace file
     graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
     model_note: str = ""  # the headline's line when the execution model abstains, with its reason
+    totals_scope: str = "totals"  # what the cards of totals add up: 'totals over the 20 steady steps'
 
     @property
     def shapes_missing(self) -> bool:
@@ -227,6 +228,8 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         source=facts.path,
         graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
         model_note=model_line(analysis) if facts.has_gpu else "",
+        totals_scope=(f"totals over the {plural(analysis.totals.steps, 'steady step')}"
+                      if all(r.launch.scope != "trace" for r in analysis.ranks) else "totals over the whole trace"),
     )
 
 

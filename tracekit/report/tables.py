@@ -245,17 +245,18 @@ def _pct_of(part: float | None, whole: float) -> float:
     return 0.0 if part is None or whole <= 0 else round(min(100.0, 100.0 * part / whole), 2)
 
 
-# idle breakdown (summed over streams, HTA-style): LaunchTotals field -> label and css swatch
+# idle breakdown: the time no stream has GPU work (the union over streams, so the parts add up to the
+# step's GPU idle and never exceed its span), by what kept it idle: LaunchTotals fields -> label, css swatch
 IDLE_PARTS = (
-    ("host_wait_us", "host wait", "host"),
-    ("kernel_wait_us", "kernel wait", "kwait"),
-    ("other_idle_us", "other", "other"),
+    (("launch_gap_us",), "waiting for launches", "host"),
+    (("cpu_wait_us", "data_wait_us", "sync_wait_us", "copy_wait_us"), "other CPU work (Python, DataLoader, syncs, copies)", "other"),
+    (("gpu_gap_us",), "waiting on the GPU itself", "kwait"),
 )
 
 
 def idle_parts(t: LaunchTotals) -> tuple[tuple[str, float, str, str], ...]:
     """(label, share of the breakdown in %, text, css) for the idle breakdown of a step or summary."""
-    values = [(label, css, float(getattr(t, key))) for key, label, css in IDLE_PARTS]
+    values = [(label, css, float(sum(getattr(t, key) for key in keys))) for keys, label, css in IDLE_PARTS]
     total = sum(v for _, _, v in values if v) or 0.0
     return tuple(
         (label, _pct_of(v, total), f"{label}: {fmt_time(v)} ({fmt_pct(v / total)})", css)
