@@ -30,6 +30,7 @@ from tracekit.analyzers.launch import (
     QueueStats,
     launch_overhead,
 )
+from tracekit.analyzers.memory import MemoryView, memory_view
 from tracekit.analyzers.roofline import Roofline, roofline
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.step_plan import plan_steps
@@ -63,6 +64,7 @@ class RankAnalysis:
     timeline: Timeline | None = None  # binned busy share per stream (None without GPU activity)
     facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
     unprofiled: Unprofiled | None = None  # the steady steps projected without the profiler (tracekit.model)
+    memory: MemoryView | None = None  # GPU memory per step (profile_memory traces only)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_u
     patterns = find_patterns(rank, kc, costs, plan=plan)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
-                        timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank))
+                        timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank),
+                        memory=memory_view(rank, plan))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,

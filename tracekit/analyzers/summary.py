@@ -31,6 +31,7 @@ from tracekit.analyzers.kernels import (
     summarize,
 )
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
+from tracekit.analyzers.memory import MemoryView
 from tracekit.analyzers.per_step import per_step
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
@@ -247,6 +248,7 @@ class AnalysisSummary:
     steps_mode: str
     warnings: tuple[str, ...]
     unprofiled: Unprofiled | None = None  # the ranks' projections without the profiler, added up
+    memory: tuple[MemoryView, ...] = ()  # each rank's GPU memory view (profile_memory traces)
 
     def __add__(self, other: AnalysisSummary) -> AnalysisSummary:
         return combine([self, other])
@@ -322,7 +324,8 @@ class AnalysisSummary:
             "classes": self.classes.to_records("class"), "libraries": self.libraries.to_records("library"),
         })
         doc["kernels"] = records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes})  # JSON-safe
-        doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings)}))
+        doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings),
+                          "memory": [m.to_dict() for m in self.memory]}))
         return doc
 
 
@@ -343,12 +346,11 @@ def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
         libraries=KeyTotals.combine([p.libraries for p in parts]), kernels=kernels,
         steps=tuple(s for p in parts for s in p.steps),
         steady_steps=tuple(x for p in parts for x in p.steady_steps),
-        excluded=tuple(x for p in parts for x in p.excluded),
-        graphs=tuple(g for p in parts for g in p.graphs),
+        excluded=tuple(x for p in parts for x in p.excluded), graphs=tuple(g for p in parts for g in p.graphs),
         headline_kernels=tuple(k for p in parts for k in p.headline_kernels),
         steps_total=sum(p.steps_total for p in parts), tokens_per_step=first.tokens_per_step,
         steps_mode=first.steps_mode, warnings=tuple(dict.fromkeys(w for p in parts for w in p.warnings)),
-        unprofiled=combine_unprofiled([p.unprofiled for p in parts]),
+        unprofiled=combine_unprofiled([p.unprofiled for p in parts]), memory=tuple(m for p in parts for m in p.memory),
     )
 
 
@@ -385,11 +387,10 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         queue=QueueSummary.of(lo.activities[A_QUEUE_US].to_numpy()[mask]),
         classes=classes, libraries=libraries, kernels=kernels,
         steps=steps, steady_steps=tuple((r.rank, s) for s in lo.steady_steps),
-        excluded=tuple((r.rank, p) for p in lo.excluded),
-        graphs=graphs,
-        headline_kernels=headline_kernels(r),
+        excluded=tuple((r.rank, p) for p in lo.excluded), graphs=graphs, headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
         steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled,
+        memory=() if r.memory is None else (r.memory,),
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from tracekit.analyzers.per_step import PER_STEP_FIELDS
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
+from tracekit.report.memory_view import memory_lines
 from tracekit.report.names import short_name
 from tracekit.report.tables import fmt_shapes
 from tracekit.terminal import visible
@@ -59,6 +60,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
         lines += ["", *cross_rank_text(cross), ""]
     if t.verdict != "cpu-only":
         lines += _numbers(summary)
+        lines += memory_lines(summary.memory, multi=multi)
         lines += _kernel_rows(summary, top)
     if suggestions:
         modelled = any(s.combined_us is not None for _, s in suggestions)
