@@ -16,9 +16,9 @@ from markupsafe import Markup
 
 from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff, direction
 from tracekit.output import write_atomic
-from tracekit.report.diff_text import APPLIED_WORDS, headline_lines
+from tracekit.report.diff_text import APPLIED_WORDS, collapsed, headline_lines
 from tracekit.report.html import asset, environment
-from tracekit.report.names import MAX_TITLE, short_name
+from tracekit.report.names import short_name
 from tracekit.units import fmt_time
 
 if TYPE_CHECKING:
@@ -87,32 +87,6 @@ def _rows(table: pd.DataFrame, label: Callable[[Mapping[str, Any]], tuple[str, .
           limit: int = TABLE_ROWS) -> tuple[Row, ...]:
     return tuple(Row((*label(r), fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA])),
                      _css(r[DELTA], scale)) for r in table.head(limit).to_dict("records"))
-
-
-def split_names(text: str) -> list[str]:
-    """The kernel names of a ", "-joined list (commas inside <...> or (...) belong to a name)."""
-    names, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth = max(depth - 1, 0)
-        elif ch == "," and depth == 0 and text.startswith(", ", i):
-            names.append(text[start:i])
-            start = i + 2
-    if text[start:]:
-        names.append(text[start:])
-    return names
-
-
-def collapsed(text: str) -> tuple[str, str]:
-    """(the first kernel's short name and how many more, the full list for the hover) of a kernel list."""
-    names = split_names(text)
-    if not names:
-        return "–", ""
-    shown = short_name(names[0]) + (f" +{len(names) - 1} more" if len(names) > 1 else "")
-    full = "\n".join(names)
-    return shown, full if len(full) <= MAX_TITLE * 4 else full[: MAX_TITLE * 4 - 1] + "…"
 
 
 def _moved(table: pd.DataFrame, scale: float) -> tuple[Row, ...]:
