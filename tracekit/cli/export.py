@@ -21,7 +21,8 @@ from tracekit.terminal import visible
 @click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @quiet_option
 def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
-    """Write TRACE (one trace file) with tracekit's results added as Chrome-trace events.
+    """Write TRACE (one trace file, or a directory of rank files: one annotated file per rank, into
+    -o or DIR.annotated/) with tracekit's results added as Chrome-trace events.
 
     The output keeps every original event (kernel events gain args.tracekit_class) and adds a
     "tracekit" process: the verdict of each step, counters for the GPU busy share and the launch
@@ -30,14 +31,24 @@ def command(trace: str, output: Path | None, force: bool, quiet: bool) -> None:
     https://ui.perfetto.dev or in chrome://tracing.
     """
     from tracekit.paths import export_path
-    from tracekit.pipeline.export import export
+    from tracekit.pipeline.export import export, export_ranks, rank_files
 
+    if len(rank_files(trace)) > 1:  # a directory of ranks: one annotated file per rank, into a directory
+        for written, added, note in export_ranks(trace, output, force=force):
+            _report(written, written, added, note, quiet)
+        return
     wanted = output if output is not None else export_path(trace)
     written, added, note = export(trace, wanted, force=force)
+    _report(wanted, written, added, note, quiet)
+
+
+def _report(wanted: Path, written: Path, added: int, note: str, quiet: bool) -> None:
+    from tracekit.units import fmt_bytes
+
     if written != wanted:
         click.echo(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
     if not quiet:
-        click.echo(f"wrote {written} ({written.stat().st_size / 1e6:,.1f} MB, {added:,} tracekit events); "
+        click.echo(f"wrote {written} ({fmt_bytes(written.stat().st_size)}, {added:,} tracekit events); "
                    "open it at https://ui.perfetto.dev")
         if note:
             click.echo(f"  {visible(note)}")
