@@ -32,6 +32,7 @@ class ProfileRun:
     triton_launches: int = 0  # user Triton launches recorded with their arguments
     cuda: bool = False  # whether GPU activity was recorded
     report_error: str | None = None  # why the report could not be written (the trace was)
+    verdict: str = ""  # the report's headline in one line: what bounds the step, the biggest win
 
     @cached_property
     def analysis(self) -> Analysis:
@@ -42,13 +43,13 @@ class ProfileRun:
 
 
 def report_writer() -> Callable[..., Any]:
-    """`tracekit.pipeline.reports.write_report` in this process (imported on first use: the report is the
-    last step; a profiled run writes one trace per process, so there is nothing to spread)."""
+    """`tracekit.pipeline.reports.produce_report` in this process (imported on first use: the report is
+    the last step; a profiled run writes one trace per process, so there is nothing to spread)."""
     from functools import partial
 
-    from tracekit.pipeline.reports import write_report
+    from tracekit.pipeline.reports import produce_report
 
-    return partial(write_report, jobs=1)
+    return partial(produce_report, jobs=1)
 
 
 def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
@@ -167,6 +168,7 @@ def finish(
         return None
     trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
+    verdict = ""
     writer = report_writer() if report_path is not None else None
     if writer is None:
         report_path = None
@@ -175,6 +177,10 @@ def finish(
             written = writer(trace_path, report_path, force=force)
             if isinstance(written, (str, Path)):
                 report_path = Path(written)
+            elif hasattr(written, "path"):  # a WrittenReport: the path and the analysis behind it
+                from tracekit.pipeline.reports import verdict_line
+
+                report_path, verdict = Path(written.path), verdict_line(written.result)
         except Exception as exc:  # the trace is safe; say why the report is missing
             report_error = f"report not written: {type(exc).__name__}: {exc}"
             report_path = None
@@ -186,6 +192,7 @@ def finish(
         triton_launches=recorder.launches if recorder is not None else 0,
         cuda=session.cuda,
         report_error=report_error,
+        verdict=verdict,
     )
 
 

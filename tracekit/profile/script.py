@@ -100,6 +100,8 @@ def profile_target(
     if result.report_error is not None:
         print(f"tracekit: error: {visible(result.report_error)}", file=sys.stderr, flush=True)
         return status or TRACEKIT_FAILURE
+    if result.verdict:
+        say(result.verdict)  # last: what bounds the step, and the biggest win
     return status
 
 
