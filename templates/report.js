@@ -120,6 +120,7 @@
     }
     var card = table.closest(".card");
     var input = card.querySelector(".k-filter");
+    if (!input) { return { highlight: function () {} }; }  // a sortable table without filters (operators)
     var select = card.querySelector(".k-class");
     var count = card.querySelector(".k-count");
     function filter() {
@@ -146,7 +147,8 @@
   }
   var tables = {};
   document.querySelectorAll("table.sortable").forEach(function (t) {
-    tables[t.closest("section.rank").id] = setupTable(t);
+    var made = setupTable(t);
+    if (t.classList.contains("kernels")) { tables[t.closest("section.rank").id] = made; }
   });
 
   // ---- GPU timeline: fine bins merged to columns at the current zoom; brush to zoom, shift-drag to pan ----

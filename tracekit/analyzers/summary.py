@@ -31,8 +31,8 @@ from tracekit.analyzers.kernels import (
     summarize,
 )
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
-from tracekit.analyzers.memory import MemoryView
 from tracekit.analyzers.per_step import per_step
+from tracekit.analyzers.rank_views import RankViews, views_dict
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
@@ -248,7 +248,7 @@ class AnalysisSummary:
     steps_mode: str
     warnings: tuple[str, ...]
     unprofiled: Unprofiled | None = None  # the ranks' projections without the profiler, added up
-    memory: tuple[MemoryView, ...] = ()  # each rank's GPU memory view (profile_memory traces)
+    views: tuple[RankViews, ...] = ()  # each rank's memory view and operator groupings (rank_views.py)
 
     def __add__(self, other: AnalysisSummary) -> AnalysisSummary:
         return combine([self, other])
@@ -325,7 +325,7 @@ class AnalysisSummary:
         })
         doc["kernels"] = records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes})  # JSON-safe
         doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings),
-                          "memory": [m.to_dict() for m in self.memory]}))
+                          **views_dict(self.views)}))
         return doc
 
 
@@ -350,7 +350,7 @@ def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
         headline_kernels=tuple(k for p in parts for k in p.headline_kernels),
         steps_total=sum(p.steps_total for p in parts), tokens_per_step=first.tokens_per_step,
         steps_mode=first.steps_mode, warnings=tuple(dict.fromkeys(w for p in parts for w in p.warnings)),
-        unprofiled=combine_unprofiled([p.unprofiled for p in parts]), memory=tuple(m for p in parts for m in p.memory),
+        unprofiled=combine_unprofiled([p.unprofiled for p in parts]), views=tuple(v for p in parts for v in p.views),
     )
 
 
@@ -390,7 +390,7 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         excluded=tuple((r.rank, p) for p in lo.excluded), graphs=graphs, headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
         steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled,
-        memory=() if r.memory is None else (r.memory,),
+        views=(RankViews(r.rank, r.memory, r.operators),),
     )
 
 

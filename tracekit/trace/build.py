@@ -82,6 +82,7 @@ class TableBuilder:
     inputs: OpInputStore = field(default_factory=OpInputStore)
     flows: Pieces = field(default_factory=Pieces)  # start ('s') / end ('f') of ac2g flows
     memory: Pieces = field(default_factory=Pieces)  # [memory] instant events (profile_memory=True)
+    python: Pieces = field(default_factory=Pieces)  # python_function events (with_stack / module names)
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
     counts: Counter[str | None] = field(default_factory=Counter)  # events per category
     skipped: int = 0
@@ -103,12 +104,15 @@ class TableBuilder:
         table_of = tables.CATEGORY_TABLE.get
         flows: list[Event] = []
         memory: list[Event] = []
+        python: list[Event] = []
         step_name = tables.STEP_NAME_RE.match
         for i, e in enumerate(events):
             table = table_of(e.cat or "")
             if table is None:
                 if e.name == tables.MEMORY_EVENT and e.ts is not None:
                     memory.append(e)
+                elif e.cat == tables.PYTHON_CATEGORY and e.ph == "X" and e.ts is not None and (e.dur or 0) >= 0:
+                    python.append(e)
                 continue
             ph = e.ph
             if table == "flows":
@@ -139,6 +143,7 @@ class TableBuilder:
         self._add_flows(flows)
         flows.clear()
         self._add_memory(memory)
+        self._add_python(python)
 
     def _name_list(self, events: list[Event]) -> list[str]:
         intern = self._names.setdefault
@@ -298,6 +303,20 @@ class TableBuilder:
         p.add(tables.MEM_PID, id_array([e.pid for e in events]))
         p.add(tables.MEM_TID, id_array([e.tid for e in events]))
         p.add(tables.MEM_EXTERNAL_ID, np.full(len(events), -1, dtype=np.int64))
+
+    def _add_python(self, events: list[Event]) -> None:
+        if not events:
+            return
+        events, ts, _ = self._with_valid_times(events)
+        p = self.python
+        p.add(tables.PY_NAME, self._name_list(events))
+        p.add(tables.PY_PID, id_array([e.pid for e in events]))
+        p.add(tables.PY_TID, id_array([e.tid for e in events]))
+        self._times(p, events, ts, tables.PY_TS, tables.PY_DUR, tables.PY_END)
+
+    def python_table(self) -> pd.DataFrame:
+        """The python_function events in file order (tables.PY_ORDER)."""
+        return self.python.frame(tables.PY_ORDER)
 
     def memory_table(self) -> pd.DataFrame:
         """The [memory] events in file order (tables.MEM_ORDER)."""

@@ -101,6 +101,11 @@ MEM_ORDER = (MEM_TS, MEM_BYTES, MEM_ALLOCATED, MEM_RESERVED, MEM_DEVICE_TYPE, ME
              MEM_TID, MEM_EXTERNAL_ID)
 GPU_DEVICE_TYPES = (1, 6)  # CUDA, HIP
 
+# python_function events (with_stack=True / with_modules): 'nn.Module: Linear_0', 'model.py(88): forward'
+PY_ORDER = ("name", "pid", "tid", "ts", "dur", "end")
+PY_NAME, PY_PID, PY_TID, PY_TS, PY_DUR, PY_END = PY_ORDER
+PYTHON_CATEGORY = "python_function"
+
 CATEGORY_TABLE: dict[str, str] = {
     "kernel": "gpu",
     "Kernel": "gpu",
