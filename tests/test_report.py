@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import shared_trace_files
 from tracebuilder import H200, TraceBuilder
@@ -274,6 +275,17 @@ def test_100k_kernels_render_capped(tmp_path):
     assert "8 other streams" in [row["label"] for row in timeline["rows"]]  # 20 streams: 12 shown + 8 merged
     roof = json.loads(re.search(r'id="r0-rf-data">(.*?)</script>', html, re.S).group(1))
     assert len(roof["points"]) <= charts.MAX_ROOFLINE_POINTS
+    # the per-kernel detail: whole steps of 2,000 kernels from the first steady one, within the budget
+    from tracekit.analyzers.timeline_detail import MAX_ACTIVITIES
+
+    detail = timeline["detail"]
+    n_steps = len(detail["steps"])
+    assert n_steps == MAX_ACTIVITIES // 2000 and len(detail["gpu"]["t"]) == 2000 * n_steps
+    assert detail["unit_us"] == 0.01
+    starts = np.cumsum(detail["gpu"]["t"]) * 0.01  # deltas of 10 ns -> µs after the timeline start
+    assert np.allclose(np.diff(starts), 10.0)  # one kernel every 10 µs, as built
+    assert (detail["gpu"]["d"], detail["gpu"]["q"]) == (300, 100)  # every kernel 3 µs, 6 - (1 + 4) = 1 µs late
+    assert out.stat().st_size <= 1_500_000  # the whole report, detail included
 
 
 def test_gpt2_decode_sample_report_size(tmp_path):
