@@ -176,7 +176,7 @@ def memory_view(rank: RankTrace, plan: StepPlan | None = None) -> MemoryView | N
         steps.append(MemoryStep(step=int(number), steady=bool(steady), peak_allocated=peak,
                                 peak_reserved=float(res.max()) if len(res) else None, start_allocated=before,
                                 allocations=int((chunk > 0).sum()), allocated_bytes=float(chunk[chunk > 0].sum()),
-                                freed_bytes=float(-chunk[chunk < 0].sum())))
+                                freed_bytes=float(-chunk[chunk < 0].sum()) + 0.0))
     head = [s for s in steps if s.steady] or steps
     best = max(head, key=lambda s: s.peak_allocated)
     reserved_peaks = [s.peak_reserved for s in head if s.peak_reserved is not None]
