@@ -80,7 +80,7 @@ def fits(batch: int, args: argparse.Namespace) -> bool:
 
 def profiled(batch: int, args: argparse.Namespace, out: Path) -> dict:
     """Train `args.steps` steps at `batch` under torch.profiler(profile_memory=True); per-step peaks."""
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity, profile
 
     model = make_model(args.dim, args.heads, args.layers)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -88,8 +88,10 @@ def profiled(batch: int, args: argparse.Namespace, out: Path) -> dict:
     torch.cuda.synchronize()
     allocated, reserved, times = [], [], []
     path = out / f"mem_b{batch}.trace.json"
+    # no schedule: every step is recorded (a schedule without on_trace_ready leaves export_chrome_trace
+    # nothing once its cycle ends); prof.step() still marks each ProfilerStep#N
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True,
-                 record_shapes=True, schedule=schedule(wait=0, warmup=0, active=args.steps)) as prof:
+                 record_shapes=True) as prof:
         for _ in range(args.steps):
             torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
