@@ -1,7 +1,8 @@
 """Every table fits its card at 1280 and 1920 px, in every report of the sample traces and two diff pages.
 
 Pages: the report of each top-level sample trace (sample_traces/*.trace.json.gz; graph traces among
-them), the multi-rank sample_traces/ddp_balanced, and two `tracekit diff --html` pages. Every <details>
+them), the multi-rank sample_traces/ddp_balanced, a profile_memory trace (memory card) and two
+`tracekit diff --html` pages. Every <details>
 is opened and every rank section shown before measuring, so that tables hidden at first count too.
 Needs chromium and playwright like tests/test_browser.py (same fixture).
 """
@@ -23,6 +24,8 @@ WIDTHS = (1280, 1920)
 DIFFS = {"diff-graph": ("gpt2_decode.trace.json.gz", "gpt2_decode_graph.trace.json.gz"),
          "diff-sync": ("train_sync.trace.json.gz", "train_sync_fixed.trace.json.gz")}
 REPORTS = [*sorted(p.name for p in SAMPLES.glob("*.trace.json.gz")), "ddp_balanced"]
+# a profile_memory trace (the memory card) with Python stacks off (the operator card's op grouping)
+EXTRA = {"memory-b256": ROOT / "tests" / "data" / "memory" / "train_memory_b256.trace.json.gz"}
 
 # [table's first header, table width, card content width] of each table wider than its card (1 px slack:
 # sub-pixel rounding); the card is the nearest .card, else the page's <main>
@@ -43,6 +46,9 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     for name in REPORTS:
         if (SAMPLES / name).exists():
             found[name] = write_report(SAMPLES / name, out / f"{name}.html", jobs=1)
+    for label, path in EXTRA.items():
+        if path.exists():
+            found[label] = write_report(path, out / f"{label}.html", jobs=1)
     for label, (before, after) in DIFFS.items():
         if (SAMPLES / before).exists() and (SAMPLES / after).exists():
             d = compare_files(SAMPLES / before, SAMPLES / after)
@@ -71,7 +77,7 @@ def _check(browser, html: Path) -> dict[int, list]:  # noqa: F811
         page.close()
 
 
-@pytest.mark.parametrize("label", [*REPORTS, *DIFFS])
+@pytest.mark.parametrize("label", [*REPORTS, *EXTRA, *DIFFS])
 def test_every_table_fits_its_card(browser, pages, label):  # noqa: F811
     if label not in pages:
         pytest.skip(f"{label}: its sample trace is not in this checkout")
