@@ -12,7 +12,7 @@ from tracekit.analyzers.memory import ALLOCATOR, BYTES, memory_view
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import StepSelection
 from tracekit.cli import main
-from tracekit.report.memory_view import memory_card, memory_lines
+from tracekit.report.memory_view import batch_hint, memory_card, memory_lines
 
 RESERVED = 20_000
 
@@ -119,3 +119,8 @@ def test_text_json_and_card(tmp_path, capsys):
     assert card is not None and card.tiles[0] == ("Peak allocated", "8.00 kB", "largest step peak (step 0)")
     assert [row[1] for row in card.steps] == ["8.00 kB", "7.00 kB"] and "estimate" in card.estimate
     assert memory_lines([]) == []
+    # launch-bound with room for a much larger batch: the batch is named as the lever
+    factor = v.batch_factor
+    assert factor is not None and factor > 2
+    assert memory_card(v, "launch-bound").hint.startswith(f"the step is launch-bound with room for a batch about {factor:.1f}×")
+    assert memory_card(v, "gpu-bound").hint == "" and batch_hint(v, None) == ""

@@ -232,7 +232,7 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         source=facts.path,
         graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
         model_note=model_line(analysis) if facts.has_gpu else "",
-        memory=memory_card(ra.memory), operators=operator_cards(ra.operators),
+        memory=memory_card(ra.memory, verdict), operators=operator_cards(ra.operators),
         totals_scope=(f"totals over the {plural(analysis.totals.steps, 'steady step')}"
                       if all(r.launch.scope != "trace" for r in analysis.ranks) else "totals over the whole trace"),
     )

@@ -21,7 +21,20 @@ def _estimate(m: MemoryView) -> str:
             "activation checkpointing, fragmentation and workspaces make the real limit lower or higher)")
 
 
-def memory_lines(views: Sequence[MemoryView], multi: bool = False) -> list[str]:
+LARGER_BATCH_FACTOR = 2.0  # headroom for at least twice the batch: worth saying on a launch-bound step
+
+
+def batch_hint(m: MemoryView, verdict: str | None) -> str:
+    """On a launch-bound step with room for a much larger batch: the batch is the lever (the launches
+    per step stay, the work per launch grows); '' otherwise."""
+    factor = m.batch_factor
+    if verdict != "launch-bound" or factor is None or factor < LARGER_BATCH_FACTOR:
+        return ""
+    return (f"the step is launch-bound with room for a batch about {factor:.1f}× larger (estimate): a larger batch "
+            "(or batching requests) does more work per launch, so the launch overhead per sample falls")
+
+
+def memory_lines(views: Sequence[MemoryView], multi: bool = False, verdict: str | None = None) -> list[str]:
     """The `tracekit analyze` lines of each rank's memory view (none without [memory] events)."""
     lines: list[str] = []
     for m in views:
@@ -47,6 +60,9 @@ def memory_lines(views: Sequence[MemoryView], multi: bool = False) -> list[str]:
         estimate = _estimate(m)
         if estimate:
             lines.append(f"          {estimate}")
+        hint = batch_hint(m, verdict)
+        if hint:
+            lines.append(f"          {hint}")
     return lines
 
 
@@ -59,9 +75,10 @@ class MemoryCard:
     ops: tuple[tuple[str, str, str], ...]  # op, bytes held at the peak, blocks
     estimate: str
     note: str
+    hint: str = ""  # a launch-bound step with room for a larger batch (batch_hint)
 
 
-def memory_card(m: MemoryView | None) -> MemoryCard | None:
+def memory_card(m: MemoryView | None, verdict: str | None = None) -> MemoryCard | None:
     """The card of one rank's memory view (None: the trace has no GPU [memory] events)."""
     if m is None:
         return None
@@ -81,4 +98,5 @@ def memory_card(m: MemoryView | None) -> MemoryCard | None:
             "totals)." if m.source == BYTES else
             f"{fmt_bytes(m.unattributed_at_peak)} of the peak was allocated before the recording began "
             "(weights, optimizer state)." if m.unattributed_at_peak > 0 else "")
-    return MemoryCard(tiles=tuple(tiles), steps=steps, ops=ops, estimate=_estimate(m), note=note)
+    return MemoryCard(tiles=tuple(tiles), steps=steps, ops=ops, estimate=_estimate(m), note=note,
+                      hint=batch_hint(m, verdict))

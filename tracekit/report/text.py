@@ -60,7 +60,8 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
         lines += ["", *cross_rank_text(cross), ""]
     if t.verdict != "cpu-only":
         lines += _numbers(summary)
-        lines += memory_lines([v.memory for v in summary.views if v.memory is not None], multi=multi)
+        lines += memory_lines([v.memory for v in summary.views if v.memory is not None], multi=multi,
+                              verdict=summary.verdict)
         lines += _kernel_rows(summary, top)
     if suggestions:
         modelled = any(s.combined_us is not None for _, s in suggestions)
