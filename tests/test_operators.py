@@ -97,3 +97,21 @@ def test_cli_by(tmp_path, capsys, by):
     (entry,) = doc["operators"]
     (g,) = entry["groupings"]
     assert g["by"] == by and next(r for r in g["rows"] if r["key"] == key)["gpu_us"] == 80.0
+
+
+def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
+    from tracekit.analyzers.analysis import analyze
+    from tracekit.suggestions.model import Suggestion
+    from tracekit.suggestions.rules import located
+
+    a = analyze(tracekit.load_trace(stacked_trace(tmp_path, steps=4)), steps="all")
+
+    def where(**row):
+        s = Suggestion(id="x", title="t", saving_us=1.0, saving_pct=1.0, formula="f", snippet="", evidence=(row,))
+        return located(a, s).where
+
+    # the gemm is launched under model.py:10 (the torch frame between is library code); relu under model.py:12
+    assert where(kernel="sm90_xmma_gemm_bf16bf16_bf16f32") == \
+        "model.py:10 forward launches 100 % of the GPU time of these kernels"
+    assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops"
+    assert where(kernel="not_in_this_trace") == ""

@@ -57,6 +57,9 @@ class OperatorView:
     gpu_total_us: float  # GPU time of the headline steps
     attributed_gpu_us: float  # of it, launched inside some row's key (innermost one)
     missing: str = ""  # why there are no rows: what the trace lacks ('' when it has rows)
+    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from
+    kernels: tuple[tuple[str, str, float], ...] = ()
+    launching_ops: tuple[tuple[str, str, float], ...] = ()  # the same by the op that launched them
 
     @property
     def attributed_share(self) -> float:
@@ -129,10 +132,8 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
             s[1] += dur[i]
         s[2] += self_us[i]
     attributed = 0.0
-    for g in np.flatnonzero(gpu_of >= 0).tolist():
+    for g in np.flatnonzero(gpu_of >= 0).tolist():  # activities of the selected steps only (gpu_of is -1 elsewhere)
         i = int(gpu_of[g])
-        if not in_steps[i]:
-            continue
         attributed += gpu_us[g]
         seen: set[str] = set()
         while i >= 0:
@@ -152,6 +153,28 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
                         float(s[5]) if s[6] else None) for k, s in stats.items()]
     rows.sort(key=lambda r: (-r.gpu_us, -r.cpu_total_us, r.key))
     return rows[:MAX_ROWS], attributed
+
+
+def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: Sequence[str] = ()
+                   ) -> tuple[str, float] | None:
+    """(the source line, else the module, that launched most of the GPU time of `kernels` (by name) or
+    of the kernels the `ops` launched, its share of that time) from the line / module groupings; None
+    when the trace has neither or they hold none of them."""
+    wanted, wanted_ops = set(kernels), set(ops) - {""}
+    for by in (BY_LINE, BY_MODULE):
+        view = next((v for v in views if v.by == by), None)
+        if view is None or not view.kernels:
+            continue
+        per: dict[str, float] = defaultdict(float)
+        pairs = view.kernels if wanted else view.launching_ops
+        for name, key, us in pairs:
+            if name in (wanted or wanted_ops):
+                per[key] += us
+        total = sum(per.values())
+        if total > 0:
+            key = max(per, key=lambda k: per[k])
+            return key, per[key] / total
+    return None
 
 
 def source_line(name: str) -> str | None:
@@ -191,11 +214,14 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
     rows, attributed = _rows(ops[tables.OP_NAME].astype(str).tolist(), op_ts, op_end, ops[tables.OP_TID].to_numpy(),
                              in_op, op_of, gpu_us, flops, inclusive=True)
     views.append(OperatorView(BY_OP, tuple(rows), total, attributed, "" if rows else "the trace has no CPU ops"))
+    op_name_arr = ops[tables.OP_NAME].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
+    launched_by = np.array([op_name_arr[o] if o >= 0 else "" for o in op_of.tolist()], dtype=object)
     py = rank.python
     names = py[tables.PY_NAME].astype(str).tolist() if len(py) else []
     for by, keyed, what in ((BY_MODULE, module_name, "nn.Module names (record with with_stack=True or "
                              "with_modules=True)"), (BY_LINE, source_line, "Python stacks (record with with_stack=True)")):
-        views.append(_frames_view(by, keyed, what, py, names, plan, ok, q_ts, q_tid, gpu_us, flops, total))
+        views.append(_frames_view(by, keyed, what, py, names, plan, ok, q_ts, q_tid, gpu_us, flops, total,
+                                  gpu[tables.GPU_NAME].to_numpy(), launched_by))
     return tuple(views)
 
 
@@ -209,7 +235,7 @@ def _in_steps(plan: StepPlan | None, step_numbers: np.ndarray) -> np.ndarray:
 
 def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.DataFrame, names: list[str],
                  plan: StepPlan | None, ok: np.ndarray, q_ts: np.ndarray, q_tid: np.ndarray, gpu_us: np.ndarray,
-                 flops: np.ndarray, total: float) -> OperatorView:
+                 flops: np.ndarray, total: float, gpu_names: np.ndarray, gpu_ops: np.ndarray) -> OperatorView:
     """A grouping over the python_function frames whose name `keyed` maps to a key."""
     keys = [keyed(n) for n in names]
     pick = np.array([k is not None for k in keys], dtype=bool)
@@ -223,9 +249,22 @@ def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.
     steps = plan.windows if plan is not None else None
     numbers = step_of(ts, _step_frame(steps)) if steps is not None else np.zeros(len(ts), dtype=np.int64)
     in_steps = _in_steps(plan, numbers)
-    rows, attributed = _rows([k for k in keys if k is not None], ts, end, tid, in_steps, inner, gpu_us, flops,
-                             inclusive=by == BY_MODULE)
-    return OperatorView(by, tuple(rows), total, attributed)
+    kept = [k for k in keys if k is not None]
+    rows, attributed = _rows(kept, ts, end, tid, in_steps, inner, gpu_us, flops, inclusive=by == BY_MODULE)
+    return OperatorView(by, tuple(rows), total, attributed, kernels=_kernel_keys(kept, inner, gpu_us, gpu_names),
+                        launching_ops=_kernel_keys(kept, inner, gpu_us, gpu_ops))
+
+
+def _kernel_keys(keys: Sequence[str], inner: np.ndarray, gpu_us: np.ndarray,
+                 gpu_names: np.ndarray) -> tuple[tuple[str, str, float], ...]:
+    """GPU µs per (kernel name, innermost key around its launch), largest first (MAX_ROWS × 5 at most)."""
+    acc: dict[tuple[str, str], float] = defaultdict(float)
+    for g in np.flatnonzero(inner >= 0).tolist():
+        i = int(inner[g])
+        if gpu_us[g] > 0:
+            acc[(str(gpu_names[g]), keys[i])] += float(gpu_us[g])
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1])[:MAX_ROWS * 5]
+    return tuple((name, key, us) for (name, key), us in ranked)
 
 
 def _step_frame(windows: StepWindows) -> pd.DataFrame:
