@@ -155,13 +155,13 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     return rows[:MAX_ROWS], attributed
 
 
-def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: Sequence[str] = ()
-                   ) -> tuple[str, float] | None:
+def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: Sequence[str] = (),
+                   groupings: Sequence[str] = (BY_LINE, BY_MODULE)) -> tuple[str, float] | None:
     """(the source line, else the module, that launched most of the GPU time of `kernels` (by name) or
-    of the kernels the `ops` launched, its share of that time) from the line / module groupings; None
-    when the trace has neither or they hold none of them."""
+    of the kernels the `ops` launched, its share of that time) from the first of `groupings` that holds
+    them; None when the trace has neither or they hold none of them."""
     wanted, wanted_ops = set(kernels), set(ops) - {""}
-    for by in (BY_LINE, BY_MODULE):
+    for by in groupings:
         view = next((v for v in views if v.by == by), None)
         if view is None or not view.kernels:
             continue

@@ -76,7 +76,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
             lines.append(f"  {fmt_us(plain(sug.per_step_us)):>12s} {plain(sug.saving_pct):5.1f}%  {where}"
                          f"{safe(sug.id):18s} {safe(sug.title, 90)}{together}")
             if sug.where:
-                lines.append(f"  {'':12s} {'':6s}  {'':18s} where: {safe(sug.where, 120)}")
+                lines.append(f"  {'':12s} {'':6s}  {'':18s} where: {safe(sug.where, 220)}")
     lines += _step_rows(summary, max_steps)
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.operators import where_launched
+from tracekit.analyzers.operators import BY_MODULE, where_launched
 from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
 from tracekit.model.outlook import RankModel
@@ -148,8 +148,11 @@ def located(analysis: Analysis, s: Suggestion) -> Suggestion:
     if found is None:
         return s
     key, share = found
-    return dataclasses.replace(s, where=f"{key} launches {100 * share:.0f} % of the GPU time of these "
-                                        + ("kernels" if kernels else "ops"))
+    where = f"{key} launches {100 * share:.0f} % of the GPU time of these " + ("kernels" if kernels else "ops")
+    module = where_launched(views, kernels, ops, groupings=(BY_MODULE,))
+    if module is not None and module[0] != key:  # the line is a call site; the module narrows it down
+        where += f"; module {module[0]}: {100 * module[1]:.0f} %"
+    return dataclasses.replace(s, where=where)
 
 
 def suggest_cross_rank(view: CrossRank) -> list[Suggestion]:
