@@ -111,8 +111,8 @@ def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
         return located(a, s).where
 
     # the gemm is launched under model.py:10 (the torch frame between is library code); relu under model.py:12
-    # and the innermost nn.Module around them: Linear_0 for the gemm, Net_0 for relu
+    # and the innermost nn.Module class around them: Linear (Linear_0) for the gemm, Net (Net_0) for relu
     assert where(kernel="sm90_xmma_gemm_bf16bf16_bf16f32") == \
-        "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear_0: 100 %"
-    assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net_0: 100 %"
+        "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear: 100 %"
+    assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net: 100 %"
     assert where(kernel="not_in_this_trace") == ""

@@ -27,6 +27,7 @@ FRAME = re.compile(r"^(?P<file>[^()<>]+\.py)\((?P<line>\d+)\): (?P<func>.+)$")  
 LIBRARY = re.compile(r"(^|/)(torch|torchvision|torchaudio|transformers|accelerate|triton|numpy|tracekit|"
                      r"site-packages|dist-packages|python3\.\d+|importlib|threading\.py|runpy\.py|"
                      r"contextlib\.py|functools\.py|dataclasses\.py|inspect\.py|typing\.py|tqdm)(/|\(|$)")
+INSTANCE = re.compile(r"_\d+$")  # the instance number the profiler appends to a module's class name
 MAX_ROWS = 200  # rows kept per grouping (largest GPU time, then CPU time, first)
 
 
@@ -169,7 +170,7 @@ def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: S
         pairs = view.kernels if wanted else view.launching_ops
         for name, key, us in pairs:
             if name in (wanted or wanted_ops):
-                per[key] += us
+                per[INSTANCE.sub("", key) if by == BY_MODULE else key] += us  # modules by class: Linear_3 -> Linear
         total = sum(per.values())
         if total > 0:
             key = max(per, key=lambda k: per[k])
