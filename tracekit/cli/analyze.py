@@ -62,7 +62,8 @@ def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per
 
         summary = result.summary
         click.echo("\n".join([f"trace     {safe(result.path)}",
-                              *operator_lines(summary.views, by, top=max(top, 25), steps=summary.totals.steps)]))
+                              *operator_lines(summary.views, by, top=max(top, 25),
+                                              steps={r.rank: r.totals.steps for r in summary.ranks})]))
     else:
         from tracekit.report.text import render_text
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracekit.analyzers.operators import BY_LINE, BY_MODULE, BY_OP, OperatorView
@@ -18,11 +18,13 @@ def _flops(x: float | None) -> str:
     return DASH if x is None else fmt_si(x)
 
 
-def operator_lines(views: Sequence[RankViews], by: str, top: int = 25, steps: int = 0) -> list[str]:
-    """`tracekit analyze --by BY`: one table per rank, totals over the headline steps."""
+def operator_lines(views: Sequence[RankViews], by: str, top: int = 25,
+                   steps: Mapping[int, int] | None = None) -> list[str]:
+    """`tracekit analyze --by BY`: one table per rank, totals over its headline steps (`steps`: per rank)."""
     lines: list[str] = []
-    over = f"totals over the {plural(steps, 'headline step')}" if steps else "totals"
     for v in views:
+        n = (steps or {}).get(v.rank, 0)
+        over = f"totals over the {plural(n, 'headline step')}" if n else "totals"
         g = v.grouping(by)
         head = f"time by {TITLES[by]}" + (f" (rank {v.rank})" if len(views) > 1 else "")
         if g is None or not g.rows:
