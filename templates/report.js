@@ -30,6 +30,31 @@
     if (Math.abs(us) >= 1e3) { return sig(us / 1e3) + " ms"; }
     return sig(us) + " µs";
   }
+  function tickStep(range, n) {  // a round step (1, 2 or 5 × 10^k µs) giving about n ticks over range
+    var raw = range / n, p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
+    return (m >= 5 ? 5 : m >= 2 ? 2 : 1) * p;
+  }
+  function fmtAt(us, step) {  // a time with as many decimals as `step` needs, so neighbouring ticks differ
+    var unit = Math.abs(us) >= 1e6 || step >= 1e5 ? [1e6, " s"] : Math.abs(us) >= 1e3 || step >= 100 ? [1e3, " ms"] : [1, " µs"];
+    var dec = Math.max(0, Math.min(6, -Math.floor(Math.log10(step / unit[0]) + 1e-9)));
+    return (us / unit[0]).toFixed(dec) + unit[1];
+  }
+  function decodeDetail(det) {  // starts are deltas; durations and delays (-1: none); all in det.unit_us
+    if (det._t) { return det; }
+    var u = det.unit_us;
+    function cum(a) { var out = new Float64Array(a.length), s = 0; for (var i = 0; i < a.length; i++) { s += a[i]; out[i] = s * u; } return out; }
+    function all(a, n) { if (Array.isArray(a)) { return a; } var out = new Array(n); for (var i = 0; i < n; i++) { out[i] = a; } return out; }
+    function us(a) { return a.map(function (v) { return v < 0 ? -1 : v * u; }); }
+    var ng = det.gpu.t.length, nl = det.launch.t.length, no = det.ops.t.length;
+    ["d", "r", "n", "o", "s", "q"].forEach(function (k) { det.gpu[k] = all(det.gpu[k], ng); });  // one value: every row has it
+    ["d", "n"].forEach(function (k) { det.launch[k] = all(det.launch[k], nl); det.ops[k] = all(det.ops[k], no); });
+    det._t = cum(det.gpu.t); det._lt = cum(det.launch.t); det._ot = cum(det.ops.t);
+    det.gpu.d = us(det.gpu.d); det.gpu.q = us(det.gpu.q); det.launch.d = us(det.launch.d); det.ops.d = us(det.ops.d);
+    var m = 0; det.gpu.d.forEach(function (x) { if (x > m) { m = x; } }); det._maxd = m;
+    return det;
+  }
+  function firstFrom(arr, us) { var lo = 0, hi = arr.length; while (lo < hi) { var mid = (lo + hi) >> 1; if (arr[mid] < us) { lo = mid + 1; } else { hi = mid; } } return lo; }
+  var DETAIL_US = 4000;  // views narrower than this (4 ms) draw each kernel, copy and CPU span as a box
   var SUP = { "-": "\u207b", "0": "\u2070", "1": "\u00b9", "2": "\u00b2", "3": "\u00b3", "4": "\u2074",
     "5": "\u2075", "6": "\u2076", "7": "\u2077", "8": "\u2078", "9": "\u2079" };
   function fmtDecade(e) {  // label of 10^e on a log axis
@@ -120,6 +145,7 @@
     }
     var card = table.closest(".card");
     var input = card.querySelector(".k-filter");
+    if (!input) { return { highlight: function () {} }; }  // a sortable table without filters (operators)
     var select = card.querySelector(".k-class");
     var count = card.querySelector(".k-count");
     function filter() {
@@ -146,7 +172,8 @@
   }
   var tables = {};
   document.querySelectorAll("table.sortable").forEach(function (t) {
-    tables[t.closest("section.rank").id] = setupTable(t);
+    var made = setupTable(t);
+    if (t.classList.contains("kernels")) { tables[t.closest("section.rank").id] = made; }
   });
 
   // ---- GPU timeline: fine bins merged to columns at the current zoom; brush to zoom, shift-drag to pan ----
@@ -180,6 +207,10 @@
       if (t && excl) { t.setAttribute("fill", "#a35a12"); }
     });
     var drawn = 0;
+    var det = d.detail && (view[1] - view[0]) <= DETAIL_US && view[1] > d.detail.start && view[0] < d.detail.end
+      ? decodeDetail(d.detail) : null;
+    node.setAttribute("data-detail", det ? "1" : "0");
+    var boxes = 0;
     d.rows.forEach(function (row, i) {
       var y = top + i * (rowH + gap);
       text(svg, 0, y + rowH - 4, row.label, "start");
@@ -187,6 +218,7 @@
       el("rect", { x: L, y: y, width: cw, height: rowH, fill: "#f1f3f6", "fill-opacity": 0.6 }, svg);
       var color = KIND_COLOR[row.kind] || "#5b7fa8";
       var g = el("g", { "class": "tl-row", "data-kind": row.kind }, svg);
+      if (det) { boxes += drawBoxes(g, det, row, i, y, view, x, L, cw, rowH, color); if (i === 0) { drawn += boxes; } return; }
       for (var c = 0; c < ncol; c++) {
         var a = view[0] + c * colUs, b = a + colUs;
         var b0 = Math.max(0, Math.floor(a / binUs)), b1 = Math.min(nb, Math.max(b0 + 1, Math.ceil(b / binUs)));
@@ -205,10 +237,11 @@
     else { node.removeAttribute("data-path-drawn"); }
     var axisY = rowsEnd + (showPath ? bandH + bandGap : 0) + 4;
     el("line", { x1: L, x2: L + cw, y1: axisY, y2: axisY, stroke: "#c9ced6" }, svg);
-    for (var t = 0; t <= 4; t++) {
-      var tx = L + cw * t / 4;
-      el("line", { x1: tx, x2: tx, y1: axisY, y2: axisY + 4, stroke: "#c9ced6" }, svg);
-      text(svg, tx, axisY + 16, fmtTime(view[0] + (view[1] - view[0]) * t / 4), t === 0 ? "start" : t === 4 ? "end" : "middle");
+    var tstep = tickStep(view[1] - view[0], 5);
+    for (var tv = Math.ceil(view[0] / tstep) * tstep; tv <= view[1] + 1e-9; tv += tstep) {
+      var tx = x(tv);
+      el("line", { x1: tx, x2: tx, y1: axisY, y2: axisY + 4, stroke: "#c9ced6", "class": "tl-tick" }, svg);
+      text(svg, tx, axisY + 16, fmtAt(tv, tstep), tx < L + 30 ? "start" : tx > L + cw - 30 ? "end" : "middle", "tl-tick-label");
     }
     var brush = el("rect", { x: 0, y: top - 4, width: 0, height: H - top - 22, "class": "tl-brush" }, svg);
     brush.style.display = "none";
@@ -254,13 +287,14 @@
         showTip(ev, "critical path", pathLines(cp, pa, pa + colUs));
         return;
       }
+      if (det) { if (!(ev.target && ev.target.classList && ev.target.classList.contains("tl-box"))) { hideTip(); } return; }
       var col = Math.floor((sx - L) / (cw / ncol)), ri = Math.floor((sy - top) / (rowH + gap));
       if (col < 0 || col >= ncol || ri < 0 || ri >= d.rows.length) { hideTip(); return; }
       var row = d.rows[ri], a = view[0] + col * colUs, b = a + colUs;
       var b0 = Math.max(0, Math.floor(a / binUs)), b1 = Math.min(nb, Math.max(b0 + 1, Math.ceil(b / binUs)));
       var sum = 0, best = -1, bestBusy = 0;
       for (var k = b0; k < b1; k++) { sum += row.busy[k]; if (row.top[k] >= 0 && row.busy[k] >= bestBusy) { best = row.top[k]; bestBusy = row.busy[k]; } }
-      var lines = [fmtTime(a) + " – " + fmtTime(b), "busy " + (sum / (b1 - b0) / 10).toFixed(1) + "%"];
+      var lines = [fmtAt(a, colUs) + " – " + fmtAt(b, colUs), "busy " + (sum / (b1 - b0) / 10).toFixed(1) + "%"];
       if (best >= 0) { lines.push("mostly " + d.names[best] + (d.classes[best] ? " (" + d.classes[best] + ")" : "")); }
       var st = d.steps.filter(function (s) { return s.start <= b && s.end >= a; })[0];
       if (st) { lines.push(st.label + (st.phase !== "steady" ? " · " + st.phase_text + ", left out of the headline" : "")); }
@@ -276,6 +310,7 @@
       brush.style.display = "none";
       if (Math.abs(px - d0.x) < 4) { return; }
       setView(usAt(Math.min(px, d0.x)), usAt(Math.max(px, d0.x)));
+      node.focus({ preventScroll: true });  // arrow keys, +/- and Escape work right after a drag
     }
     svg.addEventListener("mouseup", end);
     window.addEventListener("mouseup", function (ev) { if (drag && drag.pan) { end(ev); } });
@@ -291,10 +326,68 @@
           node._view = [Math.max(0, Math.min(d.span_us - w, v[0] + step)), 0];
           node._view[1] = node._view[0] + w;
           redraw(node, d);
+          node.focus({ preventScroll: true });
+        } else if (ev.key === "+" || ev.key === "=" || ev.key === "-" || ev.key === "_") {
+          ev.preventDefault();
+          var f = ev.key === "+" || ev.key === "=" ? 0.5 : 2, mid = (v[0] + v[1]) / 2, nw = Math.min(d.span_us, Math.max(w * f, binUs * 2));
+          var a0 = Math.max(0, Math.min(d.span_us - nw, mid - nw / 2));
+          node._view = [a0, a0 + nw];
+          redraw(node, d);
+          node.focus({ preventScroll: true });
         } else if (ev.key === "Escape") { node._view = null; redraw(node, d); }
       });
     }
     return svg;
+  }
+  // zoomed below DETAIL_US: each activity of the row as a box (GPU rows), launch calls and top-level ops (CPU row)
+  function drawBoxes(g, det, row, i, y, view, x, L, cw, rowH, color) {
+    var n = 0, lo = view[0] - det._maxd;
+    function box(x0, x1, yy, hh, fill, cls, tipHead, tipLines) {
+      var a = Math.max(L, x0), b = Math.min(L + cw, x1);
+      if (b < L || a > L + cw) { return; }
+      var r = el("rect", { x: a, y: yy, width: Math.max(1, b - a), height: hh, fill: fill, "class": "tl-box " + cls }, g);
+      r.addEventListener("mousemove", function (ev) { showTip(ev, tipHead, tipLines()); });
+      n++;
+    }
+    if (row.kind === "cpu") {
+      var ot = det._ot, ol = firstFrom(ot, view[0] - 1e5);
+      for (var k = ol; k < ot.length && ot[k] <= view[1]; k++) {
+        var oe = ot[k] + det.ops.d[k];
+        if (oe < view[0]) { continue; }
+        (function (k, oe) {
+          box(x(ot[k]), x(oe), y, rowH / 2 - 1, "#f3c892", "tl-op", det.names[det.ops.n[k]], function () {
+            return ["CPU op", fmtTime(det.ops.d[k])]; });
+        })(k, oe);
+      }
+      var lt = det._lt, ll = firstFrom(lt, view[0] - 1e4);
+      for (k = ll; k < lt.length && lt[k] <= view[1]; k++) {
+        var le = lt[k] + det.launch.d[k];
+        if (le < view[0]) { continue; }
+        (function (k, le) {
+          box(x(lt[k]), x(le), y + rowH / 2, rowH / 2, color, "tl-launch", det.names[det.launch.n[k]], function () {
+            return ["launch call", fmtTime(det.launch.d[k])]; });
+        })(k, le);
+      }
+      return n;
+    }
+    var t = det._t, gd = det.gpu;
+    for (var j = firstFrom(t, lo); j < t.length && t[j] <= view[1]; j++) {
+      if (i !== 0 && gd.r[j] !== i) { continue; }
+      var e = t[j] + gd.d[j];
+      if (e < view[0]) { continue; }
+      (function (j, e) {
+        box(x(t[j]), x(e), y, rowH, color, "tl-kernel", det.names[gd.n[j]], function () {
+          var out = [];
+          if (gd.o[j] >= 0) { out.push("op " + det.names[gd.o[j]]); }
+          if (gd.s[j] >= 0) { out.push("shapes " + det.shapes[gd.s[j]]); }
+          out.push("duration " + fmtTime(gd.d[j]));
+          out.push(gd.q[j] >= 0 ? "launch delay " + fmtTime(gd.q[j]) + " (start − end of its launch call)" : "no launch call linked");
+          out.push("at " + fmtTime(t[j]));
+          return out;
+        });
+      })(j, e);
+    }
+    return n;
   }
   // the critical-path band: per steady step, boundaries t (µs after the timeline start) and a kind digit per segment
   function drawPath(svg, cp, view, x, L, cw, y, h) {

@@ -126,7 +126,7 @@ def test_cli_json_and_text(tmp_path, capsys):
     assert doc["summary"]["kernels_per_token"] == 4.0
     assert main(["analyze", path]) == 0
     out = capsys.readouterr().out
-    assert "verdict   launch-bound" in out and "time by class:" in out and "nvjet_sm90" in out
+    assert "verdict   launch-bound" in out and "time by class (total over" in out and "nvjet_sm90" in out
 
 
 def test_cli_errors(tmp_path, capsys):

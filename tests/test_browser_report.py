@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_browser import ARTIFACTS, SHARED, browser, open_report  # noqa: F401  (browser is a fixture)
 from tracebuilder import TraceBuilder
@@ -162,15 +163,21 @@ def test_roofline_hidden_without_flops(browser, tmp_path):  # noqa: F811
         page.close()
 
 
+def _decode_at_1280(browser, tmp_path):  # noqa: F811
+    """The GPT-2 decode sample's report open at 1280 px wide, charts drawn for that width."""
+    html = write_report(_sample("gpt2_decode.trace.json.gz"), tmp_path / "r.html")
+    page, errors, _ = open_report(browser, html)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate("window.dispatchEvent(new Event('resize'))")
+    page.wait_for_timeout(300)
+    return page, errors
+
+
 def test_critical_path_band_toggle_and_model_tile(browser, tmp_path):  # noqa: F811
     from tracekit.report.palette import PATH_COLORS
 
-    html = write_report(_sample("gpt2_decode.trace.json.gz"), tmp_path / "r.html")
-    page, errors, _ = open_report(browser, html)
+    page, errors = _decode_at_1280(browser, tmp_path)
     try:
-        page.set_viewport_size({"width": 1280, "height": 900})
-        page.evaluate("window.dispatchEvent(new Event('resize'))")
-        page.wait_for_timeout(300)
         band = page.evaluate("JSON.parse(document.getElementById('r0-tl-data').textContent).critical")
         n = band["segments"]
         assert n == sum(len(e["k"]) for e in band["steps"]) > 1000
@@ -195,6 +202,62 @@ def test_critical_path_band_toggle_and_model_tile(browser, tmp_path):  # noqa: F
         assert tile.count() == 1 and page.is_visible("#r0 .tile-model .tile-n")
         fits = tile.evaluate("t => [...t.querySelectorAll('dd')].every(d => d.scrollWidth <= d.clientWidth + 1)")
         assert fits and tile.get_attribute("title")
+        assert errors == []
+    finally:
+        page.close()
+
+
+def test_timeline_draws_kernels_at_1ms_with_hover_ticks_and_keys(browser, tmp_path):  # noqa: F811
+    page, errors = _decode_at_1280(browser, tmp_path)
+    try:
+        node = page.locator("#r0 [data-chart=timeline]")
+        node.scroll_into_view_if_needed()
+        data = page.evaluate("JSON.parse(document.getElementById('r0-tl-data').textContent)")
+        detail = data["detail"]
+        unit = detail["unit_us"]
+        starts = np.cumsum(detail["gpu"]["t"]) * unit  # the kernels embedded, µs after the timeline start
+
+        def brush(a: float, b: float) -> None:
+            left, width, _, v0, v1 = geometry(page)
+            box = node.locator("svg").bounding_box()
+            x_of = lambda us: box["x"] + left + width * (us - v0) / (v1 - v0)  # noqa: E731
+            page.mouse.move(x_of(a), box["y"] + 30)
+            page.mouse.down()
+            page.mouse.move(x_of(b), box["y"] + 30, steps=5)
+            page.mouse.up()
+
+        a = detail["start"] + 2000.0
+        brush(a - 20_000.0, a + 21_000.0)  # two brushes, as a user zooms in: ~41 ms, then 1 ms
+        assert node.get_attribute("data-detail") == "0"  # bins at 41 ms
+        brush(a, a + 1000.0)
+        z0, z1 = geometry(page)[3:]
+        assert 900 <= z1 - z0 <= 1100 and node.get_attribute("data-detail") == "1"
+        # one box per kernel that overlaps the view in the GPU (all streams) row, from the embedded arrays
+        ends = starts + np.asarray(detail["gpu"]["d"], dtype=float) * unit  # a list, or one value for all
+        expected = int(((starts <= z1) & (ends >= z0)).sum())
+        assert page.locator("#r0 g[data-kind=gpu] rect.tl-kernel").count() == expected > 0
+        assert page.locator("#r0 rect.tl-launch").count() > 0 and page.locator("#r0 rect.tl-op").count() > 0
+        ticks = page.eval_on_selector_all("#r0 text.tl-tick-label", "ts => ts.map(t => t.textContent)")
+        assert len(ticks) >= 4 and len(set(ticks)) == len(ticks)  # distinct labels at 1 ms
+        boxes = page.locator("#r0 g[data-kind=gpu] rect.tl-kernel")
+        tips = []
+        for i in range(min(boxes.count(), 12)):  # hover each: kernel, op, shapes (where recorded), duration, delay
+            k = boxes.nth(i).bounding_box()
+            page.mouse.move(k["x"] + k["width"] / 2, k["y"] + k["height"] / 2)
+            tips.append(page.inner_text("#tip"))
+        assert all("duration " in t and ("launch delay " in t or "no launch call" in t) for t in tips), tips
+        assert sum("op aten::" in t for t in tips) >= len(tips) - 2, tips  # kernels (a memcpy may have no op)
+        assert any("shapes " in t and "×" in t for t in tips), tips
+        # keys work right after the drag: the chart has the focus
+        assert page.evaluate("document.activeElement.getAttribute('data-chart')") == "timeline"
+        page.keyboard.press("ArrowRight")
+        p0, p1 = geometry(page)[3:]
+        assert p0 == pytest.approx(z0 + (z1 - z0) / 4, abs=1.0) and p1 - p0 == pytest.approx(z1 - z0, abs=1.0)
+        page.keyboard.press("-")
+        assert geometry(page)[4] - geometry(page)[3] == pytest.approx(2 * (z1 - z0), rel=0.01)
+        page.keyboard.press("Escape")
+        assert geometry(page)[3] == 0.0 and node.get_attribute("data-detail") == "0"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         assert errors == []
     finally:
         page.close()

@@ -1,7 +1,8 @@
 """The pattern detectors' tables on every sample trace against a reference (tests/golden/detectors.json).
 
 The reference is the detectors' output before they moved to integer-coded, vectorised passes
-(written by that implementation, reviewed when written): the faster passes must find the same
+(written by that implementation, reviewed when written; the sample traces added later were written
+by the same implementation, checked out at b3d9477): the faster passes must find the same
 chains, loops and attention patterns, with the same numbers, in the same order. The numbers
 themselves are checked by the detector tests on synthetic traces (test_suggestions_*.py). After an
 intended change to what the detectors find, regenerate with

@@ -206,3 +206,21 @@ def test_suggestion_outcomes() -> None:
     assert outcome(100, -30, applied=None) == (None, "unconfirmed")
     part = SuggestionCheck("x", "x", "part", 100, 500, 400)
     assert part.part_saving_us == 100 and part.realised_us_per_step is None
+
+
+def test_warns_when_gpus_or_versions_differ(tmp_path: Path) -> None:
+    before = build(tmp_path / "before.json", FP32_GEMM, 400, 4, 30)
+    same = compare(before, build(tmp_path / "same.json", FP32_GEMM, 400, 4, 30))
+    assert not [w for w in same.warnings if "different" in w]
+    doc = json.loads(before.read_text())
+    doc["deviceProperties"] = [{**doc["deviceProperties"][0], "name": "Tesla V100-SXM2-16GB"}]
+    doc["cuda_runtime_version"] = 11080
+    other = tmp_path / "v100.json"
+    other.write_text(json.dumps(doc))
+    before_doc = json.loads(before.read_text())
+    before_doc["cuda_runtime_version"] = 12040
+    before.write_text(json.dumps(before_doc))
+    d = compare(before, other)
+    assert "the traces ran on different GPUs (NVIDIA H200 -> Tesla V100-SXM2-16GB): the change is not only the code's" \
+        in d.warnings
+    assert "the traces come from different CUDA runtime versions (12040 -> 11080)" in d.warnings

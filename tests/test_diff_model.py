@@ -109,7 +109,7 @@ def test_unseen_change_is_unconfirmed(tmp_path: Path) -> None:
     assert check.realised_us_per_step is None and check.realised_basis is None and check.came_true is None
     assert check.applied_evidence == "host syncs per steady step 1.0 → 1.0 (expected a fall of ≥ 25 %)"
     text = render_text(d)
-    assert re.search(r"avoid_sync +predicted - +53\.3 µs +realised +- +unconfirmed", text)  # as above
+    assert re.search(r"avoid_sync +predicted saving +53\.3 µs +saved +- +unconfirmed", text)  # as above
     assert "not seen: host syncs per steady step 1.0 → 1.0" in text
 
 

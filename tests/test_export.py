@@ -189,3 +189,22 @@ def test_export_without_a_model_has_no_track_and_says_why(tmp_path, capsys):
     assert not [e for e in _ours(_read(out)) if e.get("tid") == TID_PATH]
     said = capsys.readouterr().out
     assert "no critical-path track: the execution model abstains (no ProfilerStep marks" in said
+
+
+def test_export_rank_directory_one_file_per_rank(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in (0, 1):
+        path = two_steps(tmp_path)
+        doc = json.loads(path.read_text())
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2, "backend": "nccl"}
+        (run / f"rank{rank}.json").write_text(json.dumps(doc))
+        path.unlink()
+    assert main(["export", str(run)]) == 0
+    out = capsys.readouterr().out
+    written = sorted((tmp_path / "run.annotated").iterdir())
+    assert [p.name for p in written] == ["rank0.annotated.json.gz", "rank1.annotated.json.gz"]
+    assert out.count("wrote ") == 2 and out.count(" kB, ") == 2  # a few kB each: sizes in units that fit
+    for rank, path in enumerate(written):
+        doc = _read(path)
+        assert doc["distributedInfo"]["rank"] == rank and _ours(doc)  # the rank's own events, plus tracekit's

@@ -371,7 +371,7 @@ def _ranks_read_once(work: Path, args: tuple[str, ...], out: str, err: str) -> l
         ranks = json.loads(out).get("ranks", [])
         problems += [] if len(ranks) == 2 else [f"{len(ranks)} ranks, not 2"]
     if args[0] == "info":
-        problems += [] if re.search(r"^ranks\s+0, 1$", out, re.M) else [f"ranks line: {out[:200]!r}"]
+        problems += [] if re.search(r"^ranks\s+2 \(0, 1\)$", out, re.M) else [f"ranks line: {out[:200]!r}"]
     return problems
 
 

@@ -207,7 +207,7 @@ def test_cli_capture_option_and_bad_capture_path(tmp_path):
     out = subprocess.run([*run, "info", str(exe), "--capture", str(cap)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     line = [x for x in out.stdout.splitlines() if x.startswith("graph replays:")]
-    assert line == ["graph replays: 21 GPU activities from 3 launches of 1 graph(s); 21 (100.0% of their "
+    assert line == ["graph replays: 21 GPU activities from 3 launches of 1 graph; 21 (100.0% of their "
                     "GPU time) have an op: 21 by capture (order and kind)"]
     bad = subprocess.run([*run, "analyze", str(exe), "--capture", str(tmp_path / "nope.json")],
                          capture_output=True, text=True)

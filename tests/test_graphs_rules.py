@@ -106,4 +106,4 @@ def test_whole_report_has_the_graph_section(tmp_path, monkeypatch):
         html.environment.cache_clear()
         html.asset.cache_clear()
     assert 'id="r0-graphs"' in page
-    assert "graph replays: 8 GPU activities from 4 launches of 1 graph(s); 0 (0.0% of their GPU time)" in page
+    assert "graph replays: 8 GPU activities from 4 launches of 1 graph; 0 (0.0% of their GPU time)" in page

@@ -242,3 +242,32 @@ def test_quiet_stack_and_memory_options(workdir: Path, capsys: pytest.CaptureFix
     assert json.loads(capsys.readouterr().out)["argv"][1:] == ["-o", "x"]  # after SCRIPT: its args
     plain = load(workdir / "args_script.trace.json.gz")
     assert "python_function" not in {e.get("cat") for e in plain["traceEvents"]}
+
+
+def test_profiler_noise_hidden_and_verdict_last(workdir: Path, capfd: pytest.CaptureFixture) -> None:
+    script = workdir / "train.py"
+    script.write_text("import torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                      "for _ in range(4):\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+                      "print('script done')\n")
+    from tracekit.cli import main
+
+    assert main(["profile", "--no-bare", str(script)]) == 0
+    out, err = capfd.readouterr()
+    assert "script done" in out
+    assert "USDT:" not in out + err and "profiler_start" not in out + err
+    assert err.strip().splitlines()[-1] == "tracekit: verdict: CPU-only"  # no CUDA here: CPU activity only
+
+
+def test_native_noise_filter_keeps_other_lines(capfd: pytest.CaptureFixture) -> None:
+    import os
+
+    from tracekit.profile.quiet import NativeNoise
+
+    noise = NativeNoise()
+    with noise.hidden():
+        os.write(2, b"USDT:2026-12-01 15:02:37 11650:11650 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a real warning\n")
+        os.write(1, b"STAGE:2024-01-01 10:00:00 1:1 ActivityProfilerController.cpp:314] Completed Stage: Warm Up\n")
+    assert capfd.readouterr() == ("", "")  # held back while hidden
+    noise.release()
+    assert capfd.readouterr() == ("", "a real warning\n")

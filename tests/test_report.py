@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import shared_trace_files
 from tracebuilder import H200, TraceBuilder
@@ -62,9 +63,13 @@ def sugg(id_: str, title: str, saving: float, pct: float, evidence: tuple = (), 
 def test_view_headline_and_sections(tmp_path):
     r = view_of(small_trace(tmp_path), []).ranks[0]
     tiles = {t.label: t for t in r.tiles}
-    # small_trace: kernels of 20 and 10 µs in two 100 µs steps, each launched by a 5 µs call
-    assert tiles["GPU busy"].value == "30.0 µs" and tiles["GPU busy"].sub == "15.0% of 200 µs span"
-    assert tiles["CPU launch time"].value == "10.0 µs" and tiles["CPU launch time"].sub == "2 launches · 5.00 µs each"
+    # small_trace: kernels of 20 and 10 µs in two 100 µs steps, each launched by a 5 µs call: per step
+    # 15 µs busy of 100 µs, 5 µs of launch calls, 1 launch, 1 kernel
+    busy, launch = tiles["GPU busy per step"], tiles["CPU launch time per step"]
+    assert busy.value == "15.0 µs" and busy.sub == "15.0% of the 100 µs step"
+    assert launch.value == "5.00 µs" and launch.sub == "1 launch per step · 5.00 µs each"
+    assert tiles["Kernels per step"].value == "1" and tiles["Kernels per step"].sub == "2 in total"
+    assert tiles["GPU idle per step"].value == "85.0 µs"
     assert tiles["Steps"].value == "2" and tiles["Steps"].sub == "100 µs per step"
     # one device name: the device table's, with the memory the trace reports (tracebuilder.H200)
     assert tiles["Device"].value == f"NVIDIA H200 SXM 141GB ({fmt_bytes(H200['totalGlobalMem'])} reported)"
@@ -270,6 +275,17 @@ def test_100k_kernels_render_capped(tmp_path):
     assert "8 other streams" in [row["label"] for row in timeline["rows"]]  # 20 streams: 12 shown + 8 merged
     roof = json.loads(re.search(r'id="r0-rf-data">(.*?)</script>', html, re.S).group(1))
     assert len(roof["points"]) <= charts.MAX_ROOFLINE_POINTS
+    # the per-kernel detail: whole steps of 2,000 kernels from the first steady one, within the budget
+    from tracekit.analyzers.timeline_detail import MAX_ACTIVITIES
+
+    detail = timeline["detail"]
+    n_steps = len(detail["steps"])
+    assert n_steps == MAX_ACTIVITIES // 2000 and len(detail["gpu"]["t"]) == 2000 * n_steps
+    assert detail["unit_us"] == 0.01
+    starts = np.cumsum(detail["gpu"]["t"]) * 0.01  # deltas of 10 ns -> µs after the timeline start
+    assert np.allclose(np.diff(starts), 10.0)  # one kernel every 10 µs, as built
+    assert (detail["gpu"]["d"], detail["gpu"]["q"]) == (300, 100)  # every kernel 3 µs, 6 - (1 + 4) = 1 µs late
+    assert out.stat().st_size <= 1_500_000  # the whole report, detail included
 
 
 def test_gpt2_decode_sample_report_size(tmp_path):

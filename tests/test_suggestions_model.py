@@ -37,7 +37,8 @@ def test_suggestion_to_dict_is_json_ready():
     d = s.to_dict()
     assert d == {"id": "x", "title": "t", "saving_us": 12.5, "saving_pct": None, "per_step_us": 6.25,
                  "basis": "span", "traced_saving_us": None, "whatif": "", "combined_saving_us": None,
-                 "formula": "a − b", "snippet": "code", "evidence": [{"kernel": "k", "time_us": 3.0, "n": 2}]}
+                 "formula": "a − b", "snippet": "code", "evidence": [{"kernel": "k", "time_us": 3.0, "n": 2}],
+                 "where": ""}
     json.dumps(d, allow_nan=False)
 
 

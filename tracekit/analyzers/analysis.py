@@ -31,6 +31,8 @@ from tracekit.analyzers.launch import (
     QueueStats,
     launch_overhead,
 )
+from tracekit.analyzers.memory import MemoryView, memory_view
+from tracekit.analyzers.operators import OperatorView, operator_views
 from tracekit.analyzers.roofline import Roofline, roofline
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.step_plan import plan_steps
@@ -65,6 +67,8 @@ class RankAnalysis:
     facts: TraceFacts | None = None  # what the file says: platform, GPUs, versions, counts, CPU ops
     unprofiled: Unprofiled | None = None  # the steady steps projected without the profiler (tracekit.model)
     integrity: Integrity | None = None  # what the trace can support (run before the verdict)
+    memory: MemoryView | None = None  # GPU memory per step (profile_memory traces only)
+    operators: tuple[OperatorView, ...] = ()  # time by op, module and source line (analyzers/operators.py)
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,8 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_u
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
                         timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank),
-                        integrity=audit(rank, plan))
+                        integrity=audit(rank, plan),
+                        memory=memory_view(rank, plan), operators=operator_views(rank, plan, costs))
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,

@@ -13,6 +13,7 @@ import pandas as pd
 from tracekit.trace import tables
 from tracekit.trace.graphs import MATCH_INFERRED, MATCH_NAME, MATCH_ORDER
 from tracekit.trace.model import RankTrace
+from tracekit.units import plural
 
 if TYPE_CHECKING:
     from tracekit.analyzers.costs.attribution import KernelCosts
@@ -68,8 +69,9 @@ class GraphReplays:
 
     def line(self) -> str:
         """One line: what was replayed and what got an op, by what."""
-        head = (f"graph replays: {self.activities} GPU activities from {self.launches} launches of "
-                f"{len(self.graphs)} graph(s); {self.matched_count} ({100 * self.matched_share:.1f}% of "
+        head = (f"graph replays: {plural(self.activities, 'GPU activity', 'GPU activities')} from "
+                f"{plural(self.launches, 'launch', 'launches')} of {plural(len(self.graphs), 'graph')}; "
+                f"{self.matched_count} ({100 * self.matched_share:.1f}% of "
                 "their GPU time) have an op")
         parts = [f"{n} {MATCH_LABELS[k]}" for k, (n, _) in self.matched.items() if n]
         flops = (f"; FLOPs known for {100 * self.flops_known_us / self.gpu_us:.1f}% of their time"

@@ -126,7 +126,7 @@ def roofline(rank: RankTrace, classification: KernelClassification | None, costs
     if rows is not None:
         frame = frame[rows].reset_index(drop=True)
     table = roofline_rows(group_rows(frame), device)
-    notes = _notes(table, device, rank.meta.device_name) + _coverage_notes(costs)
+    notes = _notes(table, device, rank.meta.device_name, cuda=rank.meta.platform == "cuda") + _coverage_notes(costs)
     return Roofline(rank=rank.rank, device=device, device_name=rank.meta.device_name,
                     table=table, notes=notes)
 
@@ -250,7 +250,8 @@ def _coverage_notes(costs: attribution.KernelCosts) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _notes(rows: pd.DataFrame, device: Device | None, device_name: str | None) -> tuple[str, ...]:
+def _notes(rows: pd.DataFrame, device: Device | None, device_name: str | None, *, cuda: bool = True) -> tuple[str, ...]:
+    """Notes on the roofline's ceilings; `cuda`: an NVIDIA trace (TF32 is named only there)."""
     notes = []
     if device is None:
         if device_name:
@@ -267,6 +268,6 @@ def _notes(rows: pd.DataFrame, device: Device | None, device_name: str | None) -
         n = len(assumed)
         rows_text = "1 matrix kernel row" if n == 1 else f"{n} matrix kernel rows"
         notes.append(f"{rows_text} ({fmt_time(assumed[TIME_US].sum())}) do{'es' if n == 1 else ''} not say "
-                     f"which precision {'it uses' if n == 1 else 'they use'}: compared with the {roofs} peak "
-                     "(for fp32 matrix multiplies, that is TF32 off).")
+                     f"which precision {'it uses' if n == 1 else 'they use'}: compared with the {roofs} peak"
+                     + (" (for fp32 matrix multiplies, that is TF32 off)." if cuda else "."))
     return tuple(notes)

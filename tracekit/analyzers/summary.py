@@ -1,10 +1,7 @@
 """What one or more ranks' analyses add up to: the typed body of the `analyze --json` document.
 
-`summarize(analysis)` reduces an Analysis to an `AnalysisSummary` per rank (nothing in it is
-proportional to the events), and summaries combine with `+` / `combine()`: totals add, class and
-library times add, kernel rows are regrouped, queue-delay sketches merge. A pipeline worker ships one
-rank's summary; the parent adds them. `to_dict()` writes the JSON, once, at the edge.
-"""
+A rank's `AnalysisSummary` holds nothing proportional to the events; summaries combine with `+` /
+`combine()` (totals and times add, kernel rows regroup, queue sketches merge); `to_dict()` writes the JSON."""
 
 from __future__ import annotations
 
@@ -32,6 +29,8 @@ from tracekit.analyzers.kernels import (
     summarize,
 )
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
+from tracekit.analyzers.per_step import per_step
+from tracekit.analyzers.rank_views import RankViews, views_dict
 from tracekit.analyzers.roofline import roofline_rows
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
@@ -248,6 +247,7 @@ class AnalysisSummary:
     warnings: tuple[str, ...]
     unprofiled: Unprofiled | None = None  # the ranks' projections without the profiler, added up
     integrity: Integrity | None = None  # the ranks' integrity audits (tracekit.analyzers.integrity)
+    views: tuple[RankViews, ...] = ()  # each rank's memory view and operator groupings (rank_views.py)
 
     def __add__(self, other: AnalysisSummary) -> AnalysisSummary:
         return combine([self, other])
@@ -307,12 +307,16 @@ class AnalysisSummary:
             "traced_evidence": self.totals.evidence,
         }
 
+    def per_step_dict(self) -> dict[str, float] | None:
+        """The traced numbers per steady step, as the text and report show them (analyzers/per_step.py)."""
+        return per_step(self.totals) if self.scope != "trace" else None
+
     def to_dict(self) -> dict[str, Any]:
         """The document's analysis keys (tracekit.analysis/1), in document order, JSON-safe."""
         doc: dict[str, Any] = plain({
             "schema": SCHEMA, "trace": self.path, "ranks": [r.to_dict() for r in self.ranks],
             "device": self.device.to_dict() if self.device is not None else None,
-            "summary": self.summary_dict(),
+            "summary": self.summary_dict(), "per_step": self.per_step_dict(),
             "unprofiled": self.unprofiled.to_dict() if self.unprofiled is not None else None,
             "integrity": self.integrity.to_list() if self.integrity is not None else [],
             "steady_steps": [{"rank": r, "step": s} for r, s in self.steady_steps],
@@ -321,7 +325,8 @@ class AnalysisSummary:
             "classes": self.classes.to_records("class"), "libraries": self.libraries.to_records("library"),
         })
         doc["kernels"] = records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes})  # JSON-safe
-        doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings)}))
+        doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings),
+                          **views_dict(self.views)}))
         return doc
 
 
@@ -342,13 +347,12 @@ def combine(parts: Sequence[AnalysisSummary]) -> AnalysisSummary:
         libraries=KeyTotals.combine([p.libraries for p in parts]), kernels=kernels,
         steps=tuple(s for p in parts for s in p.steps),
         steady_steps=tuple(x for p in parts for x in p.steady_steps),
-        excluded=tuple(x for p in parts for x in p.excluded),
-        graphs=tuple(g for p in parts for g in p.graphs),
+        excluded=tuple(x for p in parts for x in p.excluded), graphs=tuple(g for p in parts for g in p.graphs),
         headline_kernels=tuple(k for p in parts for k in p.headline_kernels),
         steps_total=sum(p.steps_total for p in parts), tokens_per_step=first.tokens_per_step,
         steps_mode=first.steps_mode, warnings=tuple(dict.fromkeys(w for p in parts for w in p.warnings)),
         unprofiled=combine_unprofiled([p.unprofiled for p in parts]),
-        integrity=combine_integrity([p.integrity for p in parts]))
+        integrity=combine_integrity([p.integrity for p in parts]), views=tuple(v for p in parts for v in p.views))
 
 
 def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
@@ -384,11 +388,10 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
         queue=QueueSummary.of(lo.activities[A_QUEUE_US].to_numpy()[mask]),
         classes=classes, libraries=libraries, kernels=kernels,
         steps=steps, steady_steps=tuple((r.rank, s) for s in lo.steady_steps),
-        excluded=tuple((r.rank, p) for p in lo.excluded),
-        graphs=graphs,
-        headline_kernels=headline_kernels(r),
+        excluded=tuple((r.rank, p) for p in lo.excluded), graphs=graphs, headline_kernels=headline_kernels(r),
         steps_total=len(lo.step_totals), tokens_per_step=analysis.tokens_per_step,
-        steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled, integrity=r.integrity)
+        steps_mode=analysis.steps_mode, warnings=analysis.warnings, unprofiled=r.unprofiled, integrity=r.integrity,
+        views=(RankViews(r.rank, r.memory, r.operators),))
 
 
 def summarize_analysis(analysis: Analysis) -> AnalysisSummary:

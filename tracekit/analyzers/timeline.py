@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.step_plan import StepPlan
+from tracekit.analyzers.timeline_detail import TimelineDetail, timeline_detail
 from tracekit.trace import tables
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 from tracekit.trace.model import RankTrace
@@ -47,6 +48,7 @@ class Timeline:
     steps: tuple[StepMark, ...]
     names: tuple[str, ...]  # kernel names (as in the trace) or kernel classes of the cpu row
     classes: tuple[str, ...]  # class of each name ('' when unknown), aligned with names
+    detail: TimelineDetail | None = None  # each activity of the first steady steps, for zooms below a few ms
 
 
 def _top_per_bin(ts: np.ndarray, end: np.ndarray, codes: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -123,6 +125,8 @@ def timeline(rank: RankTrace, plan: StepPlan | None = None, classes: pd.Series |
     stream = gpu[tables.GPU_STREAM].to_numpy()
     rows = [_row("GPU (all streams)", "gpu", ts, end, codes, edges)]
     order = pd.Series(end - ts).groupby(stream).sum().sort_values(ascending=False).index.tolist()
+    stream_row = {s: i + 1 for i, s in enumerate(order[:MAX_STREAM_ROWS])} if len(order) > 1 else {}
+    detail = timeline_detail(rank, plan, t0, stream_row, len(stream_row) + 1 if len(order) > MAX_STREAM_ROWS else 0)
     if len(order) > 1:
         for s in order[:MAX_STREAM_ROWS]:
             m = stream == s
@@ -141,7 +145,7 @@ def timeline(rank: RankTrace, plan: StepPlan | None = None, classes: pd.Series |
         rows.append(_row("CPU launch calls", "cpu", launches[tables.RT_TS].to_numpy(float),
                          launches[tables.RT_END].to_numpy(float), lcodes + offset, edges))
     return Timeline(t0_us=t0, span_us=t1 - t0, bin_us=(t1 - t0) / bins, rows=tuple(rows),
-                    steps=_marks(plan, t0), names=tuple(all_names), classes=tuple(all_classes))
+                    steps=_marks(plan, t0), names=tuple(all_names), classes=tuple(all_classes), detail=detail)
 
 
 MAX_QUEUE_POINTS = 20_000  # above this, the depth is kept as the maximum per bin

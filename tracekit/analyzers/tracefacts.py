@@ -110,7 +110,8 @@ def trace_facts(rank: RankTrace) -> TraceFacts:
         device_name=meta.device_name or (str(device["name"]) if device.get("name") else None),
         device_memory_bytes=_int(device.get("totalGlobalMem")),
         gpus=_gpus(meta.device_properties),
-        versions=tuple((str(k), str(v)) for k, v in (meta.versions or {}).items()),
+        versions=tuple((str(k), str(v)) for k, v in (meta.versions or {}).items())
+        + ((("torch", str(meta.tracekit["torch"])),) if isinstance(meta.tracekit, dict) and meta.tracekit.get("torch") else ()),
         distributed=tuple((str(k), str(v)) for k, v in dist.items() if not isinstance(v, (Mapping, list, tuple))),
         counts=tuple(sorted(((str(k), int(v)) for k, v in rank.counts.items()), key=lambda kv: -kv[1])),
         skipped=int(rank.skipped),

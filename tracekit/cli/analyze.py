@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 @click.option("--tokens-per-step", type=float, default=None,
               help="Tokens generated per profiler step (decode), to report kernels per token.")
 @click.option("--top", default=15, show_default=True, help="How many kernel rows to list.")
+@click.option("--by", "by", type=click.Choice(["op", "module", "line"]), default=None,
+              help="Print time by aten op, nn.Module or source line (self/total CPU, GPU time launched, launches, "
+              "FLOPs) instead of the kernel view; module and line need a trace recorded with stacks.")
 @steps_option
 @max_bytes_option
 @capture_option
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 @scheduler_options
 @quiet_option
 def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per_step: float | None, top: int,
-            steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...],
+            by: str | None, steps: StepSelection, max_bytes: int | None, captures: tuple[str, ...],
             overhead: ProfilerOverhead | None, jobs: int | None,
             scheduler: str | None, quiet: bool) -> None:
     """Classify kernels, measure launch overhead vs GPU time, place kernels on the roofline.
@@ -49,7 +52,19 @@ def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per
                          tokens_per_step=tokens_per_step, steps=steps, max_bytes=max_bytes, captures=captures,
                          progress_quiet=quiet or as_json, overhead=overhead)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        doc = result.to_dict()
+        if by is not None:  # only that grouping
+            for entry in doc.get("operators", []):
+                entry["groupings"] = [g for g in entry["groupings"] if g["by"] == by]
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+    elif by is not None:
+        from tracekit.report.operators_view import operator_lines
+        from tracekit.report.text import safe
+
+        summary = result.summary
+        click.echo("\n".join([f"trace     {safe(result.path)}",
+                              *operator_lines(summary.views, by, top=max(top, 25),
+                                              steps={r.rank: r.totals.steps for r in summary.ranks})]))
     else:
         from tracekit.report.text import render_text
 

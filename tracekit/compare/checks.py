@@ -141,3 +141,24 @@ def check(suggestion: Suggestion, before: Analysis, after: Analysis, sb: Selecti
         applied=made.applied, applied_evidence=made.evidence, realised_us_per_step=realised,
         realised_basis=None if realised is None else basis,
     )
+
+
+SETUP_VERSIONS = (("torch", "PyTorch"), ("cuda_runtime_version", "CUDA runtime"), ("hip_runtime_version", "HIP runtime"))
+
+
+def setup_warnings(before: Analysis, after: Analysis) -> list[str]:
+    """A line when the two traces ran on different GPUs or PyTorch / CUDA versions (as far as each
+    trace says): their differences are then not only the code's."""
+    def first(a: Analysis) -> tuple[str | None, dict[str, str]]:
+        facts = next((r.facts for r in a.ranks if r.facts is not None and r.facts.has_gpu), None)
+        facts = facts or next((r.facts for r in a.ranks if r.facts is not None), None)
+        return (facts.device_name, dict(facts.versions)) if facts is not None else (None, {})
+
+    (gpu_b, ver_b), (gpu_a, ver_a) = first(before), first(after)
+    out = []
+    if gpu_b and gpu_a and gpu_b != gpu_a:
+        out.append(f"the traces ran on different GPUs ({gpu_b} -> {gpu_a}): the change is not only the code's")
+    for key, label in SETUP_VERSIONS:
+        if ver_b.get(key) and ver_a.get(key) and ver_b[key] != ver_a[key]:
+            out.append(f"the traces come from different {label} versions ({ver_b[key]} -> {ver_a[key]})")
+    return out

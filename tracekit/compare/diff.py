@@ -24,7 +24,14 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.analyzers.totals import LaunchTotals
 from tracekit.analyzers.unprofiled import Unprofiled
-from tracekit.compare.checks import Change, SuggestionCheck, check, direction, target
+from tracekit.compare.checks import (
+    Change,
+    SuggestionCheck,
+    check,
+    direction,
+    setup_warnings,
+    target,
+)
 from tracekit.jsonsafe import plain
 from tracekit.suggestions.model import Suggestion
 
@@ -284,6 +291,7 @@ def diff(before: Analysis, after: Analysis, suggestions: Sequence[Suggestion] = 
         kernels=_kernels(before, after, nb, na), attribution=_attribution(classes, idle),
         suggestions=(), projected=projected, measured=measured,
     )
+    warnings += setup_warnings(before, after)
     if not nb or not na:
         warnings.append("a trace has no steady steps: per-step numbers are over the whole trace")
     checks = tuple(check(s, before, after, sb, sa, shell.headline, shell.headline_kind) for s in suggestions)

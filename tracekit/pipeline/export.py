@@ -20,10 +20,11 @@ import msgspec
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.kernels import CLASS, OTHER
 from tracekit.analyzers.timeline import QueueDepth, launch_queue_depth
-from tracekit.errors import TraceFormatError
+from tracekit.errors import OutputError, TraceFormatError
 from tracekit.model.critical import critical_segments
 from tracekit.model.outlook import RankModel
 from tracekit.output import check_target, write_stream
+from tracekit.paths import export_path
 from tracekit.pipeline.export_raw import PID, BadEvents, annotated, is_ours, offset_in, raw_chunks
 from tracekit.pipeline.local import analyse_trace, load_file
 from tracekit.suggestions import Suggestion
@@ -273,6 +274,24 @@ def export(trace_path: str | Path, out_path: str | Path, *, force: bool = False)
 
     target = write_stream(out_path, write, force=force, inputs=inputs)
     return Exported(target, added[0], add.note, add.warnings)
+
+
+def rank_files(trace_path: str | Path) -> list[Path]:
+    """The trace files TRACE names (one, or every rank file of a directory)."""
+    return trace_files(trace_path)
+
+
+def export_ranks(trace_path: str | Path, out_dir: str | Path | None, *, force: bool = False) -> list[Exported]:
+    """Each rank file of the directory `trace_path` exported on its own (`export`) into `out_dir`
+    (default: DIR.annotated beside it), as RANKFILE_STEM.annotated.json.gz: one file per rank."""
+    files = trace_files(trace_path)
+    src = Path(trace_path)
+    target = Path(out_dir) if out_dir is not None else src.with_name(f"{src.resolve().name}.annotated")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot create the output directory ({exc.strerror or type(exc).__name__})") from None
+    return [export(f, target / export_path(f).name, force=force) for f in files]
 
 
 def _chain(first: Sequence[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

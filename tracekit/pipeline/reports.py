@@ -134,3 +134,11 @@ def render_html(analysis: Analysis | Mapping[int, Analysis], trace: Trace | None
     views = [rank_view(a, sugg.get(r), shown) for r, a in analyses.items()]
     path = str(getattr(trace, "path", "") or next(iter(analyses.values())).path)
     return render(report_view(views, path=path, warnings=shown, version=__version__))
+
+
+def verdict_line(result: RunResult) -> str:
+    """The report's headline in one line: 'verdict: Launch-bound; biggest win: Capture the step ... (~6.37 ms per step)'."""
+    from tracekit.report.headline import job_headline
+
+    label, win = job_headline(result.summary, result.suggestions)
+    return f"verdict: {label or 'none'}" + (f"; biggest win: {win}" if win else "")

@@ -33,6 +33,7 @@ class ProfileRun:
     cuda: bool = False  # whether GPU activity was recorded
     report_error: str | None = None  # why the report could not be written (the trace was)
     report_note: str | None = None  # why no report was planned after all (the trace went to a device)
+    verdict: str = ""  # the report's headline in one line: what bounds the step, the biggest win
 
     @cached_property
     def analysis(self) -> Analysis:
@@ -43,13 +44,13 @@ class ProfileRun:
 
 
 def report_writer() -> Callable[..., Any]:
-    """`tracekit.pipeline.reports.write_report` in this process (imported on first use: the report is the
-    last step; a profiled run writes one trace per process, so there is nothing to spread)."""
+    """`tracekit.pipeline.reports.produce_report` in this process (imported on first use: the report is
+    the last step; a profiled run writes one trace per process, so there is nothing to spread)."""
     from functools import partial
 
-    from tracekit.pipeline.reports import write_report
+    from tracekit.pipeline.reports import produce_report
 
-    return partial(write_report, jobs=1)
+    return partial(produce_report, jobs=1)
 
 
 def plan_outputs(trace_path: Path, *, force: bool, report: bool) -> Path | None:
@@ -168,6 +169,7 @@ def finish(
         return None
     trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
     report_error = None
+    verdict = ""
     writer = report_writer() if report_path is not None else None
     report_note = None
     if writer is not None and not Path(trace_path).is_file():  # -o /dev/null, a FIFO: nothing to read back
@@ -179,6 +181,10 @@ def finish(
             written = writer(trace_path, report_path, force=force)
             if isinstance(written, (str, Path)):
                 report_path = Path(written)
+            elif hasattr(written, "path"):  # a WrittenReport: the path and the analysis behind it
+                from tracekit.pipeline.reports import verdict_line
+
+                report_path, verdict = Path(written.path), verdict_line(written.result)
         except Exception as exc:  # the trace is safe; say why the report is missing
             report_error = f"report not written: {type(exc).__name__}: {exc}"
             report_path = None
@@ -191,6 +197,7 @@ def finish(
         cuda=session.cuda,
         report_error=report_error,
         report_note=report_note,
+        verdict=verdict,
     )
 
 

@@ -102,6 +102,8 @@ def profile_target(
     if result.report_error is not None:
         _tell(f"tracekit: error: {visible(result.report_error)}")
         return status or TRACEKIT_FAILURE
+    if result.verdict:
+        say(result.verdict)  # last: what bounds the step, and the biggest win
     return status
 
 

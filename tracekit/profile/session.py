@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from tracekit.errors import ProfileError
 from tracekit.profile import steps
 from tracekit.profile.optim_steps import OptimizerSteps
+from tracekit.profile.quiet import NativeNoise
 from tracekit.profile.triton_meta import TritonRecorder
 
 INSTALL_HINT = "pip install 'tracekit[profile]'"
@@ -134,6 +135,7 @@ class Session:
         self._prof: Any = None
         self._optimizer_hook: OptimizerSteps | None = None
         self._running = False
+        self._noise = NativeNoise()  # the profiler's own C++ lines, kept off the terminal
 
     @property
     def profiler(self) -> Any:
@@ -168,8 +170,10 @@ class Session:
             with warnings.catch_warnings():
                 # "Profiler clears events at the end of each cycle": tracekit records one cycle
                 warnings.filterwarnings("ignore", message=".*clears events.*")
-                self._prof.start()
+                with self._noise.hidden():
+                    self._prof.start()
         except Exception as exc:
+            self._noise.release()
             self._cleanup()
             raise ProfileError(f"torch.profiler could not start: {exc}") from None
         self._running = True
@@ -180,8 +184,10 @@ class Session:
             return
         self._running = False
         try:
-            self._prof.stop()
+            with self._noise.hidden():
+                self._prof.stop()
         finally:
+            self._noise.release()
             self._cleanup()
 
     def _cleanup(self) -> None:
@@ -207,7 +213,8 @@ class Session:
         """End ProfilerStep#marks and start the next one."""
         if self._running:
             self.marks += 1
-            self._prof.step()
+            with self._noise.hidden():
+                self._prof.step()
 
     def _on_optimizer_step(self, optimizer: object) -> None:
         if self._explicit:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.timeline import Timeline
+from tracekit.analyzers.timeline_detail import TimelineDetail
 from tracekit.report.names import short_name
 from tracekit.report.palette import class_color
 from tracekit.report.tables import by_time, fmt_shapes
@@ -37,6 +39,44 @@ def timeline(tl: Timeline) -> dict[str, Any]:
              "phase": m.phase, "phase_text": PHASE_TEXT.get(m.phase, m.phase)}
             for m in tl.steps
         ],
+        "detail": detail_data(tl.detail) if tl.detail is not None else None,
+    }
+
+
+DETAIL_UNIT_US = 0.01  # the detail's integers count 10 ns
+
+
+def _ns_deltas(us: np.ndarray) -> list[int]:
+    """Start times (µs, sorted) as integer steps of DETAIL_UNIT_US from the previous one (the first from 0)."""
+    ns = np.round(np.asarray(us, dtype=float) / DETAIL_UNIT_US).astype(np.int64)
+    return np.diff(ns, prepend=0).tolist()
+
+
+def _ns(us: np.ndarray) -> list[int]:
+    return np.round(np.asarray(us, dtype=float) / DETAIL_UNIT_US).astype(np.int64).tolist()
+
+
+def _packed(values: list[int]) -> list[int] | int:
+    """A list whose values are all equal as that one value (the page reads either)."""
+    return values[0] if len(values) > 1 and values.count(values[0]) == len(values) else values
+
+
+def detail_data(d: TimelineDetail) -> dict[str, Any]:
+    """The per-activity arrays the timeline draws below a few ms: starts as deltas, durations and launch
+    delays (-1: no launch), all in DETAIL_UNIT_US; indexes into names/shapes (-1: none)."""
+    order = np.argsort(d.launch_ts, kind="stable")
+    ops = np.argsort(d.op_ts, kind="stable")
+    delay = np.where(np.isnan(d.gpu_delay), -1, np.round(d.gpu_delay / DETAIL_UNIT_US)).astype(np.int64).tolist()
+    kernels = set(d.gpu_name.tolist())
+    return {
+        "steps": list(d.steps), "start": round(d.start_us, 3), "end": round(d.end_us, 3), "unit_us": DETAIL_UNIT_US,
+        "names": [short_name(n) if i in kernels else n for i, n in enumerate(d.names)], "shapes": list(d.shapes),
+        "gpu": {"t": _ns_deltas(d.gpu_ts), "d": _packed(_ns(d.gpu_dur)), "r": _packed(d.gpu_row.tolist()),
+                "n": _packed(d.gpu_name.tolist()), "o": _packed(d.gpu_op.tolist()), "s": _packed(d.gpu_shape.tolist()),
+                "q": _packed(delay)},
+        "launch": {"t": _ns_deltas(d.launch_ts[order]), "d": _packed(_ns(d.launch_dur[order])),
+                   "n": _packed(d.launch_name[order].tolist())},
+        "ops": {"t": _ns_deltas(d.op_ts[ops]), "d": _packed(_ns(d.op_dur[ops])), "n": _packed(d.op_name[ops].tolist())},
     }
 
 

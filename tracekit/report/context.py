@@ -28,7 +28,9 @@ from tracekit.report.headline import (
     verdict_label,
     verdict_rule,
 )
+from tracekit.report.memory_view import MemoryCard, memory_card
 from tracekit.report.meta import SHAPES_WARNING, cpu_bars, meta_rows, warnings
+from tracekit.report.operators_view import OperatorCard, operator_cards
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, overlap_note, suggestion_views
 from tracekit.report.tables import (
@@ -41,7 +43,7 @@ from tracekit.report.tables import (
     summary_bars,
 )
 from tracekit.suggestions.model import Suggestion
-from tracekit.units import DASH, fmt_int, fmt_pct, fmt_time
+from tracekit.units import DASH, fmt_int, fmt_pct, fmt_time, plural
 
 __all__ = ["SHAPES_WARNING", "RankRow", "RankView", "ReportView", "Tile", "rank_view", "report_title",
            "report_view"]
@@ -109,6 +111,9 @@ class RankView:
     source: str  # the rank's trace file
     graphs: GraphSection | None = None  # CUDA graph replays (report/graphs_view.py)
     model_note: str = ""  # the headline's line when the execution model abstains, with its reason
+    totals_scope: str = "totals"  # what the cards of totals add up: 'totals over the 20 steady steps'
+    memory: MemoryCard | None = None  # GPU memory per step (profile_memory traces)
+    operators: tuple[OperatorCard, ...] = ()  # time by op / module / source line, sortable
 
     @property
     def shapes_missing(self) -> bool:
@@ -236,6 +241,9 @@ def rank_view(analysis: Analysis, suggestions: Sequence[Suggestion] | None, show
         source=facts.path,
         graphs=graph_section([r.graphs for r in analysis.ranks if r.graphs is not None]),
         model_note=model_line(analysis) if facts.has_gpu else "",
+        memory=memory_card(ra.memory, verdict), operators=operator_cards(ra.operators),
+        totals_scope=(f"totals over the {plural(analysis.totals.steps, 'steady step')}"
+                      if all(r.launch.scope != "trace" for r in analysis.ranks) else "totals over the whole trace"),
     )
 
 

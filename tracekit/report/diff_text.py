@@ -15,6 +15,7 @@ from tracekit.compare.diff import (
     TraceDiff,
     direction,
 )
+from tracekit.report.names import MAX_TITLE, short_name
 from tracekit.report.text import safe
 from tracekit.units import fmt_us
 
@@ -75,6 +76,32 @@ def headline_lines(d: TraceDiff, arrow: str = "->", fmt: Callable[[float], str] 
     return lines
 
 
+def split_names(text: str) -> list[str]:
+    """The kernel names of a ", "-joined list (commas inside <...> or (...) belong to a name)."""
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0 and text.startswith(", ", i):
+            names.append(text[start:i])
+            start = i + 2
+    if text[start:]:
+        names.append(text[start:])
+    return names
+
+
+def collapsed(text: str) -> tuple[str, str]:
+    """(the first kernel's short name and how many more, the full list for the hover) of a kernel list."""
+    names = split_names(text)
+    if not names:
+        return "-", ""
+    shown = short_name(names[0]) + (f" +{len(names) - 1} more" if len(names) > 1 else "")
+    full = "\n".join(names)
+    return shown, full if len(full) <= MAX_TITLE * 4 else full[: MAX_TITLE * 4 - 1] + "…"
+
+
 def render_text(d: TraceDiff, top: int = 10) -> str:
     """The diff as text: step metrics, classes, idle, ops that moved, new/vanished kernels, suggestions."""
     lines = [f"before  {safe(d.before_path)}  ({d.before_steps} steps, {d.verdict[0]}"
@@ -99,8 +126,8 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
         lines.append(f"  {r['part']:16s} {fmt_us(r[BEFORE]):>10s} {fmt_us(r[AFTER]):>10s} {_signed(r[DELTA]):>10s}")
     lines += ["", "ops that moved most (matched by launching op and input shapes):"]
     for r in d.moved.head(top).to_dict("records"):
-        kernels = r["kernels_before"] if r["kernels_before"] == r["kernels_after"] else \
-            f"{r['kernels_before'] or '-'} => {r['kernels_after'] or '-'}"
+        kb, ka = collapsed(str(r["kernels_before"]))[0], collapsed(str(r["kernels_after"]))[0]
+        kernels = kb if kb == ka else f"{kb} => {ka}"
         lines.append(f"  {_signed(r[DELTA]):>10s} {fmt_us(r[BEFORE]):>10s} -> {fmt_us(r[AFTER]):>10s} "
                      f"{r['match']:9s} {safe(r['op'], 32)} {safe(r['shapes'], 40)}  [{safe(kernels, 90)}]")
     for label, status in (("new kernels", "new"), ("vanished kernels", "vanished")):
@@ -109,17 +136,17 @@ def render_text(d: TraceDiff, top: int = 10) -> str:
             lines += ["", f"{label} ({len(rows)}):"]
             for r in rows.head(5).to_dict("records"):
                 t = r[AFTER] if status == "new" else r[BEFORE]
-                lines.append(f"  {fmt_us(t):>10s}  {safe(r['class']):13s} {safe(r['name'], 90)}")
+                lines.append(f"  {fmt_us(t):>10s}  {safe(r['class']):13s} {safe(short_name(str(r['name'])), 90)}")
     if d.suggestions:
-        lines += ["", f"suggestions on BEFORE: credited only where AFTER shows the change; predicted saving "
-                      f"vs the change of the step ({d.headline_kind})"]
+        lines += ["", f"suggestions on BEFORE: credited only where AFTER shows the change; predicted saving per "
+                      f"step vs the saving of the step ({d.headline_kind}; saved time is positive)"]
         for s in d.suggestions:
             pred = "-" if s.predicted_us_per_step is None else fmt_us(s.predicted_us_per_step)
-            real = "-" if s.realised_us_per_step is None else _signed(-s.realised_us_per_step)
+            real = "-" if s.realised_us_per_step is None else fmt_us(s.realised_us_per_step)
             verdict = s.outcome or "-"
             part = "" if s.before_part_us is None or s.after_part_us is None else \
                 f"  ({s.target}: {fmt_us(s.before_part_us)} -> {fmt_us(s.after_part_us)})"
-            lines.append(f"  {s.id:18s} predicted -{pred:>10s}  realised {real:>10s}  {verdict}")
+            lines.append(f"  {s.id:18s} predicted saving {pred:>10s}  saved {real:>10s}  {verdict}")
             lines.append(f"  {'':18s} {APPLIED_WORDS[s.applied]}: {safe(s.applied_evidence)}{part}")
     for w in d.warnings:
         lines.append(f"note: {w}")

@@ -16,8 +16,9 @@ from markupsafe import Markup
 
 from tracekit.compare.diff import AFTER, BEFORE, DELTA, MOVED_ROWS, TraceDiff, direction
 from tracekit.output import write_atomic
-from tracekit.report.diff_text import APPLIED_WORDS, headline_lines
+from tracekit.report.diff_text import APPLIED_WORDS, collapsed, headline_lines
 from tracekit.report.html import asset, environment
+from tracekit.report.names import short_name
 from tracekit.units import fmt_time
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Row:
 
     cells: tuple[str, ...]
     css: str = ""
+    titles: tuple[str, ...] = ()  # hover text per cell ("" where the cell shows all of it)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,19 @@ def _rows(table: pd.DataFrame, label: Callable[[Mapping[str, Any]], tuple[str, .
                      _css(r[DELTA], scale)) for r in table.head(limit).to_dict("records"))
 
 
+def _moved(table: pd.DataFrame, scale: float) -> tuple[Row, ...]:
+    """The ops that moved most, numbers first: before, after, change, op, shapes, match, kernels."""
+    rows = []
+    for r in table.head(MOVED_ROWS).to_dict("records"):
+        kb, kb_full = collapsed(str(r["kernels_before"]))
+        ka, ka_full = collapsed(str(r["kernels_after"]))
+        op, shapes = str(r["op"]), str(r["shapes"])
+        rows.append(Row((fmt_time(r[BEFORE]), fmt_time(r[AFTER]), _signed(r[DELTA]), op, shapes or "–",
+                         str(r["match"]), kb, ka), _css(r[DELTA], scale),
+                        ("", "", "", op, shapes, "", kb_full, ka_full)))
+    return tuple(rows)
+
+
 def _verdict(verdict: str, cause: str | None) -> str:
     return f"{verdict}: {cause}" if cause else verdict
 
@@ -129,9 +144,9 @@ def diff_view(d: TraceDiff, version: str) -> DiffView:
         attributed=attributed, metrics=tuple(metrics),
         classes=_rows(d.classes, lambda r: (r["class"],), scale),
         idle=_rows(d.idle, lambda r: (r["part"],), scale),
-        moved=_rows(d.moved, lambda r: (r["op"], r["shapes"], r["match"], r["kernels_before"], r["kernels_after"]),
-                    scale, MOVED_ROWS),
-        kernels=_rows(kernels, lambda r: (r["match"], r["class"], r["name"]), scale),
+        moved=_moved(d.moved, scale),
+        kernels=tuple(Row((*r.cells[:2], short_name(r.cells[2]), *r.cells[3:]), r.css, ("", "", r.cells[2]))
+                      for r in _rows(kernels, lambda r: (r["match"], r["class"], r["name"]), scale)),
         suggestions=tuple(checks), warnings=d.warnings,
     )
 

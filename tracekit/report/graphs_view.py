@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracekit.analyzers.graphs import GraphReplays
+from tracekit.report.names import hover_name, short_name
 from tracekit.units import DASH, fmt_pct, fmt_time
 
 
@@ -19,7 +20,7 @@ class GraphRow:
     with_op: str
     with_flops: str
     source: str
-    kernels: tuple[tuple[str, str, str, str], ...]  # (name, op, count, time)
+    kernels: tuple[tuple[str, str, str, str, str], ...]  # (short name, op, count, time, full name)
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ def graph_section(replays: Sequence[GraphReplays]) -> GraphSection | None:
     rows = []
     for doc in replays:
         for g in doc.graphs:
-            kernels = tuple((str(k["name"]), str(k["op"] or DASH), str(k["count"]), fmt_time(k["time_us"]))
-                            for k in g.kernels)
+            kernels = tuple((short_name(str(k["name"])), str(k["op"] or DASH), str(k["count"]),
+                             fmt_time(k["time_us"]), hover_name(str(k["name"]))) for k in g.kernels)
             rows.append(GraphRow(
                 graph=f"#{g.graph}", launches=str(g.launches), activities=str(g.activities_per_replay),
                 gpu_time=fmt_time(g.gpu_us_per_replay), span=fmt_time(g.span_us_per_replay),

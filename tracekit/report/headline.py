@@ -11,8 +11,8 @@ from tracekit.analyzers.launch import LaunchTotals
 from tracekit.analyzers.tracefacts import TraceFacts, device_label
 from tracekit.jsonsafe import plain
 from tracekit.report.meta import threads_text
-from tracekit.report.tables import Bar, idle_parts
-from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time, plural
+from tracekit.report.tables import Bar
+from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time
 
 if TYPE_CHECKING:
     from tracekit.analyzers.summary import AnalysisSummary
@@ -101,14 +101,15 @@ def _device_tile(a: Analysis, facts: TraceFacts) -> Tile:
     return Tile("Device", name, " · ".join(parts), text=True)
 
 
-def _idle_tile(t: LaunchTotals) -> Tile:
+def _idle_tile(t: LaunchTotals, n: int) -> Tile:
+    """GPU idle per step (n steps; 0: the whole trace): the union over streams, with the share of it
+    spent waiting for the CPU."""
     idle, span = t.gpu_idle_us, t.span_us
-    host = next((p for p in idle_parts(t) if p[0] == "host wait"), None)
-    if host is not None:
-        sub = f"{fmt_pct(host[1] / 100)} of gaps wait for the host"
-    else:
-        sub = f"{fmt_pct(idle / span)} of span" if span else ""
-    return Tile("GPU idle", fmt_time(idle), sub)
+    cpu_late = t.launch_gap_us + t.data_wait_us + t.sync_wait_us + t.copy_wait_us + t.cpu_wait_us
+    sub = f"{fmt_pct(cpu_late / idle)} of it waits for the host" if idle > 0 and cpu_late > 0 else \
+        (f"{fmt_pct(idle / span)} of span" if span else "")
+    return Tile("GPU idle per step" if n else "GPU idle", fmt_time(idle / n if n else idle), sub,
+                title="no kernel, copy or memset on any stream (the union over streams)")
 
 
 def unprofiled_tile(a: Analysis) -> Tile | None:
@@ -164,15 +165,25 @@ def tiles(a: Analysis, facts: TraceFacts) -> tuple[Tile, ...]:
         )
     each = fmt_time(t.cpu_launch_us / t.launches) if t.launches else DASH
     model = unprofiled_tile(a)
+    per = " per step" if n_steps else ""
+    d = n_steps or 1  # the headline tiles are per steady step; without step marks, over the whole trace
+    span_words = f"the {fmt_time(span / d)} step" if n_steps else f"the {fmt_time(span)} span"
+    launches = t.launches / d
     return (
         *((model,) if model is not None else ()),
-        Tile("GPU busy", fmt_time(busy), f"{fmt_pct(busy / span) if span else DASH} of {fmt_time(span)} span"),
-        Tile("CPU launch time", fmt_time(t.cpu_launch_us), f"{plural(t.launches, 'launch', 'launches')} · {each} each"),
-        _idle_tile(t),
-        Tile("Kernels", fmt_int(t.kernels), f"{fmt_int(t.kernels / n_steps)} per step" if n_steps and t.kernels else ""),
+        Tile("GPU busy" + per, fmt_time(busy / d), f"{fmt_pct(busy / span) if span else DASH} of {span_words}"),
+        Tile("CPU launch time" + per, fmt_time(t.cpu_launch_us / d),
+             f"{_count(launches)} {'launch' if launches == 1 else 'launches'}{per} · {each} each"),
+        _idle_tile(t, n_steps),
+        Tile("Kernels" + per, _count(t.kernels / d), f"{fmt_int(t.kernels)} in total" if n_steps else "whole trace"),
         steps_tile,
         device_tile,
     )
+
+
+def _count(x: float) -> str:
+    """A count per step: whole numbers as integers, else one decimal."""
+    return fmt_int(x) if float(x).is_integer() else f"{x:,.1f}"
 
 
 def job_headline(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion]) -> tuple[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tracekit.report.names import short_name
+from tracekit.report.text import ranks_line
 from tracekit.terminal import visible
 from tracekit.units import fmt_us, plural
 
@@ -20,7 +21,7 @@ def render_text(counts: TraceCounts) -> str:
     """`tracekit info` as text: the trace, then each rank's counts, then one line per rank's CUDA-graph replays."""
     lines = [f"trace     {visible(counts.path)}",
              f"device    {visible(counts.device_name or 'not named in the trace')} ({counts.ranks[0].platform})",
-             f"ranks     {', '.join(str(r.rank) for r in counts.ranks)}",
+             ranks_line(counts.ranks),
              f"steps     {counts.steps or 'none marked (whole trace = one step)'}"]
     if counts.cpu_only:
         lines.append("GPU       none: CPU-only trace (no kernels, memcpy or memset)")

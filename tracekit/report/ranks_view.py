@@ -10,7 +10,7 @@ import numpy as np
 
 from tracekit.report.palette import VERDICTS
 from tracekit.report.suggest_view import SuggestionView, suggestion_views
-from tracekit.units import fmt_pct, fmt_time
+from tracekit.units import fmt_pct, fmt_time, plural
 
 if TYPE_CHECKING:
     from tracekit.analyzers.ranks import CrossRank, RankStep
@@ -125,7 +125,7 @@ def cross_rank_view(cross: CrossRank | None, suggestions: Sequence[Suggestion]) 
         sentence = (f"No straggler: no rank arrives last at the collectives in most steps more often than "
                     f"chance would{top}; the ranks wait "
                     f"{fmt_time(cross.wait_us / max(len(cross.steps), 1) / n)} per step on average.")
-    note = f"{len(cross.steps)} step(s) compared (present and steady on every rank)"
+    note = f"{plural(len(cross.steps), 'step')} compared (present and steady on every rank)"
     return CrossRankView(sentence=sentence, steps_note=note, stragglers=stragglers, verdicts=verdicts,
                          ranks=ranks, skew=skew, more_skew=max(len(cross.skew) - MAX_SKEW_ROWS, 0),
                          suggestions=tuple(suggestion_views(suggestions)))

@@ -57,6 +57,7 @@ class SuggestionView:
     combined: str = ""  # the saving of this change together with those ranked above it, per step
     saving_per_step_us: float | None = None  # the numbers behind `saving` and `combined` (overlap_note adds them)
     combined_per_step_us: float | None = None
+    where: str = ""  # the source line or module that launched most of the evidence's kernels
 
 
 def fmt_value(key: str, value: EvidenceValue) -> str:
@@ -191,6 +192,7 @@ def suggestion_views(suggestions: Sequence[Suggestion] | None, totals: LaunchTot
                 combined=combined,
                 saving_per_step_us=s.saving_us / n,
                 combined_per_step_us=together,
+                where=s.where,
             )
         )
     return out

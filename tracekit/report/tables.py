@@ -108,7 +108,7 @@ def fmt_shapes(shapes: object) -> str:
 
 COLUMNS: tuple[Column, ...] = (
     Column("name", "Kernel", False, css="l kname"),
-    Column("class", "Class", False, css="l"),
+    Column("class", "Class", False, css="l clip-s"),
     Column("library", "Library", False, css="l"),
     Column("op", "Op", False, "the innermost CPU op that launched it", css="l clip"),
     Column("shapes", "Shapes", False, "input shapes of the op", css="l clip"),
@@ -134,7 +134,7 @@ def _numcell(value: object, fmt: Callable[[object], str]) -> Cell:
 def name_cell(name: str) -> Cell:
     """The short kernel name, with the full one (demangled, capped) as hover text."""
     short = short_name(name)
-    title = hover_name(name) if short != name or len(name) > 32 else ""
+    title = hover_name(name) if short != name or len(name) > 22 else ""
     return Cell(short, short.lower(), title)
 
 
@@ -170,10 +170,10 @@ def kernel_table(kernels: pd.DataFrame) -> KernelTable:
         rows.append(
             (
                 name_cell(str(k.name)),
-                _textcell(k._1),  # the 'class' column (a keyword, renamed by itertuples)
+                _textcell(k._1, clip=11),  # the 'class' column (a keyword, renamed by itertuples)
                 _textcell(k.library),
-                _textcell(k.op, clip=24),
-                _textcell(fmt_shapes(k.shapes), clip=24),
+                _textcell(k.op, clip=13),
+                _textcell(fmt_shapes(k.shapes), clip=13),
                 _textcell(k.dtype),
                 _numcell(k.count, fmt_int),
                 _numcell(t, fmt_time),
@@ -245,17 +245,18 @@ def _pct_of(part: float | None, whole: float) -> float:
     return 0.0 if part is None or whole <= 0 else round(min(100.0, 100.0 * part / whole), 2)
 
 
-# idle breakdown (summed over streams, HTA-style): LaunchTotals field -> label and css swatch
+# idle breakdown: the time no stream has GPU work (the union over streams, so the parts add up to the
+# step's GPU idle and never exceed its span), by what kept it idle: LaunchTotals fields -> label, css swatch
 IDLE_PARTS = (
-    ("host_wait_us", "host wait", "host"),
-    ("kernel_wait_us", "kernel wait", "kwait"),
-    ("other_idle_us", "other", "other"),
+    (("launch_gap_us",), "waiting for launches", "host"),
+    (("cpu_wait_us", "data_wait_us", "sync_wait_us", "copy_wait_us"), "other CPU work (Python, DataLoader, syncs, copies)", "other"),
+    (("gpu_gap_us",), "waiting on the GPU itself", "kwait"),
 )
 
 
 def idle_parts(t: LaunchTotals) -> tuple[tuple[str, float, str, str], ...]:
     """(label, share of the breakdown in %, text, css) for the idle breakdown of a step or summary."""
-    values = [(label, css, float(getattr(t, key))) for key, label, css in IDLE_PARTS]
+    values = [(label, css, float(sum(getattr(t, key) for key in keys))) for keys, label, css in IDLE_PARTS]
     total = sum(v for _, _, v in values if v) or 0.0
     return tuple(
         (label, _pct_of(v, total), f"{label}: {fmt_time(v)} ({fmt_pct(v / total)})", css)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tracekit.analyzers.per_step import PER_STEP_FIELDS
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
-from tracekit.report.names import demangle
+from tracekit.report.memory_view import memory_lines
+from tracekit.report.names import demangle, short_name
+from tracekit.report.tables import fmt_shapes
 from tracekit.terminal import visible
 from tracekit.units import fmt_us, plural
 
@@ -53,7 +56,7 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
     multi = len(summary.ranks) > 1
     device = summary.device.name if summary.device is not None else None
     verdict = head.verdict + (f" ({head.cause})" if head.cause else "")
-    lines = [f"trace     {safe(summary.path if path is None else path)}", f"ranks     {', '.join(str(r.rank) for r in summary.ranks)}",
+    lines = [f"trace     {safe(summary.path if path is None else path)}", ranks_line(summary.ranks),
              f"device    {safe(device) if device else 'unknown (no roofline)'}",
              f"verdict   {safe(verdict)}", f"          {safe(head.evidence or '')}",
              *unprofiled_lines(summary), _integrity_line(summary), _steps_line(summary)]
@@ -63,6 +66,8 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
         lines += ["", *cross_rank_text(cross), ""]
     if t.verdict != "cpu-only":
         lines += _numbers(summary)
+        lines += memory_lines([v.memory for v in summary.views if v.memory is not None], multi=multi,
+                              verdict=summary.verdict)
         lines += _kernel_rows(summary, top)
     if suggestions:
         modelled = any(s.combined_us is not None for _, s in suggestions)
@@ -76,8 +81,17 @@ def render_text(summary: AnalysisSummary, suggestions: Sequence[RankedSuggestion
                         if sug.combined_us is not None and sug.combined_us != sug.saving_us else "")
             lines.append(f"  {fmt_us(plain(sug.per_step_us)):>12s} {plain(sug.saving_pct):5.1f}%  {where}"
                          f"{safe(sug.id):18s} {safe(sug.title, 90)}{together}")
+            if sug.where:
+                lines.append(f"  {'':12s} {'':6s}  {'':18s} where: {safe(sug.where, 220)}")
     lines += _step_rows(summary, max_steps)
     return "\n".join(lines)
+
+
+def ranks_line(ranks: Sequence[object]) -> str:
+    """'ranks     1 (rank 0)', 'ranks     2 (0, 1)'."""
+    numbers = [str(getattr(r, "rank", r)) for r in ranks]
+    which = f"rank {numbers[0]}" if len(numbers) == 1 else ", ".join(numbers)
+    return f"ranks     {len(numbers)} ({which})"
 
 
 def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
@@ -102,38 +116,55 @@ def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
 
 
 def _numbers(summary: AnalysisSummary) -> list[str]:
+    """The traced step's numbers: per steady step when the trace has steps (the JSON's `per_step`),
+    else over the whole trace; the class table's times are totals, and say so."""
     t = summary.totals
+    per = summary.per_step_dict()
+    unit = " per step" if per is not None else " in total"
+    v = per if per is not None else {name: float(getattr(t, name)) for name in PER_STEP_FIELDS}
     per_token = summary.kernels_per_token
     q = summary.queue.stats
+    cpu_late = v["launch_gap_us"] + v["data_wait_us"] + v["sync_wait_us"] + v["copy_wait_us"] + v["cpu_wait_us"]
+    over = f"the {plural(t.steps, 'steady step')}" if per is not None else "the whole trace"
     return [
-        f"GPU       busy {fmt_us(t.gpu_busy_us)} of {fmt_us(t.span_us)} span "
-        f"({_pct(t.gpu_util)}), idle {fmt_us(t.gpu_idle_us)}",
-        f"CPU       {t.launches} launches, {fmt_us(t.cpu_launch_us)} in launch calls; "
-        f"{t.syncs} syncs, {fmt_us(t.sync_us)}",
-        f"kernels   {t.kernels} in {plural(t.steps, 'step')} (median {_num(summary.kernels_per_step_median)}/step"
+        f"GPU       busy {fmt_us(v['gpu_busy_us'])} of {fmt_us(v['span_us'])}{unit} "
+        f"({_pct(t.gpu_util)}), idle {fmt_us(v['gpu_idle_us'])}{unit}",
+        f"CPU       {_count(v['launches'])} {'launch' if v['launches'] == 1 else 'launches'}{unit}, "
+        f"{fmt_us(v['cpu_launch_us'])} in launch calls{unit}; {_count(v['syncs'])} "
+        f"{'sync' if v['syncs'] == 1 else 'syncs'}, {fmt_us(v['sync_us'])}{unit}",
+        f"kernels   {_count(v['kernels'])}{unit} (median {_num(summary.kernels_per_step_median)}/step"
         + (f", {_num(per_token)}/token" if per_token is not None else "")
-        + f"), {t.short_kernels} shorter than their launch call",
-        f"queue     delay p50 {fmt_us(q.p50_us)}, p90 {fmt_us(q.p90_us)}, max {fmt_us(q.max_us)}",
-        f"idle      per stream: host wait {fmt_us(t.host_wait_us)}, kernel wait "
-        f"{fmt_us(t.kernel_wait_us)}, other {fmt_us(t.other_idle_us)}",
-        "", "time by class:",
+        + f"), {_count(v['short_kernels'])}{unit} shorter than their launch call",
+        f"queue     delay p50 {fmt_us(q.p50_us)}, p90 {fmt_us(q.p90_us)}, max {fmt_us(q.max_us)} (per kernel)",
+        f"idle      {fmt_us(v['gpu_idle_us'])}{unit} with no GPU activity on any stream: waiting for launches "
+        f"{fmt_us(v['launch_gap_us'])}, for other CPU work {fmt_us(cpu_late - v['launch_gap_us'])}, "
+        f"on the GPU itself {fmt_us(v['gpu_gap_us'])}",
+        "", f"time by class (total over {over}):",
         *(f"  {safe(r.key):14s} {fmt_us(r.time_us):>12s} {100 * r.share:6.1f}% {r.count:8d}x"
           for r in summary.classes.rows),
     ]
 
 
+def _count(x: float) -> str:
+    """A count per step: an integer when whole, else one decimal."""
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
 def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
     kernels = summary.kernels
-    lines = ["", f"top kernel rows (grouped by name, op and shapes; of {len(kernels)} rows):",
+    over = f"the {plural(summary.totals.steps, 'steady step')}" if summary.scope != "trace" else "the whole trace"
+    lines = ["", f"top kernel rows (grouped by name, op and shapes; of {len(kernels)} rows; totals over {over}):",
              f"  {'time':>12s} {'share':>6s} {'count':>7s} {'class':13s} {'library':10s} "
-             f"{'TFLOP/s':>8s} {'GB/s':>8s} {'bound':7s} name"]
+             f"{'TFLOP/s':>8s} {'GB/s':>8s} {'bound':7s} {'name':40s} {'op':22s} shapes"]
     total = sum(r.time_us for r in summary.classes.rows) or 1.0
     for r in kernels.head(top).to_dict("records"):
         row = {k: plain(v) for k, v in r.items()}
         lines.append(
             f"  {fmt_us(row['time_us']):>12s} {100 * row['time_us'] / total:5.1f}% {int(row['count']):7d} "
             f"{safe(row['class']):13s} {safe(row['library']):10s} {_num(row['achieved_tflops'], '{:.2f}'):>8s} "
-            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} {safe(demangle(str(row['name'])), 60)}")
+            f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} "
+            f"{safe(short_name(demangle(str(row['name']))), 40):40s} {safe(_text(row.get('op')), 22):22s} "
+            f"{safe(fmt_shapes(row.get('shapes')), 48)}")
     return lines
 
 
@@ -167,7 +198,7 @@ def _steps_line(summary: AnalysisSummary) -> str:
     how = "inferred from the repeating op sequence" if "inferred" in scopes else "ProfilerStep"
     mode = summary.steps_mode
     what = {"steady": "steady", "all": "all"}.get(mode, f"selected ({mode})")
-    return f"steps     {used} {what} of {total} ({how}); numbers below are per step over these"
+    return f"steps     {used} {what} of {total} ({how}); the numbers below say per step or total"
 
 
 def cross_rank_text(cross: CrossRank, max_steps: int = 10) -> list[str]:

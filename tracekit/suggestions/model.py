@@ -35,6 +35,7 @@ class Suggestion:
     evidence: tuple[Mapping[str, EvidenceValue], ...]
     per_step_us: float | None = None
     basis: str = ""
+    where: str = ""  # the source line or module that launched most of the evidence's kernels, when the trace tells
     # With the execution model (suggestions/whatif.py): the rule's own estimate on the traced timeline,
     # how the saving above was obtained, and the saving of this change together with those ranked above it.
     traced_saving_us: float | None = None
@@ -55,4 +56,5 @@ class Suggestion:
             "formula": self.formula,
             "snippet": self.snippet,
             "evidence": [plain_row(row, EVIDENCE_TEXT) for row in self.evidence],
+            "where": self.where,
         }

@@ -9,6 +9,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import optimizer
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.units import plural
 
 # Like every rule until the execution model lands (issue 19), the saving is on the profiled timeline
 # the other rules' savings are ranked on: the range as recorded − a fused step's time. The profiler
@@ -109,7 +110,7 @@ def fused_optimizer(analysis: Analysis) -> Suggestion | None:
     kernels = sum(x["kernels"] for x in rows) / (scope.steps * scope.ranks)
     kinds = sorted({x["kind"] for x in rows})
     formula = (f"per optimizer step, its time − a fused step's: {how} (last step shown); summed over "
-               f"{len(rows)} step(s) = {fmt_us(saving)} as profiled, {fmt_us(bare_total / scope.ranks)} unprofiled")
+               f"{plural(len(rows), 'step')} = {fmt_us(saving)} as profiled, {fmt_us(bare_total / scope.ranks)} unprofiled")
     title = (f"Use the fused {'/'.join(sorted(names))} (fused=True): its step launches {kernels:.0f} "
              f"{'/'.join(kinds)} kernels per step, one fused kernel per group of tensors does the same update")
     return suggestion("fused_optimizer", title, saving, scope, formula, rows, min_pct=FUSED_MIN_PCT)

@@ -27,6 +27,13 @@ class Args(msgspec.Struct, gc=False):
     warps_per_sm: float | None = field(name="warps per SM", default=None)
     occupancy: float | None = field(name="est. achieved occupancy %", default=None)
     bytes: int | str | None = None  # ROCm runtime calls write it as a string
+    # [memory] instant events (profile_memory=True): the allocator's totals after the event
+    mem_bytes: int | float | None = field(name="Bytes", default=None)  # > 0 allocated, < 0 freed
+    total_allocated: int | float | None = field(name="Total Allocated", default=None)
+    total_reserved: int | float | None = field(name="Total Reserved", default=None)
+    device_type: int | None = field(name="Device Type", default=None)
+    device_id: int | None = field(name="Device Id", default=None)
+    addr: int | None = field(name="Addr", default=None)
     # CPU ops: shapes stay raw JSON until needed (decoding them for every op would dominate)
     input_dims: msgspec.Raw = field(name="Input Dims", default=NULL)
     input_types: msgspec.Raw = field(name="Input type", default=NULL)

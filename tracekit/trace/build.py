@@ -82,6 +82,8 @@ class TableBuilder:
     annotations: Pieces = field(default_factory=Pieces)
     inputs: OpInputStore = field(default_factory=OpInputStore)
     flows: Pieces = field(default_factory=Pieces)  # start ('s') / end ('f') of ac2g flows
+    memory: Pieces = field(default_factory=Pieces)  # [memory] instant events (profile_memory=True)
+    python: Pieces = field(default_factory=Pieces)  # python_function events (with_stack / module names)
     missing_corr: dict[str, list[tuple]] = field(default_factory=lambda: {"gpu": [], "runtime": []})
     counts: Counter[str | None] = field(default_factory=Counter)  # events per category
     skipped: int = 0
@@ -102,10 +104,16 @@ class TableBuilder:
         self.counts.update(map(_CAT, events))
         table_of = tables.CATEGORY_TABLE.get
         flows: list[Event] = []
+        memory: list[Event] = []
+        python: list[Event] = []
         step_name = tables.STEP_NAME_RE.match
         for i, e in enumerate(events):
             table = table_of(e.cat or "")
             if table is None:
+                if e.name == tables.MEMORY_EVENT and e.ts is not None:
+                    memory.append(e)
+                elif e.cat == tables.PYTHON_CATEGORY and e.ph == "X" and e.ts is not None and (e.dur or 0) >= 0:
+                    python.append(e)
                 continue
             ph = e.ph
             if table == "flows":
@@ -135,6 +143,8 @@ class TableBuilder:
         self._add_annotations(out["annotations"], ts.get("annotations"))
         self._add_flows(flows)
         flows.clear()
+        self._add_memory(memory)
+        self._add_python(python)
 
     def _name_list(self, events: list[Event]) -> list[str]:
         intern = self._names.setdefault
@@ -277,6 +287,41 @@ class TableBuilder:
         p.add(tables.AN_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
+    def _add_memory(self, events: list[Event]) -> None:
+        if not events:
+            return
+        events, ts, _ = self._with_valid_times(events)
+        a = [e.args or NO_ARGS for e in events]
+        p = self.memory
+        p.add(tables.MEM_TS, ts)
+        p.add(tables.MEM_BYTES, np.array([_number(x.mem_bytes) for x in a], dtype=np.float64))
+        p.add(tables.MEM_ALLOCATED, np.array([_number(x.total_allocated) for x in a], dtype=np.float64))
+        p.add(tables.MEM_RESERVED, np.array([_number(x.total_reserved) for x in a], dtype=np.float64))
+        self._ints(p, tables.MEM_DEVICE_TYPE, (int_or(x.device_type) for x in a))
+        self._ints(p, tables.MEM_DEVICE_ID, (int_or(x.device_id) for x in a))
+        self._ints(p, tables.MEM_ADDR, (int_or(x.addr) for x in a))
+        p.add(tables.MEM_PID, id_array([e.pid for e in events]))
+        p.add(tables.MEM_TID, id_array([e.tid for e in events]))
+        p.add(tables.MEM_EXTERNAL_ID, np.full(len(events), -1, dtype=np.int64))
+
+    def _add_python(self, events: list[Event]) -> None:
+        if not events:
+            return
+        events, ts, _ = self._with_valid_times(events)
+        p = self.python
+        p.add(tables.PY_NAME, self._name_list(events))
+        p.add(tables.PY_PID, id_array([e.pid for e in events]))
+        p.add(tables.PY_TID, id_array([e.tid for e in events]))
+        self._times(p, events, ts, tables.PY_TS, tables.PY_DUR, tables.PY_END)
+
+    def python_table(self) -> pd.DataFrame:
+        """The python_function events in file order (tables.PY_ORDER)."""
+        return self.python.frame(tables.PY_ORDER)
+
+    def memory_table(self) -> pd.DataFrame:
+        """The [memory] events in file order (tables.MEM_ORDER)."""
+        return self.memory.frame(tables.MEM_ORDER)
+
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """gpu, ops, runtime, annotations frames in file order (correlations filled from flows)."""
         gpu = self.gpu.frame(GPU_ORDER)
@@ -304,6 +349,17 @@ class TableBuilder:
         for row, _pid, _tid, ts in missing:
             values[row] = ids.get(ts, -1)
         table[column] = values
+
+
+def _number(value: object) -> float:
+    """A byte count of a [memory] event as float (ints and digit strings), NaN otherwise."""
+    if isinstance(value, bool):
+        return NAN
+    if isinstance(value, (int, float)):
+        return float(value) if abs(value) < 1e18 else NAN
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 19:
+        return float(value)
+    return NAN
 
 
 def _extra(raw: bytes | None) -> dict | None:

@@ -26,6 +26,7 @@ from tracekit.trace import tables
 from tracekit.trace.align import Budget, SeedIndex, align
 from tracekit.trace.graph_ops import append_capture_ops, decode_linked
 from tracekit.trace.model import RankTrace
+from tracekit.units import plural
 
 MATCH_NAME = "capture:name"  # aligned to a captured launch; kernel name and grid agree with the capture
 MATCH_ORDER = "capture:order"  # aligned to a captured launch by order and kind (no name evidence)
@@ -331,10 +332,11 @@ def _not_joined(source: int, cap: RankTrace, rank: RankTrace, captured: list[_Ca
     if not mine:
         why = "it holds no graph capture (no launch without GPU work)"
     elif best.captured is None:
-        why = f"none of its {len(mine)} captured sequence(s) has the length of the {len(graphs)} graph(s) replayed"
+        why = (f"none of its {plural(len(mine), 'captured sequence')} has the length of the "
+               f"{plural(len(graphs), 'graph')} replayed")
     else:
-        why = (f"its best fit aligns {best.aligned} launches, of which {best.agree} of the {best.evidenced} "
-               "with a known kernel agree in name and grid")
+        why = (f"at best only {best.agree} of {best.evidenced} launches match a replayed kernel's name and grid "
+               f"({best.aligned} aligned): probably a capture of another model or batch size")
     return f"{cap.path}: capture trace not joined to {Path(rank.path).name}: {why}"
 
 

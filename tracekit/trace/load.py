@@ -105,7 +105,7 @@ def _common_origin(loaded: list[RankTrace]) -> list[RankTrace]:
     for r in loaded:
         shift = float(r.meta.origin_us - origin)
         if shift:
-            for table in (r.gpu, r.ops, r.runtime, r.annotations, r.steps):
+            for table in (r.gpu, r.ops, r.runtime, r.annotations, r.steps, r.memory, r.python):
                 for col in ("ts", "end"):
                     if col in table:
                         table[col] = table[col] + shift
@@ -183,6 +183,10 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
     gpu[tables.GPU_STEP] = np.where(linked, runtime[tables.RT_STEP].to_numpy()[safe] if len(runtime) else -1,
                                step_by_time)
 
+    python, _ = _sorted(builder.python_table(), tables.PY_TS, tables.PY_DUR)
+    memory = builder.memory_table().sort_values(tables.MEM_TS, kind="stable").reset_index(drop=True)
+    memory[tables.MEM_OP] = link.issuing_ops(memory, ops)  # file order kept at equal times: the totals run in it
+    memory[tables.MEM_STEP] = link.step_of(memory[tables.MEM_TS].to_numpy(), steps)
     _decode_inputs(ops, builder.inputs, _ops_to_decode(ops, gpu))
     ignored: list[str] = []
     meta = _meta(top, gpu, runtime, builder.legacy, builder.origin or 0, ignored)
@@ -192,7 +196,8 @@ def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> 
     warnings = (f"{path}: ignored {', '.join(ignored)}",) if ignored else ()
     return RankTrace(rank=_rank(top, path), path=str(path), meta=meta, gpu=gpu, ops=ops,
                      runtime=runtime, annotations=annotations, steps=steps, counts=_counts(builder.counts),
-                     skipped=skipped, op_input_store=builder.inputs, warnings=warnings)
+                     skipped=skipped, op_input_store=builder.inputs, warnings=warnings, memory=memory,
+                     python=python)
 
 
 def _counts(counts: Mapping[str | None, int]) -> dict[str, int]:

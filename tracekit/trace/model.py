@@ -54,6 +54,8 @@ class RankTrace:
     skipped: int = 0
     op_input_store: OpInputStore | None = field(default=None, repr=False, compare=False)
     warnings: tuple[str, ...] = ()  # what the loader ignored in this file (wrong-typed fields)
+    memory: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(tables.MEM_ORDER)))  # [memory] events
+    python: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(tables.PY_ORDER)))  # python_function
 
     def op_inputs(self, row: int) -> dict[str, Any]:
         """Input dims/types/strides/concrete inputs of op `row`, decoded on demand (the loader

@@ -83,6 +83,29 @@ STEP_END = "end"
 
 # --- data tables ------------------------------------------------------------------------------
 # Event category -> table. Lower-case is the current Kineto schema, capitalised the 2021 schema.
+# [memory] instant events (profile_memory=True): one row per allocation (bytes > 0) or free (< 0)
+MEMORY_EVENT = "[memory]"
+MEM_TS = "ts"
+MEM_BYTES = "bytes"
+MEM_ALLOCATED = "allocated"  # the allocator's Total Allocated after the event, bytes (NaN: not written)
+MEM_RESERVED = "reserved"  # Total Reserved after the event, bytes (NaN: not written)
+MEM_DEVICE_TYPE = "device_type"  # c10::DeviceType: 0 CPU, 1 CUDA, 6 HIP (-1: not written)
+MEM_DEVICE_ID = "device_id"
+MEM_ADDR = "addr"  # the block's address: an allocation and its free share it (-1: not written)
+MEM_PID = "pid"
+MEM_TID = "tid"
+MEM_EXTERNAL_ID = "external_id"  # always -1: lets trace.link find the enclosing op by time and thread
+MEM_OP = "op"  # row in ops of the innermost op on the same thread around the event, -1 if none
+MEM_STEP = "step"
+MEM_ORDER = (MEM_TS, MEM_BYTES, MEM_ALLOCATED, MEM_RESERVED, MEM_DEVICE_TYPE, MEM_DEVICE_ID, MEM_ADDR, MEM_PID,
+             MEM_TID, MEM_EXTERNAL_ID)
+GPU_DEVICE_TYPES = (1, 6)  # CUDA, HIP
+
+# python_function events (with_stack=True / with_modules): 'nn.Module: Linear_0', 'model.py(88): forward'
+PY_ORDER = ("name", "pid", "tid", "ts", "dur", "end")
+PY_NAME, PY_PID, PY_TID, PY_TS, PY_DUR, PY_END = PY_ORDER
+PYTHON_CATEGORY = "python_function"
+
 CATEGORY_TABLE: dict[str, str] = {
     "kernel": "gpu",
     "Kernel": "gpu",

@@ -1,0 +1,273 @@
+"""Time by aten op, by nn.Module and by source line: CPU total/self time, GPU time of the kernels launched, launches, FLOPs."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.costs.attribution import FLOPS, KernelCosts
+from tracekit.analyzers.step_plan import StepPlan
+from tracekit.analyzers.windows import StepWindows
+from tracekit.trace import tables
+from tracekit.trace.link import step_of
+from tracekit.trace.model import RankTrace
+
+BY_OP, BY_MODULE, BY_LINE = "op", "module", "line"
+GROUPINGS = (BY_OP, BY_MODULE, BY_LINE)
+MODULE_PREFIX = "nn.Module: "
+FRAME = re.compile(r"^(?P<file>[^()<>]+\.py)\((?P<line>\d+)\): (?P<func>.+)$")  # 'model.py(88): forward'
+# frames of library code (PyTorch, its dependencies, the standard library): a source line is the innermost
+# frame outside them, i.e. the user's code that called into the library
+LIBRARY = re.compile(r"(^|/)(torch|torchvision|torchaudio|transformers|accelerate|triton|numpy|tracekit|"
+                     r"site-packages|dist-packages|python3\.\d+|importlib|threading\.py|runpy\.py|"
+                     r"contextlib\.py|functools\.py|dataclasses\.py|inspect\.py|typing\.py|tqdm)(/|\(|$)")
+INSTANCE = re.compile(r"_\d+$")  # the instance number the profiler appends to a module's class name
+MAX_ROWS = 200  # rows kept per grouping (largest GPU time, then CPU time, first)
+
+
+@dataclass(frozen=True)
+class OperatorRow:
+    """One op, module or source line over the headline steps (times summed over them)."""
+
+    key: str
+    calls: int  # occurrences (ops or Python frames) in the headline steps
+    cpu_total_us: float  # wall time of those occurrences (nested occurrences of the same key counted once)
+    cpu_self_us: float  # less the time of the ops / frames of the same kind inside them
+    gpu_us: float  # GPU time of the kernels, copies and memsets launched inside it
+    launches: int  # GPU activities launched inside it
+    flops: float | None  # estimated FLOPs of those activities (None: none known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "calls": self.calls, "cpu_total_us": self.cpu_total_us,
+                "cpu_self_us": self.cpu_self_us, "gpu_us": self.gpu_us, "launches": self.launches,
+                "flops": self.flops}
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    """The rows of one grouping, with how much of the GPU time they explain."""
+
+    by: str  # BY_OP | BY_MODULE | BY_LINE
+    rows: tuple[OperatorRow, ...]  # largest GPU time first, then CPU total (at most MAX_ROWS)
+    gpu_total_us: float  # GPU time of the headline steps
+    attributed_gpu_us: float  # of it, launched inside some row's key (innermost one)
+    missing: str = ""  # why there are no rows: what the trace lacks ('' when it has rows)
+    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from
+    kernels: tuple[tuple[str, str, float], ...] = ()
+    launching_ops: tuple[tuple[str, str, float], ...] = ()  # the same by the op that launched them
+
+    @property
+    def attributed_share(self) -> float:
+        return self.attributed_gpu_us / self.gpu_total_us if self.gpu_total_us > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"by": self.by, "gpu_total_us": self.gpu_total_us, "attributed_gpu_us": self.attributed_gpu_us,
+                "missing": self.missing, "rows": [r.to_dict() for r in self.rows]}
+
+
+def _innermost(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, q_ts: np.ndarray, q_thread: np.ndarray) -> np.ndarray:
+    """For each query (time, thread), the index of the innermost interval on that thread containing it
+    (-1: none); intervals nest on each thread, given sorted by start (longer first at equal starts)."""
+    out = np.full(len(q_ts), -1, dtype=np.int64)
+    by_thread: dict[object, list[int]] = defaultdict(list)
+    for i, t in enumerate(thread.tolist()):
+        by_thread[t].append(i)
+    queries: dict[object, list[int]] = defaultdict(list)
+    for j, t in enumerate(q_thread.tolist()):
+        queries[t].append(j)
+    for t, qs in queries.items():
+        rows = by_thread.get(t)
+        if not rows:
+            continue
+        qs.sort(key=lambda j: q_ts[j])
+        stack: list[int] = []
+        k = 0
+        for j in qs:
+            x = q_ts[j]
+            while k < len(rows) and ts[rows[k]] <= x:
+                while stack and end[stack[-1]] < ts[rows[k]]:
+                    stack.pop()
+                stack.append(rows[k])
+                k += 1
+            while stack and end[stack[-1]] < x:
+                stack.pop()
+            out[j] = stack[-1] if stack else -1
+    return out
+
+
+def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """Enclosing interval of each (-1: top level), by one stack sweep per thread."""
+    out = np.full(len(ts), -1, dtype=np.int64)
+    stacks: dict[object, list[int]] = defaultdict(list)
+    for i, t in enumerate(thread.tolist()):
+        stack = stacks[t]
+        while stack and end[stack[-1]] < ts[i]:
+            stack.pop()
+        out[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return out
+
+
+def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarray, in_steps: np.ndarray,
+          gpu_of: np.ndarray, gpu_us: np.ndarray, gpu_flops: np.ndarray, inclusive: bool) -> tuple[list[OperatorRow], float]:
+    """Rows of the intervals `keys` (per interval) from the GPU activities each launched (`gpu_of`: the
+    innermost interval of each activity, -1 none): inclusive gives an activity to every enclosing key."""
+    parent = _parents(ts, end, thread)
+    dur = end - ts
+    child = np.zeros(len(ts))
+    np.add.at(child, parent[parent >= 0], dur[parent >= 0])
+    self_us = np.maximum(dur - child, 0.0)
+    stats: dict[str, list[float]] = {}
+    for i in np.flatnonzero(in_steps).tolist():
+        k = keys[i]
+        s = stats.setdefault(k, [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
+        s[0] += 1
+        p = parent[i]
+        if not (p >= 0 and keys[p] == k):  # a nested occurrence of the same key is inside the outer one
+            s[1] += dur[i]
+        s[2] += self_us[i]
+    attributed = 0.0
+    for g in np.flatnonzero(gpu_of >= 0).tolist():  # activities of the selected steps only (gpu_of is -1 elsewhere)
+        i = int(gpu_of[g])
+        attributed += gpu_us[g]
+        seen: set[str] = set()
+        while i >= 0:
+            k = keys[i]
+            if k not in seen:
+                seen.add(k)
+                s = stats.setdefault(k, [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
+                s[3] += gpu_us[g]
+                s[4] += 1
+                if gpu_flops[g] == gpu_flops[g]:
+                    s[5] += gpu_flops[g]
+                    s[6] += 1
+            if not inclusive:
+                break
+            i = int(parent[i])
+    rows = [OperatorRow(k, int(s[0]), float(s[1]), float(s[2]), float(s[3]), int(s[4]),
+                        float(s[5]) if s[6] else None) for k, s in stats.items()]
+    rows.sort(key=lambda r: (-r.gpu_us, -r.cpu_total_us, r.key))
+    return rows[:MAX_ROWS], attributed
+
+
+def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: Sequence[str] = (),
+                   groupings: Sequence[str] = (BY_LINE, BY_MODULE)) -> tuple[str, float] | None:
+    """(the source line, else the module, that launched most of the GPU time of `kernels` (by name) or
+    of the kernels the `ops` launched, its share of that time) from the first of `groupings` that holds
+    them; None when the trace has neither or they hold none of them."""
+    wanted, wanted_ops = set(kernels), set(ops) - {""}
+    for by in groupings:
+        view = next((v for v in views if v.by == by), None)
+        if view is None or not view.kernels:
+            continue
+        per: dict[str, float] = defaultdict(float)
+        pairs = view.kernels if wanted else view.launching_ops
+        for name, key, us in pairs:
+            if name in (wanted or wanted_ops):
+                per[INSTANCE.sub("", key) if by == BY_MODULE else key] += us  # modules by class: Linear_3 -> Linear
+        total = sum(per.values())
+        if total > 0:
+            key = max(per, key=lambda k: per[k])
+            return key, per[key] / total
+    return None
+
+
+def source_line(name: str) -> str | None:
+    """'model.py:88 forward' for a frame of user code ('model.py(88): forward'), None for library frames."""
+    m = FRAME.match(name)
+    if m is None or LIBRARY.search(m.group("file")):
+        return None
+    return f"{m.group('file')}:{m.group('line')} {m.group('func')}"
+
+
+def module_name(name: str) -> str | None:
+    """'BertSelfAttention_0' for 'nn.Module: BertSelfAttention_0', else None."""
+    return name[len(MODULE_PREFIX):] if name.startswith(MODULE_PREFIX) else None
+
+
+def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelCosts | None = None
+                   ) -> tuple[OperatorView, ...]:
+    """The op, module and line groupings of `rank` over the steps `plan` selects (every row without a
+    plan). Ops: aten ops and other CPU ops, each kernel given to the op that launched it and the ops
+    around it; modules and lines need python_function events (with_stack=True / nn.Module names)."""
+    gpu, ops, rt = rank.gpu, rank.ops, rank.runtime
+    gpu_rows = plan.gpu_rows if plan is not None else np.ones(len(gpu), dtype=bool)
+    gpu_us = np.where(gpu_rows, gpu[tables.GPU_DUR].to_numpy(dtype=float), 0.0)
+    flops = (costs.table[FLOPS].to_numpy(dtype=float) if costs is not None and len(costs.table) == len(gpu)
+             else np.full(len(gpu), np.nan))
+    total = float(gpu_us.sum())
+    launch = gpu[tables.GPU_LAUNCH].to_numpy() if len(gpu) else np.zeros(0, dtype=np.int64)
+    ok = (launch >= 0) & gpu_rows
+    safe = np.maximum(launch, 0)
+    q_ts = rt[tables.RT_TS].to_numpy(dtype=float)[safe] if len(rt) else np.zeros(len(gpu))
+    q_tid = rt[tables.RT_TID].to_numpy()[safe] if len(rt) else np.zeros(len(gpu))
+    views = []
+    # by op: each activity to its launching op (the loader's link) and the ops around it
+    op_ts, op_end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
+    op_of = np.where(ok, gpu[tables.GPU_OP].to_numpy() if len(gpu) else -1, -1)
+    in_op = _in_steps(plan, ops[tables.OP_STEP].to_numpy() if len(ops) else np.zeros(0, dtype=np.int64))
+    rows, attributed = _rows(ops[tables.OP_NAME].astype(str).tolist(), op_ts, op_end, ops[tables.OP_TID].to_numpy(),
+                             in_op, op_of, gpu_us, flops, inclusive=True)
+    views.append(OperatorView(BY_OP, tuple(rows), total, attributed, "" if rows else "the trace has no CPU ops"))
+    op_name_arr = ops[tables.OP_NAME].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
+    launched_by = np.array([op_name_arr[o] if o >= 0 else "" for o in op_of.tolist()], dtype=object)
+    py = rank.python
+    names = py[tables.PY_NAME].astype(str).tolist() if len(py) else []
+    for by, keyed, what in ((BY_MODULE, module_name, "nn.Module names (record with with_stack=True or "
+                             "with_modules=True)"), (BY_LINE, source_line, "Python stacks (record with with_stack=True)")):
+        views.append(_frames_view(by, keyed, what, py, names, plan, ok, q_ts, q_tid, gpu_us, flops, total,
+                                  gpu[tables.GPU_NAME].to_numpy(), launched_by))
+    return tuple(views)
+
+
+def _in_steps(plan: StepPlan | None, step_numbers: np.ndarray) -> np.ndarray:
+    """Rows (by their step number) in a step the plan selects; every row without a plan or steps."""
+    if plan is None or plan.scope == "trace" or not len(plan.windows):
+        return np.ones(len(step_numbers), dtype=bool)
+    chosen = plan.windows.numbers[plan.selected]
+    return np.isin(step_numbers, chosen)
+
+
+def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.DataFrame, names: list[str],
+                 plan: StepPlan | None, ok: np.ndarray, q_ts: np.ndarray, q_tid: np.ndarray, gpu_us: np.ndarray,
+                 flops: np.ndarray, total: float, gpu_names: np.ndarray, gpu_ops: np.ndarray) -> OperatorView:
+    """A grouping over the python_function frames whose name `keyed` maps to a key."""
+    keys = [keyed(n) for n in names]
+    pick = np.array([k is not None for k in keys], dtype=bool)
+    if not pick.any():
+        return OperatorView(by, (), total, 0.0, f"the trace has no {what}")
+    sub = py[pick]
+    ts, end = sub[tables.PY_TS].to_numpy(dtype=float), sub[tables.PY_END].to_numpy(dtype=float)
+    tid = sub[tables.PY_TID].to_numpy()
+    inner = _innermost(ts, end, tid, q_ts, q_tid)
+    inner = np.where(ok, inner, -1)
+    steps = plan.windows if plan is not None else None
+    numbers = step_of(ts, _step_frame(steps)) if steps is not None else np.zeros(len(ts), dtype=np.int64)
+    in_steps = _in_steps(plan, numbers)
+    kept = [k for k in keys if k is not None]
+    rows, attributed = _rows(kept, ts, end, tid, in_steps, inner, gpu_us, flops, inclusive=by == BY_MODULE)
+    return OperatorView(by, tuple(rows), total, attributed, kernels=_kernel_keys(kept, inner, gpu_us, gpu_names),
+                        launching_ops=_kernel_keys(kept, inner, gpu_us, gpu_ops))
+
+
+def _kernel_keys(keys: Sequence[str], inner: np.ndarray, gpu_us: np.ndarray,
+                 gpu_names: np.ndarray) -> tuple[tuple[str, str, float], ...]:
+    """GPU µs per (kernel name, innermost key around its launch), largest first (MAX_ROWS × 5 at most)."""
+    acc: dict[tuple[str, str], float] = defaultdict(float)
+    for g in np.flatnonzero(inner >= 0).tolist():
+        i = int(inner[g])
+        if gpu_us[g] > 0:
+            acc[(str(gpu_names[g]), keys[i])] += float(gpu_us[g])
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1])[:MAX_ROWS * 5]
+    return tuple((name, key, us) for (name, key), us in ranked)
+
+
+def _step_frame(windows: StepWindows) -> pd.DataFrame:
+    """The plan's step windows as the loader's steps table (number, start, end) for trace.link.step_of."""
+    return pd.DataFrame({tables.STEP_NUMBER: windows.numbers, tables.STEP_TS: windows.ts, tables.STEP_END: windows.end})
