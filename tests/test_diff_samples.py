@@ -273,8 +273,9 @@ def syncs_per_step(name: str, r: LocalResult) -> float:
 
 @pytest.mark.parametrize(("pair", "fired", "outcome"), [
     (("train_dataloader", "train_dataloader_fixed"), "dataloader_workers", "came true"),
-    # one .item() a step removed: the projected step saves more than the no-sync what-if replay says
-    (("train_sync", "train_sync_fixed"), "avoid_sync", "exceeded"),
+    # one .item() a step removed: the no-sync what-if replays the freed loop free-running (the step the
+    # longer of CPU and GPU time: model/outlook.py _after_span) and meets the projected saving
+    (("train_sync", "train_sync_fixed"), "avoid_sync", "came true"),
     (("train_copies", "train_copies_fixed"), "pinned_memory", "came true"),
 ])
 def test_host_bound_fixes(pair: tuple[str, str], fired: str, outcome: str) -> None:
@@ -301,7 +302,8 @@ def test_host_bound_fixes(pair: tuple[str, str], fired: str, outcome: str) -> No
         syncs = syncs_per_step(pair[0], before), syncs_per_step(pair[1], after)
         assert syncs == (1.0, 0.0)  # one sync a step, none after the fix
         assert check.applied_evidence == "host syncs per steady step 1.0 → 0.0"
-        assert 1.35 * check.predicted_us_per_step < saved
+        # the what-if (3.19 ms) within ±35 % of the projected saving (3.17 ms): docs/model.md, "Free-running"
+        assert abs(check.predicted_us_per_step - saved) <= 0.35 * check.predicted_us_per_step
     assert d.attributed_share >= 0.8
     assert d.step.delta < 0 and d.headline.delta < 0
     assert slower_message(d, 5) is None and slower_message(compared(pair[1], pair[0])[0], 5) is not None

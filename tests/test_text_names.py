@@ -14,5 +14,8 @@ def test_mangled_kernel_names_are_demangled_in_text(tmp_path, capsys):
     b.launch(0.0, 5.0, MANGLED, 10.0, 100.0, api="hipLaunchKernel")
     assert main(["analyze", str(b.write(tmp_path / "hip.json"))]) == 0
     out = capsys.readouterr().out
-    assert "sgl_hip::activation::act_and_mul_kernel<…>(…)" in out
-    assert MANGLED[:40] not in out
+    # the kernel table shows the demangled name shortened (report/names.py short_name: no namespaces,
+    # template arguments or parameters): sgl_hip::activation::act_and_mul_kernel<…>(…) -> act_and_mul_kernel
+    row = next(line for line in out.splitlines() if "act_and_mul_kernel" in line)
+    assert "act_and_mul_kernel" in row.split()
+    assert MANGLED[:40] not in out and "_ZN" not in out

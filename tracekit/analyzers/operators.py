@@ -114,6 +114,23 @@ def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
     return out
 
 
+def _under_same_key(keys: Sequence[str], parent: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """Per interval: an enclosing interval has the same key. One pass in the sweep's order (parents
+    before their children): each thread's stack holds exactly the interval's ancestors, with a count
+    of the keys on it."""
+    out = np.zeros(len(parent), dtype=bool)
+    stacks: dict[object, list[int]] = defaultdict(list)
+    counts: dict[object, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for i, (q, t) in enumerate(zip(parent.tolist(), thread.tolist(), strict=True)):
+        stack, seen = stacks[t], counts[t]
+        while stack and stack[-1] != q:
+            seen[keys[stack.pop()]] -= 1
+        out[i] = seen[keys[i]] > 0
+        stack.append(i)
+        seen[keys[i]] += 1
+    return out
+
+
 def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarray, in_steps: np.ndarray,
           gpu_of: np.ndarray, gpu_us: np.ndarray, gpu_flops: np.ndarray, inclusive: bool) -> tuple[list[OperatorRow], float]:
     """Rows of the intervals `keys` (per interval) from the GPU activities each launched (`gpu_of`: the
@@ -132,24 +149,36 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
         if not (p >= 0 and keys[p] == k):  # a nested occurrence of the same key is inside the outer one
             s[1] += dur[i]
         s[2] += self_us[i]
-    attributed = 0.0
-    for g in np.flatnonzero(gpu_of >= 0).tolist():  # activities of the selected steps only (gpu_of is -1 elsewhere)
-        i = int(gpu_of[g])
-        attributed += gpu_us[g]
-        seen: set[str] = set()
-        while i >= 0:
-            k = keys[i]
-            if k not in seen:
-                seen.add(k)
-                s = stats.setdefault(k, [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
-                s[3] += gpu_us[g]
-                s[4] += 1
-                if gpu_flops[g] == gpu_flops[g]:
-                    s[5] += gpu_flops[g]
-                    s[6] += 1
-            if not inclusive:
-                break
-            i = int(parent[i])
+    # each activity's time, count and FLOPs on the interval that launched it, then (inclusive) summed up
+    # the tree: children come after their parents (the sweep's order), so one reverse pass adds them
+    n = len(ts)
+    own = np.flatnonzero(gpu_of >= 0)
+    owner = gpu_of[own].astype(np.int64)
+    attributed = float(sum(gpu_us[own].tolist()))  # in activity order, as the total it is compared with
+    sub_us, sub_n = np.zeros(n), np.zeros(n, dtype=np.int64)
+    sub_fl, sub_fn = np.zeros(n), np.zeros(n, dtype=np.int64)
+    np.add.at(sub_us, owner, gpu_us[own])
+    np.add.at(sub_n, owner, 1)
+    fl = gpu_flops[own]
+    known = fl == fl
+    np.add.at(sub_fl, owner[known], fl[known])
+    np.add.at(sub_fn, owner[known], 1)
+    counted = np.ones(n, dtype=bool)
+    if inclusive:
+        for i in range(n - 1, -1, -1):
+            q = int(parent[i])
+            if q >= 0:
+                sub_us[q] += sub_us[i]
+                sub_n[q] += sub_n[i]
+                sub_fl[q] += sub_fl[i]
+                sub_fn[q] += sub_fn[i]
+        counted = ~_under_same_key(keys, parent, thread)  # an activity counts once per key on its ancestor chain
+    for i in np.flatnonzero(counted & (sub_n > 0)).tolist():
+        s = stats.setdefault(keys[i], [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
+        s[3] += float(sub_us[i])
+        s[4] += int(sub_n[i])
+        s[5] += float(sub_fl[i])
+        s[6] += int(sub_fn[i])
     rows = [OperatorRow(k, int(s[0]), float(s[1]), float(s[2]), float(s[3]), int(s[4]),
                         float(s[5]) if s[6] else None) for k, s in stats.items()]
     rows.sort(key=lambda r: (-r.gpu_us, -r.cpu_total_us, r.key))

@@ -28,7 +28,7 @@ _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _RAW_DICT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENC = msgspec.json.Encoder()
 # our own label as an earlier export wrote it, first in args: replaced in place
-_OUR_LABEL = re.compile(rb'\s*"tracekit_class":"[^"\\]*"\s*(,\s*)?')
+_OUR_LABEL = re.compile(rb'"tracekit_class":"[^"\\]*"\s*(,\s*)?')  # matched after the blanks (_SPACE)
 _SPACE = re.compile(rb"\s*")
 
 

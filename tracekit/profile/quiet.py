@@ -24,6 +24,8 @@ class NativeNoise:
 
     def _redirect(self) -> list[tuple[int, int]] | None:
         try:
+            for fd in (1, 2):  # a script may have closed one: a new descriptor would land on it
+                os.fstat(fd)
             if self._tmp is None:
                 self._tmp = tempfile.TemporaryFile()  # noqa: SIM115 - open across calls, closed by release()
             sys.stdout.flush()
