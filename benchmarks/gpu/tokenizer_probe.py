@@ -33,7 +33,7 @@ def step(i, res):
     res["launch"].append(t2 - t1)
 
 out = {}
-for rep in range(3):
+for _ in range(3):
     for mode in ("bare", "prof", "prof_gc_off"):
         res = {"tok": [], "launch": []}
         if mode == "prof_gc_off":
