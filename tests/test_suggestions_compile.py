@@ -134,5 +134,8 @@ def test_a_cuda_graph_keeps_the_breaks(tmp_path):
     spanning = model.what_if(cuda_graph(none)).saving_us
     per_region = model.what_if(cuda_graph(none, breaks)).saving_us
     merged = model.what_if(merge_breaks(breaks)).saving_us
-    assert 0.0 <= per_region < spanning
+    # each break holds the `.item()` sync, and a graph cannot hold a sync: even the graph told nothing
+    # of the breaks ends at the sync and opens again at launch B after its 180 µs gap, so the two
+    # come out equal; merging the regions removes that stretch, a graph cannot
+    assert 0.0 <= per_region == pytest.approx(spanning)
     assert merged > per_region

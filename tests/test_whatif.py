@@ -36,12 +36,13 @@ def test_cuda_graph_what_if_by_hand(tmp_path):
     # tail to the mark's end = 955.6875 µs; the GPU ends at 5.6875 + 19 × 43 + 8 + 10 = 840.6875.
     u = result.analysis.unprofiled
     assert u.step_us == pytest.approx(955.6875)
-    # A graph: every launch and the gaps between them gone, one graph launch of 10 µs, kernels
-    # GRAPH_GAP_US after their (now instant) call, back to back: the GPU ends at 0.5 + 20 × 10 =
-    # 200.5 µs, the CPU at 10 + 130 = 140 µs.
+    # A graph: every launch and the gaps between them gone but the first call's 5.6875 µs gap (the
+    # Python before the graph launch stays), one graph launch of 10 µs, kernels GRAPH_GAP_US after
+    # their (now instant) call, back to back: the GPU ends at 5.6875 + 0.5 + 20 × 10 = 206.1875 µs,
+    # the CPU at 5.6875 + 10 + 130 = 145.6875 µs.
     assert (GRAPH_LAUNCH_US, GRAPH_GAP_US) == (10.0, 0.5)
-    assert s.per_step_us == pytest.approx(955.6875 - 200.5)
-    assert s.saving_us == pytest.approx(2 * (955.6875 - 200.5))
+    assert s.per_step_us == pytest.approx(955.6875 - 206.1875)
+    assert s.saving_us == pytest.approx(2 * (955.6875 - 206.1875))
     traced = next(x for x in tracekit.suggest(tracekit.analyze(tracekit.load_trace(tmp_path / "loop.json")))
                   if x.id == "cuda_graphs")
     assert s.traced_saving_us == traced.saving_us  # the rule's own estimate on the traced timeline, kept
@@ -127,3 +128,38 @@ def test_silent_below_two_percent_of_the_projected_step():
     assert priced is None  # price() drops it
     assert SILENT_BELOW_PCT == 2.0 and "pinned_memory" not in {s.id for s in result.suggestions}
     assert all(s.saving_pct >= SILENT_BELOW_PCT for s in result.suggestions)
+
+
+def test_a_sync_ends_the_graph(tmp_path):
+    """The launch loop with a cudaStreamSynchronize after the 10th launch (until its kernel ends): a
+    graph cannot hold the sync, so the what-if replays two graphs, each opened by one graph launch
+    after the host gap before it (the stretch from the sync's return to the 11th launch stays), the
+    other 18 launch calls free."""
+    import numpy as np
+
+    from tracekit.model.graph import ROLE_SYNC
+    from tracekit.model.whatif import cuda_graph
+    b = TraceBuilder()
+    for k in range(2):
+        t = 1000.0 * k
+        b.annotation(f"ProfilerStep#{k + 1}", t, 1000.0)
+        for i in range(20):
+            at = t + 10.0 + 45.0 * i
+            b.launch(at, 5.0, ELEMENTWISE, at + 10.0, 10.0)
+            if i == 9:  # after the 10th launch (at t + 415, kernel t + 425 → t + 435): sync to t + 436
+                b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
+                       "tid": b.tid, "ts": at + 6.0, "dur": 15.0, "args": {"correlation": 70000 + k}})
+    result = analyse_file(b.write(tmp_path / "synced.json"))
+    model, rank = result.models[0], result.analysis.ranks[0]
+    step = model.steps[0]
+    g = step.graph
+    costs = cuda_graph(np.zeros(len(rank.classification.table), dtype=bool))(step)
+    heads = np.flatnonzero(costs.call_dur_us == GRAPH_LAUNCH_US)
+    sync = int(np.flatnonzero(g.call_role == ROLE_SYNC)[0])
+    # two graph launches: the step's first launch call and the first one after the sync
+    assert len(heads) == 2 and heads[1] == sync + 1
+    before_gap = step.costs.call_gap_us if step.costs.call_gap_us is not None else g.call_gap_us
+    assert costs.call_gap_us[heads[1]] == before_gap[heads[1]]  # the Python before it stays
+    launches = np.flatnonzero(np.isin(np.arange(g.n_calls), g.gpu_launch))
+    others = np.setdiff1d(launches, heads)
+    assert len(others) == 18 and (costs.call_dur_us[others] == 0.0).all()

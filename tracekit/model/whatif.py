@@ -49,8 +49,9 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
     """Capture the step's launches in one CUDA graph: every launch (and other runtime) call whose
     kernels are not `excluded_rows` (bool per rank.gpu row: the optimizer, kernels already replayed
     from a graph) costs nothing and the Python between them (gaps ≤ LONG_GAP_US) goes with it; one
-    graph launch of GRAPH_LAUNCH_US opens the step; the captured kernels follow their launch by
-    GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay, and so do torch.compile's
+    graph launch of GRAPH_LAUNCH_US, after the host gap before it, opens each run of captured calls on a thread (a sync, an excluded
+    launch or a break ends a run: a graph cannot hold them); the captured kernels follow their launch
+    by GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay, and so do torch.compile's
     graph `breaks` (a graph is captured per compiled region: the calls inside a break and the part
     of a gap inside one stay as they are)."""
 
@@ -63,11 +64,15 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
         captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls & ~inside
         if not captured.any():
             return step.costs
-        short = captured & (gap <= LONG_GAP_US)
+        # a graph holds no host sync and no call left out of it: each run of captured calls on a
+        # thread (from its first, or after a sync, an excluded launch or a break's calls) is a graph
+        # of its own, replayed by one graph launch after the Python before it, which stays
+        prev = g.call_prev
+        heads = captured & ((prev < 0) | ~captured[np.maximum(prev, 0)])
+        short = captured & ~heads & (gap <= LONG_GAP_US)
         gap = np.where(short, gap * share, gap)
-        first = int(np.flatnonzero(captured)[0])
         dur = np.where(captured, 0.0, dur)
-        dur[first] = GRAPH_LAUNCH_US
+        dur[heads] = GRAPH_LAUNCH_US
         nodes = (g.gpu_launch >= 0) & captured[np.maximum(g.gpu_launch, 0)] & ~keep_nodes
         lat = np.where(nodes, GRAPH_GAP_US, lat)
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, gpu_latency_us=lat)
