@@ -5,7 +5,8 @@ Run: tracekit profile --warmup 2 --active 4 benchmarks/heldout/triton_layernorm.
 Fixes: --fix block (BLOCK_SIZE = the next power of two of the row, 4096, with 8 warps: one pass per
 loop), --fix torch (F.layer_norm). On the GPU: 32,768 rows x 4096. One step (tracekit.step()) per 16
 normalisations; at the end it prints the mean step time measured without the profiler. Without CUDA
-it runs a tiny size under Triton's interpreter (TRITON_INTERPRET=1).
+it runs a tiny size under Triton's interpreter (TRITON_INTERPRET=1; under `tracekit profile` set it in
+the environment, since tracekit imports triton before this script runs).
 """
 
 import os
