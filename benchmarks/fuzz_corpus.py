@@ -10,8 +10,9 @@ FIFOs, inputs spelled several ways, hostile file names through every command). T
 of G GB of JSON string (a few MB on disk), refused by `tracekit info` in a fresh process; its wall
 time and the child's peak RSS are printed. The corpus holds the dying-worker and bad --scheduler
 cases; `tracekit profile` is checked against python on the scripts of
-tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C at N
-moments from 10 ms to 4 s into its run.
+tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C
+(tests/test_ctrl_c.py), through `python -m tracekit` and the console script, at the delays of that
+test, at N moments from 10 ms to 4 s into its run and twice during the script's own run.
 --scaling N runs the adversarial shapes of tests/test_fuzz_scaling.py (tests/scaling_shapes.py) at N
 times CI's sizes and at ten times that, and prints each one's time ratio and peak traced memory
 over the raw input.
@@ -91,7 +92,8 @@ def run_hypothesis(examples: int) -> None:
 
 
 def run_profile(delays: int) -> None:
-    from test_profile_like_python import SCRIPTS, ctrl_c_outcome, script_problems
+    from test_ctrl_c import CONSOLE, DELAYS, ENTRIES, ctrl_c_outcome
+    from test_profile_like_python import SCRIPTS, script_problems
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,16 +102,22 @@ def run_profile(delays: int) -> None:
           f"{len(problems)} problems")
     for p in problems:
         print("  ", p[:300])
-    outcomes: collections.Counter[str] = collections.Counter()
-    for k in range(delays):
-        delay = 0.01 * (400 ** (k / max(1, delays - 1)))  # 10 ms .. 4 s, evenly on a log scale
-        with tempfile.TemporaryDirectory() as tmp:
-            outcome = ctrl_c_outcome(delay, Path(tmp))
-        outcomes[outcome if outcome in ("ok", "site", "early") else "problem"] += 1
-        if outcome not in ("ok", "site", "early"):
-            print("  ", outcome[:300])
-    print(f"profile Ctrl-C at {delays} moments: {dict(outcomes)} (site: during the interpreter's own "
-          "start-up, before tracekit code; early: before Python's handler, killed silently)")
+    spread = [0.01 * (400 ** (k / max(1, delays - 1))) for k in range(delays)]  # 10 ms .. 4 s, log scale
+    moments = [(d, False) for d in sorted({*DELAYS, *spread})] + [(0.3, True), (1.5, True)]
+    for entry in ENTRIES:
+        if entry == "console" and not CONSOLE.is_file():
+            print(f"profile Ctrl-C through the console script: skipped (no {CONSOLE})")
+            continue
+        outcomes: collections.Counter[str] = collections.Counter()
+        for delay, during in moments:
+            with tempfile.TemporaryDirectory() as tmp:
+                outcome = ctrl_c_outcome(delay, Path(tmp), entry=entry, during_script=during)
+            outcomes[outcome if outcome in ("ok", "before", "early") else "problem"] += 1
+            if outcome not in ("ok", "before", "early"):
+                print("  ", outcome[:300])
+        print(f"profile Ctrl-C through {entry} at {len(moments)} moments (2 of them during the script): "
+              f"{dict(outcomes)} (before: a traceback from the interpreter's own start-up, before any "
+              "tracekit code; early: before Python's handler, killed by SIGINT silently)")
 
 
 def make_bomb(path: Path, gigabytes: float) -> None:
