@@ -14,8 +14,8 @@ tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted
 (tests/test_ctrl_c.py), through `python -m tracekit` and the console script, at the delays of that
 test, at N moments from 10 ms to 4 s into its run and twice during the script's own run.
 --scaling N runs the adversarial shapes of tests/test_fuzz_scaling.py (tests/scaling_shapes.py) at N
-times CI's sizes and at ten times that, and prints each one's time ratio and peak traced memory
-over the raw input.
+times CI's sizes and at ten times that, and prints each one's time ratio and the growth of resident
+memory (peak RSS over the run's baseline) against the raw input, also per byte added.
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ def run_bomb(gigabytes: float) -> None:
 
 def run_scaling(scale: int) -> None:
     from scaling_shapes import SHAPES, measure
+    from test_fuzz_scaling import marginal_memory
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,8 +163,9 @@ def run_scaling(scale: int) -> None:
     for shape in SHAPES:
         m = got[shape.name]
         print(f"  {shape.name:22s} n={shape.small * scale:>9,}: {m['small']:6.2f} s -> {m['large']:7.2f} s "
-              f"({m['large'] / max(m['small'], 0.01):5.1f}x); peak {m['peak'] / 1e6:7.1f} MB = "
-              f"{m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB")
+              f"({m['large'] / max(m['small'], 0.01):5.1f}x); RSS +{m['peak_small'] / 1e6:.1f} MB -> "
+              f"+{m['peak'] / 1e6:.1f} MB = {m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB, "
+              f"{marginal_memory(m):4.1f}x per byte added")
 
 
 def main() -> None:
