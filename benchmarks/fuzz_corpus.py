@@ -108,15 +108,17 @@ def run_profile(delays: int) -> None:
         if entry == "console" and not CONSOLE.is_file():
             print(f"profile Ctrl-C through the console script: skipped (no {CONSOLE})")
             continue
-        outcomes: collections.Counter[str] = collections.Counter()
+        outcomes: dict[str, list[str]] = collections.defaultdict(list)
         for delay, during in moments:
             with tempfile.TemporaryDirectory() as tmp:
                 outcome = ctrl_c_outcome(delay, Path(tmp), entry=entry, during_script=during)
-            outcomes[outcome if outcome in ("ok", "before", "early") else "problem"] += 1
+            moment = f"{delay * 1000:.0f} ms{' into the script' if during else ''}"
+            outcomes[outcome if outcome in ("ok", "before", "early") else "problem"].append(moment)
             if outcome not in ("ok", "before", "early"):
                 print("  ", outcome[:300])
+        shown = {k: (len(v) if k == "ok" else v) for k, v in outcomes.items()}
         print(f"profile Ctrl-C through {entry} at {len(moments)} moments (2 of them during the script): "
-              f"{dict(outcomes)} (before: a traceback from the interpreter's own start-up, before any "
+              f"{shown} (before: a traceback from the interpreter's own start-up, before any "
               "tracekit code; early: before Python's handler, killed by SIGINT silently)")
 
 
