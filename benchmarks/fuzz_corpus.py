@@ -10,11 +10,12 @@ FIFOs, inputs spelled several ways, hostile file names through every command). T
 of G GB of JSON string (a few MB on disk), refused by `tracekit info` in a fresh process; its wall
 time and the child's peak RSS are printed. The corpus holds the dying-worker and bad --scheduler
 cases; `tracekit profile` is checked against python on the scripts of
-tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C at N
-moments from 10 ms to 4 s into its run.
+tests/test_profile_like_python.py (forks, closed fd 2, os._exit) and interrupted with Ctrl-C
+(tests/test_ctrl_c.py), through `python -m tracekit` and the console script, at the delays of that
+test, at N moments from 10 ms to 4 s into its run and twice during the script's own run.
 --scaling N runs the adversarial shapes of tests/test_fuzz_scaling.py (tests/scaling_shapes.py) at N
-times CI's sizes and at ten times that, and prints each one's time ratio and peak traced memory
-over the raw input.
+times CI's sizes and at ten times that, and prints each one's time ratio and the growth of resident
+memory (peak RSS over the run's baseline) against the raw input, also per byte added.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def run_hypothesis(examples: int) -> None:
 
 
 def run_profile(delays: int) -> None:
-    from test_profile_like_python import SCRIPTS, ctrl_c_outcome, script_problems
+    from test_ctrl_c import CONSOLE, DELAYS, ENTRIES, ctrl_c_outcome
+    from test_profile_like_python import SCRIPTS, script_problems
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,16 +102,24 @@ def run_profile(delays: int) -> None:
           f"{len(problems)} problems")
     for p in problems:
         print("  ", p[:300])
-    outcomes: collections.Counter[str] = collections.Counter()
-    for k in range(delays):
-        delay = 0.01 * (400 ** (k / max(1, delays - 1)))  # 10 ms .. 4 s, evenly on a log scale
-        with tempfile.TemporaryDirectory() as tmp:
-            outcome = ctrl_c_outcome(delay, Path(tmp))
-        outcomes[outcome if outcome in ("ok", "site", "early") else "problem"] += 1
-        if outcome not in ("ok", "site", "early"):
-            print("  ", outcome[:300])
-    print(f"profile Ctrl-C at {delays} moments: {dict(outcomes)} (site: during the interpreter's own "
-          "start-up, before tracekit code; early: before Python's handler, killed silently)")
+    spread = [0.01 * (400 ** (k / max(1, delays - 1))) for k in range(delays)]  # 10 ms .. 4 s, log scale
+    moments = [(d, False) for d in sorted({*DELAYS, *spread})] + [(0.3, True), (1.5, True)]
+    for entry in ENTRIES:
+        if entry == "console" and not CONSOLE.is_file():
+            print(f"profile Ctrl-C through the console script: skipped (no {CONSOLE})")
+            continue
+        outcomes: dict[str, list[str]] = collections.defaultdict(list)
+        for delay, during in moments:
+            with tempfile.TemporaryDirectory() as tmp:
+                outcome = ctrl_c_outcome(delay, Path(tmp), entry=entry, during_script=during)
+            moment = f"{delay * 1000:.0f} ms{' into the script' if during else ''}"
+            outcomes[outcome if outcome in ("ok", "before", "early") else "problem"].append(moment)
+            if outcome not in ("ok", "before", "early"):
+                print("  ", outcome[:300])
+        shown = {k: (len(v) if k == "ok" else v) for k, v in outcomes.items()}
+        print(f"profile Ctrl-C through {entry} at {len(moments)} moments (2 of them during the script): "
+              f"{shown} (before: a traceback from the interpreter's own start-up, before any "
+              "tracekit code; early: before Python's handler, killed by SIGINT silently)")
 
 
 def make_bomb(path: Path, gigabytes: float) -> None:
@@ -146,6 +156,7 @@ def run_bomb(gigabytes: float) -> None:
 
 def run_scaling(scale: int) -> None:
     from scaling_shapes import SHAPES, measure
+    from test_fuzz_scaling import marginal_memory
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,8 +165,9 @@ def run_scaling(scale: int) -> None:
     for shape in SHAPES:
         m = got[shape.name]
         print(f"  {shape.name:22s} n={shape.small * scale:>9,}: {m['small']:6.2f} s -> {m['large']:7.2f} s "
-              f"({m['large'] / max(m['small'], 0.01):5.1f}x); peak {m['peak'] / 1e6:7.1f} MB = "
-              f"{m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB")
+              f"({m['large'] / max(m['small'], 0.01):5.1f}x); RSS +{m['peak_small'] / 1e6:.1f} MB -> "
+              f"+{m['peak'] / 1e6:.1f} MB = {m['peak'] / m['raw_bytes']:4.1f}x the raw {m['raw_bytes'] / 1e6:.1f} MB, "
+              f"{marginal_memory(m):4.1f}x per byte added")
 
 
 def main() -> None:

@@ -161,10 +161,11 @@ SHAPES: tuple[Shape, ...] = (
 )
 
 
-# Runs in a fresh process: imports and a warm-up run first; then per shape the CPU seconds of its
-# small and its large run, and (when asked) the large run again under tracemalloc for its peak.
+# Runs in a fresh process: imports and a warm-up run first; then per shape the growth of resident
+# memory of its large run (in a forked copy, see PEAK_RSS) and the CPU seconds of its small and its
+# large run.
 CHILD = """
-import contextlib, gc, io, json, sys, time, tracemalloc
+import contextlib, ctypes, gc, io, json, os, resource, sys, time
 from tracekit.cli import main
 
 def run(args):
@@ -173,20 +174,51 @@ def run(args):
     if code != 0:
         raise SystemExit(f"{args}: exit {code}: {err.getvalue()[:300]}")
 
+def status(key):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(key + ":"))
+
+def rss_growth(args):
+    # In a forked copy: free heap pages handed back (malloc_trim), the peak-RSS mark reset to the
+    # current RSS (clear_refs 5), then the run: its peak minus that baseline (bytes). A fork's peak
+    # mark starts at its RSS; where clear_refs is refused, the baseline is the RSS before the trim.
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            gc.collect()
+            base = status("VmRSS")  # the mark a fork starts from, if it cannot be reset
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
+            with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+                base = status("VmRSS")
+            run(args)
+            msg = {"growth": status("VmHWM") - base, "base": base}
+        except BaseException as exc:
+            msg = {"error": repr(exc)[:300]}
+        os.write(w, json.dumps(msg).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        got = json.loads(fh.read() or b'{"error": "no answer"}')
+    os.waitpid(pid, 0)
+    if "error" in got:
+        raise SystemExit(f"{args}: {got['error']}")
+    return got["growth"]
+
 out = {}
 for name, warm, small, large, memory in json.loads(sys.argv[1]):
     run(warm)
     got = out[name] = {}
+    if memory:
+        got["peak_small"], got["peak"] = rss_growth(small), rss_growth(large)
     for label, args in (("small", small), ("large", large)):
         gc.collect()
         start = time.process_time()
         run(args)
         got[label] = time.process_time() - start
-    if memory:
-        tracemalloc.start()
-        run(large)
-        got["peak"] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
 print(json.dumps(out))
 """
 
@@ -195,7 +227,9 @@ def measure(shapes: tuple[Shape, ...], folder: Path, *, scale: int = 1, factor: 
             memory: frozenset[str] = frozenset()) -> dict[str, dict[str, float]]:
     """Per shape: CPU seconds at its small size times `scale` ("small") and at `factor` times that
     ("large"), the raw bytes of the large input ("raw_bytes") and, for the shapes named in
-    `memory`, the large run's peak traced memory ("peak"); all shapes measured in one fresh process."""
+    `memory`, the growth of resident memory during the large run over the process's resident set
+    before it ("peak", bytes; Linux /proc; "peak_small" that of the small run), "raw_small" the raw
+    bytes of the small input; all shapes measured in one fresh process."""
     import subprocess
     import sys
 
@@ -214,7 +248,7 @@ def measure(shapes: tuple[Shape, ...], folder: Path, *, scale: int = 1, factor: 
         raise AssertionError(res.stderr.strip()[-800:])
     out = json.loads(res.stdout.strip().splitlines()[-1])
     for shape in shapes:
-        large = folder / shape.name / "large"
-        out[shape.name]["raw_bytes"] = sum(p.stat().st_size for p in large.iterdir()
-                                           if p.name.endswith(".json") and not p.name.startswith("out_"))
+        for label, key in (("large", "raw_bytes"), ("small", "raw_small")):
+            out[shape.name][key] = sum(p.stat().st_size for p in (folder / shape.name / label).iterdir()
+                                       if p.name.endswith(".json") and not p.name.startswith("out_"))
     return out

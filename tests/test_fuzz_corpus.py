@@ -519,6 +519,64 @@ def io_cases() -> Iterator[Case]:
         yield Case(f"io:name_diff:{i}", lambda folder, n=name: (hostile(n)(folder)[0], (
             str(folder / n), "--html", str(folder / f"{n}.html"))), expect=0, verify=_commands_paste_back,
             commands=(("diff",),))
+def _export_once(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """The export `tracekit export` wrote: every kernel event with one args holding one
+    tracekit_class, and one tracekit process (an exported file exported again replaces them)."""
+    from tracekit.paths import export_path
+    from tracekit.pipeline.export import PID
+
+    if args[0] != "export":
+        return []
+    written = export_path(args[1])
+    if not written.is_file():
+        return [f"no export at {written.name}"]
+    top = json.loads(gzip.decompress(written.read_bytes()), object_pairs_hook=lambda kv: kv)
+    events = [v for k, v in top if k == "traceEvents"][-1]
+    problems = []
+    for e in (e for e in events if ("cat", "kernel") in e):
+        args_ = [v for k, v in e if k == "args"]
+        labels = [v for k, v in (args_[0] if len(args_) == 1 and isinstance(args_[0], list) else [])
+                  if k == "tracekit_class"]
+        if len(args_) != 1 or len(labels) != 1:
+            problems.append(f"kernel event with {len(args_)} args and {len(labels)} labels: {str(e)[:200]}")
+    ours = [e for e in events if ("name", "process_name") in e and isinstance(dict(e).get("pid"), int)
+            and dict(e)["pid"] >= PID]
+    return problems + ([] if len(ours) == 1 else [f"{len(ours)} tracekit processes"])
+
+
+def export_cases() -> Iterator[Case]:
+    """Traces `info` and `report` read that export once refused or wrote wrong: traceEvents under an
+    escaped, a duplicated or an earlier nested key; kernel args as an escaped key, null or twice;
+    a file exported already."""
+    good = dumps(base_doc())
+    events = good[good.index('"traceEvents": ') + len('"traceEvents": '):-1]
+    decoy = '[{"ph": "X", "cat": "kernel", "name": "decoy", "pid": 0, "tid": 7, "ts": 1, "dur": 1}]'
+    kernel_args = '"args": {"device": 0, "stream": 7, "correlation": 100,'
+    assert good.count(kernel_args) == 1
+    texts = {
+        "escaped_key": '{"schemaVersion": 1, "trace\\u0045vents": ' + events + "}",
+        "duplicated_key": '{"traceEvents": ' + decoy + ', "schemaVersion": 1, "traceEvents": ' + events + "}",
+        "nested_key": '{"meta": {"traceEvents": ' + decoy + '}, "schemaVersion": 1, "traceEvents": ' + events + "}",
+        "args_escaped": good.replace(kernel_args, '"\\u0061rgs": {"device": 0, "stream": 7, "correlation": 100,'),
+        "args_null": good.replace(kernel_args, '"args": null, "x": {"device": 0, "stream": 7, "correlation": 100,'),
+        "args_twice": good.replace(kernel_args, '"args": {"old": 1}, ' + kernel_args),
+    }
+    for name, text in texts.items():
+        yield Case(f"export:{name}", _writer(lambda t=text: t), commands=(("info",), ("export",)), expect=0,
+                   verify=_export_once)
+
+    def exported(folder: Path) -> tuple[Path, tuple[str, ...]]:
+        src = folder / "first.json"
+        src.write_text(good)
+        once = folder / "once.json"
+        code, _, err, _ = run_cli(["export", str(src), "-o", str(once), "-q"])
+        assert code == 0, err
+        src.unlink()
+        return once, ()
+
+    yield Case("export:exported_again", exported, commands=(("export",),), expect=0, verify=_export_once)
+
+
 # How a rank's worker process dies: the call that kills it, run inside the worker.
 DEATHS: dict[str, Callable[[], None]] = {
     "sigkill": lambda: os.kill(os.getpid(), signal.SIGKILL),  # what the OOM killer sends
@@ -627,7 +685,8 @@ def _scheduler_cases() -> Iterator[Case]:
 
 def corpus() -> list[Case]:
     """Every generated case (the acceptance count is len(corpus()))."""
-    return [*_file_cases(), *_value_cases(), *_output_cases(), *io_cases(), *_worker_cases(), *_scheduler_cases()]
+    return [*_file_cases(), *_value_cases(), *_output_cases(), *io_cases(), *export_cases(), *_worker_cases(),
+            *_scheduler_cases()]
 
 
 def digest(folder: Path) -> dict[str, str]:

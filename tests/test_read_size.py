@@ -49,3 +49,25 @@ def test_fifo_is_read_to_its_end_and_against_the_limit(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="larger than"):
         read_bytes(fifo, max_bytes=1 << 20)
     writer.join()
+
+
+def test_gunzip_stops_at_the_limit_without_growing_past_it() -> None:
+    """A gzip whose trailer claims the limit and whose text is longer: refused at the limit with at
+    most the limit plus a few 4 MB pieces allocated (the buffer grew by half first: 1.5x the limit;
+    `--max-trace-bytes 1G` on a 2 GB bomb peaked at 1.6 GB of RSS)."""
+    import gzip
+
+    from tracekit.errors import TraceTooLarge
+    from tracekit.trace.files import gunzip
+
+    limit = 48 << 20
+    data = gzip.compress(b" " * (limit + (16 << 20)), compresslevel=1)
+    data = data[:-4] + limit.to_bytes(4, "little")  # the size trailer says: exactly the limit
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceTooLarge):
+            gunzip(data, limit, bomb_guard=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < limit + (16 << 20), peak  # the buffer (48 MB) and a few 4 MB pieces, not 72 MB

@@ -12,6 +12,11 @@ _CLI_NAMES = ("tracekit", "tracekit.exe", "tracekit-script.py")
 
 def _interrupted(signum: int, frame: object) -> None:
     try:
+        for stream in (sys.stdout, sys.stderr):  # what the command printed before (a re-entrant flush fails)
+            try:  # noqa: SIM105 - no contextlib import here (this module loads before any other)
+                stream.flush()
+            except Exception:
+                pass
         os.write(2, b"tracekit: interrupted\n")
     finally:
         os._exit(128 + signum)
@@ -25,6 +30,15 @@ def install() -> None:
     try:
         if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
             _signal.signal(_signal.SIGINT, _interrupted)
+    except ValueError:  # not the main thread
+        pass
+
+
+def at_exit() -> None:
+    """Once the command has finished: Ctrl-C during the interpreter's shutdown (atexit handlers,
+    threads the script left, finalizers) prints one line and exits 130 too."""
+    try:  # noqa: SIM105 - as above
+        _signal.signal(_signal.SIGINT, _interrupted)
     except ValueError:  # not the main thread
         pass
 

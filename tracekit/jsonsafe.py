@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -46,3 +47,20 @@ def plain_row(row: Mapping[str, Any],
     """One row (mapping) made JSON-safe, with the `text` converters of records() applied."""
     text = text or {}
     return {k: plain(text[k](v) if k in text else v) for k, v in row.items()}
+
+
+def indented_parts(doc: object, *, allow_nan: bool = False) -> list[str]:
+    """The text of json.dumps(doc, indent=2, allow_nan=allow_nan) as a few large pieces, in order:
+    json.dumps with indent joins one list of every token (~10x the text's size in string objects);
+    here they are joined every few thousand. Raises (ValueError, TypeError) before any piece is
+    returned, so that a caller prints all of it or nothing."""
+    encoder = json.JSONEncoder(indent=2, allow_nan=allow_nan)
+    parts: list[str] = []
+    batch: list[str] = []
+    for token in encoder.iterencode(doc):
+        batch.append(token)
+        if len(batch) >= 4096:
+            parts.append("".join(batch))
+            batch.clear()
+    parts.append("".join(batch))
+    return parts

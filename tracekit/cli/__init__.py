@@ -10,9 +10,10 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
-from tracekit.errors import exit_status, raise_terminated
+from tracekit.errors import Terminated, exit_status, raise_terminated
 
 # command name -> module under tracekit.cli holding a click command named `command`
 COMMANDS: dict[str, str] = {
@@ -50,11 +51,45 @@ def terminate_as_exception() -> Iterator[None]:
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:
             previous[sig] = signal.signal(sig, raise_terminated)
+    hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver(hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _redeliver(hook: Callable[[sys.UnraisableHookArgs], object]) -> Callable[[sys.UnraisableHookArgs], object]:
+    """An unraisablehook for the CLI's run: Ctrl-C or SIGTERM that landed in code Python cannot
+    raise from (a weakref callback during an import, a __del__) would be printed as "Exception
+    ignored" and lost, the command going on; the signal is sent again instead, a moment later (from
+    a thread: sent from here, it would be raised inside this hook), to reach the command's own code."""
+    def unraisable(info: sys.UnraisableHookArgs) -> object:
+        exc = info.exc_value
+        signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else \
+            exc.signum if isinstance(exc, Terminated) else None
+        if signum is None:
+            return hook(info)
+        while True:
+            try:
+                _send_later(signum)
+                return None
+            except (KeyboardInterrupt, Terminated):  # an earlier one arrived here: it is sent again too
+                continue
+    return unraisable
+
+
+def _send_later(signum: int) -> None:
+    def send() -> None:
+        time.sleep(0.02)
+        os.kill(os.getpid(), signum)
+
+    try:
+        threading.Thread(target=send, name="tracekit-resend-signal", daemon=True).start()
+    except RuntimeError:  # the interpreter is shutting down: no new threads
+        os.kill(os.getpid(), signum)
 
 
 def _say(line: str) -> None:
@@ -127,11 +162,14 @@ def leave(code: int) -> None:
     """Exit with `code`. After Ctrl-C (130) without the interpreter's finalization, once stdout and
     stderr are flushed: a library interrupted mid-import (torch) can otherwise turn the exit into
     death by SIGINT at shutdown; every temp file is already gone by then."""
+    from tracekit._startup import at_exit
+
     if code == 128 + signal.SIGINT:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(code)
+    at_exit()  # Ctrl-C in the interpreter's shutdown: one line, 130
     sys.exit(code)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import click
@@ -10,6 +9,7 @@ import click
 from tracekit.cli.common import (
     calibration_option,
     capture_option,
+    echo_json,
     max_bytes_option,
     quiet_option,
     run_for_cli,
@@ -56,7 +56,7 @@ def command(traces: tuple[str, ...], as_json: bool, rank: int | None, tokens_per
         if by is not None:  # only that grouping
             for entry in doc.get("operators", []):
                 entry["groupings"] = [g for g in entry["groupings"] if g["by"] == by]
-        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+        echo_json(doc)
     elif by is not None:
         from tracekit.report.operators_view import operator_lines
         from tracekit.report.text import safe

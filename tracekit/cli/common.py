@@ -75,6 +75,17 @@ def option_inputs() -> tuple[Path, ...]:
     return tuple(click.get_current_context().meta.get(READ_KEY, ()))
 
 
+def echo_json(doc: object, *, allow_nan: bool = False) -> None:
+    """Print `doc` as indented JSON (ensure_ascii: no control character survives), piece by piece
+    once all of it is encoded (jsonsafe.indented_parts): the printed text is held once, not as
+    one string per token."""
+    from tracekit.jsonsafe import indented_parts
+
+    for part in indented_parts(doc, allow_nan=allow_nan):
+        click.echo(part, nl=False)
+    click.echo()
+
+
 def say(text: object, *, err: bool = False) -> None:
     """Print `text` (stdout, or stderr with err) with every line's control characters made visible
     (terminal.visible_lines): the one way a command writes to the terminal."""

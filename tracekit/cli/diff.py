@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli.common import PercentType, echo_warning, quiet_option, say, steps_option
+from tracekit.cli.common import (
+    PercentType,
+    echo_json,
+    echo_warning,
+    quiet_option,
+    say,
+    steps_option,
+)
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -54,7 +60,7 @@ def command(before: str, after: str, as_json: bool, html: Path | None, force: bo
         if not quiet:
             say(f"tracekit: diff page written to {written}", err=True)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        echo_json(result.to_dict())
     else:
         say(render_text(result, top=top))
     if fail_pct is not None:

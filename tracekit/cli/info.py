@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from tracekit.cli.common import (
     capture_option,
     check_inputs,
+    echo_json,
     echo_warning,
     max_bytes_option,
     quiet_option,
@@ -42,6 +41,6 @@ def command(traces: tuple[str, ...], as_json: bool, top: int, max_bytes: int | N
         for warning in counts.warnings:
             echo_warning(warning)
     if as_json:
-        click.echo(json.dumps(counts.to_dict(), indent=2))  # ensure_ascii: no control character survives
+        echo_json(counts.to_dict(), allow_nan=True)  # as before: info's counts may hold NaN
     else:
         say(render_text(counts))

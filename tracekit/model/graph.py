@@ -46,8 +46,9 @@ class StepGraph:
     `origin_us`); the gap is recorded host work holding `call_gap_events` recorded CPU events (ops,
     annotations). A waiting call (ROLE_SYNC, ROLE_QUEUE, and a launch that waits for its own copy)
     ends at max(start + `call_own_us`, awaited end + `call_tail_us`), the awaited end being the latest
-    end of the GPU nodes `wait_nodes[wait_ptr[i]:wait_ptr[i + 1]]` and `call_wait_floor_us` (work
-    from before the step). GPU node j starts at max(its launch call's start + `gpu_latency_us`, its
+    end of the GPU nodes `wait_nodes[wait_ptr[i]:wait_ptr[i + 1]]`, of those of the device sync
+    `call_wait_inherit[i]` (an earlier one on its thread, which lists them) and `call_wait_floor_us`
+    (work from before the step). GPU node j starts at max(its launch call's start + `gpu_latency_us`, its
     stream predecessor's end (or `gpu_free_us`, the stream's end of earlier work) + `gpu_gap_us`);
     a node with no launch call in the step (`gpu_launch` -1) starts at `gpu_pin_us`: its traced
     start, or -inf when it followed its stream predecessor back to back (it was launched steps
@@ -82,6 +83,7 @@ class StepGraph:
     call_wait_floor_us: np.ndarray
     wait_ptr: np.ndarray
     wait_nodes: np.ndarray
+    call_wait_inherit: np.ndarray  # device sync: the earlier one of its thread whose awaited end it awaits too (-1)
     main_last_call: int  # last call of the main thread (-1: none)
     tail_us: float
     tail_events: int
@@ -301,7 +303,7 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         call_anchor_events=anchor_events, call_role=role,
         call_kernel=np.asarray(kinds == tables.KIND_KERNEL, dtype=bool), call_waits=waits.waits, call_own_us=waits.own_us,
         call_tail_us=waits.tail_us, call_wait_floor_us=waits.floor_us, wait_ptr=waits.wait_ptr,
-        wait_nodes=waits.wait_nodes, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
+        wait_nodes=waits.wait_nodes, call_wait_inherit=waits.inherit, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
         gpu_dur_us=g_dur, gpu_latency_us=latency, gpu_gap_us=gap_after, gpu_stream_bound=stream_bound,
         gpu_collective=collective, gpu_pin_us=pin, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),

@@ -135,6 +135,8 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
     prev, role, waits = graph.call_prev.tolist(), graph.call_role.tolist(), call_waits.tolist()
     tail, floor = graph.call_tail_us.tolist(), graph.call_wait_floor_us.tolist()
     ptr, wnodes = graph.wait_ptr.tolist(), graph.wait_nodes.tolist()
+    inherit = graph.call_wait_inherit.tolist()
+    got: dict[int, tuple[float, int]] = {}  # device sync -> (latest end it awaits, that point)
     launch, g_prev = graph.gpu_launch.tolist(), graph.gpu_prev.tolist()
     free, g_ts, g_gap = graph.gpu_free_us.tolist(), graph.gpu_ts_us.tolist(), graph.gpu_gap_us.tolist()
     pin = graph.gpu_pin_us.tolist()
@@ -176,12 +178,16 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
             pred[pt + n_gpu], label[pt + n_gpu] = pt, PATH_GPU
         else:
             i = item - n_calls - n_gpu
-            if not waits[i]:
-                continue  # its wait was removed: it ended at its start + its duration
             awaited, last = floor[i], origin_pt
+            h = inherit[i]
+            if h >= 0 and got[h][0] > awaited:  # what the earlier device sync of the thread awaited
+                awaited, last = got[h]
             for j in wnodes[ptr[i]:ptr[i + 1]]:
                 if ge[j] > awaited:
                     awaited, last = ge[j], 2 * n_calls + n_gpu + j
+            got[i] = awaited, last  # also when its own wait is removed: a later sync still waits for that work
+            if not waits[i]:
+                continue  # its wait was removed: it ended at its start + its duration
             mine = own[i] if role[i] in (ROLE_SYNC, ROLE_QUEUE) else dur[i]
             by_self, by_gpu = start[i] + mine, awaited + tail[i]
             pt = n_calls + i

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,7 +29,10 @@ QUEUE_EXTRA_US = 20.0
 @dataclass(frozen=True, eq=False)
 class WaitPlan:
     """Per call of the step (same positions): whether it waits, the part that does not wait, the part
-    after the awaited end, a floor from earlier work, and the awaited GPU nodes (CSR lists)."""
+    after the awaited end, a floor from earlier work, the awaited GPU nodes (CSR lists) and, for a
+    device sync, the earlier device sync of its thread whose awaited end it also awaits (`inherit`,
+    -1: none): it lists only the streams with newer work, so that n syncs over m streams list
+    O(n + m) nodes, not n·m."""
 
     waits: np.ndarray
     queue: np.ndarray
@@ -38,6 +42,44 @@ class WaitPlan:
     wait_ptr: np.ndarray
     wait_nodes: np.ndarray
     notes: tuple[str, ...]
+    inherit: np.ndarray
+
+
+@dataclass
+class _Sweep:
+    """One thread's device syncs in time order: GPU nodes by launch time not yet launched before a
+    sync (`next`), those launched but not yet started when it returned (`pending`, by start), and
+    the latest node of each stream awaited so far (`best`)."""
+
+    start: float
+    stop: float
+    last: int = -1
+    next: int = 0
+    pending: list[tuple[float, int]] = field(default_factory=list)
+    best: dict[int, int] = field(default_factory=dict)
+
+
+def _device_sync_nodes(sweeps: dict[int, _Sweep], call: int, thread: int, start: float, stop: float,
+                       by_launch: np.ndarray, launched_sorted: np.ndarray, g_ts: np.ndarray,
+                       stream: np.ndarray) -> tuple[list[int], int]:
+    """(nodes, inherit) of a device sync over [start, stop] on `thread`: the latest node of each
+    stream launched before it began and started before it returned (+ slack), less those an
+    earlier device sync of the thread already awaits (inherit: that sync, -1 for the first)."""
+    sweep = sweeps.get(thread)
+    if sweep is None or start < sweep.start or stop < sweep.stop:  # first, or calls that overlap: afresh
+        sweep = sweeps[thread] = _Sweep(start, stop)
+    inherit, sweep.last, sweep.start, sweep.stop = sweep.last, call, start, stop
+    upto = int(np.searchsorted(launched_sorted, start, side="left"))
+    for j in by_launch[sweep.next:upto].tolist():
+        heapq.heappush(sweep.pending, (float(g_ts[j]), j))
+    sweep.next = max(sweep.next, upto)
+    changed: dict[int, int] = {}
+    while sweep.pending and sweep.pending[0][0] <= stop + SYNC_SLACK_US:
+        j = heapq.heappop(sweep.pending)[1]
+        s = int(stream[j])
+        if j > sweep.best.get(s, -1):
+            sweep.best[s] = changed[s] = j
+    return [changed[s] for s in sorted(changed)], inherit
 
 
 def _latest_end_before(order: np.ndarray, ends_sorted: np.ndarray, g_ts: np.ndarray, launched_at: np.ndarray,
@@ -70,6 +112,12 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
     tail = np.zeros(n)
     floor = np.full(n, -np.inf)
     lists: list[list[int]] = [[] for _ in range(n)]
+    inherit = np.full(n, -1, dtype=np.int64)
+    node_end = np.full(n, -np.inf)  # the latest end of the nodes a sync awaits (its own and inherited)
+    thread = context.rt_thread[calls]
+    by_launch = np.argsort(launched_at, kind="stable")
+    launched_sorted = launched_at[by_launch]
+    sweeps: dict[int, _Sweep] = {}
     inferred = early = 0
     names = context.rt_name[calls]
     kinds = context.rt_kind[calls]
@@ -83,10 +131,8 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
         if kinds[i] == tables.SYNC_COPY and len(own_nodes):
             nodes = own_nodes.tolist()
         elif DEVICE_SYNC_RE.match(str(names[i])):
-            eligible = np.flatnonzero((launched_at < start) & (g_ts <= stop + SYNC_SLACK_US))
-            # the latest eligible node of each stream, streams in ascending order
-            _, last = np.unique(stream[eligible][::-1], return_index=True)
-            nodes = eligible[len(eligible) - 1 - last].tolist()
+            nodes, inherit[i] = _device_sync_nodes(sweeps, int(i), int(thread[i]), start, stop, by_launch,
+                                                   launched_sorted, g_ts, stream)
             if len(first_of_stream):
                 floor[i] = float(np.max(free[first_of_stream]))
         else:  # stream / event sync: the trace names no stream or event, so the awaited work is found by time
@@ -94,7 +140,9 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
             nodes = [j] if j >= 0 else []
             inferred += 1
         lists[i] = nodes
-        awaited = max(float(g_end[nodes].max()), float(floor[i])) if nodes else float(floor[i])
+        node_end[i] = max(float(g_end[nodes].max()) if nodes else -np.inf,
+                          node_end[inherit[i]] if inherit[i] >= 0 else -np.inf)
+        awaited = max(float(node_end[i]), float(floor[i]))
         waits[i] = True
         if awaited > start:
             tail[i] = max(stop - awaited, 0.0)
@@ -124,6 +172,6 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
                      "for the GPU work whose end released them")
     ptr = np.zeros(n + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(x) for x in lists])
-    flat = np.array([j for x in lists for j in x], dtype=np.int64)
+    flat = np.fromiter((j for x in lists for j in x), dtype=np.int64, count=int(ptr[-1]))
     return WaitPlan(waits=waits, queue=queue, own_us=own, tail_us=tail, floor_us=floor, wait_ptr=ptr,
-                    wait_nodes=flat, notes=tuple(notes))
+                    wait_nodes=flat, notes=tuple(notes), inherit=inherit)

@@ -205,8 +205,11 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
             if not chunk and not piece:
                 raise EOFError("truncated gzip data")
             if chunk:
-                if size + len(chunk) > len(out):  # the hint was short: grow by half
-                    out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit), _OUT_CHUNK))
+                # past the limit: refused before the buffer grows (by half, it went to 1.5x the limit)
+                _check(size + len(chunk), pos - len(d.unconsumed_tail), limit, bomb_guard)
+                if size + len(chunk) > len(out):  # the hint was short: grow by half, up to the limit
+                    out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit - len(out)),
+                                     _OUT_CHUNK))
                 out[size:size + len(chunk)] = chunk
                 size += len(chunk)
             _check(size, pos - len(d.unconsumed_tail), limit, bomb_guard)
