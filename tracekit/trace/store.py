@@ -135,8 +135,16 @@ class OpInputStore:
                                                         strict=True))
 
     def row(self, row: int) -> dict[str, Any]:
-        decoded = self.decode_rows(np.array([row]))
-        return {col: values[0] for col, values in decoded.items()}
+        """The decoded values of one row (as decode_rows of that row alone)."""
+        out: dict[str, Any] = {}
+        view = memoryview(self._buf)
+        for col, s, e in zip(INPUT_COLUMNS, self.starts[row].tolist(), self.ends[row].tolist(), strict=True):
+            value = self._decode([view[s:e]])[0] if e > s else None
+            if not valid_input(col, value):
+                value = None
+                self.rejected += 1
+            out[col] = value
+        return out
 
     def raw_values(self, rows: np.ndarray, column: str) -> list[bytes]:
         """The raw JSON bytes of `column` for `rows` (b"" where the op recorded nothing)."""
