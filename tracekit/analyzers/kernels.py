@@ -210,32 +210,33 @@ def classify(rank: RankTrace) -> KernelClassification:
     kernel_table = table if isinstance(table, list) else []
     used = np.unique(op_pos[op_pos >= 0]) if n else np.empty(0, dtype=np.int64)
     chains = _op_chains(ops, used) if len(used) else {}
-    keys = pd.DataFrame({
-        "name": gpu[tables.GPU_NAME].astype(str).to_numpy(),
-        "kind": gpu[tables.GPU_KIND].astype(str).to_numpy(),
-        "op": [chains[i] if i >= 0 else "" for i in op_pos],
-        "api": [str(rt_names[i]) if i >= 0 else "" for i in launch_pos],
-        "inductor": [_truthy_key(op_extra[i], (tables.INDUCTOR_OP_KEY,)) if i >= 0 else False
-                     for i in op_pos],
-        "user": [_truthy_key(op_extra[i], (tables.USER_TRITON_KEY,)) if i >= 0 else False
-                 for i in op_pos],
-        "dot": [_uses_dot(op_extra[i], kernel_table) if i >= 0 else False for i in op_pos],
-    })
+    # what classify_name reads of a launching op, once per op row (kernels repeat their ops)
+    op_keys: dict[tuple[str, bool, bool, bool], int] = {}
+    op_code = np.full(len(ops) + 1, -1, dtype=np.int64)  # by op row; the last slot: no op
+    op_code[-1] = op_keys.setdefault(("", False, False, False), len(op_keys))
+    for i in used.tolist():
+        extra = op_extra[i]
+        key = (chains[i], _truthy_key(extra, (tables.INDUCTOR_OP_KEY,)), _truthy_key(extra, (tables.USER_TRITON_KEY,)),
+               _uses_dot(extra, kernel_table))
+        op_code[i] = op_keys.setdefault(key, len(op_keys))
+    names = gpu[tables.GPU_NAME].astype(str).to_numpy()
+    kinds = gpu[tables.GPU_KIND].astype(str).to_numpy()
+    apis = np.array([str(rt_names[i]) if i >= 0 else "" for i in launch_pos.tolist()], dtype=object)
+    codes = np.stack([pd.factorize(names)[0], pd.factorize(kinds)[0], op_code[np.where(op_pos >= 0, op_pos, -1)],
+                      pd.factorize(apis)[0]]) if n else np.zeros((4, 0), dtype=np.int64)
+    uniq, first, inverse = np.unique(codes, axis=1, return_index=True, return_inverse=True)
     platform = getattr(rank.meta, "platform", "cuda") or "cuda"
-    uniq = keys.drop_duplicates().reset_index(drop=True)
-    results = [
-        classify_name(r.name, r.kind, r.op, r.api, inductor=r.inductor, user_triton=r.user,
-                      uses_dot=r.dot, platform=platform)
-        for r in uniq.itertuples(index=False)
-    ]
-    uniq[CLASS] = [c for c, _, _ in results]
-    uniq[LIBRARY] = [lib for _, lib, _ in results]
-    uniq[RULE] = [rule for _, _, rule in results]
-    merged = keys.merge(uniq, on=list(keys.columns), how="left", sort=False) if n else uniq.iloc[:0]
+    by_op = list(op_keys)
+    results = []
+    for j, g in enumerate(first.tolist()):
+        op, inductor, user, dot = by_op[int(uniq[2, j])]
+        results.append(classify_name(names[g], kinds[g], op, apis[g], inductor=inductor, user_triton=user,
+                                     uses_dot=dot, platform=platform))
+    inverse = inverse.reshape(-1)
     table = pd.DataFrame({
-        CLASS: merged[CLASS].to_numpy(dtype=object) if n else [],
-        LIBRARY: merged[LIBRARY].to_numpy(dtype=object) if n else [],
-        RULE: merged[RULE].to_numpy(dtype="int64") if n else pd.Series([], dtype="int64"),
+        CLASS: np.array([c for c, _, _ in results], dtype=object)[inverse] if n else [],
+        LIBRARY: np.array([lib for _, lib, _ in results], dtype=object)[inverse] if n else [],
+        RULE: np.array([rule for _, _, rule in results], dtype="int64")[inverse] if n else pd.Series([], dtype="int64"),
     })
     dur = gpu[tables.GPU_DUR].astype(float)
     return KernelClassification(
