@@ -182,17 +182,25 @@ def _uses_dot(extra: object, kernel_table: list[object]) -> bool:
 
 
 def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
-    """For each op row: its name, then its aten ancestors' names, joined by OP_CHAIN_SEP."""
+    """For each op row: its name, then its aten ancestors' names (up to OP_CHAIN_DEPTH, nearest
+    first), joined by OP_CHAIN_SEP. Each ancestor's own list is found once (ops share ancestors)."""
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
-    parent = ops[tables.OP_PARENT].to_numpy()
+    parent = ops[tables.OP_PARENT].to_numpy().tolist()
+    depth = kp.OP_CHAIN_DEPTH
+    above: dict[int, tuple[str, ...]] = {-1: ()}  # op row -> the aten names from it upwards, capped
     out: dict[int, str] = {}
     for row in rows.tolist():
-        chain, p = [str(names[row])], int(parent[row])
-        while p >= 0 and len(chain) <= kp.OP_CHAIN_DEPTH:
-            if str(names[p]).startswith("aten::"):
-                chain.append(str(names[p]))
-            p = int(parent[p])
-        out[row] = kp.OP_CHAIN_SEP.join(chain)
+        path = []
+        p = parent[row]
+        while p not in above:
+            path.append(p)
+            p = parent[p]
+        known = above[p]
+        for q in reversed(path):
+            name = str(names[q])
+            known = ((name, *known) if name.startswith("aten::") else known)[:depth]
+            above[q] = known
+        out[row] = kp.OP_CHAIN_SEP.join((str(names[row]), *above[parent[row]]))
     return out
 
 
@@ -216,20 +224,29 @@ def classify(rank: RankTrace) -> KernelClassification:
     op_code[-1] = op_keys.setdefault(("", False, False, False), len(op_keys))
     for i in used.tolist():
         extra = op_extra[i]
-        key = (chains[i], _truthy_key(extra, (tables.INDUCTOR_OP_KEY,)), _truthy_key(extra, (tables.USER_TRITON_KEY,)),
-               _uses_dot(extra, kernel_table))
+        key = (chains[i], False, False, False) if extra is None else (
+            chains[i], _truthy_key(extra, (tables.INDUCTOR_OP_KEY,)), _truthy_key(extra, (tables.USER_TRITON_KEY,)),
+            _uses_dot(extra, kernel_table))
         op_code[i] = op_keys.setdefault(key, len(op_keys))
     names = gpu[tables.GPU_NAME].astype(str).to_numpy()
     kinds = gpu[tables.GPU_KIND].astype(str).to_numpy()
     apis = np.array([str(rt_names[i]) if i >= 0 else "" for i in launch_pos.tolist()], dtype=object)
-    codes = np.stack([pd.factorize(names)[0], pd.factorize(kinds)[0], op_code[np.where(op_pos >= 0, op_pos, -1)],
-                      pd.factorize(apis)[0]]) if n else np.zeros((4, 0), dtype=np.int64)
-    uniq, first, inverse = np.unique(codes, axis=1, return_index=True, return_inverse=True)
+    kernel_op = op_code[np.where(op_pos >= 0, op_pos, -1)]
+    parts = [pd.factorize(names, use_na_sentinel=False)[0], pd.factorize(kinds, use_na_sentinel=False)[0], kernel_op,
+             pd.factorize(apis, use_na_sentinel=False)[0]]
+    radix = [int(p.max()) + 1 if n else 1 for p in parts]
+    if float(np.prod(np.array(radix, dtype=float))) < 2.0 ** 62:  # one int per distinct (name, kind, op, API)
+        combined = np.zeros(n, dtype=np.int64)
+        for p, r in zip(parts, radix, strict=True):
+            combined = combined * r + p
+    else:
+        combined = np.unique(np.stack(parts), axis=1, return_inverse=True)[1].reshape(-1)
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     platform = getattr(rank.meta, "platform", "cuda") or "cuda"
     by_op = list(op_keys)
     results = []
-    for j, g in enumerate(first.tolist()):
-        op, inductor, user, dot = by_op[int(uniq[2, j])]
+    for g in first.tolist():
+        op, inductor, user, dot = by_op[int(kernel_op[g])]
         results.append(classify_name(names[g], kinds[g], op, apis[g], inductor=inductor, user_triton=user,
                                      uses_dot=dot, platform=platform))
     inverse = inverse.reshape(-1)

@@ -103,7 +103,37 @@ def _innermost(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, q_ts: np.nda
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """Enclosing interval of each (-1: top level), by one stack sweep per thread."""
+    """Enclosing interval of each (-1: top level), as one stack sweep per thread would find it: the
+    stack pops intervals that ended before the next start, so with starts in order on each thread the
+    parent is the latest earlier interval of the thread that ends at or after the start. Found by
+    jumping from the previous interval to its parent estimate until one does (a handful of vectorised
+    passes); the sweep itself where starts are out of order or not numbers."""
+    n = len(ts)
+    if n == 0:
+        return np.full(0, -1, dtype=np.int64)
+    codes = pd.factorize(thread, use_na_sentinel=False)[0] if thread.dtype == object else thread
+    order = np.argsort(codes, kind="stable")  # each thread's intervals together, in their order
+    t, e = ts[order], end[order]
+    same = np.zeros(n, dtype=bool)
+    same[1:] = codes[order][1:] == codes[order][:-1]
+    if np.isnan(t).any() or np.isnan(e).any() or (t[1:][same[1:]] < t[:-1][same[1:]]).any():
+        return _parents_sweep(ts, end, thread)
+    est = np.where(same, np.arange(n) - 1, -1)  # in `order` positions; -1: none
+    active = np.flatnonzero(est >= 0)
+    while len(active):
+        cand = est[active]
+        done = e[cand] >= t[active]
+        active = active[~done]
+        est[active] = est[est[active]]  # every interval skipped ended before that start, so before this one
+        active = active[est[active] >= 0]
+    out = np.full(n, -1, dtype=np.int64)
+    found = est >= 0
+    out[order[found]] = order[est[found]]
+    return out
+
+
+def _parents_sweep(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """_parents by the stack sweep itself."""
     out = [-1] * len(ts)
     stacks: dict[object, list[int]] = defaultdict(list)
     ts_, end_ = ts.tolist(), end.tolist()
