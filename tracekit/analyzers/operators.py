@@ -17,6 +17,7 @@ from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables
 from tracekit.trace.link import step_of
 from tracekit.trace.model import RankTrace
+from tracekit.trace.nesting import depth_of, enclosing, group_codes
 
 BY_OP, BY_MODULE, BY_LINE = "op", "module", "line"
 GROUPINGS = (BY_OP, BY_MODULE, BY_LINE)
@@ -103,33 +104,11 @@ def _innermost(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, q_ts: np.nda
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """Enclosing interval of each (-1: top level), as one stack sweep per thread would find it: the
-    stack pops intervals that ended before the next start, so with starts in order on each thread the
-    parent is the latest earlier interval of the thread that ends at or after the start. Found by
-    jumping from the previous interval to its parent estimate until one does (a handful of vectorised
-    passes); the sweep itself where starts are out of order or not numbers."""
-    n = len(ts)
-    if n == 0:
-        return np.full(0, -1, dtype=np.int64)
-    codes = pd.factorize(thread, use_na_sentinel=False)[0] if thread.dtype == object else thread
-    order = np.argsort(codes, kind="stable")  # each thread's intervals together, in their order
-    t, e = ts[order], end[order]
-    same = np.zeros(n, dtype=bool)
-    same[1:] = codes[order][1:] == codes[order][:-1]
-    if np.isnan(t).any() or np.isnan(e).any() or (t[1:][same[1:]] < t[:-1][same[1:]]).any():
-        return _parents_sweep(ts, end, thread)
-    est = np.where(same, np.arange(n) - 1, -1)  # in `order` positions; -1: none
-    active = np.flatnonzero(est >= 0)
-    while len(active):
-        cand = est[active]
-        done = e[cand] >= t[active]
-        active = active[~done]
-        est[active] = est[est[active]]  # every interval skipped ended before that start, so before this one
-        active = active[est[active] >= 0]
-    out = np.full(n, -1, dtype=np.int64)
-    found = est >= 0
-    out[order[found]] = order[est[found]]
-    return out
+    """Enclosing interval of each (-1: top level), as one stack sweep per thread finds it (the sweep
+    pops the intervals that ended before the next start); vectorised (trace.nesting) where starts are
+    in order on each thread."""
+    found = enclosing(ts, end, group_codes(thread))
+    return found if found is not None else _parents_sweep(ts, end, thread)
 
 
 def _parents_sweep(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
@@ -146,19 +125,6 @@ def _parents_sweep(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.nd
             out[i] = stack[-1]
         stack.append(i)
     return np.array(out, dtype=np.int64)
-
-
-def _depth(parent: np.ndarray) -> np.ndarray:
-    """Nesting depth of each interval (0: top level), all climbed one level per pass."""
-    depth = np.zeros(len(parent), dtype=np.int64)
-    rows = np.flatnonzero(parent >= 0)
-    up = parent[rows]
-    while len(rows):
-        depth[rows] += 1
-        up = parent[up]
-        more = up >= 0
-        rows, up = rows[more], up[more]
-    return depth
 
 
 def _under_same_key(codes: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -228,7 +194,7 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     np.add.at(sub_fn, owner[known], 1)
     counted = np.ones(n, dtype=bool)
     if inclusive:
-        _sum_up(parent, _depth(parent), (sub_us, sub_n, sub_fl, sub_fn))
+        _sum_up(parent, depth_of(parent), (sub_us, sub_n, sub_fl, sub_fn))
         counted = ~_under_same_key(codes, parent)  # an activity counts once per key on its ancestor chain
     got = np.flatnonzero(counted & (sub_n > 0))
     gc = codes[got]
