@@ -116,3 +116,31 @@ def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
         "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear: 100 %"
     assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net: 100 %"
     assert where(kernel="not_in_this_trace") == ""
+
+
+def test_parents_match_the_stack_sweep():
+    """The vectorised parent search against the stack sweep it replaces. By hand, thread 0: A [0, 10],
+    B [1, 3], C [2, 2.5], D [4, 6] (B has ended), E [11, 12] (A has ended) -> A top level, B and D in
+    A, C in B, E top level; thread 1: F [0, 5], G [1, 8], H [6, 7]: F is still under G on the stack
+    when H starts, so H's parent is G even though F has ended."""
+    import numpy as np
+
+    from tracekit.analyzers.operators import _parents, _parents_sweep
+
+    ts = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 4.0, 6.0, 11.0])
+    end = np.array([10.0, 5.0, 3.0, 8.0, 2.5, 6.0, 7.0, 12.0])
+    thread = np.array([0, 1, 0, 1, 0, 0, 1, 0])  # A F B G C D H E
+    assert _parents(ts, end, thread).tolist() == [-1, -1, 0, 1, 2, 0, 3, -1]
+    rng = np.random.default_rng(7)
+    for trial in range(200):  # ties, improper nesting, object thread ids
+        n = int(rng.integers(0, 200))
+        ts = np.sort(rng.integers(0, 40, n).astype(float))
+        end = ts + rng.integers(0, 25, n)
+        thread = rng.integers(0, 3, n)
+        if trial % 4 == 0:
+            thread = np.array([("a", 1, None)[k] for k in thread], dtype=object)
+        assert _parents(ts, end, thread).tolist() == _parents_sweep(ts, end, thread).tolist()
+    # out of order, [5, 6.5], [1, 2.5], [2, 3.5]: the sweep never pops the first (it ends after each
+    # later start), so the second sits in it and the third in the second
+    unsorted = np.array([5.0, 1.0, 2.0])
+    assert _parents(unsorted, unsorted + 1.5, np.zeros(3, dtype=np.int64)).tolist() == [-1, 0, 1]

@@ -182,17 +182,25 @@ def _uses_dot(extra: object, kernel_table: list[object]) -> bool:
 
 
 def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
-    """For each op row: its name, then its aten ancestors' names, joined by OP_CHAIN_SEP."""
+    """For each op row: its name, then its aten ancestors' names (up to OP_CHAIN_DEPTH, nearest
+    first), joined by OP_CHAIN_SEP. Each ancestor's own list is found once (ops share ancestors)."""
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
-    parent = ops[tables.OP_PARENT].to_numpy()
+    parent = ops[tables.OP_PARENT].to_numpy().tolist()
+    depth = kp.OP_CHAIN_DEPTH
+    above: dict[int, tuple[str, ...]] = {-1: ()}  # op row -> the aten names from it upwards, capped
     out: dict[int, str] = {}
     for row in rows.tolist():
-        chain, p = [str(names[row])], int(parent[row])
-        while p >= 0 and len(chain) <= kp.OP_CHAIN_DEPTH:
-            if str(names[p]).startswith("aten::"):
-                chain.append(str(names[p]))
-            p = int(parent[p])
-        out[row] = kp.OP_CHAIN_SEP.join(chain)
+        path = []
+        p = parent[row]
+        while p not in above:
+            path.append(p)
+            p = parent[p]
+        known = above[p]
+        for q in reversed(path):
+            name = str(names[q])
+            known = ((name, *known) if name.startswith("aten::") else known)[:depth]
+            above[q] = known
+        out[row] = kp.OP_CHAIN_SEP.join((str(names[row]), *above[parent[row]]))
     return out
 
 
@@ -210,32 +218,42 @@ def classify(rank: RankTrace) -> KernelClassification:
     kernel_table = table if isinstance(table, list) else []
     used = np.unique(op_pos[op_pos >= 0]) if n else np.empty(0, dtype=np.int64)
     chains = _op_chains(ops, used) if len(used) else {}
-    keys = pd.DataFrame({
-        "name": gpu[tables.GPU_NAME].astype(str).to_numpy(),
-        "kind": gpu[tables.GPU_KIND].astype(str).to_numpy(),
-        "op": [chains[i] if i >= 0 else "" for i in op_pos],
-        "api": [str(rt_names[i]) if i >= 0 else "" for i in launch_pos],
-        "inductor": [_truthy_key(op_extra[i], (tables.INDUCTOR_OP_KEY,)) if i >= 0 else False
-                     for i in op_pos],
-        "user": [_truthy_key(op_extra[i], (tables.USER_TRITON_KEY,)) if i >= 0 else False
-                 for i in op_pos],
-        "dot": [_uses_dot(op_extra[i], kernel_table) if i >= 0 else False for i in op_pos],
-    })
+    # what classify_name reads of a launching op, once per op row (kernels repeat their ops)
+    op_keys: dict[tuple[str, bool, bool, bool], int] = {}
+    op_code = np.full(len(ops) + 1, -1, dtype=np.int64)  # by op row; the last slot: no op
+    op_code[-1] = op_keys.setdefault(("", False, False, False), len(op_keys))
+    for i in used.tolist():
+        extra = op_extra[i]
+        key = (chains[i], False, False, False) if extra is None else (
+            chains[i], _truthy_key(extra, (tables.INDUCTOR_OP_KEY,)), _truthy_key(extra, (tables.USER_TRITON_KEY,)),
+            _uses_dot(extra, kernel_table))
+        op_code[i] = op_keys.setdefault(key, len(op_keys))
+    names = gpu[tables.GPU_NAME].astype(str).to_numpy()
+    kinds = gpu[tables.GPU_KIND].astype(str).to_numpy()
+    apis = np.array([str(rt_names[i]) if i >= 0 else "" for i in launch_pos.tolist()], dtype=object)
+    kernel_op = op_code[np.where(op_pos >= 0, op_pos, -1)]
+    parts = [pd.factorize(names, use_na_sentinel=False)[0], pd.factorize(kinds, use_na_sentinel=False)[0], kernel_op,
+             pd.factorize(apis, use_na_sentinel=False)[0]]
+    radix = [int(p.max()) + 1 if n else 1 for p in parts]
+    if float(np.prod(np.array(radix, dtype=float))) < 2.0 ** 62:  # one int per distinct (name, kind, op, API)
+        combined = np.zeros(n, dtype=np.int64)
+        for p, r in zip(parts, radix, strict=True):
+            combined = combined * r + p
+    else:
+        combined = np.unique(np.stack(parts), axis=1, return_inverse=True)[1].reshape(-1)
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     platform = getattr(rank.meta, "platform", "cuda") or "cuda"
-    uniq = keys.drop_duplicates().reset_index(drop=True)
-    results = [
-        classify_name(r.name, r.kind, r.op, r.api, inductor=r.inductor, user_triton=r.user,
-                      uses_dot=r.dot, platform=platform)
-        for r in uniq.itertuples(index=False)
-    ]
-    uniq[CLASS] = [c for c, _, _ in results]
-    uniq[LIBRARY] = [lib for _, lib, _ in results]
-    uniq[RULE] = [rule for _, _, rule in results]
-    merged = keys.merge(uniq, on=list(keys.columns), how="left", sort=False) if n else uniq.iloc[:0]
+    by_op = list(op_keys)
+    results = []
+    for g in first.tolist():
+        op, inductor, user, dot = by_op[int(kernel_op[g])]
+        results.append(classify_name(names[g], kinds[g], op, apis[g], inductor=inductor, user_triton=user,
+                                     uses_dot=dot, platform=platform))
+    inverse = inverse.reshape(-1)
     table = pd.DataFrame({
-        CLASS: merged[CLASS].to_numpy(dtype=object) if n else [],
-        LIBRARY: merged[LIBRARY].to_numpy(dtype=object) if n else [],
-        RULE: merged[RULE].to_numpy(dtype="int64") if n else pd.Series([], dtype="int64"),
+        CLASS: np.array([c for c, _, _ in results], dtype=object)[inverse] if n else [],
+        LIBRARY: np.array([lib for _, lib, _ in results], dtype=object)[inverse] if n else [],
+        RULE: np.array([rule for _, _, rule in results], dtype="int64")[inverse] if n else pd.Series([], dtype="int64"),
     })
     dur = gpu[tables.GPU_DUR].astype(float)
     return KernelClassification(

@@ -17,6 +17,7 @@ from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables
 from tracekit.trace.link import step_of
 from tracekit.trace.model import RankTrace
+from tracekit.trace.nesting import depth_of, enclosing, group_codes
 
 BY_OP, BY_MODULE, BY_LINE = "op", "module", "line"
 GROUPINGS = (BY_OP, BY_MODULE, BY_LINE)
@@ -81,54 +82,80 @@ def _innermost(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, q_ts: np.nda
     queries: dict[object, list[int]] = defaultdict(list)
     for j, t in enumerate(q_thread.tolist()):
         queries[t].append(j)
+    ts_, end_, q_ts_ = ts.tolist(), end.tolist(), q_ts.tolist()
     for t, qs in queries.items():
         rows = by_thread.get(t)
         if not rows:
             continue
-        qs.sort(key=lambda j: q_ts[j])
+        qs.sort(key=q_ts_.__getitem__)
         stack: list[int] = []
         k = 0
         for j in qs:
-            x = q_ts[j]
-            while k < len(rows) and ts[rows[k]] <= x:
-                while stack and end[stack[-1]] < ts[rows[k]]:
+            x = q_ts_[j]
+            while k < len(rows) and ts_[rows[k]] <= x:
+                while stack and end_[stack[-1]] < ts_[rows[k]]:
                     stack.pop()
                 stack.append(rows[k])
                 k += 1
-            while stack and end[stack[-1]] < x:
+            while stack and end_[stack[-1]] < x:
                 stack.pop()
             out[j] = stack[-1] if stack else -1
     return out
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """Enclosing interval of each (-1: top level), by one stack sweep per thread."""
-    out = np.full(len(ts), -1, dtype=np.int64)
+    """Enclosing interval of each (-1: top level), as one stack sweep per thread finds it (the sweep
+    pops the intervals that ended before the next start); vectorised (trace.nesting) where starts are
+    in order on each thread."""
+    found = enclosing(ts, end, group_codes(thread))
+    return found if found is not None else _parents_sweep(ts, end, thread)
+
+
+def _parents_sweep(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """_parents by the stack sweep itself."""
+    out = [-1] * len(ts)
     stacks: dict[object, list[int]] = defaultdict(list)
+    ts_, end_ = ts.tolist(), end.tolist()
     for i, t in enumerate(thread.tolist()):
         stack = stacks[t]
-        while stack and end[stack[-1]] < ts[i]:
+        x = ts_[i]
+        while stack and end_[stack[-1]] < x:
             stack.pop()
-        out[i] = stack[-1] if stack else -1
+        if stack:
+            out[i] = stack[-1]
         stack.append(i)
-    return out
+    return np.array(out, dtype=np.int64)
 
 
-def _under_same_key(keys: Sequence[str], parent: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """Per interval: an enclosing interval has the same key. One pass in the sweep's order (parents
-    before their children): each thread's stack holds exactly the interval's ancestors, with a count
-    of the keys on it."""
+def _under_same_key(codes: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per interval: an enclosing interval has the same key code (climbing all intervals one level per
+    pass, each until it finds its key or the top)."""
     out = np.zeros(len(parent), dtype=bool)
-    stacks: dict[object, list[int]] = defaultdict(list)
-    counts: dict[object, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for i, (q, t) in enumerate(zip(parent.tolist(), thread.tolist(), strict=True)):
-        stack, seen = stacks[t], counts[t]
-        while stack and stack[-1] != q:
-            seen[keys[stack.pop()]] -= 1
-        out[i] = seen[keys[i]] > 0
-        stack.append(i)
-        seen[keys[i]] += 1
+    rows = np.flatnonzero(parent >= 0)
+    up = parent[rows]
+    while len(rows):
+        hit = codes[up] == codes[rows]
+        out[rows[hit]] = True
+        up = parent[up[~hit]]
+        rows = rows[~hit]
+        more = up >= 0
+        rows, up = rows[more], up[more]
     return out
+
+
+def _sum_up(parent: np.ndarray, depth: np.ndarray, columns: Sequence[np.ndarray]) -> None:
+    """Add every interval's values to its parent's, deepest first, in place: the same additions in the
+    same order as one pass from the last interval to the first (children come after their parents)."""
+    order = np.lexsort((-np.arange(len(parent)), -depth))  # deepest level first, later rows first within it
+    levels = depth[order]
+    bounds = np.flatnonzero(np.diff(levels)) + 1
+    for chunk in np.split(order, bounds):
+        chunk = chunk[parent[chunk] >= 0]
+        if not len(chunk):
+            continue
+        to = parent[chunk]
+        for col in columns:
+            np.add.at(col, to, col[chunk])  # unbuffered: in `chunk` order, repeated parents included
 
 
 def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarray, in_steps: np.ndarray,
@@ -140,17 +167,19 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     child = np.zeros(len(ts))
     np.add.at(child, parent[parent >= 0], dur[parent >= 0])
     self_us = np.maximum(dur - child, 0.0)
-    stats: dict[str, list[float]] = {}
-    for i in np.flatnonzero(in_steps).tolist():
-        k = keys[i]
-        s = stats.setdefault(k, [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
-        s[0] += 1
-        p = parent[i]
-        if not (p >= 0 and keys[p] == k):  # a nested occurrence of the same key is inside the outer one
-            s[1] += dur[i]
-        s[2] += self_us[i]
+    codes, names = pd.factorize(np.array(keys, dtype=object), sort=False)
+    codes = codes.astype(np.int64)
+    k = len(names)
+    # per key, summed in interval order (bincount adds sequentially, like a loop over the rows)
+    picked = np.flatnonzero(in_steps)
+    pc = codes[picked]
+    pp = parent[picked]
+    nested = (pp >= 0) & (codes[np.maximum(pp, 0)] == pc)  # a nested occurrence of the same key is inside the outer one
+    calls = np.bincount(pc, minlength=k)
+    cpu_total = np.bincount(pc[~nested], weights=dur[picked][~nested], minlength=k)
+    cpu_self = np.bincount(pc, weights=self_us[picked], minlength=k)
     # each activity's time, count and FLOPs on the interval that launched it, then (inclusive) summed up
-    # the tree: children come after their parents (the sweep's order), so one reverse pass adds them
+    # the tree
     n = len(ts)
     own = np.flatnonzero(gpu_of >= 0)
     owner = gpu_of[own].astype(np.int64)
@@ -165,22 +194,20 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     np.add.at(sub_fn, owner[known], 1)
     counted = np.ones(n, dtype=bool)
     if inclusive:
-        for i in range(n - 1, -1, -1):
-            q = int(parent[i])
-            if q >= 0:
-                sub_us[q] += sub_us[i]
-                sub_n[q] += sub_n[i]
-                sub_fl[q] += sub_fl[i]
-                sub_fn[q] += sub_fn[i]
-        counted = ~_under_same_key(keys, parent, thread)  # an activity counts once per key on its ancestor chain
-    for i in np.flatnonzero(counted & (sub_n > 0)).tolist():
-        s = stats.setdefault(keys[i], [0, 0.0, 0.0, 0.0, 0, 0.0, 0])
-        s[3] += float(sub_us[i])
-        s[4] += int(sub_n[i])
-        s[5] += float(sub_fl[i])
-        s[6] += int(sub_fn[i])
-    rows = [OperatorRow(k, int(s[0]), float(s[1]), float(s[2]), float(s[3]), int(s[4]),
-                        float(s[5]) if s[6] else None) for k, s in stats.items()]
+        _sum_up(parent, depth_of(parent), (sub_us, sub_n, sub_fl, sub_fn))
+        counted = ~_under_same_key(codes, parent)  # an activity counts once per key on its ancestor chain
+    got = np.flatnonzero(counted & (sub_n > 0))
+    gc = codes[got]
+    gpu_total = np.bincount(gc, weights=sub_us[got], minlength=k)
+    launches = np.zeros(k, dtype=np.int64)
+    np.add.at(launches, gc, sub_n[got])
+    flops = np.bincount(gc, weights=sub_fl[got], minlength=k)
+    known_n = np.zeros(k, dtype=np.int64)
+    np.add.at(known_n, gc, sub_fn[got])
+    present = (calls > 0) | (np.bincount(gc, minlength=k) > 0)
+    rows = [OperatorRow(str(names[c]), int(calls[c]), float(cpu_total[c]), float(cpu_self[c]), float(gpu_total[c]),
+                        int(launches[c]), float(flops[c]) if known_n[c] else None)
+            for c in np.flatnonzero(present).tolist()]
     rows.sort(key=lambda r: (-r.gpu_us, -r.cpu_total_us, r.key))
     return rows[:MAX_ROWS], attributed
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from tracekit.suggestions.document import RankedSuggestion, by_saving, document,
 from tracekit.trace import files
 from tracekit.trace.inputs import collect_inputs
 from tracekit.trace.load import stderr_progress
+from tracekit.trace.model import Trace
 
 if TYPE_CHECKING:
     from tracekit.analyzers.ranks import CrossRank
@@ -106,6 +108,20 @@ def analyze_rank_file(task: RankTask) -> RankResult | RankFailure:
                           max_bytes=task.max_bytes, captures=task.captures)
     except TraceFormatError as exc:
         return RankFailure(task.path, str(exc))
+    # the loaded trace lives through the whole task: kept out of the collector's full passes while it runs
+    # (unless the caller froze objects of its own, which unfreezing would release)
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        return _rank_result(task, trace, t0, c0)
+    finally:
+        if freeze:
+            gc.unfreeze()
+
+
+def _rank_result(task: RankTask, trace: Trace, t0: float, c0: float) -> RankResult:
+    """Analyze a loaded rank file, run the rules and reduce to a RankResult."""
     rank = trace.rank()
     local = analyse_trace(trace, tokens_per_step=task.tokens_per_step, steps=task.steps, overhead=task.overhead)
     analysis, found = local.analysis, local.suggestions

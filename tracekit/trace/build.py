@@ -91,6 +91,7 @@ class TableBuilder:
     _names: dict[str, str] = field(default_factory=dict)
     _rows: Counter = field(default_factory=Counter)
     _runtime_kinds: dict[str, str] = field(default_factory=dict)
+    _step_names: dict[str, bool] = field(default_factory=dict)
     _opaque: dict[int, int] = field(default_factory=dict)  # id beyond int64 -> its stand-in
 
     @property
@@ -107,6 +108,7 @@ class TableBuilder:
         memory: list[Event] = []
         python: list[Event] = []
         step_name = tables.STEP_NAME_RE.match
+        steps = self._step_names  # op name -> whether it is a ProfilerStep#N (tested once per name)
         for i, e in enumerate(events):
             table = table_of(e.cat or "")
             if table is None:
@@ -126,7 +128,10 @@ class TableBuilder:
                 self.skipped += 1
                 continue
             if table == "ops":
-                if step_name(e.name):
+                is_step = steps.get(e.name)
+                if is_step is None:
+                    is_step = steps[e.name] = step_name(e.name) is not None
+                if is_step:
                     table = "annotations"  # the 2021 schema records ProfilerStep#N as an Operator
                 else:
                     extras.append(launch_op_args.get(i) if launch_op_args else None)
@@ -247,7 +252,7 @@ class TableBuilder:
         p.add(tables.OP_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
         self._ints(p, tables.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        p.add(tables.OP_EXTRA, object_array([_extra(raw) for raw in extras]))
+        p.add(tables.OP_EXTRA, object_array([None if raw is None else _extra(raw) for raw in extras]))
         self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 
     def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:

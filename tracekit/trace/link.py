@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables
+from tracekit.trace.nesting import depth_of, enclosing, group_codes
 
 EPS_US = 1e-3  # tolerance of time containment: timestamps carry ns fractions of a µs
 
@@ -25,7 +26,20 @@ def link_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
 
 
 def nest_ops(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Depth and parent row of each op on its own thread; ops must be sorted by (ts, -dur)."""
+    """Depth and parent row of each op on its own thread; ops must be sorted by (ts, -dur). A stack
+    sweep per (pid, tid) that pops the ops ending more than EPS_US before the next start; vectorised
+    (trace.nesting) when the starts are numbers in order."""
+    if len(ops):
+        ends = ops[tables.OP_END].to_numpy(dtype=float)
+        parent = enclosing(ops[tables.OP_TS].to_numpy(dtype=float), ends + EPS_US,
+                           group_codes(ops[tables.OP_PID].to_numpy(), ops[tables.OP_TID].to_numpy()))
+        if parent is not None:
+            return depth_of(parent), parent
+    return _nest_sweep(ops)
+
+
+def _nest_sweep(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """nest_ops by the sweep itself."""
     n = len(ops)
     depth = np.zeros(n, dtype=np.int64)
     parent = np.full(n, -1, dtype=np.int64)

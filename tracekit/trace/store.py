@@ -61,6 +61,7 @@ class OpInputStore:
         self.starts = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
         self.ends = np.zeros((0, len(INPUT_COLUMNS)), dtype=np.int64)
         self.rejected = 0  # decoded values of the wrong type, replaced by None
+        self._by_raw: dict[tuple[str, bytes], tuple[Any, int]] = {}  # row(): (value, values rejected) per raw value
 
     def append(self, raws: list) -> None:
         """Add the raw values (msgspec.Raw; `null` when absent) of a batch of ops, flattened
@@ -135,8 +136,26 @@ class OpInputStore:
                                                         strict=True))
 
     def row(self, row: int) -> dict[str, Any]:
-        decoded = self.decode_rows(np.array([row]))
-        return {col: values[0] for col, values in decoded.items()}
+        """The decoded values of one row (as decode_rows of that row alone). Values decode once per
+        distinct raw text and are shared between calls: treat them as read-only."""
+        out: dict[str, Any] = {}
+        view = memoryview(self._buf)
+        seen = self._by_raw
+        for col, s, e in zip(INPUT_COLUMNS, self.starts[row].tolist(), self.ends[row].tolist(), strict=True):
+            if e <= s:
+                out[col] = None
+                continue
+            key = (col, bytes(view[s:e]))
+            got = seen.get(key)
+            if got is None:
+                before = self.rejected
+                value = self._decode([view[s:e]])[0]
+                valid = valid_input(col, value)
+                got = seen[key] = (value if valid else None, self.rejected - before + (not valid))
+                self.rejected = before
+            self.rejected += got[1]  # counted on every call, as when each call decoded
+            out[col] = got[0]
+        return out
 
     def raw_values(self, rows: np.ndarray, column: str) -> list[bytes]:
         """The raw JSON bytes of `column` for `rows` (b"" where the op recorded nothing)."""

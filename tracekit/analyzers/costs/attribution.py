@@ -196,10 +196,16 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
     cache: dict[bytes, tuple[OpCost, str] | None] = {}
     shapes: dict[int, Shapes | None] = {}
     by_dims: dict[bytes, Shapes | None] = {}
+    # the loader decodes equal input values once into one shared object: keyed by identity first
+    # (the objects live as long as `ops`), by their JSON text where they are different objects
+    dkeys: dict[int, bytes] = {}
+    by_ids: dict[tuple, tuple[OpCost, str] | None] = {}
     encode = msgspec.json.encode
     for r, name in zip(rows.tolist(), names.tolist(), strict=True):
         d = dims[r]
-        dkey = encode(d)
+        dkey = dkeys.get(id(d))
+        if dkey is None:
+            dkey = dkeys[id(d)] = encode(d)
         if dkey not in by_dims:
             by_dims[dkey] = shapes_of(d)
         shapes[r] = by_dims[dkey]
@@ -215,12 +221,16 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
             ex = {**ex, tables.ARG_NAMES_KEY: arg_names[user - 1]}
         if not d or (ex is None and not name.startswith(TRITON_PREFIX) and _model(name) is None):
             continue
-        key = encode((name, dkey, types[r], strides[r], concrete[r],
-                      ex.get(tables.ARG_NAMES_KEY) if ex else None))
-        if key not in cache:
-            cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
-            cache[key] = None if cost is None else (cost, _source(name, ex))
-        found = cache[key]
+        arg_key = ex.get(tables.ARG_NAMES_KEY) if ex else None
+        ids = (name, id(d), id(types[r]), id(strides[r]), id(concrete[r]), id(arg_key), id(extra[r]))
+        if ids in by_ids:
+            found = by_ids[ids]
+        else:
+            key = encode((name, dkey, types[r], strides[r], concrete[r], arg_key))
+            if key not in cache:
+                cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
+                cache[key] = None if cost is None else (cost, _source(name, ex))
+            found = by_ids[ids] = cache[key]
         if found is not None:
             costs[r] = found
     return shapes

@@ -158,13 +158,23 @@ def find_masked_attention(rank: RankTrace, classes: np.ndarray, gpu_steps: np.nd
     sides: list[int] = []
     steps_seen: set[int] = set()
     by_call = pd.Series(picked).groupby(call_of[picked]).agg(list)
+    calls: dict[tuple, tuple[dict[str, object], int] | None] = {}  # by name and inputs (shared decoded objects)
+    backends: dict[tuple[str, ...], str] = {}
     for call, kernel_rows in by_call.items():
-        called = _call(rank, int(call), str(names[int(call)]))
+        name, inputs = str(names[int(call)]), rank.op_inputs(int(call))
+        sig = (name, *(id(inputs.get(c)) for c in (tables.OP_INPUT_DIMS, tables.OP_INPUT_TYPES,
+                                                    tables.OP_INPUT_STRIDES, tables.OP_CONCRETE_INPUTS)))
+        if sig not in calls:
+            calls[sig] = _call(rank, int(call), name)
+        called = calls[sig]
         if called is None:
             continue
-        found, side = called
+        found, side = dict(called[0]), called[1]
         k = np.asarray(kernel_rows, dtype=np.int64)
-        found.update({MA_BACKEND: _backend(kernel_names[k]), MA_KERNELS: len(k), MA_TIME_US: float(dur[k].sum()),
+        launched = tuple(str(x) for x in kernel_names[k])
+        if launched not in backends:
+            backends[launched] = _backend(kernel_names[k])
+        found.update({MA_BACKEND: backends[launched], MA_KERNELS: len(k), MA_TIME_US: float(dur[k].sum()),
                       MA_ATTN_US: float(dur[k][classes[k] == ATTENTION].sum())})
         steps_seen.update(int(s) for s in gpu_steps[k])
         recs.append(found)

@@ -77,14 +77,18 @@ def find_gemm_layouts(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | N
     kernel_names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
     seen: dict[tuple[str, str, str], tuple[str, str]] = {}
     done_ops: dict[int, tuple[str, tuple[str, str]] | None] = {}
+    by_sig: dict[tuple[str, int, int, int], tuple[str, tuple[str, str]] | None] = {}
     for g in np.flatnonzero(keep).tolist():
         op = int(op_pos[g])
         if op not in done_ops:
             inputs = rank.op_inputs(op)
-            dims = inputs.get(tables.OP_INPUT_DIMS)
-            args = OpArgs.of(dims, inputs.get(tables.OP_INPUT_TYPES), inputs.get(tables.OP_INPUT_STRIDES))
-            found = layout(str(names[op]), args)
-            done_ops[op] = None if found is None else (format_shapes(shapes_of(dims)) or "", found)
+            dims, types, strides = (inputs.get(tables.OP_INPUT_DIMS), inputs.get(tables.OP_INPUT_TYPES),
+                                    inputs.get(tables.OP_INPUT_STRIDES))
+            sig = (str(names[op]), id(dims), id(types), id(strides))  # equal inputs share their decoded objects
+            if sig not in by_sig:
+                found = layout(sig[0], OpArgs.of(dims, types, strides))
+                by_sig[sig] = None if found is None else (format_shapes(shapes_of(dims)) or "", found)
+            done_ops[op] = by_sig[sig]
         got = done_ops[op]
         if got is not None:
             seen.setdefault((str(kernel_names[g]), str(names[op]), got[0]), got[1])

@@ -78,21 +78,23 @@ def _anchors(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     ops = rank.ops
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    own = np.full(len(ops), "", dtype=object)
-    for kind, pattern in ANCHORS.items():
-        own[(own == "") & matches(names, pattern)] = kind
-    out = own.copy()
-    at = np.where(own != "", np.arange(len(ops)), -1)
+    kinds = np.array([*ANCHORS, ""], dtype=object)  # by code; -1 (none) picks the last, ''
+    own = np.full(len(ops), -1, dtype=np.int64)
+    for code, pattern in enumerate(ANCHORS.values()):
+        own[(own < 0) & matches(names, pattern)] = code
+    found = own.copy()
+    at = np.where(own >= 0, np.arange(len(ops)), -1)
     anc = parent.copy()
     for _ in range(ANCESTOR_DEPTH):
         valid = anc >= 0
         if not valid.any():
             break
         safe = np.where(valid, anc, 0)
-        hit = valid & (out == "") & (own[safe] != "")
-        out[hit] = own[safe][hit]
+        hit = valid & (found < 0) & (own[safe] >= 0)
+        found[hit] = own[safe][hit]
         at[hit] = safe[hit]
         anc = np.where(valid, parent[safe], -1)
+    out = kinds[found]
     return out, at
 
 

@@ -98,7 +98,9 @@ def find_triton_launches(rank: RankTrace, rows: np.ndarray | None = None) -> tup
     keep = (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
     if rows is not None:
         keep &= rows
-    user = np.array([isinstance(e, dict) and isinstance(e.get(tables.USER_TRITON_KEY), int) for e in extra], dtype=bool)
+    kept_ops = np.unique(op_pos[keep])  # only the ops of kept kernels are read
+    user = np.zeros(len(ops), dtype=bool)
+    user[kept_ops] = [isinstance(e, dict) and isinstance(e.get(tables.USER_TRITON_KEY), int) for e in extra[kept_ops]]
     keep &= user[np.clip(op_pos, 0, None)]
     if not keep.any():
         return empty(), index
