@@ -80,7 +80,7 @@ REJECTED: dict[str, frozenset[str]] = {
 #   there: bf16 autocast of a conv net whose convolutions already run TF32 kernels (cuDNN allows TF32
 #   by default; the override changes cuBLAS matmuls only, and the net has one small Linear).
 # - CUDA graphs on train_optimizer_fused (GRAPHS: 13.77 -> 14.30 ms unprofiled): the run shows no graph
-#   replayed: its profiled step rose 30.6 -> 32.3 ms, where every other replayed model cut it 2-4x
+#   replayed: its profiled step rose 30.6 -> 32.3 ms, where every other replayed model cut it 2-4.5x
 #   (15.5 -> 7.6, 22.8 -> 6.2, 19.7 -> 5.2, 30.3 -> 6.7, 17.8 -> 5.6 ms), so it did not apply the change.
 # - quantize_weights on decode_gemv (0.583 -> 0.919 ms with int8 weights): the int8 GEMVs torch 2.11
 #   offers without torchao (an Inductor-compiled dequantizing GEMV, torch._weight_int8pack_mm) are not
