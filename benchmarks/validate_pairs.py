@@ -75,8 +75,9 @@ def pct(a: float | None, b: float | None) -> str:
     return "–" if a is None or not b else f"{100 * (a - b) / b:+.0f}%"
 
 
-def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool) -> dict[str, object] | None:
-    path = SAMPLES / f"{stem}.trace.json.gz"
+def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool,
+         root: Path = SAMPLES) -> dict[str, object] | None:
+    path = root / f"{stem}.trace.json.gz"
     if not path.exists():
         return None
     trace = load_file(path)
@@ -86,47 +87,85 @@ def side(stem: str, measured: dict[str, tuple[float, str]], use_default: bool) -
     bare = trace.rank().meta.bare
     steady = list(result.analysis.ranks[0].launch.steady_steps)
     m_us = bare.median_us(steady) if bare is not None else None
+    timed = [us for step, us in bare.step_us if step in set(steady)] if bare is not None else []
+    m_range = (min(timed), max(timed)) if timed else None
     source = "bare run" if m_us is not None else ""
     if m_us is None and stem.split("/")[-1] in measured and "/" not in stem:
         value, source = measured[stem]
         m_us = value * 1000
     t = result.analysis.totals  # the GPU's own time (busy less pageable copies and exposed collectives)
     busy = max(t.gpu_busy_us - t.pageable_copy_us - t.comm_exposed_us, 0.0) / max(t.steps, 1)
-    return {"u": u, "measured": m_us, "source": source, "busy": busy, "suggestions": result.suggestions,
+    return {"u": u, "measured": m_us, "range": m_range, "source": source, "busy": busy, "suggestions": result.suggestions,
             "verdict": result.analysis.verdict, "label": u.label if u is not None and u.trusted else "abstains"}
+
+
+def within(projected: float | None, lo: float | None, hi: float | None, tol: float = 0.15) -> bool:
+    """`projected` within ±tol of some value in [lo, hi] (of the one measured value when lo == hi)."""
+    return projected is not None and lo is not None and hi is not None and lo * (1 - tol) <= projected <= hi * (1 + tol)
+
+
+def read_pairs(path: Path) -> tuple[tuple[str, str, str], ...]:
+    """Rows 'BEFORE AFTER RULE' (trace stems relative to the file's folder; '#' starts a comment)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 3:
+            rows.append((words[0], words[1], words[2]))
+    return tuple(rows)
 
 
 def main(argv: list[str]) -> int:
     use_default = "--default" in argv
+    root, pairs = SAMPLES, PAIRS
+    if "--pairs" in argv:  # held-out pairs: --pairs DIR/pairs.txt, traces beside it
+        listed = Path(argv[argv.index("--pairs") + 1])
+        root, pairs = listed.parent, read_pairs(listed)
     measured = measured_ms()
-    print("| before → after | fix | traced ms | projected ms | measured ms | error | verdict (projected) | "
-          "measured GPU share | verdict right | first suggestion | predicted ms | with above ms | "
-          "rule's what-if ms | measured saving ms | error |")
-    print("|---|---|---:|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|")
-    for before, after, rule in PAIRS:
-        b, a = side(before, measured, use_default), side(after, measured, use_default)
+    print("| before → after | fix | traced ms | projected ms | measured ms | measured steps ms | error | "
+          "verdict (projected) | measured GPU share | verdict right | first suggestion | predicted ms | "
+          "with above ms | rule's what-if ms | measured saving ms | error |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|")
+    n = strict = band = right_n = judged = first_ok = saving_ok = fixes = 0
+    for before, after, rule in pairs:
+        b, a = side(before, measured, use_default, root), side(after, measured, use_default, root)
         if b is None or a is None:
             continue
         for name, s in ((before, b), (after, a)):
             u = s["u"]
             m = s["measured"]
+            lo, hi = s["range"] or (m, m)
+            p = u.step_us if u and u.trusted else None
+            if m:
+                n += 1
+                strict += within(p, m, m)
+                band += within(p, lo, hi)
             share = s["busy"] / m if m else None
-            right = "–" if share is None else ("yes" if (s["verdict"] == GPU_BOUND) == (share >= GPU_BOUND_SHARE) else "NO")
+            ok = share is not None and (s["verdict"] == GPU_BOUND) == (share >= GPU_BOUND_SHARE)
+            judged += share is not None
+            right_n += ok
+            right = "–" if share is None else ("yes" if ok else "NO")
             if name == before:
                 sug = s["suggestions"]
                 first = sug[0] if sug else None
                 mine = next((x for x in sug if x.id == rule), None)
                 realised = (b["measured"] - a["measured"]) if b["measured"] and a["measured"] else None
+                fixes += 1
+                first_ok += bool(first and first.id == rule)
+                saving_ok += bool(mine and realised and realised > 0 and abs(mine.per_step_us - realised) <= 0.35 * realised)
                 tail = (f"{first.id if first else '–'} | {ms(first.per_step_us) if first else '–'} | "
                         f"{ms(first.combined_us / max(u.projected.steps, 1)) if first and first.combined_us else '–'} | "
                         f"{ms(mine.per_step_us) if mine else '–'} | {ms(realised)} | "
                         f"{pct(mine.per_step_us if mine else None, realised)}")
             else:
                 tail = "| | | | |"
+            spread = f"{ms(lo)}–{ms(hi)}" if s["range"] else "–"
             print(f"| `{name}` | {rule if name == before else ''} | {ms(u.traced_step_us) if u else '–'} | "
-                  f"{ms(u.step_us) if u and u.trusted else '–'} | {ms(m)} {s['source']} | "
-                  f"{pct(u.step_us if u and u.trusted else None, m)} | {s['label']} | "
+                  f"{ms(p)} | {ms(m)} {s['source']} | {spread} | "
+                  f"{pct(p, m)} | {s['label']} | "
                   f"{'–' if share is None else f'{100 * share:.0f}%'} | {right} | {tail} |")
+    print(f"\nprojected within ±15 % of the measured median: {strict} of {n}; within ±15 % of the measured "
+          f"steps' range: {band} of {n}; verdict right: {right_n} of {judged}; first suggestion is the fix "
+          f"made: {first_ok} of {fixes}; that rule's what-if within ±35 % of the measured saving: {saving_ok} of {fixes}")
     return 0
 
 

@@ -21,7 +21,9 @@ from tracekit.pipeline.compare import compare_files, compare_results
 from tracekit.pipeline.local import LocalResult, analyse_file
 from tracekit.report.diff_text import render_text, slower_message
 from tracekit.report.diff_view import render_diff
+from tracekit.report.meta import noisy_words
 from tracekit.suggestions.rules import RULES
+from tracekit.units import fmt_us
 
 MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, MulFunctor<float>>>"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
@@ -191,6 +193,31 @@ def test_measured_step_leads_when_both_traces_carry_one(tmp_path: Path) -> None:
     assert doc["headline"]["kind"] == MEASURED and doc["measured"]["delta"] == pytest.approx(-42)
     # only one side measured: the projection leads
     assert diff(before, a.analysis, b.suggestions).headline_kind == PROJECTED
+
+
+def test_a_noisy_measurement_is_said_with_its_spread(tmp_path: Path) -> None:
+    """BEFORE's measured steps range 500–800 µs (800 > 1.25 × 500: NOISY_MEASUREMENT), AFTER's 590–610
+    (610 < 1.25 × 590): only BEFORE's spread is named, in the diff's warnings and the text line."""
+    b, a = pair(sync_trace(tmp_path / "sync.json"), sync_trace(tmp_path / "fixed.json", sync=False))
+    before = with_unprofiled(b.analysis, {"measured_step_us": 640.0, "measured_ranks": 1,
+                                          "measured_low_us": 500.0, "measured_high_us": 800.0})
+    after = with_unprofiled(a.analysis, {"measured_step_us": 598.0, "measured_ranks": 1,
+                                         "measured_low_us": 590.0, "measured_high_us": 610.0})
+    assert before.unprofiled is not None and after.unprofiled is not None
+    assert before.unprofiled.measured_noisy and not after.unprofiled.measured_noisy
+    assert before.unprofiled.measured_range_us == (500.0, 800.0)
+    d = diff(before, after, b.suggestions)
+    noisy = [w for w in d.warnings if "measured unprofiled steps range" in w]
+    assert noisy == ["BEFORE's measured unprofiled steps range 500 µs–800 µs: the machine's speed changed during "
+                     "that run, so the measured change is only as certain as that spread"]
+    doc = before.unprofiled.to_dict()
+    assert (doc["measured_low_us"], doc["measured_high_us"], doc["measured_noisy"]) == (500.0, 800.0, True)
+    # two ranks add up: the range is the mean over the ranks, like measured_us
+    two = before.unprofiled + before.unprofiled
+    assert two.measured_range_us == (500.0, 800.0) and two.measured_us == 640.0
+    # the words the text line and the report's tile add after the measured step
+    assert noisy_words(before.unprofiled, fmt_us) == " (steps 500 µs – 800 µs: the unprofiled run's speed varied)"
+    assert noisy_words(after.unprofiled, fmt_us) == ""
 
 
 def test_abstaining_side_falls_back_to_the_traced_step(tmp_path: Path) -> None:

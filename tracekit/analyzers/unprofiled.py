@@ -21,6 +21,10 @@ from tracekit.jsonsafe import plain
 # A verdict whose GPU compute share is within this of GPU_BOUND_SHARE, or that another end of the
 # projection's range would change, is said to be near that other verdict.
 NEAR_BAND = 0.05
+# The measured unprofiled steps vary more than this (slowest / fastest steady step) on a machine whose
+# CPU speed changes under the run: on the H200 used for validation, train_tokenize.py's bare steps
+# went from 33 to 64 ms within one run (docs/model.md, "The machine's own noise").
+NOISY_MEASUREMENT = 1.25
 # CPU-side causes: the profiler's cost sits in their time (the others are GPU or copy/comm time).
 CPU_SIDE = ("launch_gap_us", "cpu_wait_us", "data_wait_us")
 
@@ -73,7 +77,8 @@ class Unprofiled:
     constants). Ranks where the model abstains keep their traced totals in all four and are listed
     in `abstained` with the model's one-line reason. `measured_step_us`: the median unprofiled
     step the trace itself carries (tracekit profile's bare run), summed over the ranks that have
-    one (`measured_ranks`). `source`: where the profiler's cost came from (SOURCE_WORDS);
+    one (`measured_ranks`); `measured_low_us` / `measured_high_us` the fastest and slowest of those
+    steady steps, summed the same way. `source`: where the profiler's cost came from (SOURCE_WORDS);
     `per_event_us`: the cost per recorded CPU event removed (rank mean)."""
 
     traced: LaunchTotals
@@ -87,6 +92,8 @@ class Unprofiled:
     source: str = "default"
     per_event_us: float = 0.0
     replay_error: float = 0.0  # the trust gate's median replay error, the worst trusted rank's
+    measured_low_us: float = 0.0
+    measured_high_us: float = 0.0
 
     def __add__(self, other: Unprofiled) -> Unprofiled:
         return Unprofiled(
@@ -97,7 +104,9 @@ class Unprofiled:
             measured_ranks=self.measured_ranks + other.measured_ranks,
             source=self.source if self.source == other.source else "mixed",
             per_event_us=_mean(self.per_event_us, self.trusted_ranks, other.per_event_us, other.trusted_ranks),
-            replay_error=max(self.replay_error, other.replay_error))
+            replay_error=max(self.replay_error, other.replay_error),
+            measured_low_us=self.measured_low_us + other.measured_low_us,
+            measured_high_us=self.measured_high_us + other.measured_high_us)
 
     @property
     def trusted(self) -> bool:
@@ -129,6 +138,20 @@ class Unprofiled:
     def measured_us(self) -> float | None:
         """The measured unprofiled step (mean of the ranks' medians), when the trace carries one."""
         return self.measured_step_us / self.measured_ranks if self.measured_ranks else None
+
+    @property
+    def measured_range_us(self) -> tuple[float, float] | None:
+        """The fastest and slowest measured steady step (mean over the ranks), when there are any."""
+        if not self.measured_ranks or self.measured_low_us <= 0:
+            return None
+        return self.measured_low_us / self.measured_ranks, self.measured_high_us / self.measured_ranks
+
+    @property
+    def measured_noisy(self) -> bool:
+        """The measured steps spread by more than NOISY_MEASUREMENT: the unprofiled run's own speed
+        changed, so a projection or a diff against it is as uncertain as that spread."""
+        r = self.measured_range_us
+        return r is not None and r[1] > NOISY_MEASUREMENT * r[0]
 
     @property
     def share(self) -> float:
@@ -175,6 +198,9 @@ class Unprofiled:
             "traced_step_us": self.traced_step_us, "projected_step_us": self.step_us,
             "projected_low_us": self.low.span_us / n, "projected_high_us": self.high.span_us / n,
             "measured_step_us": self.measured_us,
+            "measured_low_us": (self.measured_range_us or (None, None))[0],
+            "measured_high_us": (self.measured_range_us or (None, None))[1],
+            "measured_noisy": self.measured_noisy,
             "traced_gpu_busy_share": self.traced.gpu_util, "projected_gpu_busy_share": self.projected.gpu_util,
             "correction_us": (self.traced.span_us - self.projected.span_us) / n,
             "source": self.source, "source_words": SOURCE_WORDS.get(self.source, self.source),

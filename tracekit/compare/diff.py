@@ -34,6 +34,7 @@ from tracekit.compare.checks import (
 )
 from tracekit.jsonsafe import plain
 from tracekit.suggestions.model import Suggestion
+from tracekit.units import fmt_us
 
 __all__ = ["Change", "SuggestionCheck", "TraceDiff", "diff", "direction", "target"]
 
@@ -263,6 +264,10 @@ def _unprofiled(before: Analysis, after: Analysis) -> tuple[Change | None, Chang
                       for side, u in (("BEFORE", ub), ("AFTER", ua)) if not u.trusted]
         if ub.measured_us is not None and ua.measured_us is not None:
             measured = Change("measured_step_us", ub.measured_us, ua.measured_us)
+            notes += [f"{side}'s measured unprofiled steps range {fmt_us(r[0])}–{fmt_us(r[1])}: the machine's speed "
+                      "changed during that run, so the measured change is only as certain as that spread"
+                      for side, u in (("BEFORE", ub), ("AFTER", ua))
+                      if u.measured_noisy and (r := u.measured_range_us) is not None]
     return projected, measured, notes
 
 

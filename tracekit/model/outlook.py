@@ -161,10 +161,11 @@ def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches:
 
 
 def _abstaining(rank: int, gate: Fidelity, traced: LaunchTotals, overhead: ProfilerOverhead,
-                measured: float | None) -> RankModel:
+                measured: float | None, spread: tuple[float, float]) -> RankModel:
     unprofiled = Unprofiled(traced=traced, projected=traced, low=traced, high=traced, trusted_ranks=0,
                             abstained=((rank, gate.reason),), measured_step_us=measured or 0.0,
-                            measured_ranks=int(measured is not None), source=overhead.source)
+                            measured_ranks=int(measured is not None), source=overhead.source,
+                            measured_low_us=spread[0], measured_high_us=spread[1])
     return RankModel(rank=rank, fidelity=gate, overhead=overhead, launches=None, steps=(), unprofiled=unprofiled)
 
 
@@ -180,9 +181,10 @@ def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead =
     numbers = [int(plan.windows.numbers[int(k)]) for k in selected]
     measured_steps = [bare[n] for n in numbers if bare is not None and n in bare]
     measured = float(np.median(measured_steps)) if measured_steps else None
+    spread = (min(measured_steps), max(measured_steps)) if measured_steps else (0.0, 0.0)
     graphs, gate = gated_graphs(rank, plan)
     if not gate.trusted or len(graphs) != len(traced_steps):
-        return _abstaining(int(rank.rank), gate, traced, overhead, measured)
+        return _abstaining(int(rank.rank), gate, traced, overhead, measured, spread)
     launches = launch_profile(graphs)
     if measured is not None:
         overhead = fit_to_bare(graphs, overhead, launches, measured)
@@ -206,7 +208,8 @@ def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead =
         traced=traced, projected=sum(projected, LaunchTotals()), low=sum(low, LaunchTotals()),
         high=sum(high, LaunchTotals()), trusted_ranks=1, measured_step_us=measured or 0.0,
         measured_ranks=int(measured is not None), source=overhead.source,
-        per_event_us=overhead.per_event_us(launches), replay_error=gate.median_error)
+        per_event_us=overhead.per_event_us(launches), replay_error=gate.median_error,
+        measured_low_us=spread[0], measured_high_us=spread[1])
     return RankModel(rank=int(rank.rank), fidelity=gate, overhead=overhead, launches=launches, steps=tuple(steps),
                      unprofiled=unprofiled)
 

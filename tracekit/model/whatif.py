@@ -158,6 +158,45 @@ def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transfor
     return apply
 
 
+def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
+    """torch.compile over the runs of consecutive launches of `rows` (bool per rank.gpu row: the
+    elementwise/normalization kernels between two other launches): a run of k ≥ 2 becomes one fused
+    kernel launched once by the compiled wrapper, so its first call costs `launch_us` and the others,
+    with the host gaps before them (the eager ops' Python and dispatch), are gone; its GPU nodes take
+    1/k of their time (memory-bound kernels fused: the chain's inputs read and its output written
+    once, the k − 1 intermediates not at all; the rule's cap, suggestions/rules_kernels.py). Unlike
+    fuse_runs (a hand-fused op whose own Python replaces the chain's), none of the chain's host time
+    stays. Runs of one kernel are left as they are."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        mine = node_mask(step, rows)
+        calls = _launching(step, mine)
+        launching = np.flatnonzero(calls | _launching(step, ~mine))
+        ours = calls[launching]
+        if not ours.any():
+            return step.costs
+        first = ours & ~np.concatenate(([False], ours[:-1]))
+        run = np.cumsum(first) * ours  # 1-based run id per launching call, 0 outside our runs
+        length = np.bincount(run, minlength=int(run.max()) + 1)
+        fused = ours & (length[run] >= 2)
+        if not fused.any():
+            return step.costs
+        gap, dur, g_dur, _ = _costs(step)
+        inner = np.zeros_like(calls)
+        inner[launching[fused & ~first]] = True
+        heads = np.zeros_like(calls)
+        heads[launching[fused & first]] = True
+        k = np.zeros(g.n_calls)
+        k[launching[fused]] = length[run[fused]]
+        node_k = np.where((g.gpu_launch >= 0) & mine, k[np.maximum(g.gpu_launch, 0)], 0.0)
+        return dataclasses.replace(step.costs, call_gap_us=np.where(inner, 0.0, gap),
+                                   call_dur_us=np.where(inner, 0.0, np.where(heads, launch_us, dur)),
+                                   gpu_dur_us=np.where(node_k >= 2, g_dur / np.maximum(node_k, 1.0), g_dur))
+
+    return apply
+
+
 def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform:
     """Copies from pinned memory: the copy nodes at `rows` × `factor` (the pinned bandwidth's time),
     and the calls that issued them return after `call_us` instead of blocking for the copy (a

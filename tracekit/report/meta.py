@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import COMMUNICATION, MEMCPY, MEMSET
 from tracekit.analyzers.tracefacts import CpuOps, GpuInfo, TraceFacts
+from tracekit.analyzers.unprofiled import Unprofiled
 from tracekit.report.tables import Bar, bars
 from tracekit.units import (
     DASH,
@@ -122,3 +123,12 @@ def cpu_bars(cpu: CpuOps) -> tuple[Bar, ...]:
 
 def threads_text(cpu: CpuOps) -> str:
     return f"on {plural(cpu.threads, 'thread')}"
+
+
+def noisy_words(u: Unprofiled, fmt: Callable[[float], str]) -> str:
+    """' (steps 33.2 ms – 64.1 ms: the unprofiled run's speed varied)' when the measured steps spread
+    past NOISY_MEASUREMENT, else ''."""
+    r = u.measured_range_us
+    if not u.measured_noisy or r is None:
+        return ""
+    return f" (steps {fmt(r[0])} – {fmt(r[1])}: the unprofiled run's speed varied)"

@@ -9,6 +9,7 @@ from tracekit.analyzers.per_step import PER_STEP_FIELDS
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
 from tracekit.report.memory_view import memory_lines
+from tracekit.report.meta import noisy_words
 from tracekit.report.names import demangle, short_name
 from tracekit.report.tables import fmt_shapes
 from tracekit.terminal import visible
@@ -103,7 +104,7 @@ def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
     lines = []
     if u.trusted:
         n = max(u.projected.steps, 1)
-        measured = f"; measured unprofiled {fmt_us(u.measured_us)}" if u.measured_us is not None else ""
+        measured = f"; measured unprofiled {fmt_us(u.measured_us)}{noisy_words(u, fmt_us)}" if u.measured_us is not None else ""
         lines.append(f"step      {fmt_us(u.traced_step_us)} as traced, {fmt_us(u.step_us)} projected without the profiler "
                      f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}"
                      + ("" if summary.headline.undetermined else f"; {safe(u.label)}"))  # no verdict beside undetermined

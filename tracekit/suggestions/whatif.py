@@ -24,6 +24,7 @@ from tracekit.analyzers.kernels import (
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
     Breaks,
+    compile_runs,
     compose,
     cuda_graph,
     fuse_region,
@@ -50,7 +51,6 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "align_dims": (GEMM,),
-    "fuse_elementwise": (ELEMENTWISE, NORMALIZATION),
     "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
     "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
@@ -204,6 +204,14 @@ def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
     return scale_nodes(np.isin(p.triton_rows, picked), per_step) if picked else None
 
 
+def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """torch.compile fuses each run of elementwise/normalization launches into one kernel, called by
+    its wrapper without the eager ops' dispatch (model/whatif.py compile_runs); the optimizer's
+    kernels (compiling the model leaves opt.step() eager: fused_optimizer's change) and those already
+    replayed from a graph are not part of any run."""
+    return compile_runs(_rows(r, (ELEMENTWISE, NORMALIZATION)) & ~_graph_excluded(r), BARE_LAUNCH_US)
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -222,6 +230,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "batch_decode": _batch_decode,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,
+    "fuse_elementwise": _fuse_elementwise,
     "graph_breaks": _graph_breaks,
     "triton_config": _triton_config,
     **{rule: _gpu_side for rule in GPU_CLASSES},

@@ -1,0 +1,64 @@
+"""The torch.compile what-if (model/whatif.py compile_runs): runs of elementwise launches become one
+fused kernel each, with the eager dispatch between them gone; numbers derived by hand on a synthetic trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tracebuilder import TraceBuilder
+
+from tracekit.model.whatif import compile_runs
+from tracekit.pipeline.local import analyse_file
+from tracekit.suggestions.whatif import _rows
+
+GEMM = "ampere_sgemm_128x64_nn"
+MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, MulFunctor<float>>>"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>"
+
+
+def chain_trace(path: Path) -> Path:
+    """Each 400 µs step: aten::mm launches a 20 µs GEMM; aten::mul, aten::add, aten::gelu (each 30 µs
+    apart) launch 10 µs elementwise kernels: a run of 3; aten::mm again; then one lone aten::add (a
+    run of 1: nothing to fuse)."""
+    b = TraceBuilder()
+    for s in range(6):
+        t0 = s * 400
+        b.annotation(f"ProfilerStep#{s}", t0, 400)
+        b.launch(t0 + 12, 5, GEMM, t0 + 20, 20, ext=b.op("aten::mm", t0 + 10, 8))
+        for j, (name, kernel) in enumerate((("aten::mul", MUL), ("aten::add", ADD), ("aten::gelu", GELU))):
+            at = t0 + 50 + 30 * j
+            b.launch(at + 2, 5, kernel, at + 10, 10, ext=b.op(name, at, 8))
+        b.launch(t0 + 152, 5, GEMM, t0 + 160, 20, ext=b.op("aten::mm", t0 + 150, 8))
+        b.launch(t0 + 202, 5, ADD, t0 + 210, 10, ext=b.op("aten::add", t0 + 200, 8))
+    return b.write(path)
+
+
+def test_a_run_of_three_becomes_one_launch_and_a_third_of_its_gpu_time(tmp_path: Path) -> None:
+    result = analyse_file(chain_trace(tmp_path / "chain.json"))
+    model, rank = result.models[0], result.analysis.ranks[0]
+    step = model.steps[0]
+    g = step.graph
+    rows = _rows(rank, ("elementwise",))
+    costs = compile_runs(rows, 3.0)(step)
+    calls = np.flatnonzero(g.gpu_launch >= 0)
+    order = np.argsort(g.gpu_launch[calls])
+    nodes = calls[order]  # GPU nodes in launch order: mm, mul, add, gelu, mm, add
+    launch = g.gpu_launch[nodes]
+    before_gap = step.costs.call_gap_us if step.costs.call_gap_us is not None else g.call_gap_us
+    before_dur = step.costs.call_dur_us if step.costs.call_dur_us is not None else g.call_dur_us
+    before_gpu = step.costs.gpu_dur_us if step.costs.gpu_dur_us is not None else g.gpu_dur_us
+    # the run's head launch costs 3 µs; its two inner calls and the gaps before them are gone
+    assert costs.call_dur_us[launch[1]] == 3.0
+    assert list(costs.call_dur_us[launch[2:4]]) == [0.0, 0.0]
+    assert list(costs.call_gap_us[launch[2:4]]) == [0.0, 0.0]
+    assert costs.call_gap_us[launch[1]] == before_gap[launch[1]]  # the head keeps the gap before it
+    # the run's kernels take a third of their 10 µs; the GEMMs and the lone add (a run of one) keep theirs
+    assert costs.gpu_dur_us[nodes[1:4]] == pytest.approx(before_gpu[nodes[1:4]] / 3)
+    for k in (0, 4, 5):
+        assert costs.gpu_dur_us[nodes[k]] == before_gpu[nodes[k]]
+        assert costs.call_dur_us[launch[k]] == before_dur[launch[k]]
+    # with no elementwise rows nothing changes
+    assert compile_runs(np.zeros_like(rows), 3.0)(step) is step.costs
