@@ -76,6 +76,41 @@ def test_cuda_graphs_keeps_back_to_back_gaps(tmp_path):
     assert s.evidence[0]["launch_gaps"] == 40
 
 
+FMHA = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
+
+
+def decode_attention_trace(tmp_path, name, key_lengths):
+    """launch_bound_trace's timing (one 1000 µs step, 50 kernels of 2 µs launched every 20 µs), each
+    kernel a one-token attention call: query [1, 1, 12, 64], keys and values [1, L, 12, 64] with L
+    cycling through `key_lengths` (a cache that grows by a token per call, or a fixed-size one)."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    for i in range(50):
+        length = key_lengths[i % len(key_lengths)]
+        op = b.op("aten::_efficient_attention_forward", 9 + 20 * i, 8,
+                  **{"Input Dims": [[1, 1, 12, 64], [1, length, 12, 64], [1, length, 12, 64]],
+                     "Input type": [F32, F32, F32]})
+        b.launch(10 + 20 * i, 5, FMHA, 17 + 20 * i, 2, ext=op)
+    return b.write(tmp_path / f"{name}.json")
+
+
+def test_cuda_graphs_silent_on_a_growing_kv_cache(tmp_path):
+    """A CUDA graph replays fixed shapes: with a static cache (every call's keys 53 long) the rule
+    prices the step as launch_bound_trace (49 gaps of 18 µs, each then GRAPH_GAP_US); with keys
+    33..37 long (a cache grown by one token per call, as transformers' DynamicCache in generate())
+    the step cannot be captured as written and the rule is silent."""
+    static = analyze(tracekit.load_trace(decode_attention_trace(tmp_path, "static", [53])))
+    assert rules_launch.growing_kv_cache(static) is None
+    s = rules_launch.cuda_graphs(static)
+    assert s is not None and s.saving_us == pytest.approx(49 * 18 - 49 * rules_launch.GRAPH_GAP_US)
+    growing = analyze(tracekit.load_trace(decode_attention_trace(tmp_path, "growing", [33, 34, 35, 36, 37])))
+    assert rules_launch.growing_kv_cache(growing) == ("aten::_efficient_attention_forward", (33, 34, 35, 36, 37))
+    assert rules_launch.cuda_graphs(growing) is None
+    # two key lengths (self- and cross-attention of fixed sizes) are not a growing cache
+    two = analyze(tracekit.load_trace(decode_attention_trace(tmp_path, "two", [32, 77])))
+    assert rules_launch.growing_kv_cache(two) is None and rules_launch.cuda_graphs(two) is not None
+
+
 def test_cuda_graphs_silent_with_one_kernel_per_step(tmp_path):
     """One launch per step: the graph would need one launch per step too (nothing to remove)."""
     b = TraceBuilder()

@@ -10,6 +10,7 @@ import numpy as np
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import sequences
 from tracekit.analyzers.devices import Device
+from tracekit.analyzers.kernels import ATTENTION
 from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
 from tracekit.analyzers.windows import SCOPE_INFERRED
@@ -27,16 +28,46 @@ GRAPH_GAP_US = 0.5
 CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it pays
 MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing;
 # with inferred steps, one graph spans many of them: the launches of the whole run count)
+# A KV cache that grows as the step decodes: one attention call signature (op, query shape) whose key
+# input takes at least this many lengths in the headline steps (transformers' DynamicCache: torch.cat
+# of every layer's cache at every token, new shapes and addresses each time).
+GROWING_CACHE_LENGTHS = 3
 # batch_bmm stays silent on loops that already keep the GPU full: GEMMs whose grid fills every SM,
 # or loops whose GEMMs run this share of the loop's wall time (batching removes only the gaps).
 LOOP_BUSY_SHARE = 0.9
 
 
+def growing_kv_cache(analysis: Analysis) -> tuple[str, tuple[int, ...]] | None:
+    """(op, the key lengths) of an attention-class kernel's op whose calls with one query shape see
+    keys that differ in one dimension only, at least GROWING_CACHE_LENGTHS lengths of it: a KV
+    cache that grows from call to call in the headline steps. None when there is none."""
+    k = analysis.kernels
+    if k is None or not len(k):
+        return None
+    keys: dict[tuple[str, tuple[int, ...]], set[tuple[int, ...]]] = {}
+    for op, shapes in zip(k.loc[k["class"] == ATTENTION, "op"], k.loc[k["class"] == ATTENTION, "shapes"], strict=True):
+        dims = [tuple(d) for d in (shapes or ()) if isinstance(d, tuple) and d and all(isinstance(x, int) for x in d)]
+        if len(dims) >= 2 and len(dims[0]) == len(dims[1]):
+            keys.setdefault((str(op), dims[0]), set()).add(dims[1])
+    for (op, _), seen in keys.items():
+        if len(seen) < GROWING_CACHE_LENGTHS:
+            continue
+        varying = [i for i in range(len(next(iter(seen)))) if len({key[i] for key in seen}) > 1]
+        if len(varying) == 1:
+            return op, tuple(sorted(key[varying[0]] for key in seen))
+    return None
+
+
 def cuda_graphs(analysis: Analysis) -> Suggestion | None:
-    """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone."""
+    """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone. Silent on a
+    step whose KV cache grows (growing_kv_cache): a CUDA graph replays fixed shapes and addresses,
+    so it cannot capture such a step as written (a static cache first: transformers' StaticCache,
+    as sample_traces/scripts/gpt2_decode.py does for gpt2_decode_graph.py)."""
     scope = Scope.of(analysis)
     if not launch_limited(analysis.verdict, analysis.cause):
         return None  # the GPU is not waiting for launches: a graph would not shorten the step
+    if growing_kv_cache(analysis) is not None:
+        return None
     rows: list[dict[str, Any]] = []
     total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0
     n_graphed = n_optimizer = 0
