@@ -56,7 +56,7 @@ def test_graph_breaks_evidence_on_the_h200_trace():
     if not path.exists():
         pytest.skip("sample_traces/bare/compile_graph_breaks is not recorded in this checkout")
     s = analyse_file(path).suggestions[0]
-    assert s.title.startswith("Remove torch.compile graph breaks: 11 break(s) per step between 12 compiled "
+    assert s.title.startswith("Remove torch.compile graph breaks: 11 breaks per step between 12 compiled "
                               "regions (12 cache lookups), at aten::item")
     per_step = {e["at"]: e["breaks_per_step"] for e in s.evidence}
     assert per_step == {"aten::item, aten::_local_scalar_dense": 6.0, "Python (no recorded op: a resumed frame)": 5.0}

@@ -72,7 +72,7 @@ def test_rule_fires_with_the_op_at_the_break(tmp_path):
     steps = a.totals.steps
     assert s.per_step_us == pytest.approx(200.0)  # the 200 µs GPU idle across each break
     assert s.saving_us == pytest.approx(200.0 * steps)
-    assert "1 break(s) per step between 2 compiled regions (2 cache lookups), at aten::item" in s.title
+    assert "1 break per step between 2 compiled regions (2 cache lookups), at aten::item" in s.title
     row = s.evidence[0]
     assert (row["host_us_per_break"], row["sync_us_per_break"], row["guard_us_per_break"]) == \
         pytest.approx((380.0, 210.0, 30.0))

@@ -172,6 +172,10 @@ CLASS_RULES: tuple[Rule, ...] = (
     # --- elementwise: pointwise math, fills, RNG, optimizers -----------------------------------
     Rule(r"upsample|UpSample|interpolat|grid_sampler|resize", "elementwise",
          source="upsample_nearest2d_out_frame, upsample_bilinear2d (H200)"),
+    Rule(r"lstm_cell_(forward|backward)|gru_cell_(forward|backward)|LSTM_elementWise|GRU_elementWise|"
+         r"RNN_elementWise|elementWise_(fp|bp)", "elementwise",
+         source="the fused pointwise gates of RNN cells: ATen's lstm_cell_forward/backward (nn.LSTMCell), "
+                "cuDNN's LSTM_elementWise_bp1 (nn.LSTM; H200 held-out lstm_cells)"),
     Rule(r"elementwise|Elementwise|pointwise|Pointwise|Functor|kernelPointwiseApply|multi_tensor_apply|"
          r"Adam|adam|sgd|SGD|lamb|dropout|Dropout|fill|Fill|memset|where|clamp|threshold|relu|gelu|"
          r"Gelu|GeLU|silu|Silu|swiglu|geglu|sigmoid|tanh|exp|log|sqrt|rsqrt|pow|abs|neg|add|Add|mul|"

@@ -13,6 +13,7 @@ from tracekit.analyzers.detectors import gemm_layout as gl
 from tracekit.suggestions.common import Scope, fmt_us, gemm_dims, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import MATMUL_DTYPES
+from tracekit.units import plural
 
 ALIGN_BYTES = gl.ALIGN_BYTES
 VOCAB_DIM_MIN = 16384  # dims at least this large are vocabulary-like: pad them to VOCAB_ALIGN
@@ -154,6 +155,6 @@ def align_dims(analysis: Analysis) -> Suggestion | None:
                + "; ".join(sorted(sources)) + f") = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
     named = {p.split("=")[0] for x in rows for p in x["pad"].split(", ") if "=" in p}
     dims_named = [d for d in ("M", "N", "K") if d in named]
-    title = (f"Pad {len(rows)} GEMM shape(s) off alignment ({', '.join(dims_named) or 'leading dims'}; "
+    title = (f"Pad {plural(len(rows), 'GEMM shape')} off alignment ({', '.join(dims_named) or 'leading dims'}; "
              f"{rows[0]['why']}): cuBLAS falls back to slower kernels")
     return suggestion("align_dims", title, saving, scope, formula, rows)

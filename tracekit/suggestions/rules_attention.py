@@ -9,6 +9,7 @@ from tracekit.analyzers.detectors import attention_mask as am
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF, MATMUL_DTYPES
+from tracekit.units import plural
 
 CAUSAL_SHARE = 0.5  # the tiles above the diagonal: what a causal kernel skips
 CAUSAL_MIN_PCT = 2.0  # silent below this share of the step
@@ -55,11 +56,11 @@ def causal_mask(analysis: Analysis) -> Suggestion | None:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
-    formula = (f"Σ over {len(rows)} masked call signature(s) of " + "; ".join(sorted(modes))
+    formula = (f"Σ over {plural(len(rows), 'masked call signature')} of " + "; ".join(sorted(modes))
                + f" = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
     calls = sum(x["calls_per_step"] for x in rows) / scope.ranks
     backends = ", ".join(sorted({x["backend"] for x in rows}))
-    title = (f"Pass is_causal=True instead of a square attn_mask: {calls:.0f} SDPA call(s) per step "
+    title = (f"Pass is_causal=True instead of a square attn_mask: {plural(calls, 'SDPA call')} per step "
              f"({backends} backend) run every tile"
              + ("" if certain else " (if the mask is causal)"))
     if any(x["backend"] == am.MATH for x in rows):

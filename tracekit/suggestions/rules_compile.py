@@ -8,6 +8,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import compiled as cd
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.units import plural
 
 BREAKS_MIN_PCT = 2.0  # silent below this share of the step
 NO_OP = "Python (no recorded op: a resumed frame)"
@@ -48,12 +49,12 @@ def graph_breaks(analysis: Analysis) -> Suggestion | None:
     rows.sort(key=lambda x: -float(x["saving_us"]))
     saving = total / scope.ranks
     per_rank_steps = scope.steps * scope.ranks
-    formula = (f"Σ over {n_breaks} graph break(s) of the GPU idle from the end of the compiled graph before "
+    formula = (f"Σ over {plural(n_breaks, 'graph break')} of the GPU idle from the end of the compiled graph before "
                f"the break to the first GPU work after the next one starts = {fmt_us(saving)} "
                f"({fmt_us(saving / scope.steps)} per step; the host time between the graphs: "
                f"{fmt_us(host_total / scope.ranks / scope.steps)} per step)")
     at = ", ".join(dict.fromkeys(str(x["at"]) for x in rows))[:120]
-    title = (f"Remove torch.compile graph breaks: {n_breaks / per_rank_steps:.0f} break(s) per step between "
+    title = (f"Remove torch.compile graph breaks: {plural(n_breaks / per_rank_steps, 'break')} per step between "
              f"{regions / per_rank_steps:.0f} compiled regions ({lookups / per_rank_steps:.0f} cache lookups), "
              f"at {at}")
     if recompiled:

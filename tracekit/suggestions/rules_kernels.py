@@ -18,6 +18,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
+from tracekit.units import plural
 
 # The rate a fused attention kernel is assumed to reach, as a share of the device's dense tensor
 # peak for the dtype (validated on H200: docs/validation.md, suggestions section).
@@ -72,7 +73,7 @@ def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
-    formula = (f"Σ over {len(rows)} chain signature(s) of " + " or ".join(sorted(modes))
+    formula = (f"Σ over {plural(len(rows), 'chain signature')} of " + " or ".join(sorted(modes))
                + f"; avoided = 2 × each intermediate tensor (written, then read back) = "
                f"{fmt_bytes(avoided_total / scope.ranks)}; each chain capped at its time minus one "
                f"kernel per chain = {fmt_us(saving)}")
@@ -120,6 +121,6 @@ def use_sdpa(analysis: Analysis) -> Suggestion | None:
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; fused estimate = max(the two "
                f"GEMMs' FLOPs / ({eff} of the dtype's tensor peak), Q+K+V+output bytes / bandwidth), "
                "no causal discount")
-    title = (f"Use scaled_dot_product_attention: {sum(x['count'] for x in rows)} unfused attention(s) write "
+    title = (f"Use scaled_dot_product_attention: {plural(sum(x['count'] for x in rows), 'unfused attention')} write "
              "the score matrix to memory (matmul → mask → softmax → matmul)")
     return suggestion("use_sdpa", title, saving, scope, formula, rows)

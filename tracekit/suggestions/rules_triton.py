@@ -11,6 +11,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import triton_launch as tl
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.units import plural
 
 # The share of its roof a tuned Triton kernel reaches: the tutorial matmul with 128×128×64 tiles,
 # 8 warps, 3 stages runs at 63 % of the H200's fp16 tensor roof (sample_traces/triton_matmul, 2048³),
@@ -77,7 +78,7 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     top = rows[0]
-    formula = (f"Σ over {len(rows)} launch configuration(s) below {100 * FIRE_BELOW_SHARE:.0f} % of their roof of "
+    formula = (f"Σ over {plural(len(rows), 'launch configuration')} below {100 * FIRE_BELOW_SHARE:.0f} % of their roof of "
                f"their kernel time − roof time / {TUNED_ROOF_SHARE:g} (a tuned Triton kernel at "
                f"{100 * TUNED_ROOF_SHARE:.0f} % of the roof: the tutorial matmul's 128×128 tiles on the H200; roof "
                f"time = FLOPs / peak or bytes / bandwidth, from the kernel's cost model, else its tensor arguments' "
