@@ -19,8 +19,11 @@ of each step (peak statistics reset right after `prof.step()`). Then, without th
 `--device cpu` runs the same flow on the CPU with a tiny model for checking the script itself: no
 memory statistics, and "out of memory" simulated above --cpu-limit samples.
 
-Writes into $OUT: batch_b{B}.trace.json.gz (one per profiled batch), memory_batches.json (every
-number) and memory_batches.log.
+One more recording at --stack-batch adds Python stacks and nn.Module frames (with_stack, with_modules:
+what the operator view groups by module and source line).
+
+Writes into $OUT: batch_b{B}.trace.json.gz (one per profiled batch), stack_b{B}.trace.json.gz,
+memory_batches.json (every number) and memory_batches.log.
 """
 
 from __future__ import annotations
@@ -91,18 +94,20 @@ class Run:
             torch.cuda.empty_cache()
 
 
-def profiled(run: Run, batch: int, out: Path) -> dict:
-    """`steps` steps at `batch` under torch.profiler(profile_memory=True): the trace, per-step peaks."""
+def profiled(run: Run, batch: int, out: Path, stack: bool = False) -> dict:
+    """`steps` steps at `batch` under torch.profiler(profile_memory=True): the trace, per-step peaks.
+    `stack`: with Python stacks and nn.Module frames too (with_stack, with_modules: the operator view)."""
     from torch.profiler import ProfilerActivity, profile
 
     model, opt = run.model()
     run.step(model, opt, batch)  # optimizer state exists before recording
     run.sync()
     allocated, reserved, times = [], [], []
-    path = out / f"batch_b{batch}.trace.json"
+    path = out / f"{'stack' if stack else 'batch'}_b{batch}.trace.json"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if run.cuda else [])
     # no schedule: every step is recorded, prof.step() marks each ProfilerStep#N
-    with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
+    with profile(activities=activities, profile_memory=True, record_shapes=True,
+                 with_stack=stack, with_modules=stack) as prof:
         for _ in range(run.args.steps):
             run.reset_peak()
             t0 = time.perf_counter()
@@ -204,6 +209,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3, help="profiled steps per batch")
     ap.add_argument("--batches", type=int, nargs="+", default=[2, 32, 256])
+    ap.add_argument("--stack-batch", type=int, default=32, help="one more recording with Python stacks (0: none)")
     ap.add_argument("--start", type=int, default=128)
     ap.add_argument("--max-batch", type=int, default=1 << 14)
     ap.add_argument("--budget", type=float, default=120.0, help="seconds for the out-of-memory search")
@@ -228,6 +234,10 @@ def main() -> None:
         r = profiled(run, b, out)
         log(json.dumps(r))
         result["profiled"].append(r)
+    if args.stack_batch:
+        r = profiled(run, args.stack_batch, out, stack=True)
+        log(json.dumps(r))
+        result["stacked"] = r
     result["plain"] = []
     b = 1
     while b <= args.max_batch:
