@@ -116,3 +116,22 @@ def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
         "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear: 100 %"
     assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net: 100 %"
     assert where(kernel="not_in_this_trace") == ""
+
+
+def test_report_card_sortable_by_op_module_and_line(tmp_path):
+    import re
+
+    from tracekit.pipeline.reports import write_report
+
+    html = write_report(stacked_trace(tmp_path, steps=4), tmp_path / "r.html").read_text(encoding="utf-8")
+    card = html[html.index('id="r0-operators"'):]
+    card = card[:card.index("</section>")]
+    # three sortable tables, one per grouping, GPU time first and sorted by it
+    assert re.findall(r'<table class="num-table sortable op-table" data-by="(\w+)">', card) == ["op", "module", "line"]
+    assert card.count('aria-sort="descending"') == 3
+    # the four identical steps are all steady (no set-up step to leave out): 4 × the 20 µs gemm under
+    # model.py:10 and Linear_0, 4 × the 5 µs relu kernel under model.py:12
+    assert "totals over the 4 steady steps" in card
+    for key, gpu in (("model.py:10 forward", 80.0), ("model.py:12 forward", 20.0), ("Linear_0", 80.0)):
+        row = re.search(r'<tr><td data-v="([\d.]+)">[^<]*</td>(?:(?!</tr>).)*title="' + re.escape(key) + '"', card)
+        assert row is not None and float(row.group(1)) == gpu, key
