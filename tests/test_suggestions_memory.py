@@ -25,18 +25,18 @@ def mem(b: TraceBuilder, ts: float, nbytes: int, total: int, reserved: int, addr
 
 
 def launch_steps(path: Path, *, kernel_us: float = 5.0, transient_gb: int = 20, memory: bool = True,
-                 load_us: float = 0.0) -> Path:
+                 load_us: float = 0.0, load_op: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__") -> Path:
     """Four 1000 µs steps. Each: 20 aten::mm ops every 50 µs from the step start, each with a 5 µs
     launch call 2 µs in and its kernel 10 µs in (`kernel_us` long). Memory (device 0, tracebuilder's
     H200: 150 GB): 10 GB in use before each step, `transient_gb` allocated 3 µs in and freed 900 µs
-    in; reserved = allocated at the peak. `load_us`: each step that much longer, a DataLoader next()
-    on the main thread at its start first and the ops (and memory events) after it."""
+    in; reserved = allocated at the peak. `load_us`: each step that much longer, `load_op` (a
+    DataLoader next()) on the main thread at its start first and the ops (and memory events) after it."""
     b = TraceBuilder()
     for s in range(4):
         t0 = (1000.0 + load_us) * s
         b.annotation(f"ProfilerStep#{s}", t0, 1000.0 + load_us)
         if load_us:
-            b.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 1, load_us - 2)
+            b.op(load_op, t0 + 1, load_us - 2)
             t0 += load_us
         for i in range(20):
             t = t0 + 50.0 * i
@@ -112,6 +112,15 @@ def test_silent_when_the_step_waits_on_data_loading(tmp_path):
     assert RULE.run(a) is None
 
 
+def test_silent_when_the_step_waits_on_cpu_work(tmp_path):
+    # the same 2 ms on the main thread in a CPU op (preprocessing, often per sample): host-bound on
+    # CPU work, which a larger batch need not share
+    path = launch_steps(tmp_path / "t.json", load_us=2000.0, load_op="aten::to_dense")
+    a = analyze(tracekit.load_trace(path))
+    assert (a.verdict, a.cause) == ("host-bound", "cpu_work")
+    assert RULE.run(a) is None
+
+
 def test_what_if_replays_the_host_side_per_sample(tmp_path):
     result = analyse_file(launch_steps(tmp_path / "t.json"))
     (s,) = [x for x in result.suggestions if x.id == "larger_batch"]
@@ -133,3 +142,29 @@ def test_silent_on_the_h200_batch_256_trace():
     a = analyze(tracekit.load_trace(H200_B256))
     assert a.verdict == "gpu-bound" and a.ranks[0].memory.batch_factor > 4
     assert RULE.run(a) is None
+
+
+TRACELENS = "tracelens"
+
+
+@pytest.mark.parametrize("name, fires", [
+    # MI300 inference of a small BERT at a small batch: launch-bound, peaks at 224 MB of 206 GB
+    ("mi300_gaunernst_bert-small-uncased__1016001.json.gz", True),
+    # MI300 TimeSformer: host-bound on 270 ms of CPU work per step (not shared by a larger batch)
+    ("mi300/facebook_timesformer-base-finetuned-k400__1016002.json.gz", False),
+])
+def test_shared_traces(shared_traces, name, fires):
+    path = shared_traces / TRACELENS / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    a = analyze(tracekit.load_trace(path))
+    s = RULE.run(a)
+    assert (s is not None) == fires
+    if s is None:
+        return
+    (view,) = [r.memory for r in a.ranks]
+    assert view is not None and view.batch_factor > 8  # headroom far beyond 8×: the multiple is capped at 8
+    assert s.evidence[0]["batch_multiple"] == 8 and s.title.startswith("Try an 8× larger batch")
+    # 7/8 of the GPU's launch and sync wait per step (the traced totals the rule reads)
+    causes = a.totals.causes()
+    assert s.per_step_us == pytest.approx((causes["launch"] + causes["sync"]) * 7 / 8 / a.totals.steps)
