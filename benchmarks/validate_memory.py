@@ -21,6 +21,7 @@ import tracekit
 from tracekit.analyzers.memory import memory_view
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.analyzers.step_selection import StepSelection
+from tracekit.analyzers.windows import SCOPE_INFERRED
 from tracekit.pipeline.local import analyse_file
 
 RESULTS = ("memory_batches.json", "memory_validate.json")
@@ -41,17 +42,21 @@ def rows(folder: Path) -> tuple[dict, list[dict]]:
     runs = [(run, False) for run in doc["profiled"]] + [(run, True) for run in doc.get("tracekit", [])]
     for run, via_tracekit in runs:
         rank = tracekit.load_trace(folder / run["trace"]).rank()
-        view = memory_view(rank, plan_steps(rank, StepSelection.of("all")))
+        plan = plan_steps(rank, StepSelection.of("all"))
+        view = memory_view(rank, plan)
         if view is None:
             continue
         peaks = [s.peak_allocated for s in view.steps]
         measured = run["max_memory_allocated"]
         n = min(len(peaks), len(measured))
-        # the script's own profiler marks a step per measurement; tracekit profile's steps follow
-        # optimizer.step() and skip its warm-up, so there the largest of each side is compared
-        pairs = [(max(peaks), max(measured))] if via_tracekit else list(zip(peaks[-n:], measured[-n:], strict=True))
+        # the script marks ProfilerStep#i around measurement i; tracekit profile's steps follow
+        # optimizer.step() and skip its warm-up, and steps inferred from repeated ops (a trace without
+        # step marks) start wherever the repetition does: there the largest of each side is compared
+        inferred = plan.windows.scope == SCOPE_INFERRED
+        whole = via_tracekit or inferred
+        pairs = [(max(peaks), max(measured))] if whole else list(zip(peaks[-n:], measured[-n:], strict=True))
         errors = [abs(p - m) / m for p, m in pairs if m]
-        out.append({"batch": run["batch"], "trace": run["trace"], "steps": n, "peaks": [p for p, _ in pairs],
+        out.append({"batch": run["batch"], "trace": run["trace"], "steps": "inferred" if inferred else n, "peaks": [p for p, _ in pairs],
                     "measured": [m for _, m in pairs], "max_error": max(errors) if errors else None,
                     "reserved": view.peak_reserved, "factor": view.batch_factor, "device_memory": view.device_memory})
     return doc, out

@@ -47,4 +47,10 @@ def test_cpu_run_writes_a_trace_with_marked_steps(script, tmp_path):
     assert r["batch"] == 2 and len(r["profiled_step_ms"]) == 2
     trace = tracekit.load_trace(tmp_path / r["trace"]).rank()
     assert len(trace.memory) > 0  # profile_memory=True: [memory] events recorded
+    # one ProfilerStep#N mark per profiled step (torch.profiler without a schedule writes none itself)
+    from tracekit.analyzers.step_plan import plan_steps
+    from tracekit.analyzers.windows import SCOPE_STEPS
+
+    plan = plan_steps(trace)
+    assert plan.windows.numbers.tolist() == [0, 1] and plan.windows.scope == SCOPE_STEPS
     assert script.plain(run, 8) is None and script.fits(run, 4) and not script.fits(run, 5)  # above --cpu-limit

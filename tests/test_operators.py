@@ -135,3 +135,29 @@ def test_report_card_sortable_by_op_module_and_line(tmp_path):
     for key, gpu in (("model.py:10 forward", 80.0), ("model.py:12 forward", 20.0), ("Linear_0", 80.0)):
         row = re.search(r'<tr><td data-v="([\d.]+)">[^<]*</td>(?:(?!</tr>).)*title="' + re.escape(key) + '"', card)
         assert row is not None and float(row.group(1)) == gpu, key
+
+
+def test_ops_counted_on_inferred_steps(tmp_path):
+    """A trace without step marks (tests/test_steady.py's repeated top-level ops): a prologue op, then
+    4 iterations from t = 100 every 100 µs of aten::linear [t, t + 40] -> a 30 µs gemm at t + 100 and
+    aten::relu [t + 50, t + 90] -> a 10 µs kernel at t + 140."""
+    from tracekit.analyzers.step_plan import plan_steps
+    from tracekit.analyzers.step_selection import StepSelection
+
+    b = TraceBuilder()
+    b.op("aten::empty", 0, 50)
+    for k in range(4):
+        t = 100 + 100 * k
+        b.launch(t + 5, 5, "gemm", t + 100, 30, ext=b.op("aten::linear", t, 40))
+        b.launch(t + 55, 5, "relu_kernel", t + 140, 10, ext=b.op("aten::relu", t + 50, 40))
+    rank = tracekit.load_trace(b.write(tmp_path / "inferred.json")).rank()
+    plan = plan_steps(rank, StepSelection.of("all"))
+    # the windows are the GPU's, from the first gemm at 200 (the loader's origin: 0, 100, 200, 300)
+    assert plan.windows.scope == "inferred" and plan.windows.ts.tolist() == [0.0, 100.0, 200.0, 300.0]
+    (ops, *_) = operator_views(rank, plan)
+    lin = _rows(ops)["aten::linear"]
+    # every kernel is in a window (4 × 30 µs under
+    # aten::linear), and the ops that start inside them are counted: the linears at 200, 300 and 400
+    # (the one at 100 launches before the first window); before, no op had a step and none counted
+    assert (lin.gpu_us, lin.launches) == (120.0, 4)
+    assert (lin.calls, lin.cpu_total_us) == (3, 120.0)

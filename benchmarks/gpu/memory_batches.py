@@ -97,7 +97,7 @@ class Run:
 def profiled(run: Run, batch: int, out: Path, stack: bool = False) -> dict:
     """`steps` steps at `batch` under torch.profiler(profile_memory=True): the trace, per-step peaks.
     `stack`: with Python stacks and nn.Module frames too (with_stack, with_modules: the operator view)."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     model, opt = run.model()
     run.step(model, opt, batch)  # optimizer state exists before recording
@@ -105,19 +105,20 @@ def profiled(run: Run, batch: int, out: Path, stack: bool = False) -> dict:
     allocated, reserved, times = [], [], []
     path = out / f"{'stack' if stack else 'batch'}_b{batch}.trace.json"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if run.cuda else [])
-    # no schedule: every step is recorded, prof.step() marks each ProfilerStep#N
+    # no schedule: every step is recorded; without one torch.profiler writes no ProfilerStep#N marks
+    # (record_steps is off), so each step is marked here, as prof.step() would with a schedule
     with profile(activities=activities, profile_memory=True, record_shapes=True,
                  with_stack=stack, with_modules=stack) as prof:
-        for _ in range(run.args.steps):
+        for i in range(run.args.steps):
             run.reset_peak()
             t0 = time.perf_counter()
-            run.step(model, opt, batch)
-            run.sync()
+            with record_function(f"ProfilerStep#{i}"):
+                run.step(model, opt, batch)
+                run.sync()
             times.append((time.perf_counter() - t0) * 1e3)
             a, r = run.peaks()
             allocated.append(a)
             reserved.append(r)
-            prof.step()
     export_gzip(prof, path)
     del model, opt
     run.release()

@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracekit.analyzers.costs.attribution import FLOPS, KernelCosts
 from tracekit.analyzers.step_plan import StepPlan
-from tracekit.analyzers.windows import StepWindows
+from tracekit.analyzers.windows import SCOPE_INFERRED, StepWindows
 from tracekit.trace import tables
 from tracekit.trace.link import step_of
 from tracekit.trace.model import RankTrace
@@ -240,7 +240,10 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
     # by op: each activity to its launching op (the loader's link) and the ops around it
     op_ts, op_end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
     op_of = np.where(ok, gpu[tables.GPU_OP].to_numpy() if len(gpu) else -1, -1)
-    in_op = _in_steps(plan, ops[tables.OP_STEP].to_numpy() if len(ops) else np.zeros(0, dtype=np.int64))
+    op_step = ops[tables.OP_STEP].to_numpy() if len(ops) else np.zeros(0, dtype=np.int64)
+    if plan is not None and plan.windows.scope == SCOPE_INFERRED and len(plan.windows) and len(ops):
+        op_step = step_of(op_ts, _step_frame(plan.windows))  # no step marks: the loader gave the ops none
+    in_op = _in_steps(plan, op_step)
     rows, attributed = _rows(ops[tables.OP_NAME].astype(str).tolist(), op_ts, op_end, ops[tables.OP_TID].to_numpy(),
                              in_op, op_of, gpu_us, flops, inclusive=True)
     views.append(OperatorView(BY_OP, tuple(rows), total, attributed, "" if rows else "the trace has no CPU ops"))
