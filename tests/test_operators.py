@@ -17,11 +17,13 @@ def frame(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
            "args": {"Python id": len(b.events)}})
 
 
-def stacked_trace(tmp_path, steps: int = 1):
+def stacked_trace(tmp_path, steps: int = 1, backward: bool = False):
     """Per 100 µs step from t0: Python frames nn.Module: Net_0 [0, 90], model.py(10): forward [1, 90],
     nn.Module: Linear_0 [2, 40], torch/nn/modules/linear.py(124): forward [3, 39] (library code),
     model.py(12): forward [44, 56]. Ops: aten::linear [4, 34] around aten::addmm [5, 25], whose 3 µs
-    launch at 6 runs a 20 µs gemm at 50; aten::relu [45, 55] launches a 5 µs kernel at 75."""
+    launch at 6 runs a 20 µs gemm at 50; aten::relu [45, 55] launches a 5 µs kernel at 75. `backward`:
+    also the same gemm kernel, 60 µs at 81, launched at 60 from another thread with no Python frames
+    (as the autograd thread launches the backward pass)."""
     b = TraceBuilder()
     for s in range(steps):
         t = 100.0 * s
@@ -36,6 +38,8 @@ def stacked_trace(tmp_path, steps: int = 1):
         b.launch(t + 6, 3, "sm90_xmma_gemm_bf16bf16_bf16f32", t + 50, 20.0, ext=mm)
         relu = b.op("aten::relu", t + 45, 10)
         b.launch(t + 46, 3, "void at::native::vectorized_elementwise_kernel<4, relu>(int)", t + 75, 5.0, ext=relu)
+        if backward:
+            b.launch(t + 60, 3, "sm90_xmma_gemm_bf16bf16_bf16f32", t + 81, 60.0, tid=b.tid + 1)
     return b.write(tmp_path / "stacked.json")
 
 
@@ -116,6 +120,12 @@ def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
         "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear: 100 %"
     assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net: 100 %"
     assert where(kernel="not_in_this_trace") == ""
+    # with the backward gemm (60 µs a step, under no frame) model.py:10 launches 20 of the 80 µs of
+    # gemm time a step: the share is of all of it, not of the part placed on a line
+    b = analyze(tracekit.load_trace(stacked_trace(tmp_path, steps=4, backward=True)), steps="all")
+    s = Suggestion(id="x", title="t", saving_us=1.0, saving_pct=1.0, formula="f", snippet="",
+                   evidence=({"kernel": "sm90_xmma_gemm_bf16bf16_bf16f32"},))
+    assert located(b, s).where == "model.py:10 forward launches 25 % of the GPU time of these kernels; module Linear: 25 %"
 
 
 def test_report_card_sortable_by_op_module_and_line(tmp_path):

@@ -27,6 +27,7 @@ FRAME = re.compile(r"^(?P<file>[^()<>]+\.py)\((?P<line>\d+)\): (?P<func>.+)$")  
 LIBRARY = re.compile(r"(^|/)(torch|torchvision|torchaudio|transformers|accelerate|triton|numpy|tracekit|"
                      r"site-packages|dist-packages|python3\.\d+|importlib|threading\.py|runpy\.py|"
                      r"contextlib\.py|functools\.py|dataclasses\.py|inspect\.py|typing\.py|tqdm)(/|\(|$)")
+UNPLACED = ""  # OperatorView.kernels key of GPU time launched under no key of the grouping
 INSTANCE = re.compile(r"_\d+$")  # the instance number the profiler appends to a module's class name
 MAX_ROWS = 200  # rows kept per grouping (largest GPU time, then CPU time, first)
 
@@ -58,7 +59,8 @@ class OperatorView:
     gpu_total_us: float  # GPU time of the headline steps
     attributed_gpu_us: float  # of it, launched inside some row's key (innermost one)
     missing: str = ""  # why there are no rows: what the trace lacks ('' when it has rows)
-    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from
+    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from;
+    # key UNPLACED: launched under no key (backward on the autograd thread, no user frame around it)
     kernels: tuple[tuple[str, str, float], ...] = ()
     launching_ops: tuple[tuple[str, str, float], ...] = ()  # the same by the op that launched them
 
@@ -200,9 +202,10 @@ def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: S
         for name, key, us in pairs:
             if name in (wanted or wanted_ops):
                 per[INSTANCE.sub("", key) if by == BY_MODULE else key] += us  # modules by class: Linear_3 -> Linear
-        total = sum(per.values())
-        if total > 0:
-            key = max(per, key=lambda k: per[k])
+        total = sum(per.values())  # the unplaced time too: the share is of all these kernels' time
+        placed = [k for k in per if k != UNPLACED]
+        if total > 0 and placed:
+            key = max(placed, key=lambda k: per[k])
             return key, per[key] / total
     return None
 
@@ -290,12 +293,12 @@ def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.
 
 def _kernel_keys(keys: Sequence[str], inner: np.ndarray, gpu_us: np.ndarray,
                  gpu_names: np.ndarray) -> tuple[tuple[str, str, float], ...]:
-    """GPU µs per (kernel name, innermost key around its launch), largest first (MAX_ROWS × 5 at most)."""
+    """GPU µs per (kernel name, innermost key around its launch, UNPLACED for none), largest first
+    (MAX_ROWS × 5 at most)."""
     acc: dict[tuple[str, str], float] = defaultdict(float)
-    for g in np.flatnonzero(inner >= 0).tolist():
+    for g in np.flatnonzero(gpu_us > 0).tolist():
         i = int(inner[g])
-        if gpu_us[g] > 0:
-            acc[(str(gpu_names[g]), keys[i])] += float(gpu_us[g])
+        acc[(str(gpu_names[g]), keys[i] if i >= 0 else UNPLACED)] += float(gpu_us[g])
     ranked = sorted(acc.items(), key=lambda kv: -kv[1])[:MAX_ROWS * 5]
     return tuple((name, key, us) for (name, key), us in ranked)
 
