@@ -1,8 +1,8 @@
 """Every table fits its card at 1280 and 1920 px, in every report of the sample traces and two diff pages.
 
 Pages: the report of each top-level sample trace (sample_traces/*.trace.json.gz; graph traces among
-them), the multi-rank sample_traces/ddp_balanced, a profile_memory trace (memory card) and two
-`tracekit diff --html` pages. Every <details>
+them), the multi-rank sample_traces/ddp_balanced, a profile_memory trace (memory card), a launch-bound
+one from ../shared/traces where present (the larger_batch suggestion) and two `tracekit diff --html` pages. Every <details>
 is opened and every rank section shown before measuring, so that tables hidden at first count too.
 Needs chromium and playwright like tests/test_browser.py (same fixture).
 """
@@ -25,7 +25,9 @@ DIFFS = {"diff-graph": ("gpt2_decode.trace.json.gz", "gpt2_decode_graph.trace.js
          "diff-sync": ("train_sync.trace.json.gz", "train_sync_fixed.trace.json.gz")}
 REPORTS = [*sorted(p.name for p in SAMPLES.glob("*.trace.json.gz")), "ddp_balanced"]
 # a profile_memory trace (the memory card) with Python stacks off (the operator card's op grouping)
-EXTRA = {"memory-b256": ROOT / "tests" / "data" / "memory" / "train_memory_b256.trace.json.gz"}
+# and, where ../shared/traces is present, a launch-bound profile_memory trace (the larger_batch suggestion)
+EXTRA = {"memory-b256": ROOT / "tests" / "data" / "memory" / "train_memory_b256.trace.json.gz",
+         "larger-batch-mi300": ROOT.parent / "shared" / "traces" / "tracelens" / "mi300_gaunernst_bert-small-uncased__1016001.json.gz"}
 
 # [table's first header, table width, card content width] of each table wider than its card (1 px slack:
 # sub-pixel rounding); the card is the nearest .card, else the page's <main>

@@ -224,3 +224,17 @@ def test_warns_when_gpus_or_versions_differ(tmp_path: Path) -> None:
     assert "the traces ran on different GPUs (NVIDIA H200 -> Tesla V100-SXM2-16GB): the change is not only the code's" \
         in d.warnings
     assert "the traces come from different CUDA runtime versions (12040 -> 11080)" in d.warnings
+
+
+def test_warns_when_pytorch_versions_differ(tmp_path: Path) -> None:
+    # the version `tracekit profile` writes into the trace's "tracekit" object (profile/record.py)
+    paths = []
+    for name, version in (("old", "2.4.1+cu124"), ("new", "2.11.0+cu130")):
+        path = build(tmp_path / f"{name}.json", FP32_GEMM, 400, 4, 30)
+        doc = json.loads(path.read_text())
+        doc["tracekit"] = {"torch": version}
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    d = compare(*paths)
+    assert "the traces come from different PyTorch versions (2.4.1+cu124 -> 2.11.0+cu130)" in d.warnings
+    assert not [w for w in d.warnings if "different GPUs" in w]  # same device name on both sides

@@ -87,6 +87,26 @@ def test_per_step_peaks_churn_and_peak_holders(tmp_path):
     assert v.batch_factor == pytest.approx((device / 2.5 - 4000) / 4000)
 
 
+def test_estimate_from_the_floor_when_a_step_starts_with_memory_held(tmp_path):
+    """Step 0 [0, 100): 4000 B in use at first; +3000 at 10 (7000), -3000 at 50 (4000), +2000 at 90
+    (6000: the next step's activation, allocated before the boundary). Step 1 [100, 200): +2000 at
+    120 (8000, the peak), -4000 at 150 (4000). Reserved 20 kB throughout."""
+    b = TraceBuilder()
+    for s in range(2):
+        b.annotation(f"ProfilerStep#{s}", 100.0 * s, 100.0)
+        b.launch(100.0 * s + 81, 3, "relu_kernel", 100.0 * s + 85, 2.0, ext=b.op("aten::relu", 100.0 * s + 80, 5))
+    for ts, nbytes, total, addr in ((10, 3000, 7000, 0xA0), (50, -3000, 4000, 0xA0), (90, 2000, 6000, 0xB0),
+                                    (120, 2000, 8000, 0xC0), (150, -4000, 4000, 0xB0)):
+        mem(b, ts, nbytes, total, addr)
+    _, v = _view(b.write(tmp_path / "held.json"))
+    assert [s.start_allocated for s in v.steps] == [4000.0, 6000.0] and v.peak_step == 1
+    # the floor is the least in use over the steps (4000, in both), not step 1's start (6000): the
+    # peak holds 8000 - 4000 above it; reserved/allocated at the peak 20000 / 8000 = 2.5
+    assert [s.low_allocated for s in v.steps] == [4000.0, 4000.0] and v.floor_allocated == 4000.0
+    device = float(H200["totalGlobalMem"])
+    assert v.batch_factor == pytest.approx((device / 2.5 - 4000) / 4000)
+
+
 def test_without_allocator_totals_levels_come_from_bytes(tmp_path):
     _, v = _view(memory_trace(tmp_path, totals=False))
     assert v.source == BYTES and v.batch_factor is None and v.peak_reserved is None

@@ -17,11 +17,13 @@ def frame(b: TraceBuilder, name: str, ts: float, dur: float) -> None:
            "args": {"Python id": len(b.events)}})
 
 
-def stacked_trace(tmp_path, steps: int = 1):
+def stacked_trace(tmp_path, steps: int = 1, backward: bool = False):
     """Per 100 µs step from t0: Python frames nn.Module: Net_0 [0, 90], model.py(10): forward [1, 90],
     nn.Module: Linear_0 [2, 40], torch/nn/modules/linear.py(124): forward [3, 39] (library code),
     model.py(12): forward [44, 56]. Ops: aten::linear [4, 34] around aten::addmm [5, 25], whose 3 µs
-    launch at 6 runs a 20 µs gemm at 50; aten::relu [45, 55] launches a 5 µs kernel at 75."""
+    launch at 6 runs a 20 µs gemm at 50; aten::relu [45, 55] launches a 5 µs kernel at 75. `backward`:
+    also the same gemm kernel, 60 µs at 81, launched at 60 from another thread with no Python frames
+    (as the autograd thread launches the backward pass)."""
     b = TraceBuilder()
     for s in range(steps):
         t = 100.0 * s
@@ -36,6 +38,8 @@ def stacked_trace(tmp_path, steps: int = 1):
         b.launch(t + 6, 3, "sm90_xmma_gemm_bf16bf16_bf16f32", t + 50, 20.0, ext=mm)
         relu = b.op("aten::relu", t + 45, 10)
         b.launch(t + 46, 3, "void at::native::vectorized_elementwise_kernel<4, relu>(int)", t + 75, 5.0, ext=relu)
+        if backward:
+            b.launch(t + 60, 3, "sm90_xmma_gemm_bf16bf16_bf16f32", t + 81, 60.0, tid=b.tid + 1)
     return b.write(tmp_path / "stacked.json")
 
 
@@ -116,6 +120,13 @@ def test_suggestions_point_at_the_line_that_launched_their_kernels(tmp_path):
         "model.py:10 forward launches 100 % of the GPU time of these kernels; module Linear: 100 %"
     assert where(ops="aten::relu") == "model.py:12 forward launches 100 % of the GPU time of these ops; module Net: 100 %"
     assert where(kernel="not_in_this_trace") == ""
+    # with the backward gemm (60 µs a step, under no frame) model.py:10 launches 20 of the 80 µs of
+    # gemm time a step: the share is of all of it, not of the part placed on a line
+    b = analyze(tracekit.load_trace(stacked_trace(tmp_path, steps=4, backward=True)), steps="all")
+    s = Suggestion(id="x", title="t", saving_us=1.0, saving_pct=1.0, formula="f", snippet="",
+                   evidence=({"kernel": "sm90_xmma_gemm_bf16bf16_bf16f32"},))
+    assert located(b, s).where == "model.py:10 forward launches 25 % of the GPU time of these kernels; module Linear: 25 %"
+
 
 
 def test_parents_match_the_stack_sweep():
@@ -144,3 +155,48 @@ def test_parents_match_the_stack_sweep():
     # later start), so the second sits in it and the third in the second
     unsorted = np.array([5.0, 1.0, 2.0])
     assert _parents(unsorted, unsorted + 1.5, np.zeros(3, dtype=np.int64)).tolist() == [-1, 0, 1]
+
+
+def test_report_card_sortable_by_op_module_and_line(tmp_path):
+    import re
+
+    from tracekit.pipeline.reports import write_report
+
+    html = write_report(stacked_trace(tmp_path, steps=4), tmp_path / "r.html").read_text(encoding="utf-8")
+    card = html[html.index('id="r0-operators"'):]
+    card = card[:card.index("</section>")]
+    # three sortable tables, one per grouping, GPU time first and sorted by it
+    assert re.findall(r'<table class="num-table sortable op-table" data-by="(\w+)">', card) == ["op", "module", "line"]
+    assert card.count('aria-sort="descending"') == 3
+    # the four identical steps are all steady (no set-up step to leave out): 4 × the 20 µs gemm under
+    # model.py:10 and Linear_0, 4 × the 5 µs relu kernel under model.py:12
+    assert "totals over the 4 steady steps" in card
+    for key, gpu in (("model.py:10 forward", 80.0), ("model.py:12 forward", 20.0), ("Linear_0", 80.0)):
+        row = re.search(r'<tr><td data-v="([\d.]+)">[^<]*</td>(?:(?!</tr>).)*title="' + re.escape(key) + '"', card)
+        assert row is not None and float(row.group(1)) == gpu, key
+
+
+def test_ops_counted_on_inferred_steps(tmp_path):
+    """A trace without step marks (tests/test_steady.py's repeated top-level ops): a prologue op, then
+    4 iterations from t = 100 every 100 µs of aten::linear [t, t + 40] -> a 30 µs gemm at t + 100 and
+    aten::relu [t + 50, t + 90] -> a 10 µs kernel at t + 140."""
+    from tracekit.analyzers.step_plan import plan_steps
+    from tracekit.analyzers.step_selection import StepSelection
+
+    b = TraceBuilder()
+    b.op("aten::empty", 0, 50)
+    for k in range(4):
+        t = 100 + 100 * k
+        b.launch(t + 5, 5, "gemm", t + 100, 30, ext=b.op("aten::linear", t, 40))
+        b.launch(t + 55, 5, "relu_kernel", t + 140, 10, ext=b.op("aten::relu", t + 50, 40))
+    rank = tracekit.load_trace(b.write(tmp_path / "inferred.json")).rank()
+    plan = plan_steps(rank, StepSelection.of("all"))
+    # the windows are the GPU's, from the first gemm at 200 (the loader's origin: 0, 100, 200, 300)
+    assert plan.windows.scope == "inferred" and plan.windows.ts.tolist() == [0.0, 100.0, 200.0, 300.0]
+    (ops, *_) = operator_views(rank, plan)
+    lin = _rows(ops)["aten::linear"]
+    # every kernel is in a window (4 × 30 µs under
+    # aten::linear), and the ops that start inside them are counted: the linears at 200, 300 and 400
+    # (the one at 100 launches before the first window); before, no op had a step and none counted
+    assert (lin.gpu_us, lin.launches) == (120.0, 4)
+    assert (lin.calls, lin.cpu_total_us) == (3, 120.0)

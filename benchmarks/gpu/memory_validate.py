@@ -78,6 +78,14 @@ def fits(batch: int, args: argparse.Namespace) -> bool:
         torch.cuda.empty_cache()
 
 
+def export_gzip(prof, path: Path) -> None:
+    """Write the profiler's chrome trace to `path` + ".gz" (and not `path`)."""
+    prof.export_chrome_trace(str(path))
+    with open(path, "rb") as src, gzip.open(str(path) + ".gz", "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+
+
 def profiled(batch: int, args: argparse.Namespace, out: Path) -> dict:
     """Train `args.steps` steps at `batch` under torch.profiler(profile_memory=True); per-step peaks."""
     from torch.profiler import ProfilerActivity, profile
@@ -101,10 +109,7 @@ def profiled(batch: int, args: argparse.Namespace, out: Path) -> dict:
             allocated.append(torch.cuda.max_memory_allocated())
             reserved.append(torch.cuda.max_memory_reserved())
             prof.step()
-    prof.export_chrome_trace(str(path))
-    with open(path, "rb") as src, gzip.open(str(path) + ".gz", "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst)
-    path.unlink()
+    export_gzip(prof, path)
     del model, opt
     torch.cuda.empty_cache()
     return {"batch": batch, "trace": path.name + ".gz", "max_memory_allocated": allocated,
@@ -168,6 +173,15 @@ def child(args: argparse.Namespace) -> None:
     Path(args.record).write_text(json.dumps({"max_memory_allocated": allocated}))
 
 
+def logger(path: Path):
+    """A function that prints a line and appends it to `path`."""
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        with open(path, "a") as logf:
+            logf.write(msg + "\n")
+    return log
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seq", type=int, default=512)
@@ -186,10 +200,7 @@ def main() -> None:
         return
     out = Path(os.environ.get("OUT", "/tmp/memory_validate"))
     out.mkdir(parents=True, exist_ok=True)
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-        with open(out / "memory_validate.log", "a") as logf:
-            logf.write(msg + "\n")
+    log = logger(out / "memory_validate.log")
 
     props = torch.cuda.get_device_properties(0)
     result: dict = {"device": props.name, "total_memory": props.total_memory, "torch": torch.__version__,

@@ -34,12 +34,13 @@ class MemoryStep:
     allocations: int
     allocated_bytes: float  # bytes allocated in the step (sum over its allocations)
     freed_bytes: float
+    low_allocated: float = 0.0  # the least allocated in the step (its start included): what stays between steps
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "steady": self.steady, "peak_allocated": self.peak_allocated,
                 "peak_reserved": self.peak_reserved, "start_allocated": self.start_allocated,
                 "allocations": self.allocations, "allocated_bytes": self.allocated_bytes,
-                "freed_bytes": self.freed_bytes}
+                "freed_bytes": self.freed_bytes, "low_allocated": self.low_allocated}
 
 
 @dataclass(frozen=True)
@@ -83,22 +84,31 @@ class MemoryView:
         return self.device_memory - used
 
     @property
+    def floor_allocated(self) -> float:
+        """The least allocated over the headline steps: the memory that stays from step to step
+        (weights, gradients kept, optimizer state), wherever the step boundaries fall."""
+        return min((s.low_allocated for s in self.headline_steps), default=0.0)
+
+    @property
     def batch_factor(self) -> float | None:
         """An estimate of how many times larger the batch could be before the peak reaches the device's
-        memory: the memory a step allocates and frees again (peak - its start) is taken to grow with the
-        batch and the memory it starts with (weights, optimizer state) not; the allocator's overhead
-        (reserved / allocated at the peak) is kept. None without the device's memory or a transient."""
+        memory: the memory the peak step holds above the floor (floor_allocated: weights, optimizer
+        state) is taken to grow with the batch and the floor not; the allocator's overhead (reserved /
+        allocated at the peak) is kept. The floor, not the step's start: where the steps are inferred
+        (no ProfilerStep marks) a step can start with the last one's activations still held. None
+        without the device's memory or a transient."""
         if self.device_memory is None or self.source != ALLOCATOR:
             return None
         peak = next((s for s in self.steps if s.step == self.peak_step), None)
         if peak is None:
             return None
-        transient = peak.peak_allocated - peak.start_allocated
+        floor = min(self.floor_allocated, peak.start_allocated)
+        transient = peak.peak_allocated - floor
         overhead = (peak.peak_reserved / peak.peak_allocated
                     if peak.peak_reserved and peak.peak_allocated > 0 else 1.0)
         if transient <= 0:
             return None
-        return max((self.device_memory / max(overhead, 1.0) - peak.start_allocated) / transient, 0.0)
+        return max((self.device_memory / max(overhead, 1.0) - floor) / transient, 0.0)
 
     def churn(self) -> tuple[float, float]:
         """(allocations, bytes allocated) per headline step."""
@@ -111,7 +121,8 @@ class MemoryView:
         return {"rank": self.rank, "device_id": self.device_id, "source": self.source, "events": self.events,
                 "peak_allocated": self.peak_allocated, "peak_reserved": self.peak_reserved,
                 "peak_step": self.peak_step, "device_memory": self.device_memory, "headroom": self.headroom,
-                "batch_factor_estimate": self.batch_factor, "allocations_per_step": allocations,
+                "batch_factor_estimate": self.batch_factor, "floor_allocated": self.floor_allocated,
+                "allocations_per_step": allocations,
                 "allocated_bytes_per_step": allocated, "unattributed_at_peak": self.unattributed_at_peak,
                 "peak_ops": [o.to_dict() for o in self.peak_ops], "steps": [s.to_dict() for s in self.steps]}
 
@@ -173,10 +184,11 @@ def memory_view(rank: RankTrace, plan: StepPlan | None = None) -> MemoryView | N
         peak_index[number] = lo + top if len(inside) and inside[top] >= before else lo - 1
         res = reserved[max(lo - 1, 0):hi] if has_reserved else np.zeros(0)
         chunk = size[lo:hi]
+        low = min(before, float(inside.min())) if len(inside) else before
         steps.append(MemoryStep(step=int(number), steady=bool(steady), peak_allocated=peak,
                                 peak_reserved=float(res.max()) if len(res) else None, start_allocated=before,
                                 allocations=int((chunk > 0).sum()), allocated_bytes=float(chunk[chunk > 0].sum()),
-                                freed_bytes=float(-chunk[chunk < 0].sum()) + 0.0))
+                                freed_bytes=float(-chunk[chunk < 0].sum()) + 0.0, low_allocated=low))
     head = [s for s in steps if s.steady] or steps
     best = max(head, key=lambda s: s.peak_allocated)
     reserved_peaks = [s.peak_reserved for s in head if s.peak_reserved is not None]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracekit.analyzers.costs.attribution import FLOPS, KernelCosts
 from tracekit.analyzers.step_plan import StepPlan
-from tracekit.analyzers.windows import StepWindows
+from tracekit.analyzers.windows import SCOPE_INFERRED, StepWindows
 from tracekit.trace import tables
 from tracekit.trace.link import step_of
 from tracekit.trace.model import RankTrace
@@ -28,6 +28,7 @@ FRAME = re.compile(r"^(?P<file>[^()<>]+\.py)\((?P<line>\d+)\): (?P<func>.+)$")  
 LIBRARY = re.compile(r"(^|/)(torch|torchvision|torchaudio|transformers|accelerate|triton|numpy|tracekit|"
                      r"site-packages|dist-packages|python3\.\d+|importlib|threading\.py|runpy\.py|"
                      r"contextlib\.py|functools\.py|dataclasses\.py|inspect\.py|typing\.py|tqdm)(/|\(|$)")
+UNPLACED = ""  # OperatorView.kernels key of GPU time launched under no key of the grouping
 INSTANCE = re.compile(r"_\d+$")  # the instance number the profiler appends to a module's class name
 MAX_ROWS = 200  # rows kept per grouping (largest GPU time, then CPU time, first)
 
@@ -59,7 +60,8 @@ class OperatorView:
     gpu_total_us: float  # GPU time of the headline steps
     attributed_gpu_us: float  # of it, launched inside some row's key (innermost one)
     missing: str = ""  # why there are no rows: what the trace lacks ('' when it has rows)
-    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from
+    # (kernel name, innermost key it was launched under, GPU µs): where each kernel name's time comes from;
+    # key UNPLACED: launched under no key (backward on the autograd thread, no user frame around it)
     kernels: tuple[tuple[str, str, float], ...] = ()
     launching_ops: tuple[tuple[str, str, float], ...] = ()  # the same by the op that launched them
 
@@ -227,9 +229,10 @@ def where_launched(views: Sequence[OperatorView], kernels: Sequence[str], ops: S
         for name, key, us in pairs:
             if name in (wanted or wanted_ops):
                 per[INSTANCE.sub("", key) if by == BY_MODULE else key] += us  # modules by class: Linear_3 -> Linear
-        total = sum(per.values())
-        if total > 0:
-            key = max(per, key=lambda k: per[k])
+        total = sum(per.values())  # the unplaced time too: the share is of all these kernels' time
+        placed = [k for k in per if k != UNPLACED]
+        if total > 0 and placed:
+            key = max(placed, key=lambda k: per[k])
             return key, per[key] / total
     return None
 
@@ -267,7 +270,10 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
     # by op: each activity to its launching op (the loader's link) and the ops around it
     op_ts, op_end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
     op_of = np.where(ok, gpu[tables.GPU_OP].to_numpy() if len(gpu) else -1, -1)
-    in_op = _in_steps(plan, ops[tables.OP_STEP].to_numpy() if len(ops) else np.zeros(0, dtype=np.int64))
+    op_step = ops[tables.OP_STEP].to_numpy() if len(ops) else np.zeros(0, dtype=np.int64)
+    if plan is not None and plan.windows.scope == SCOPE_INFERRED and len(plan.windows) and len(ops):
+        op_step = step_of(op_ts, _step_frame(plan.windows))  # no step marks: the loader gave the ops none
+    in_op = _in_steps(plan, op_step)
     rows, attributed = _rows(ops[tables.OP_NAME].astype(str).tolist(), op_ts, op_end, ops[tables.OP_TID].to_numpy(),
                              in_op, op_of, gpu_us, flops, inclusive=True)
     views.append(OperatorView(BY_OP, tuple(rows), total, attributed, "" if rows else "the trace has no CPU ops"))
@@ -314,12 +320,12 @@ def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.
 
 def _kernel_keys(keys: Sequence[str], inner: np.ndarray, gpu_us: np.ndarray,
                  gpu_names: np.ndarray) -> tuple[tuple[str, str, float], ...]:
-    """GPU µs per (kernel name, innermost key around its launch), largest first (MAX_ROWS × 5 at most)."""
+    """GPU µs per (kernel name, innermost key around its launch, UNPLACED for none), largest first
+    (MAX_ROWS × 5 at most)."""
     acc: dict[tuple[str, str], float] = defaultdict(float)
-    for g in np.flatnonzero(inner >= 0).tolist():
+    for g in np.flatnonzero(gpu_us > 0).tolist():
         i = int(inner[g])
-        if gpu_us[g] > 0:
-            acc[(str(gpu_names[g]), keys[i])] += float(gpu_us[g])
+        acc[(str(gpu_names[g]), keys[i] if i >= 0 else UNPLACED)] += float(gpu_us[g])
     ranked = sorted(acc.items(), key=lambda kv: -kv[1])[:MAX_ROWS * 5]
     return tuple((name, key, us) for (name, key), us in ranked)
 

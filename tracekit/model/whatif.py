@@ -237,9 +237,11 @@ def shorter_longest_gap(traced_us: float) -> Transform:
     return apply
 
 
-def scale_step(factor: float) -> Transform:
+def scale_step(factor: float, gpu_factor: float | None = None) -> Transform:
     """Everything in the step × `factor`: host gaps, call durations, GPU durations and the tail (the
-    same work shared by 1 / factor requests: one batched forward instead of several)."""
+    same work shared by 1 / factor requests: one batched forward instead of several). `gpu_factor`:
+    the GPU durations × that instead (1: a step of 1 / factor × the batch, per sample)."""
+    gpu = factor if gpu_factor is None else gpu_factor
 
     def apply(step: StepModel) -> ReplayCosts:
         gap, dur, g_dur, _ = _costs(step)
@@ -249,7 +251,7 @@ def scale_step(factor: float) -> Transform:
         tail = c.tail_us if c.tail_us is not None else g.tail_us
         return dataclasses.replace(c, call_gap_us=gap * factor, call_anchor_gap_us=anchor * factor,
                                    call_dur_us=dur * factor, call_own_us=own * factor,
-                                   gpu_dur_us=g_dur * factor, tail_us=tail * factor)
+                                   gpu_dur_us=g_dur * gpu, tail_us=tail * factor)
 
     return apply
 

@@ -47,6 +47,13 @@ prompts = tokenizer(texts, return_tensors="pt", padding=True).to("cuda")   # pad
 out = model.generate(**prompts, max_new_tokens=n)                          # instead of one call per text
 # or a serving stack that batches for you: vLLM, TGI, SGLang (continuous batching + paged KV cache)
 ''',
+    "larger_batch": '''\
+# The step waits on launches, syncs and Python that it pays once per step, whatever the batch.
+# A larger batch shares them among more samples (the memory view estimates how much larger fits):
+loader = DataLoader(dataset, batch_size=4 * batch_size, ...)   # the multiple the suggestion names
+# training: fewer optimizer steps for the same samples; scale the learning rate with the batch, or
+# keep the effective batch and accumulate fewer micro-batches per optimizer step
+''',
     "lower_precision": '''\
 # fp32 GEMMs run on the slow fp32 roof. TF32 keeps fp32 tensors and uses tensor cores:
 torch.backends.cuda.matmul.allow_tf32 = True      # or:

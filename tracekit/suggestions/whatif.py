@@ -172,6 +172,13 @@ def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform 
     return scale_step(1.0 / batch)
 
 
+def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
+    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative)."""
+    k = max((_num(e, "batch_multiple") for e in _mine(s, r)), default=0.0)
+    return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
+
+
 def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     return scale_nodes(_rows(r, (GEMM,)), per_step)
 
@@ -228,6 +235,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "lower_precision": _lower_precision,
     "channels_last": _channels_last,
     "batch_decode": _batch_decode,
+    "larger_batch": _larger_batch,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,
     "fuse_elementwise": _fuse_elementwise,
