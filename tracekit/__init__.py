@@ -7,9 +7,26 @@ subpackage; its context manager is `tracekit.profile_run` (also `tracekit.profil
 
 from __future__ import annotations
 
-from tracekit import _startup
+import _signal  # type: ignore[import-not-found]  # builtin, loaded: nothing to read or compile
+import os as _os
+import sys as _sys
 
-_startup.install()  # first: Ctrl-C during the CLI's imports is one line (tracekit._startup)
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while tracekit._startup itself loads (it is read and compiled first where no bytecode is
+    cached): one line and 128 + the signal, as _startup's handler; nothing has been printed yet."""
+    _os.write(2, b"tracekit: interrupted\n")
+    _os._exit(128 + signum)
+
+
+_argv0 = (getattr(_sys, "argv", None) or [""])[0]
+if (_argv0 == "-m" or _os.path.basename(_argv0) in ("tracekit", "tracekit.exe", "tracekit-script.py")) \
+        and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted_early)  # the CLI (tracekit._startup's _CLI_NAMES): before anything else
+
+from tracekit import _startup  # noqa: E402
+
+_startup.install(_interrupted_early)  # Ctrl-C during the CLI's imports is one line (tracekit._startup)
 
 import importlib  # noqa: E402  (after the Ctrl-C handler)
 from typing import Any  # noqa: E402

@@ -22,13 +22,15 @@ def _interrupted(signum: int, frame: object) -> None:
         os._exit(128 + signum)
 
 
-def install() -> None:
-    """While the CLI starts, Ctrl-C prints one line and exits 130 (nothing to clean up yet)."""
+def install(early: object = None) -> None:
+    """While the CLI starts, Ctrl-C prints one line and exits 130 (nothing to clean up yet). `early`:
+    the package's own handler for the moments before this module loaded, replaced by this one."""
     argv0 = (getattr(sys, "argv", None) or [""])[0]
     if argv0 != "-m" and os.path.basename(argv0) not in _CLI_NAMES:
         return  # imported as a library: Python's own KeyboardInterrupt
     try:
-        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        current = _signal.getsignal(_signal.SIGINT)
+        if current is _signal.default_int_handler or (early is not None and current is early):
             _signal.signal(_signal.SIGINT, _interrupted)
     except ValueError:  # not the main thread
         pass
