@@ -135,6 +135,38 @@ def fuse_region(rows: np.ndarray, gpu_factor: float, launches: int, launch_us: f
     return apply
 
 
+@dataclasses.dataclass(frozen=True)
+class _Runs:
+    """The runs of consecutive launching calls whose nodes are one mask's (no other launch between):
+    per call, whether it heads a run or follows inside one, and each call's run length (0 outside)."""
+
+    heads: np.ndarray
+    inner: np.ndarray
+    length: np.ndarray
+
+
+def _runs(step: StepModel, mine: np.ndarray, min_length: int = 1) -> _Runs | None:
+    """The runs of the calls launching `mine` (per GPU node) of at least `min_length` calls; None
+    when there is none."""
+    calls = _launching(step, mine)
+    launching = np.flatnonzero(calls | _launching(step, ~mine))  # every call that launches a node
+    ours = calls[launching]
+    if not ours.any():
+        return None
+    first = ours & ~np.concatenate(([False], ours[:-1]))
+    run = np.cumsum(first) * ours  # 1-based run id per launching call, 0 outside our runs
+    size = np.bincount(run, minlength=int(run.max()) + 1)
+    kept = ours & (size[run] >= min_length)
+    if not kept.any():
+        return None
+    n = step.graph.n_calls
+    heads, inner, length = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n)
+    heads[launching[kept & first]] = True
+    inner[launching[kept & ~first]] = True
+    length[launching[kept]] = size[run[kept]]
+    return _Runs(heads, inner, length)
+
+
 def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transform:
     """Each run of consecutive launches of `rows` (bool per rank.gpu row; no other launch between them:
     an eager op chain between two GEMMs) done by one fused kernel: the run's GPU nodes × `gpu_factor`,
@@ -145,18 +177,11 @@ def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transfor
 
     def apply(step: StepModel) -> ReplayCosts:
         mine = node_mask(step, rows)
-        calls = _launching(step, mine)
-        launching = np.flatnonzero(calls | _launching(step, ~mine))  # every call that launches a node
-        ours = calls[launching]
-        if not ours.any():
+        runs = _runs(step, mine)
+        if runs is None:
             return step.costs
         _, dur, g_dur, _ = _costs(step)
-        first = ours & ~np.concatenate(([False], ours[:-1]))
-        inner = np.zeros_like(calls)
-        inner[launching[ours & ~first]] = True
-        heads = np.zeros_like(calls)
-        heads[launching[first]] = True
-        dur = np.where(inner, 0.0, np.where(heads, launch_us, dur))
+        dur = np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur))
         return dataclasses.replace(step.costs, call_dur_us=dur,
                                    gpu_dur_us=np.where(mine, g_dur * gpu_factor, g_dur))
 
@@ -176,28 +201,14 @@ def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
         mine = node_mask(step, rows)
-        calls = _launching(step, mine)
-        launching = np.flatnonzero(calls | _launching(step, ~mine))
-        ours = calls[launching]
-        if not ours.any():
-            return step.costs
-        first = ours & ~np.concatenate(([False], ours[:-1]))
-        run = np.cumsum(first) * ours  # 1-based run id per launching call, 0 outside our runs
-        length = np.bincount(run, minlength=int(run.max()) + 1)
-        fused = ours & (length[run] >= 2)
-        if not fused.any():
+        runs = _runs(step, mine, min_length=2)
+        if runs is None:
             return step.costs
         gap, dur, g_dur, _ = _costs(step)
-        inner = np.zeros_like(calls)
-        inner[launching[fused & ~first]] = True
-        heads = np.zeros_like(calls)
-        heads[launching[fused & first]] = True
-        k = np.zeros(g.n_calls)
-        k[launching[fused]] = length[run[fused]]
-        node_k = np.where((g.gpu_launch >= 0) & mine, k[np.maximum(g.gpu_launch, 0)], 0.0)
-        return dataclasses.replace(step.costs, call_gap_us=np.where(inner, 0.0, gap),
-                                   call_dur_us=np.where(inner, 0.0, np.where(heads, launch_us, dur)),
-                                   gpu_dur_us=np.where(node_k >= 2, g_dur / np.maximum(node_k, 1.0), g_dur))
+        k = np.where((g.gpu_launch >= 0) & mine, runs.length[np.maximum(g.gpu_launch, 0)], 0.0)
+        return dataclasses.replace(step.costs, call_gap_us=np.where(runs.inner, 0.0, gap),
+                                   call_dur_us=np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur)),
+                                   gpu_dur_us=np.where(k >= 2, g_dur / np.maximum(k, 1.0), g_dur))
 
     return apply
 
