@@ -34,9 +34,9 @@ WORKLOADS: dict[str, tuple[str, ...]] = {
 STEP = re.compile(r"mean step time over steps \d+\.\.\d+: ([0-9.]+) ms")
 
 
-def run_one(script: str, fix: str | None, timeout: float) -> dict[str, object]:
-    """One subprocess: its wall time, exit status and the last printed mean step time."""
-    cmd = [sys.executable, str(HERE / f"{script}.py"), *(["--fix", fix] if fix else [])]
+def run_one(script: str, fix: str | None, timeout: float, here: Path = HERE, flag: str = "--fix") -> dict[str, object]:
+    """One subprocess of `here/SCRIPT.py [FLAG FIX]`: its wall time, exit status and the last printed mean step time."""
+    cmd = [sys.executable, str(here / f"{script}.py"), *([flag, fix] if fix else [])]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
