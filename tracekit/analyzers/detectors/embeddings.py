@@ -51,11 +51,14 @@ EL_SLOT_US = "slot_us"  # Σ over kernel positions of the slowest call's kernel 
 EL_BYTES = "bytes"  # compulsory bytes of the calls (ids, rows read, outputs or gradients written)
 EL_CPU_US = "cpu_us"  # Σ of the calls' op durations (profiled)
 EL_CPU_MAX_US = "cpu_max_us"  # the longest call
+# launch calls on the calls' thread between the first call's start and the last call's end that launch
+# no kernel of theirs: other work between the lookups (a request's whole forward after its embedding)
+EL_BETWEEN = "between"
 # the highest bandwidth (B/s) a kernel of the rank moving ≥ ACHIEVED_MIN_BYTES reached (its cost
 # model's bytes / its time; NaN: none known), the same in every row
 EL_ACHIEVED = "achieved_bps"
 LOOKUP_COLUMNS = (EL_STEP, EL_DIRECTION, EL_OP, EL_DIM, EL_DTYPE, EL_CALLS, EL_ROWS, EL_KERNELS, EL_SLOTS,
-                  EL_TIME_US, EL_SLOT_US, EL_BYTES, EL_CPU_US, EL_CPU_MAX_US, EL_ACHIEVED)
+                  EL_TIME_US, EL_SLOT_US, EL_BYTES, EL_CPU_US, EL_CPU_MAX_US, EL_BETWEEN, EL_ACHIEVED)
 
 
 def empty() -> pd.DataFrame:
@@ -63,7 +66,10 @@ def empty() -> pd.DataFrame:
 
 
 def _numel(d: object) -> int:
-    return math.prod(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else 0
+    """Elements of a recorded shape; 0 for anything but a list of non-negative ints (untrusted text)."""
+    if not isinstance(d, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in d):
+        return 0
+    return math.prod(int(x) for x in d)
 
 
 def _call(rank: RankTrace, row: int, name: str) -> tuple[str, int, str, int, float] | None:
@@ -72,8 +78,8 @@ def _call(rank: RankTrace, row: int, name: str) -> tuple[str, int, str, int, flo
     dims = inputs.get(tables.OP_INPUT_DIMS) or []
     types = inputs.get(tables.OP_INPUT_TYPES) or []
     concrete = inputs.get(tables.OP_CONCRETE_INPUTS) or []
-    if len(dims) < 2 or not isinstance(dims[0], list) or len(dims[0]) < 2:
-        return None
+    if len(dims) < 2 or not _numel(dims[0]) or len(dims[0]) < 2:
+        return None  # no weight / grad shape of ints
     dim, dtype = int(dims[0][-1]), str(types[0]) if types else ""
     size = ITEMSIZE.get(dtype, 4)
     ids = _numel(dims[1])
@@ -90,7 +96,7 @@ def _call(rank: RankTrace, row: int, name: str) -> tuple[str, int, str, int, flo
     bags = ids
     if bag:  # one output row per offset, or per row of 2-D ids (no offsets)
         offsets = dims[2] if len(dims) > 2 and isinstance(dims[2], list) and dims[2] else None
-        bags = _numel(offsets) if offsets is not None else (dims[1][0] if isinstance(dims[1], list) and len(dims[1]) == 2 else 1)
+        bags = _numel(offsets) if offsets is not None else (_numel(dims[1][:1]) if isinstance(dims[1], list) and len(dims[1]) == 2 else 1)
     return name, dim, dtype, rows, float((ids + bags) * dim * size + (ids + (bags if bag else 0)) * INDEX_BYTES)
 
 
@@ -135,6 +141,11 @@ def find_embedding_lookups(rank: RankTrace, steps: StepsOf, costs: KernelCosts |
         direction = DIRECTION_BACKWARD if name in NUM_WEIGHTS_AT else DIRECTION_FORWARD
         groups.setdefault((int(steps.ops[c]), direction, op, dim, dtype), []).append(c)
         info[c] = (table_rows, nbytes)
+    op_ts, op_end, op_tid = (ops[c].to_numpy() for c in (tables.OP_TS, tables.OP_END, tables.OP_TID))
+    rt = rank.runtime
+    rt_ts, rt_tid = rt[tables.RT_TS].to_numpy(dtype=float), rt[tables.RT_TID].to_numpy()
+    is_launch = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.LAUNCH_KINDS)
+    launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
     recs: list[dict[str, object]] = []
     achieved = _achieved(dur, costs)
     for (s, direction, op, dim, dtype), members in sorted(groups.items()):
@@ -143,11 +154,15 @@ def find_embedding_lookups(rank: RankTrace, steps: StepsOf, costs: KernelCosts |
         slot_us = sum(max((float(dur[q[p]]) for q in seqs if p < len(q)), default=0.0) for p in range(slots))
         for c in members:
             group_of_row[kernels_of[c]] = len(recs)
+        lo, hi, tid = float(op_ts[members].min()), float(op_end[members].max()), op_tid[members[0]]
+        own = {int(launch[k]) for q in seqs for k in q.tolist() if launch[k] >= 0}
+        inside = np.flatnonzero(is_launch & (rt_tid == tid) & (rt_ts >= lo) & (rt_ts <= hi))
         sizes = [info[c][0] for c in members]
         recs.append({EL_STEP: s, EL_DIRECTION: direction, EL_OP: op, EL_DIM: dim, EL_DTYPE: dtype,
                      EL_CALLS: len(members), EL_ROWS: sum(sizes) if min(sizes) >= 0 else -1,
                      EL_KERNELS: sum(len(q) for q in seqs), EL_SLOTS: slots,
                      EL_TIME_US: float(sum(dur[q].sum() for q in seqs)), EL_SLOT_US: slot_us,
                      EL_BYTES: sum(info[c][1] for c in members),
-                     EL_CPU_US: float(op_dur[members].sum()), EL_CPU_MAX_US: float(op_dur[members].max()), EL_ACHIEVED: achieved})
+                     EL_CPU_US: float(op_dur[members].sum()), EL_CPU_MAX_US: float(op_dur[members].max()),
+                     EL_BETWEEN: int(sum(1 for i in inside.tolist() if i not in own)), EL_ACHIEVED: achieved})
     return (pd.DataFrame(recs, columns=list(LOOKUP_COLUMNS)) if recs else empty()), group_of_row

@@ -56,10 +56,13 @@ RC_GEMM_US = "gemm_us"
 RC_GEMM_FLOPS = "gemm_flops"  # NaN where no GEMM's FLOPs are known
 RC_CELL_US = "cell_us"  # ROW_CELL kernels' time
 RC_OTHER_US = "other_us"  # ROW_OTHER kernels' time
+# kernels of the forward windows that no cell op launched: work in the loop besides the cells (an
+# attention or output layer per time step, whose result the next step reads)
+RC_FOREIGN = "forward_foreign"
 RC_REF_RATE = "ref_flops_per_us"  # FLOP rate of the rank's largest GEMM kernel (NaN: none known)
 RNN_COLUMNS = (RC_STEP, RC_CELL, RC_CALLS, RC_BATCH, RC_INPUT, RC_HIDDEN, RC_DTYPE, RC_WINDOWS, RC_BACKWARD, RC_WINDOW_US,
                RC_LAUNCHES, RC_KERNELS, RC_GPU_US, RC_GEMM_KERNELS, RC_GEMM_US, RC_GEMM_FLOPS, RC_CELL_US,
-               RC_OTHER_US, RC_REF_RATE)
+               RC_OTHER_US, RC_FOREIGN, RC_REF_RATE)
 
 
 def empty() -> pd.DataFrame:
@@ -105,13 +108,17 @@ def find_rnn_cells(rank: RankTrace, classes: np.ndarray, steps: StepsOf, costs: 
     ts, end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
     tid, op_step = ops[tables.OP_TID].to_numpy(), steps.ops
     back = _windows(ts, end, tid, op_step, np.flatnonzero(is_back))
-    windows = _windows(ts, end, tid, op_step, np.flatnonzero(outer)) + back
+    fwd = _windows(ts, end, tid, op_step, np.flatnonzero(outer))
+    windows = fwd + back
     back_of_step: dict[int, int] = {}
     for w in back:
         back_of_step[w[0]] = back_of_step.get(w[0], 0) + 1
     rt_ts, rt_tid = rt[tables.RT_TS].to_numpy(dtype=float), rt[tables.RT_TID].to_numpy()
     is_launch = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.LAUNCH_KINDS)
     in_window = np.zeros(len(rt), dtype=bool)
+    in_forward = np.zeros(len(rt), dtype=bool)
+    for _, t, lo, hi in fwd:
+        in_forward |= (rt_tid == t) & (rt_ts >= lo) & (rt_ts <= hi)
     window_of_step: dict[int, list[float]] = {}
     for s, t, lo, hi in windows:
         in_window |= (rt_tid == t) & (rt_ts >= lo) & (rt_ts <= hi)
@@ -123,6 +130,7 @@ def find_rnn_cells(rank: RankTrace, classes: np.ndarray, steps: StepsOf, costs: 
     own = under(ops, is_cell | matches(names, CELL_BACKWARD_OP), ANCESTOR_DEPTH) >= 0
     gpu_op = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
     of_cell = (gpu_op >= 0) & own[np.maximum(gpu_op, 0)]
+    foreign = (launch >= 0) & in_forward[np.maximum(launch, 0)] & ~of_cell
     codes[mine] = np.where(classes[mine] == GEMM, ROW_GEMM, np.where(of_cell[mine], ROW_CELL, ROW_OTHER))
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     flops = (costs.table[FLOPS].to_numpy(dtype=float) if costs is not None and len(costs.table) == len(gpu)
@@ -136,12 +144,14 @@ def find_rnn_cells(rank: RankTrace, classes: np.ndarray, steps: StepsOf, costs: 
         if not len(calls):
             continue
         k = mine & (gpu_step == s)
+        if not k.any():
+            continue  # a step outside the selected rows
         cell_names, counts = np.unique(names[calls].astype(str), return_counts=True)
         first = rank.op_inputs(int(calls[0]))
         dims = first.get(tables.OP_INPUT_DIMS) or []
         types = first.get(tables.OP_INPUT_TYPES) or [None]
-        x = dims[0] if dims and isinstance(dims[0], list) else []
-        h = dims[3] if len(dims) > 3 and isinstance(dims[3], list) else []  # w_hh [gates × H, H]
+        x = [v for v in dims[0] if isinstance(v, int)] if dims and isinstance(dims[0], list) else []
+        h = [v for v in dims[3] if isinstance(v, int)] if len(dims) > 3 and isinstance(dims[3], list) else []  # w_hh [gates × H, H]
         gemm = k & (codes == ROW_GEMM)
         gemm_flops = flops[gemm]
         recs.append({RC_STEP: s, RC_CELL: str(cell_names[int(np.argmax(counts))]), RC_CALLS: len(calls),
@@ -153,5 +163,6 @@ def find_rnn_cells(rank: RankTrace, classes: np.ndarray, steps: StepsOf, costs: 
                      RC_GEMM_KERNELS: int(gemm.sum()), RC_GEMM_US: float(dur[gemm].sum()),
                      RC_GEMM_FLOPS: float(np.nansum(gemm_flops)) if np.isfinite(gemm_flops).any() else float("nan"),
                      RC_CELL_US: float(dur[k & (codes == ROW_CELL)].sum()),
-                     RC_OTHER_US: float(dur[k & (codes == ROW_OTHER)].sum()), RC_REF_RATE: ref})
+                     RC_OTHER_US: float(dur[k & (codes == ROW_OTHER)].sum()),
+                     RC_FOREIGN: int((foreign & (gpu_step == s)).sum()), RC_REF_RATE: ref})
     return (pd.DataFrame(recs, columns=list(RNN_COLUMNS)) if recs else empty()), codes
