@@ -15,6 +15,7 @@ from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import recurrent
+from tracekit.compare.applied import Applied, applied
 from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_loops
 from tracekit.suggestions.rules import RULES_BY_ID
@@ -210,6 +211,11 @@ def test_held_out_pair_first_within_35_pct_silent_after(before, after, rule, bef
     assert first.id == rule  # outranks cuda_graphs (35.4 ms and 4.10 ms on these traces) by its saving
     assert first.per_step_us == pytest.approx(measured, rel=0.35)
     assert rule not in {s.id for s in a.suggestions}
+    # and `tracekit diff` credits the change: the cell calls (512 aten::lstm_cell events / 4 steps → none)
+    # or the lookups (104 aten::embedding_bag + 104 _embedding_bag_backward / 4 → 4 + 4 / 4) are gone
+    words = {"cudnn_rnn": "RNN cell calls per step 128.0 → 0.0",
+             "concat_embeddings": "embedding lookup calls per step 52.0 → 2.0"}[rule]
+    assert applied(rule, b.analysis, a.analysis) == Applied(True, words)
 
 
 def test_held_out_evidence_from_the_raw_events():

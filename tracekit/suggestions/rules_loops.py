@@ -25,6 +25,7 @@ RECURRENT_SHARE_FORWARD = 1 / 2
 # Work besides the cells in the forward loop, kernels per cell call, at which the loop is not a
 # sequence nn.LSTM can take at once (a decoder feeding its output back, attention per time step).
 MAX_FOREIGN_PER_CELL = 0.5
+PRECISION = {"float": "fp32", "c10::BFloat16": "bf16", "c10::Half": "fp16"}  # the cell input's type → peak
 # Lookups of one width per step to merge: a model with a token and a position embedding has 2.
 MIN_LOOKUPS = 4
 # Other launches between the first and last lookup of a group, per lookup, above which the lookups are
@@ -69,12 +70,14 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
         if (t[recurrent.RC_FOREIGN] >= MAX_FOREIGN_PER_CELL * t[recurrent.RC_CALLS]).any():
             continue  # more than the cells runs per time step: not a sequence to hand over whole
         steps = len(t)
-        sums = {c: float(t[c].astype(float).sum()) for c in (recurrent.RC_CALLS, recurrent.RC_KERNELS,
+        # NaN stays NaN (min_count): unknown GEMM FLOPs (no recorded shapes) must not count as none
+        sums = {c: float(t[c].astype(float).sum(min_count=1)) for c in (recurrent.RC_CALLS, recurrent.RC_KERNELS,
                 recurrent.RC_LAUNCHES, recurrent.RC_GPU_US, recurrent.RC_GEMM_US, recurrent.RC_GEMM_FLOPS,
                 recurrent.RC_CELL_US, recurrent.RC_OTHER_US, recurrent.RC_WINDOW_US)}
         first = t.iloc[0]
         dtype = str(first[recurrent.RC_DTYPE])
-        peak = device.peak_flops("fp32" if dtype == "float" else "bf16") if device is not None else None
+        precision = PRECISION.get(dtype)
+        peak = device.peak_flops(precision) if device is not None and precision else None
         est = cudnn_times({**sums, recurrent.RC_REF_RATE: float(first[recurrent.RC_REF_RATE]),
                            "backward": int(first[recurrent.RC_BACKWARD]) > 0}, peak)
         now = max(sums[recurrent.RC_WINDOW_US], sums[recurrent.RC_GPU_US])
