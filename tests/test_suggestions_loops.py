@@ -37,31 +37,33 @@ def _kernel(b: TraceBuilder, op: str, ts: float, dur: float, kernel: str, k_dur:
     b.launch(ts + 1, 1, kernel, ts + 3, k_dur, ext=ext, tid=tid)
 
 
-def lstm_trace(tmp_path: Path, cells: int, foreign: bool = False) -> Path:
+def lstm_trace(tmp_path: Path, cells: int, foreign: bool = False, kind: str = "lstm") -> Path:
     """One training step of an LSTMCell stepped `cells` times: forward on thread 100 (each cell call 35 µs
     every 40 µs from 10 µs: mm x·W_ihᵀ, mm h·W_hhᵀ, 10 µs each, and the fused gates 2 µs); a head GEMM at
     3000 µs (512 × 1024 × 4096, 100 µs); the backward on thread 200 from 5000 µs, one cell every 40 µs:
     its ThnnFusedLstmCellBackward0 node [0, 12) µs (gates 2 µs), MmBackward0 [14, 30) (two GEMMs, 10 µs
     each) and AccumulateGrad [31, 38) (an add, 3 µs). foreign: each time step also runs an output layer
-    (aten::addmm, 5 µs) after the cell, in the loop (a decoder reading its last output)."""
+    (aten::addmm, 5 µs) after the cell, in the loop (a decoder reading its last output). kind "gru": the
+    same loop of nn.GRUCell's ops (gru_cell, _thnn_fused_gru_cell, ThnnFusedGruCellBackward0)."""
+    title = kind.capitalize()
     b = TraceBuilder()
     mm_x = [[B, H], [H, 4 * H]]
     for t in range(cells):
         c = 10 + 40 * t
-        b.op("aten::lstm_cell", c, 35, tid=100, **{"Input Dims": [[B, H], [[B, H], [B, H]], [4 * H, H], [4 * H, H],
+        b.op(f"aten::{kind}_cell", c, 35, tid=100, **{"Input Dims": [[B, H], [[B, H], [B, H]], [4 * H, H], [4 * H, H],
                                                                     [4 * H], [4 * H]],
                                                     "Input type": [F32, "TensorList", F32, F32, F32, F32]})
         _kernel(b, "aten::mm", c + 1, 8, SGEMM, 10, mm_x, [F32, F32], 100)
         _kernel(b, "aten::mm", c + 11, 8, SGEMM, 10, mm_x, [F32, F32], 100)
-        _kernel(b, "aten::_thnn_fused_lstm_cell", c + 21, 8, CELL_FWD, 2, [[B, 4 * H], [B, 4 * H], [B, H]],
+        _kernel(b, f"aten::_thnn_fused_{kind}_cell", c + 21, 8, CELL_FWD, 2, [[B, 4 * H], [B, 4 * H], [B, H]],
                 [F32, F32, F32], 100)
         if foreign:
             _kernel(b, "aten::addmm", c + 36, 3, SGEMM, 5, [[H], [B, H], [H, H]], [F32, F32, F32], 100)
     _kernel(b, "aten::mm", 3000, 120, SGEMM, 100, [[512, 1024], [1024, 4096]], [F32, F32], 100)
     for j in range(cells):
         c = 5000 + 40 * j
-        b.op("autograd::engine::evaluate_function: ThnnFusedLstmCellBackward0", c, 12, tid=200)
-        _kernel(b, "aten::_thnn_fused_lstm_cell_backward_impl", c + 1, 10, CELL_BWD, 2,
+        b.op(f"autograd::engine::evaluate_function: ThnnFused{title}CellBackward0", c, 12, tid=200)
+        _kernel(b, f"aten::_thnn_fused_{kind}_cell_backward_impl", c + 1, 10, CELL_BWD, 2,
                 [[B, H], [B, H], [B, H], [B, 4 * H]], [F32] * 4, 200)
         b.op("autograd::engine::evaluate_function: MmBackward0", c + 14, 16, tid=200)
         _kernel(b, "aten::mm", c + 15, 6, SGEMM, 10, [[B, 4 * H], [4 * H, H]], [F32, F32], 200)
@@ -72,8 +74,9 @@ def lstm_trace(tmp_path: Path, cells: int, foreign: bool = False) -> Path:
     return b.write(tmp_path / "lstm.json")
 
 
-def test_cudnn_rnn_on_a_cell_loop(tmp_path):
-    a = _analysis(lstm_trace(tmp_path, 16))
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cudnn_rnn_on_a_cell_loop(tmp_path, kind):
+    a = _analysis(lstm_trace(tmp_path, 16, kind=kind))
     (row,) = a.ranks[0].patterns.rnn_cells.to_dict("records")
     # windows: forward [10, 10 + 15·40 + 35) = 635 µs; backward from the first cell node to the end of the
     # last one: 15·40 + 12 = 612 µs; the last cell's MmBackward0 and AccumulateGrad fall after it
@@ -92,7 +95,7 @@ def test_cudnn_rnn_on_a_cell_loop(tmp_path):
     cudnn = gemm_us / 3 + (2 / 3) * 62 * 2 * 4 * 256 * 64 / rate + cell_us
     assert s.evidence[0]["cudnn_us"] == pytest.approx(cudnn)
     assert s.saving_us == pytest.approx(635 + 612 - cudnn)  # the windows (launch-bound) − cuDNN's GPU time
-    assert s.evidence[0]["calls_per_step"] == 16 and "nn.LSTM" in s.snippet and "lstm_cell" in s.title
+    assert s.evidence[0]["calls_per_step"] == 16 and "nn.LSTM" in s.snippet and f"stepping {kind}_cell" in s.title
 
 
 def test_cudnn_rnn_silent_on_two_cells(tmp_path):
