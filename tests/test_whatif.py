@@ -163,3 +163,24 @@ def test_a_sync_ends_the_graph(tmp_path):
     launches = np.flatnonzero(np.isin(np.arange(g.n_calls), g.gpu_launch))
     others = np.setdiff1d(launches, heads)
     assert len(others) == 18 and (costs.call_dur_us[others] == 0.0).all()
+
+
+def test_fuse_region_takes_one_factor_per_gpu_row(tmp_path):
+    """fuse_region with a factor per rank.gpu row (cudnn_rnn, concat_embeddings): launch_loop's 20 launches
+    of one step collapsed to one call of 3 µs after the first call's projected 5.6875 µs gap; the kernels
+    follow it by the projected 8 µs latency (test_cuda_graph_what_if_by_hand), back to back. All × 0.9, or
+    the even rows × 0.8 and the odd × 1.0, is 180 µs of GPU time either way: the GPU ends at
+    5.6875 + 8 + 180 = 193.6875 µs, after the CPU (5.6875 + 3 + the 130 µs tail); all × 1.0: 213.6875."""
+    import numpy as np
+
+    from tracekit.model.whatif import fuse_region
+
+    result = analyse_file(launch_loop(tmp_path / "loop.json", steps=1))
+    (model,) = result.models
+    n = len(result.analysis.ranks[0].classification.table)
+    assert n == 20
+    rows = np.ones(n, dtype=bool)
+    after = {name: model.what_if(fuse_region(rows, f, 1, 3.0)).after_us  # type: ignore[union-attr]
+             for name, f in (("scalar", 0.9), ("array", np.full(n, 0.9)),
+                             ("mixed", np.where(np.arange(n) % 2 == 0, 0.8, 1.0)), ("whole", np.ones(n)))}
+    assert after == pytest.approx({"scalar": 193.6875, "array": 193.6875, "mixed": 193.6875, "whole": 213.6875})

@@ -16,7 +16,15 @@ import numpy as np
 
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import compiled, layers, optimizer, sequences, triton_launch
+from tracekit.analyzers.detectors import (
+    compiled,
+    embeddings,
+    layers,
+    optimizer,
+    recurrent,
+    sequences,
+    triton_launch,
+)
 from tracekit.analyzers.totals import LaunchTotals
 
 IDLE_TOTAL = "gpu_idle"
@@ -186,3 +194,14 @@ def graph_break_time(analysis: Analysis, sel: Selection) -> float:
 def user_triton_time(analysis: Analysis, sel: Selection) -> float:
     """Kernel time of the user Triton launches tracekit recorded (the headline steps'), per step."""
     return per_step(_patterns_total(analysis, "triton_launches", triton_launch.TL_TIME_US), sel.steps)
+
+
+def rnn_loop_time(analysis: Analysis, sel: Selection) -> float:
+    """GPU time of the kernels launched in RNN cell loops (Patterns.rnn_cells, their windows), per step."""
+    return per_step(_in_selection(analysis, sel, "rnn_cells", recurrent.RC_STEP, recurrent.RC_GPU_US), sel.steps)
+
+
+def embedding_lookup_time(analysis: Analysis, sel: Selection) -> float:
+    """GPU time of the embedding lookups and their backward (Patterns.embedding_lookups), per step."""
+    return per_step(_in_selection(analysis, sel, "embedding_lookups", embeddings.EL_STEP, embeddings.EL_TIME_US),
+                    sel.steps)

@@ -14,9 +14,11 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     attention_mask,
     compiled,
+    embeddings,
     hostside,
     layers,
     optimizer,
+    recurrent,
     sequences,
     triton_launch,
 )
@@ -270,6 +272,12 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_llm.fused_llm_kernels: fused kernels launch none of the chains' aten ops: their kernels
     # (patterns.llm_chains) fall to a quarter.
     "fused_llm_kernels": (Signal("unfused LLM chain kernels per step", _pattern_sum("llm_chains", layers.LC_KERNELS),
+                                 FALLS, 0.75),),
+    # rules_loops.cudnn_rnn: nn.LSTM / nn.GRU over the sequence: no RNN cell call is left (patterns.rnn_cells).
+    "cudnn_rnn": (Signal("RNN cell calls per step", _pattern_sum("rnn_cells", recurrent.RC_CALLS), FALLS, 1.0),),
+    # rules_loops.concat_embeddings: one concatenated table: the lookup calls (forward and backward,
+    # patterns.embedding_lookups) fall to a quarter.
+    "concat_embeddings": (Signal("embedding lookup calls per step", _pattern_sum("embedding_lookups", embeddings.EL_CALLS),
                                  FALLS, 0.75),),
 }
 

@@ -111,15 +111,16 @@ def scale_nodes(rows: np.ndarray, saving_per_step_us: float) -> Transform:
     return apply
 
 
-def fuse_region(rows: np.ndarray, gpu_factor: float, launches: int, launch_us: float) -> Transform:
+def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int, launch_us: float) -> Transform:
     """The region of `rows` (bool per rank.gpu row; e.g. the optimizer step) done by `launches` fused
-    kernels: its GPU nodes × `gpu_factor`, the calls that launch them and the host gaps between them
-    (the Python of the per-tensor loop) gone, but for the first call, which keeps its gap and costs
-    `launches` × `launch_us`."""
+    kernels: its GPU nodes × `gpu_factor` (one factor, or one per rank.gpu row), the calls that launch
+    them and the host gaps between them (the Python of the per-tensor loop) gone, but for the first
+    call, which keeps its gap and costs `launches` × `launch_us`."""
 
     def apply(step: StepModel) -> ReplayCosts:
         gap, dur, g_dur, _ = _costs(step)
         mine = node_mask(step, rows)
+        factor = gpu_factor[step.graph.gpu_row] if isinstance(gpu_factor, np.ndarray) else gpu_factor
         calls = _launching(step, mine)
         if not calls.any():
             return step.costs
@@ -130,7 +131,7 @@ def fuse_region(rows: np.ndarray, gpu_factor: float, launches: int, launch_us: f
         dur = np.where(calls, 0.0, dur)
         dur[first] = launches * launch_us
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur,
-                                   gpu_dur_us=np.where(mine, g_dur * gpu_factor, g_dur))
+                                   gpu_dur_us=np.where(mine, g_dur * factor, g_dur))
 
     return apply
 

@@ -215,4 +215,26 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ..., BLOCK_SIZE_M: tl.constexpr,
 grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
 matmul_kernel[grid](a, b, c, M, N, K, ...)    # no BLOCK_* / num_warps / num_stages at the call
 ''',
+    "cudnn_rnn": '''\
+# A cell stepped in Python launches its GEMMs and gate kernels once per time step and layer,
+# forward and backward. nn.LSTM / nn.GRU run the whole sequence in one cuDNN call: the input
+# projection of all time steps is one GEMM, the recurrent part runs step by step on the GPU.
+lstm = nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True)   # nn.GRU, nn.RNN alike
+with torch.no_grad():                      # the same weights as the cells
+    for i, cell in enumerate(cells):
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(lstm, f"{name}_l{i}").copy_(getattr(cell, name))
+out, (h, c) = lstm(x)                      # x: (batch, time, input_size); was: for t: h, c = cell(x[:, t], (h, c))
+''',
+    "concat_embeddings": '''\
+# One lookup per table launches the same kernels once per table, forward and backward.
+# Concatenate tables of one width and shift each feature's ids by its table's first row:
+tables = [nn.EmbeddingBag(rows, dim, mode="sum") for rows in table_rows]
+weight = torch.cat([t.weight.detach() for t in tables])
+table = nn.EmbeddingBag.from_pretrained(weight, freeze=False, mode="sum", sparse=True)
+base = torch.tensor([0, *table_rows[:-1]], device=ids.device).cumsum(0)    # each table's first row
+pooled = table((ids + base.view(1, -1, 1)).flatten(0, 1)).view(ids.shape[0], -1)   # ids: (B, tables, bag)
+# sparse=True: the optimizer updates only the rows looked up (torch.optim.SGD / SparseAdam).
+# At scale: torchrec's EmbeddingBagCollection (FBGEMM table-batched embeddings) does this for you.
+''',
 }

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import compiled, triton_launch
+from tracekit.analyzers.detectors import compiled, embeddings, recurrent, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
@@ -112,6 +112,40 @@ def _fused_optimizer(s: Suggestion, r: RankAnalysis, per_step: float) -> Transfo
     launches = max(math.ceil(max(tensors) / FUSED_TENSORS_PER_LAUNCH), 1) if tensors else 1
     factor = min(fused / gpu, 1.0) if gpu > 0 else 1.0
     return fuse_region(r.patterns.in_optimizer, factor, launches, BARE_LAUNCH_US)
+
+
+def _cudnn_rnn(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The cell loop as cuDNN's whole-sequence call (suggestions/rules_loops.py cudnn_times): its GEMMs ×
+    the rule's factor, the cell kernels as they are, the gradient accumulations and copies gone; the
+    loop's launch calls and the Python between them gone but for one call per loop window (cuDNN's
+    forward and backward call; its own per-time-step launches from C++ are taken to hide under the GPU work)."""
+    p = r.patterns
+    rows = _mine(s, r)
+    if p is None or not rows or len(p.rnn_rows) != len(r.classification.table):
+        return None
+    gemm = _num(rows[0], "gemm_factor")
+    factor = np.select([p.rnn_rows == recurrent.ROW_GEMM, p.rnn_rows == recurrent.ROW_CELL], [gemm, 1.0], 0.0)
+    windows = max(round(_num(rows[0], "windows_per_step")), 1)
+    return fuse_region(p.rnn_rows > 0, factor, windows, BARE_LAUNCH_US)
+
+
+def _concat_embeddings(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each flagged lookup group (direction, op, width, dtype) one merged call: its kernels × merged /
+    now GPU time (the rule's evidence), the calls and the Python between them gone but for one call that
+    launches one call's kernel sequence per group."""
+    p = r.patterns
+    rows = _mine(s, r)
+    t = p.embedding_lookups if p is not None else None
+    if p is None or t is None or not len(t) or not rows or len(p.embedding_rows) != len(r.classification.table):
+        return None
+    factor_of = {(e.get("direction"), e.get("op"), e.get("dim"), e.get("dtype")): _num(e, "gpu_factor") for e in rows}
+    keys = zip(t[embeddings.EL_DIRECTION], t[embeddings.EL_OP], t[embeddings.EL_DIM].astype(int), t[embeddings.EL_DTYPE],
+               strict=True)
+    per_row = np.array([factor_of.get(k, np.nan) for k in keys] + [np.nan])  # the last: rows in no group
+    factor = per_row[np.where(p.embedding_rows >= 0, p.embedding_rows, len(per_row) - 1)]
+    flagged = ~np.isnan(factor)
+    launches = max(sum(int(_num(e, "merged_kernels")) for e in rows), 1)
+    return fuse_region(flagged, np.where(flagged, factor, 1.0), launches, BARE_LAUNCH_US)
 
 
 def _mine(s: Suggestion, r: RankAnalysis) -> list[dict[str, object]]:
@@ -241,6 +275,8 @@ TRANSFORMS: dict[str, TransformFor] = {
     "fuse_elementwise": _fuse_elementwise,
     "graph_breaks": _graph_breaks,
     "triton_config": _triton_config,
+    "cudnn_rnn": _cudnn_rnn,
+    "concat_embeddings": _concat_embeddings,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

@@ -72,28 +72,34 @@ def find_layout_transposes(rank: RankTrace, rows: np.ndarray | None = None) -> n
     return _kernels(rank, rows) & matches(gpu[tables.GPU_NAME].to_numpy(dtype=object), LAYOUT_TRANSPOSE)
 
 
+def under(ops: pd.DataFrame, hit: np.ndarray, depth: int = 6, outermost: bool = False) -> np.ndarray:
+    """Per op row: the row of the nearest op at or above it (up to `depth` parents) where `hit` is
+    true, -1 none; `outermost`: the farthest such op instead."""
+    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
+    found = np.where(hit, np.arange(len(ops)), -1)
+    anc = parent.copy()
+    for _ in range(depth):
+        valid = anc >= 0
+        if not valid.any():
+            break
+        safe = np.where(valid, anc, 0)
+        take = valid & hit[safe] & ((found < 0) | outermost)
+        found[take] = safe[take]
+        anc = np.where(valid, parent[safe], -1)
+    return found
+
+
 def _anchors(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     """Per op row: (the chain whose anchor is the op or one of its ANCESTOR_DEPTH ancestors, '' none;
     that anchor's op row, -1 none)."""
     ops = rank.ops
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
-    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
     kinds = np.array([*ANCHORS, ""], dtype=object)  # by code; -1 (none) picks the last, ''
     own = np.full(len(ops), -1, dtype=np.int64)
     for code, pattern in enumerate(ANCHORS.values()):
         own[(own < 0) & matches(names, pattern)] = code
-    found = own.copy()
-    at = np.where(own >= 0, np.arange(len(ops)), -1)
-    anc = parent.copy()
-    for _ in range(ANCESTOR_DEPTH):
-        valid = anc >= 0
-        if not valid.any():
-            break
-        safe = np.where(valid, anc, 0)
-        hit = valid & (found < 0) & (own[safe] >= 0)
-        found[hit] = own[safe][hit]
-        at[hit] = safe[hit]
-        anc = np.where(valid, parent[safe], -1)
+    at = under(ops, own >= 0, ANCESTOR_DEPTH)
+    found = np.where(at >= 0, own[np.maximum(at, 0)], -1)
     out = kinds[found]
     return out, at
 

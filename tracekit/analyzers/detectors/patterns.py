@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py) and GEMM leading dimensions (gemm_layout.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import (
     attention_mask,
+    embeddings,
     gemm_layout,
     hostside,
     layers,
     optimizer,
+    recurrent,
     sequences,
     triton_launch,
 )
@@ -69,6 +71,12 @@ class Patterns:
     triton_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # gemm_layout.GEMM_LAYOUT_COLUMNS: leading dimensions of the GEMM calls, from their strides
     gemm_layouts: pd.DataFrame = field(default_factory=gemm_layout.empty)
+    # recurrent.RNN_COLUMNS per step with RNN cell calls; per rank.gpu row its recurrent.ROW_* code
+    rnn_cells: pd.DataFrame = field(default_factory=recurrent.empty)
+    rnn_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    # embeddings.LOOKUP_COLUMNS per step × lookup group; per rank.gpu row the index of its row (-1 none)
+    embedding_lookups: pd.DataFrame = field(default_factory=embeddings.empty)
+    embedding_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -99,6 +107,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
     triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
+    rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
+    lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -123,4 +133,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         triton_launches=triton_launches,
         triton_rows=triton_rows,
         gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
+        rnn_cells=rnn_cells,
+        rnn_rows=rnn_rows,
+        embedding_lookups=lookups,
+        embedding_rows=lookup_rows,
     )
