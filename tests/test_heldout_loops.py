@@ -92,3 +92,17 @@ def test_encoder_requests_evidence():
     s = next(x for x in b.suggestions if x.id == "batch_requests")
     assert s.evidence[0]["requests_per_step"] == 48
     assert "batch_decode" not in {x.id for x in b.suggestions}
+
+
+@pytest.mark.parametrize("before, after, rule", PAIRS)
+def test_diff_credits_the_change_only_where_it_was_made(before, after, rule):
+    """`tracekit diff` credits the rule on before → after (the loops' 1152 per-tensor calls per step, 288
+    tensors × (norm + mul_ + mul_ + add_); the 48 batch-1 forwards per step, both read above from the raw
+    events) and not on after → before."""
+    from tracekit.compare.applied import applied
+    _raw(before)
+    b, a = _analysed(before).analysis, _analysed(after).analysis
+    made = applied(rule, b, a)
+    assert made.applied is True
+    assert made.evidence.endswith("→ 0.0") and ("1152.0" in made.evidence or "48.0" in made.evidence)
+    assert applied(rule, a, b).applied is False
