@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs import attribution
@@ -116,8 +115,7 @@ def _requests_per_step(r: RankAnalysis) -> float | None:
 def batch_requests(analysis: Analysis) -> Suggestion | None:
     """Steps made of the same forward repeated k times at batch 1 (patterns.requests), outside training
     and decode: one forward at batch k runs their host work and launches once and each kernel once at
-    k × the work (at least its time now, at most the roof): the step − max(its host side / k, the
-    batched GPU time)."""
+    k × the work (at its roof for that work): the step − max(its host side / k, the batched GPU time)."""
     scope = Scope.of(analysis)
     device = analysis.device
     if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks) or _decode_rows(analysis):
@@ -130,20 +128,19 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
             continue
         k_seen.append(k)
         roof = batched_roof(r, device, k)
-        frame = pd.DataFrame({"op": r.costs.table[attribution.OP], "roof": roof,
-                              "mine": r.patterns.in_requests})
-        gpu_us = float(r.patterns.requests[requests.RQ_GPU_US].sum()) / max(len(r.patterns.requests), 1)
-        known = frame[frame["mine"] & frame["roof"].notna()]
-        batched_known = float(known["roof"].sum()) / k / max(len(r.patterns.requests), 1)
+        t = r.patterns.requests
+        served = max(len(t), 1)  # steps served as repeated forwards (their rows of in_requests)
+        gpu_us = float(t[requests.RQ_GPU_US].sum()) / served
+        mine = r.patterns.in_requests
+        known = mine & ~np.isnan(roof)
         span = scope.span_us / scope.steps
-        # the kernels of known cost at their roof for k× the work, the others (by count) as they are;
-        # the what-if replay takes each kernel at max(its time now, that roof)
-        share_known = len(known) / max(int(frame["mine"].sum()), 1)
-        gpu_after = batched_known + gpu_us * (1 - share_known)
+        # per step: the kernels of known cost at their roof for k× the work (one kernel per k calls),
+        # the others (by count) as they are; the what-if replay takes each at max(its time now, the roof)
+        share_known = int(known.sum()) / max(int(mine.sum()), 1)
+        gpu_after = float(roof[known].sum()) / k / served + gpu_us * (1 - share_known)
         after = max(span / k, gpu_after)
         saving = max(span - after, 0.0) * scope.steps
         total += saving
-        t = r.patterns.requests
         rows.append({"rank": r.rank, "requests_per_step": k, "forward": str(t[requests.RQ_OPS].iat[0]),
                      "first_op": str(t[requests.RQ_FIRST].iat[0]), "launches_per_forward": int(t[requests.RQ_LAUNCHES].iat[0]),
                      "gpu_us_per_step": gpu_us, "batched_gpu_us": gpu_after, "batched_step_us": after,

@@ -49,20 +49,25 @@ def _block(sigs: list[str]) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the longest stretch of `sigs` that is one block repeated at least
     MIN_REQUESTS times, found from a signature whose calls are evenly spaced; None when there is none."""
     best: tuple[int, int, int] | None = None
-    positions: dict[str, list[int]] = {}
-    for i, s in enumerate(sigs):
-        positions.setdefault(s, []).append(i)
+    codes = np.unique(np.asarray(sigs, dtype=object), return_inverse=True)[1].astype(np.int64)
+    positions: dict[int, list[int]] = {}
+    for i, c in enumerate(codes.tolist()):
+        positions.setdefault(c, []).append(i)
+    tried: set[tuple[int, int]] = set()  # (period, start): a block found, its rotations need no check
     for pos in positions.values():
         if len(pos) < MIN_REQUESTS:
             continue
-        period = pos[1] - pos[0]
-        if any(b - a != period for a, b in itertools.pairwise(pos)) or pos[0] + len(pos) * period > len(sigs):
+        period, start = pos[1] - pos[0], pos[0]
+        if any(b - a != period for a, b in itertools.pairwise(pos)) or start + len(pos) * period > len(sigs):
             continue
-        block = sigs[pos[0]:pos[0] + period]
-        if any(sigs[p:p + period] != block for p in pos[1:]):
+        if any((period, s) in tried for s in range(max(start - period + 1, 0), start + 1)):
             continue
+        stretch = codes[start:start + len(pos) * period].reshape(len(pos), period)
+        if not (stretch == stretch[0]).all():
+            continue
+        tried.add((period, start))
         if best is None or len(pos) * period > best[1] * best[2]:
-            best = (pos[0], period, len(pos))
+            best = (start, period, len(pos))
     return best
 
 
