@@ -76,6 +76,8 @@ def test_clip_ema_evidence_and_no_double_count():
     by_ops = {row["ops"]: row for row in s.evidence}
     assert set(by_ops) == {"linalg_vector_norm → mul_", "mul_ → add_"}  # the clip, the EMA
     assert by_ops["linalg_vector_norm → mul_"]["syncs_per_step"] == 288
+    assert by_ops["linalg_vector_norm → mul_"]["replace"].startswith("torch.nn.utils.clip_grad_norm_(")
+    assert by_ops["mul_ → add_"]["replace"].startswith("torch._foreach_lerp_(")
     assert {row["tensors"] for row in s.evidence} == {288}
     ids = {x.id for x in b.suggestions}
     assert "avoid_sync" not in ids and "fused_optimizer" not in ids

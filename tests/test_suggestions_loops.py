@@ -64,8 +64,9 @@ def test_foreach_loops_fires_on_an_ema_loop(tmp_path):
     row = s.evidence[0]
     assert (row["ops"], row["tensors"], row["launches_per_step"], row["foreach_launches_per_step"]) == \
         ("mul_ → add_", 40, 80, 4)
-    assert row["syncs_per_step"] == 0 and row["replace"] == "torch._foreach_mul_, torch._foreach_add_"
-    assert "80 launch calls" in s.title and "4 multi-tensor launches" in s.title
+    # e.mul_(d).add_(p, alpha=1 - d) is an EMA: one torch._foreach_lerp_ (foreach.KNOWN_LOOPS)
+    assert row["syncs_per_step"] == 0 and row["replace"] == "torch._foreach_lerp_(ema, params, 1 - decay)"
+    assert "80 launch calls" in s.title and "4 multi-tensor launches" in s.title and "_foreach_lerp_" in s.title
     assert "_foreach_lerp_" in s.snippet and "clip_grad_norm_" in s.snippet
 
 
@@ -102,6 +103,7 @@ def test_the_loops_syncs_are_foreach_loops_not_avoid_sync(tmp_path):
     s = rules_loops.foreach_loops(a)
     assert (s.evidence[0]["syncs_per_step"], s.evidence[0]["tensors"]) == (40, 40)
     assert s.evidence[0]["ops"] == "linalg_vector_norm"
+    assert s.evidence[0]["replace"] == "torch._foreach_norm"  # not a known loop: the op's foreach twin
     assert rules_host.avoid_sync(a) is None
     few = rules_host.avoid_sync(_analysis(loop_trace(tmp_path, tensors=15, body=body)))
     assert few is not None and few.evidence[0]["calls"] == 15

@@ -72,8 +72,9 @@ def foreach_loops(analysis: Analysis) -> Suggestion | None:
                + (f"; the {syncs:.0f} `.item()` syncs per step inside the loops go" if syncs else ""))
     title = (f"Replace the per-tensor Python loops with torch._foreach_* ops: "
              f"{plural(round(per['loops_per_step']), 'loop')} per step over {max(x['tensors'] for x in rows)} "
-             f"tensors ({rows[0]['ops']}) make {launched:.0f} launch calls"
-             + (f" and {syncs:.0f} syncs" if syncs else "") + f"; {after:.0f} multi-tensor launches do the same work")
+             f"tensors ({', '.join(x['ops'] for x in rows)}) make {launched:.0f} launch calls"
+             + (f" and {syncs:.0f} syncs" if syncs else "") + f"; {after:.0f} multi-tensor launches do the same work: "
+             + "; ".join(dict.fromkeys(x["replace"] for x in rows)))
     return suggestion("foreach_loops", title, saving, scope, formula, rows)
 
 

@@ -23,6 +23,16 @@ FOREACH_OPS: dict[str, str] = {
     "aten::clamp_max_": "torch._foreach_clamp_max_", "aten::pow_": "torch._foreach_pow_",
     "aten::maximum": "torch._foreach_maximum", "aten::minimum": "torch._foreach_minimum",
 }
+# Loops whose ops name what they are (the run's ops in order, without aten::) -> the one call that does
+# them: a hand-written gradient clip (torch.nn.utils.clip_grad_norm_'s own foreach path: _foreach_norm,
+# then _foreach_mul_ by a coefficient kept on the GPU) and a weight EMA (e.mul_(d).add_(p, alpha=1 - d)
+# is e.lerp_(p, 1 - d): torch._foreach_lerp_; torch.optim.swa_utils.AveragedModel uses it).
+KNOWN_LOOPS: dict[str, str] = {
+    "linalg_vector_norm → mul_": "torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)",
+    "norm → mul_": "torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)",
+    "mul_ → add_": "torch._foreach_lerp_(ema, params, 1 - decay)",
+    "lerp_": "torch._foreach_lerp_(ema, params, 1 - decay)",
+}
 # Syncs a loop body may hold (`.item()` of each tensor's norm): they stay inside the run and are counted.
 LOOP_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::cpu"})
 # A loop: at least this many calls of one of its ops in one run (one per tensor). Below, a few tensors
@@ -159,6 +169,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, n
             FL_LAUNCHES: int(launches[run].sum()), FL_SYNCS: int(syncs[run].sum()),
             FL_FOREACH_LAUNCHES: sum(_foreach_launches(rank, v) for v in by_name.values()),
             FL_GPU_US: float(gpu_dur[on_gpu].sum()),
-            FL_REPLACE: ", ".join(dict.fromkeys(FOREACH_OPS[n] for n in by_name)),
+            FL_REPLACE: KNOWN_LOOPS.get(" → ".join(n.removeprefix("aten::") for n in by_name))
+            or ", ".join(dict.fromkeys(FOREACH_OPS[n] for n in by_name)),
         })
     return pd.DataFrame(out_rows, columns=list(FOREACH_COLUMNS)), call_loop
