@@ -158,3 +158,19 @@ def test_batch_requests_near_misses(tmp_path, case):
         layer = (("aten::linear", [[1, 128, 64], [64, 64], [64]], [F32, F32, F32]), ("aten::relu", [[1, 128, 64]], [F32]))
         path = requests_trace(tmp_path, k=6, forward=layer, prologue=EMBED)
     assert rules_loops.batch_requests(_analysis(path)) is None
+
+
+def test_the_optimizers_own_loop_is_fused_optimizers():
+    """train_optimizer_loop (H200, AdamW foreach=False: per-parameter mul_/add_/addcmul_... inside
+    Optimizer.step#AdamW.step): fused_optimizer names it, and no per-tensor loop is found outside it."""
+    from conftest import SAMPLE_TRACES
+
+    from tracekit.pipeline.local import analyse_file
+
+    path = SAMPLE_TRACES / "train_optimizer_loop.trace.json.gz"
+    if not path.exists():
+        pytest.skip("sample_traces/train_optimizer_loop is not recorded in this checkout")
+    result = analyse_file(path)
+    assert all(not len(r.patterns.foreach_loops) for r in result.analysis.ranks)
+    ids = [s.id for s in result.suggestions]
+    assert ids[0] == "fused_optimizer" and "foreach_loops" not in ids
