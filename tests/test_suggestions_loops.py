@@ -174,3 +174,15 @@ def test_the_optimizers_own_loop_is_fused_optimizers():
     assert all(not len(r.patterns.foreach_loops) for r in result.analysis.ranks)
     ids = [s.id for s in result.suggestions]
     assert ids[0] == "fused_optimizer" and "foreach_loops" not in ids
+
+
+def test_batch_requests_leaves_decode_to_batch_decode(tmp_path):
+    """Two generate-like requests one after another (test_suggestions_decode.requests_trace: a prompt
+    forward, then decode forwards of one-row GEMVs): the detector sees 2 repeated forwards at batch 1,
+    but the step is decode: batch_decode names it, batch_requests stays silent."""
+    from test_suggestions_decode import requests_trace as decode_requests
+
+    a = _analysis(decode_requests(tmp_path))
+    assert a.ranks[0].patterns.requests["requests"].tolist() == [2]
+    assert rules_loops.batch_requests(a) is None
+    assert RULES_BY_ID["batch_decode"].run(a) is not None
