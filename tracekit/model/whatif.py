@@ -31,6 +31,12 @@ def _costs(step: StepModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return gap.copy(), dur.copy(), g_dur.copy(), lat.copy()
 
 
+def _nowait(step: StepModel, calls: np.ndarray) -> np.ndarray:
+    """`calls` (bool per call) no longer waiting, with those an earlier transform freed (composed changes)."""
+    before = step.costs.call_nowait
+    return calls | before if before is not None else calls
+
+
 def node_mask(step: StepModel, rows: np.ndarray) -> np.ndarray:
     """Per GPU node of the step: `rows` (bool per rank.gpu row) at its row."""
     return rows[step.graph.gpu_row] if len(rows) else np.zeros(step.graph.n_gpu, dtype=bool)
@@ -93,7 +99,7 @@ def no_syncs(kept_calls: np.ndarray | None = None) -> Transform:
             return step.costs
         _, dur, _, _ = _costs(step)
         own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
-        return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=sync)
+        return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=_nowait(step, sync))
 
     return apply
 
@@ -121,7 +127,7 @@ def foreach_runs(call_run: np.ndarray, launches: np.ndarray, tensors: np.ndarray
         dur = np.where(mine, 0.0, dur)
         dur[heads] = launches[ids] * launch_us + tensors[ids] * tensor_us
         gone = node_mask(step, gone_rows) & (g.gpu_launch >= 0) & mine[np.maximum(g.gpu_launch, 0)]
-        return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, call_nowait=mine & g.call_waits,
+        return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, call_nowait=_nowait(step, mine & g.call_waits),
                                    gpu_dur_us=np.where(gone, 0.0, g_dur))
 
     return apply
@@ -275,7 +281,7 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform
         calls = _launching(step, mine)
         waiting = calls & g.call_waits
         return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur),
-                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=waiting)
+                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=_nowait(step, waiting))
 
     return apply
 
@@ -356,7 +362,7 @@ def merge_breaks(breaks: Breaks) -> Transform:
             return step.costs
         gap, dur, _, _ = _costs(step)
         return dataclasses.replace(step.costs, call_gap_us=gap * (1.0 - share), call_dur_us=np.where(inside, 0.0, dur),
-                                   call_nowait=inside & step.graph.call_waits)
+                                   call_nowait=_nowait(step, inside & step.graph.call_waits))
 
     return apply
 
