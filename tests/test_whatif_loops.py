@@ -47,3 +47,33 @@ def test_batch_forwards_by_hand(tmp_path):
     # 610.84375 µs, after the CPU
     slow = model.what_if(batch_forwards(2.0, np.ones(n_gpu, dtype=bool), np.full(n_gpu, 60.0)))
     assert slow.saving_us / slow.steps == pytest.approx(955.6875 - 610.84375)
+
+
+def test_composed_changes_keep_each_others_freed_calls(tmp_path):
+    """The launch loop with a cudaStreamSynchronize after the 10th launch: no_syncs frees the sync, then
+    foreach_runs over the 10 launches after it frees nothing of its own (launch calls do not wait);
+    composed in either order the sync stays free (a later transform used to replace the mask)."""
+    from test_whatif import ELEMENTWISE
+    from tracebuilder import TraceBuilder
+
+    from tracekit.model.graph import ROLE_SYNC
+    from tracekit.model.whatif import compose, no_syncs
+
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0.0, 1000.0)
+    for i in range(20):
+        b.launch(10.0 + 45.0 * i, 5.0, ELEMENTWISE, 20.0 + 45.0 * i, 10.0)
+        if i == 9:
+            b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
+                   "tid": b.tid, "ts": 10.0 + 45.0 * i + 6.0, "dur": 15.0, "args": {"correlation": 70000}})
+    result = analyse_file(b.write(tmp_path / "synced.json"))
+    model, rank = result.models[0], result.analysis.ranks[0]
+    step = model.steps[0]
+    sync = int(np.flatnonzero(step.graph.call_role == ROLE_SYNC)[0])
+    n_rt = len(rank.patterns.foreach_calls)
+    runs = np.full(n_rt, -1, dtype=np.int64)
+    runs[step.graph.call_row[sync + 1:]] = 0  # the calls after the sync: one loop
+    loop = foreach_runs(runs, np.array([1.0]), np.array([10.0]), 3.0, 0.5, np.zeros(len(rank.classification.table), dtype=bool))
+    for order in ([no_syncs(), loop], [loop, no_syncs()]):
+        costs = compose(order)(step)
+        assert costs.call_nowait is not None and bool(costs.call_nowait[sync])
