@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     compiled,
     embeddings,
+    foreach,
     layers,
     optimizer,
     recurrent,
@@ -146,16 +148,27 @@ def gemm_loop(analysis: Analysis, sel: Selection) -> float:
     return wall + max(class_time(analysis, sel, kernels.GEMM) - busy, 0.0)
 
 
+def _selected(analysis: Analysis, sel: Selection, name: str, step_column: str) -> list[pd.DataFrame]:
+    """Each rank's patterns.<name> table, its rows in the selected steps."""
+    out = []
+    for r in analysis.ranks:
+        table = getattr(r.patterns, name, None) if r.patterns is not None else None
+        if table is not None and len(table):
+            out.append(table[table[step_column].isin(sorted(sel.by_rank.get(r.rank, frozenset())))])
+    return out
+
+
 def optimizer_time(analysis: Analysis, sel: Selection) -> float:
     """Wall time of the Optimizer.step ranges (on their CPU thread) in the selected steps, per step."""
-    total_us = 0.0
-    for r in analysis.ranks:
-        table = r.patterns.optimizer if r.patterns is not None else None
-        if table is None or not len(table):
-            continue
-        keep = table[optimizer.OS_STEP].isin(sorted(sel.by_rank.get(r.rank, frozenset())))
-        total_us += float(table.loc[keep, optimizer.OS_CPU_US].sum())
-    return per_step(total_us, sel.steps)
+    frames = _selected(analysis, sel, "optimizer", optimizer.OS_STEP)
+    return per_step(sum(float(t[optimizer.OS_CPU_US].sum()) for t in frames), sel.steps)
+
+
+def foreach_loop_time(analysis: Analysis, sel: Selection) -> float:
+    """CPU wall time of the per-tensor loops outside the optimizer (patterns.foreach_loops) in the
+    selected steps, per step."""
+    frames = _selected(analysis, sel, "foreach_loops", foreach.FL_STEP)
+    return per_step(sum(float((t[foreach.FL_END] - t[foreach.FL_TS]).sum()) for t in frames), sel.steps)
 
 
 def step_span(analysis: Analysis, sel: Selection) -> float:

@@ -15,10 +15,12 @@ from tracekit.analyzers.detectors import (
     attention_mask,
     compiled,
     embeddings,
+    foreach,
     hostside,
     layers,
     optimizer,
     recurrent,
+    requests,
     sequences,
     triton_launch,
 )
@@ -146,14 +148,21 @@ def single_process_loads(a: Analysis) -> float:
     return n / _steps(a)
 
 
-def graph_breaks_per_step(a: Analysis) -> float:
-    """torch.compile graph breaks (detectors/compiled.py) in the selected steps, per step."""
-    n = 0
-    for r in a.ranks:
-        t = r.patterns.graph_breaks if r.patterns is not None else None
-        if t is not None and len(t):
-            n += len(_in_steps(a, r.rank, t, compiled.GB_STEP))
-    return n / _steps(a)
+def _steps_sum(table: str, step: str, column: str | None = None) -> Measure:
+    """Rows (or a column's sum) of a per-step pattern table in the selected steps, per step."""
+    def measure(a: Analysis) -> float:
+        n = 0.0
+        for r in a.ranks:
+            t = getattr(r.patterns, table, None) if r.patterns is not None else None
+            if t is not None and len(t):
+                rows = _in_steps(a, r.rank, t, step)
+                n += len(rows) if column is None else float(rows[column].sum())
+        return n / _steps(a)
+    return measure
+
+
+# torch.compile graph breaks (detectors/compiled.py) in the selected steps, per step
+graph_breaks_per_step = _steps_sum("graph_breaks", compiled.GB_STEP)
 
 
 def graph_share(a: Analysis) -> float:
@@ -279,6 +288,13 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # patterns.embedding_lookups) fall to a quarter.
     "concat_embeddings": (Signal("embedding lookup calls per step", _pattern_sum("embedding_lookups", embeddings.EL_CALLS),
                                  FALLS, 0.75),),
+    # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
+    # of the loops (patterns.foreach_loops) fall to a quarter.
+    "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),
+                             FALLS, 0.75),),
+    # rules_batching.batch_requests: one forward at batch k: the steps served as repeated batch-1 forwards vanish.
+    "batch_requests": (Signal("batch-1 forwards per step", _steps_sum("requests", requests.RQ_STEP, requests.RQ_REQUESTS),
+                              FALLS, 1.0),),
 }
 
 

@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, DataLoader workers, batched requests, merged compiled regions)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, per-tensor loops as multi-tensor ops, DataLoader workers, batched requests, merged compiled regions)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ def _costs(step: StepModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     g_dur = c.gpu_dur_us if c.gpu_dur_us is not None else g.gpu_dur_us
     lat = c.gpu_latency_us if c.gpu_latency_us is not None else g.gpu_latency_us
     return gap.copy(), dur.copy(), g_dur.copy(), lat.copy()
+
+
+def _nowait(step: StepModel, calls: np.ndarray) -> np.ndarray:
+    """`calls` (bool per call) no longer waiting, with those an earlier transform freed (composed changes)."""
+    before = step.costs.call_nowait
+    return calls | before if before is not None else calls
 
 
 def node_mask(step: StepModel, rows: np.ndarray) -> np.ndarray:
@@ -80,17 +86,67 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
     return apply
 
 
-def no_syncs() -> Transform:
-    """Remove the step's host syncs: each sync call returns after its own (non-waiting) part."""
+def no_syncs(kept_calls: np.ndarray | None = None) -> Transform:
+    """Remove the step's host syncs: each sync call returns after its own (non-waiting) part; the
+    syncs of `kept_calls` (bool per rank.runtime row: another change's, e.g. a per-tensor loop's) stay."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
         sync = g.call_role == ROLE_SYNC
+        if kept_calls is not None and len(kept_calls):
+            sync &= ~kept_calls[g.call_row]
         if not sync.any():
             return step.costs
         _, dur, _, _ = _costs(step)
         own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
-        return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=sync)
+        return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=_nowait(step, sync))
+
+    return apply
+
+
+def foreach_runs(call_run: np.ndarray, launches: np.ndarray, tensors: np.ndarray, launch_us: float,
+                 tensor_us: float, gone_rows: np.ndarray) -> Transform:
+    """Each per-tensor loop one list of multi-tensor ops: the calls of run i (`call_run`, per rank.runtime
+    row, -1 outside) but its first cost nothing and wait for nothing, with the host gaps between them
+    (the loop's Python and dispatch); the first keeps its gap and costs `launches[i]` × `launch_us` +
+    `tensors[i]` × `tensor_us` (the foreach ops' own host work). Their kernels keep their GPU time (the
+    same bytes); the GPU rows `gone_rows` (the loop's `.item()` copies) take none."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        run = call_run[g.call_row] if len(call_run) else np.full(g.n_calls, -1)
+        if not (run >= 0).any():
+            return step.costs
+        gap, dur, g_dur, _ = _costs(step)
+        mine = run >= 0
+        ids, first = np.unique(run[mine], return_index=True)
+        heads = np.flatnonzero(mine)[first]
+        inner = mine.copy()
+        inner[heads] = False
+        gap = np.where(inner, 0.0, gap)
+        dur = np.where(mine, 0.0, dur)
+        dur[heads] = launches[ids] * launch_us + tensors[ids] * tensor_us
+        gone = node_mask(step, gone_rows) & (g.gpu_launch >= 0) & mine[np.maximum(g.gpu_launch, 0)]
+        return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, call_nowait=_nowait(step, mine & g.call_waits),
+                                   gpu_dur_us=np.where(gone, 0.0, g_dur))
+
+    return apply
+
+
+def batch_forwards(k: float, rows: np.ndarray, roof_us: np.ndarray) -> Transform:
+    """k forwards at batch 1 as one at batch k: the host side of the step × 1/k (as scale_step) and
+    each GPU node at `rows` (bool per rank.gpu row) its 1/k share of the batched kernel, max(its time
+    now, `roof_us`: the kernel's roof time at k× the work, per rank.gpu row; NaN unknown: k × its
+    time now, no gain)."""
+    host = scale_step(1.0 / k, gpu_factor=1.0)
+
+    def apply(step: StepModel) -> ReplayCosts:
+        costs = host(step)
+        g_dur = costs.gpu_dur_us if costs.gpu_dur_us is not None else step.graph.gpu_dur_us
+        mine = node_mask(step, rows)
+        roof = roof_us[step.graph.gpu_row] if len(roof_us) else np.full(step.graph.n_gpu, np.nan)
+        batched = np.where(np.isnan(roof), k * g_dur, np.maximum(g_dur, np.nan_to_num(roof)))
+        return dataclasses.replace(costs, gpu_dur_us=np.where(mine, batched / k, g_dur))
 
     return apply
 
@@ -226,7 +282,7 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform
         calls = _launching(step, mine)
         waiting = calls & g.call_waits
         return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur),
-                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=waiting)
+                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=_nowait(step, waiting))
 
     return apply
 
@@ -307,7 +363,7 @@ def merge_breaks(breaks: Breaks) -> Transform:
             return step.costs
         gap, dur, _, _ = _costs(step)
         return dataclasses.replace(step.costs, call_gap_us=gap * (1.0 - share), call_dur_us=np.where(inside, 0.0, dur),
-                                   call_nowait=inside & step.graph.call_waits)
+                                   call_nowait=_nowait(step, inside & step.graph.call_waits))
 
     return apply
 

@@ -40,11 +40,16 @@ ORIGIN_LABEL = {
 
 
 def avoid_sync(analysis: Analysis) -> Suggestion | None:
-    """Host syncs repeated within steps: Σ min(CPU wait, GPU bubble after the sync) per call."""
+    """Host syncs repeated within steps: Σ min(CPU wait, GPU bubble after the sync) per call; the
+    syncs inside a per-tensor loop are foreach_loops' (its change removes them)."""
     scope = Scope.of(analysis)
     frames = []
     for r, table in rank_tables(analysis, "syncs"):
-        t = table[in_headline(r, table[hostside.SY_STEP].to_numpy()) & ~table[hostside.SY_PAGEABLE].astype(bool)]
+        keep = in_headline(r, table[hostside.SY_STEP].to_numpy()) & ~table[hostside.SY_PAGEABLE].astype(bool)
+        in_loop = r.patterns.sync_in_loop if r.patterns is not None else None
+        if in_loop is not None and len(in_loop) == len(table):
+            keep &= ~in_loop  # a per-tensor loop's .item(): foreach_loops' change removes it
+        t = table[keep]
         if len(t):
             frames.append(t.assign(rank=r.rank))
     if not frames:

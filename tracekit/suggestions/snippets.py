@@ -47,6 +47,27 @@ prompts = tokenizer(texts, return_tensors="pt", padding=True).to("cuda")   # pad
 out = model.generate(**prompts, max_new_tokens=n)                          # instead of one call per text
 # or a serving stack that batches for you: vLLM, TGI, SGLang (continuous batching + paged KV cache)
 ''',
+    "batch_requests": '''\
+# The same forward runs once per request at batch 1: every request pays its Python, its launches
+# and its small, inefficient GEMMs. Stack the waiting requests and run one forward at batch k:
+batch = torch.cat([r.input_ids for r in waiting])        # (k, seq): same length, or pad + attention mask
+with torch.inference_mode():
+    out = model(batch)                                   # one forward instead of k
+results = out.argmax(-1).tolist()                        # one device-to-host copy for all of them
+# a server: dynamic batching (TorchServe batch_size / max_batch_delay, Triton dynamic_batching)
+''',
+    "foreach_loops": '''\
+# A Python loop over the parameters launches one kernel per op per tensor (and syncs at each .item()).
+# before:
+total = sum(p.grad.norm().item() ** 2 for p in params) ** 0.5
+for p in params: p.grad.mul_(max_norm / (total + 1e-6))
+for e, p in zip(ema, params): e.mul_(decay).add_(p, alpha=1 - decay)
+# after: a few multi-tensor launches per op for all tensors, the norm kept on the GPU
+torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+with torch.no_grad():
+    torch._foreach_lerp_(ema, [p.detach() for p in params], 1 - decay)
+# other loops: torch._foreach_mul_, _foreach_add_, _foreach_copy_, _foreach_norm, _foreach_zero_ ...
+''',
     "larger_batch": '''\
 # The step waits on launches, syncs and Python that it pays once per step, whatever the batch.
 # A larger batch shares them among more samples (the memory view estimates how much larger fits):

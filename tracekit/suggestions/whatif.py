@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import compiled, embeddings, recurrent, triton_launch
+from tracekit.analyzers.detectors import compiled, embeddings, foreach, recurrent, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
@@ -24,9 +24,11 @@ from tracekit.analyzers.kernels import (
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
     Breaks,
+    batch_forwards,
     compile_runs,
     compose,
     cuda_graph,
+    foreach_runs,
     fuse_region,
     fuse_runs,
     merge_breaks,
@@ -38,6 +40,7 @@ from tracekit.model.whatif import (
 )
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof
 from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.units import fmt_us
 
@@ -94,8 +97,36 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
     return cuda_graph(_graph_excluded(r), _breaks(r))
 
 
+def _loop_calls(r: RankAnalysis) -> np.ndarray | None:
+    """Per rank.runtime row: issued by a per-tensor loop (foreach_loops' change removes its syncs)."""
+    calls = r.patterns.foreach_calls if r.patterns is not None else None
+    return calls >= 0 if calls is not None and len(calls) and (calls >= 0).any() else None
+
+
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return no_syncs()
+    return no_syncs(_loop_calls(r))
+
+
+def _foreach_loops(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The loops' calls as multi-tensor ops (model/whatif.py foreach_runs): per run, the launches
+    and per-tensor calls the detector counted; the loops' device-to-host copies (`.item()`) gone."""
+    p = r.patterns
+    if p is None or not len(p.foreach_loops) or _loop_calls(r) is None:
+        return None
+    t = p.foreach_loops
+    copies = _rows(r, (MEMCPY,))
+    return foreach_runs(p.foreach_calls, t[foreach.FL_FOREACH_LAUNCHES].to_numpy(dtype=float),
+                        t[foreach.FL_CALLS].to_numpy(dtype=float), BARE_LAUNCH_US, FOREACH_US_PER_TENSOR, copies)
+
+
+def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The k batch-1 forwards as one at batch k (model/whatif.py batch_forwards), each kernel at its
+    roof for k× the work (rules_batching.batched_roof)."""
+    k = max((_num(e, "requests_per_step") for e in _mine(s, r)), default=0.0)
+    p = r.patterns
+    if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
+        return None
+    return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
 
 
 def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -269,6 +300,8 @@ TRANSFORMS: dict[str, TransformFor] = {
     "lower_precision": _lower_precision,
     "channels_last": _channels_last,
     "batch_decode": _batch_decode,
+    "batch_requests": _batch_requests,
+    "foreach_loops": _foreach_loops,
     "larger_batch": _larger_batch,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,20 @@ from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import (
     attention_mask,
     embeddings,
+    foreach,
     gemm_layout,
     hostside,
     layers,
     optimizer,
     recurrent,
+    requests,
     sequences,
     triton_launch,
 )
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
+from tracekit.trace import tables
 from tracekit.trace.model import RankTrace, TraceMeta
 from tracekit.trace.tables import OP_NAME
 
@@ -77,6 +80,14 @@ class Patterns:
     # embeddings.LOOKUP_COLUMNS per step × lookup group; per rank.gpu row the index of its row (-1 none)
     embedding_lookups: pd.DataFrame = field(default_factory=embeddings.empty)
     embedding_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # foreach.FOREACH_COLUMNS per run of per-tensor calls outside the optimizer; per rank.runtime row
+    # the index of its run (-1: none)
+    foreach_loops: pd.DataFrame = field(default_factory=foreach.empty)
+    foreach_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sync_in_loop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per syncs row: inside one
+    # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
+    requests: pd.DataFrame = field(default_factory=requests.empty)
+    in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -109,6 +120,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
+    foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps)
+    served, in_requests = requests.find_requests(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -137,4 +150,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         rnn_rows=rnn_rows,
         embedding_lookups=lookups,
         embedding_rows=lookup_rows,
+        foreach_loops=foreach_loops,
+        foreach_calls=foreach_calls,
+        sync_in_loop=foreach_calls[np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS)] >= 0
+        if len(rank.runtime) else np.zeros(0, dtype=bool),
+        requests=served,
+        in_requests=in_requests,
     )

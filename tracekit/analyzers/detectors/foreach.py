@@ -1,0 +1,175 @@
+"""Per-tensor Python loops outside the optimizer: the same small ops called once per tensor (a hand-written gradient clip, an EMA of the weights), each call its own launch, that one torch._foreach_* op per list would do."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.detectors.hostside import StepsOf
+from tracekit.trace import tables
+from tracekit.trace.model import RankTrace
+
+# aten op -> the multi-tensor op that does it for a list of tensors in a few launches (torch._foreach_*,
+# torch/_foreach docs; torch.nn.utils.clip_grad_norm_(foreach=True) uses _foreach_norm and _foreach_mul_).
+FOREACH_OPS: dict[str, str] = {
+    "aten::linalg_vector_norm": "torch._foreach_norm", "aten::norm": "torch._foreach_norm",
+    "aten::mul_": "torch._foreach_mul_", "aten::add_": "torch._foreach_add_", "aten::sub_": "torch._foreach_sub_",
+    "aten::div_": "torch._foreach_div_", "aten::lerp_": "torch._foreach_lerp_", "aten::copy_": "torch._foreach_copy_",
+    "aten::addcmul_": "torch._foreach_addcmul_", "aten::addcdiv_": "torch._foreach_addcdiv_",
+    "aten::zero_": "torch._foreach_zero_", "aten::sqrt_": "torch._foreach_sqrt_", "aten::abs_": "torch._foreach_abs_",
+    "aten::neg_": "torch._foreach_neg_", "aten::exp_": "torch._foreach_exp_", "aten::clamp_min_": "torch._foreach_clamp_min_",
+    "aten::clamp_max_": "torch._foreach_clamp_max_", "aten::pow_": "torch._foreach_pow_",
+    "aten::maximum": "torch._foreach_maximum", "aten::minimum": "torch._foreach_minimum",
+}
+# Loops whose ops name what they are (the run's ops in order, without aten::) -> the one call that does
+# them: a hand-written gradient clip (torch.nn.utils.clip_grad_norm_'s own foreach path: _foreach_norm,
+# then _foreach_mul_ by a coefficient kept on the GPU) and a weight EMA (e.mul_(d).add_(p, alpha=1 - d)
+# is e.lerp_(p, 1 - d): torch._foreach_lerp_; torch.optim.swa_utils.AveragedModel uses it).
+KNOWN_LOOPS: dict[str, str] = {
+    "linalg_vector_norm → mul_": "torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)",
+    "norm → mul_": "torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)",
+    "mul_ → add_": "torch._foreach_lerp_(ema, params, 1 - decay)",
+    "lerp_": "torch._foreach_lerp_(ema, params, 1 - decay)",
+}
+# Syncs a loop body may hold (`.item()` of each tensor's norm): they stay inside the run and are counted.
+LOOP_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::cpu"})
+# A loop: at least this many calls of one of its ops in one run (one per tensor). Below, a few tensors
+# save a few launches: the rules' 2 % floor would silence them anyway.
+MIN_TENSORS = 16
+# PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/MultiTensorApply.cuh): a launch takes at most
+# depth_to_max_tensors[depth - 1] tensors per list and depth_to_max_blocks (320) chunks of kChunkSize
+# (65536) elements; depth = the tensor lists the op reads and writes.
+MAX_TENSORS = (110, 64, 48, 36, 30)
+MAX_BLOCKS = 320
+CHUNK_ELEMENTS = 65536
+# Ranges that are the optimizer's own loop (fused_optimizer's rule), not the user's.
+OPTIMIZER_RANGE = ("Optimizer.step#", "Optimizer.zero_grad#")
+
+# --- columns of Patterns.foreach_loops (one row per run of per-tensor calls in a step) ----------------
+FL_STEP = "step"
+FL_THREAD = "thread"
+FL_TS = "ts"
+FL_END = "end"
+FL_OPS = "ops"  # the run's op names in order of first call, "a → b"
+FL_TENSORS = "tensors"  # calls of its most repeated op: one per tensor
+FL_CALLS = "calls"  # per-tensor op calls
+FL_LAUNCHES = "launches"  # kernel launch calls under them
+FL_SYNCS = "syncs"  # sync calls inside the run (`.item()` per tensor)
+FL_FOREACH_LAUNCHES = "foreach_launches"  # multi-tensor launches doing the same work (MAX_TENSORS, MAX_BLOCKS)
+FL_GPU_US = "gpu_us"  # GPU time of the activities the run launched
+FL_REPLACE = "replace"  # the torch._foreach_* ops that replace it, "a, b"
+FOREACH_COLUMNS = (FL_STEP, FL_THREAD, FL_TS, FL_END, FL_OPS, FL_TENSORS, FL_CALLS, FL_LAUNCHES, FL_SYNCS,
+                   FL_FOREACH_LAUNCHES, FL_GPU_US, FL_REPLACE)
+
+
+def empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(FOREACH_COLUMNS))
+
+
+def top_ops(ops: pd.DataFrame) -> np.ndarray:
+    """Per op row: the row of its outermost ancestor (itself at depth 0)."""
+    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
+    top = np.arange(len(parent))
+    for _ in range(64):  # depth is bounded; parent rows come before their children
+        up = parent[top]
+        if not (up >= 0).any():
+            break
+        top = np.where(up >= 0, up, top)
+    return top
+
+
+def _in_ranges(rank: RankTrace, ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Per (ts, tid): inside an optimizer step / zero_grad range on its thread."""
+    an = rank.annotations
+    names = an[tables.AN_NAME].astype(str)
+    sel = an[names.str.startswith(OPTIMIZER_RANGE).to_numpy() & ~an[tables.AN_GPU].to_numpy(dtype=bool)]
+    out = np.zeros(len(ts), dtype=bool)
+    for start, end, thread in zip(sel[tables.AN_TS].to_numpy(dtype=float), sel[tables.AN_END].to_numpy(dtype=float),
+                                  sel[tables.AN_TID].to_numpy(), strict=True):
+        out |= (tid == thread) & (ts >= start) & (ts <= end)
+    return out
+
+
+def _tensor_inputs(rank: RankTrace, row: int) -> tuple[int, int]:
+    """(tensor inputs, elements of the first) of an op call from its recorded shapes; (1, 0) unknown."""
+    dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
+    tensors = [d for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+    return max(len(tensors), 1), (math.prod(tensors[0]) if tensors else 0)
+
+
+def _foreach_launches(rank: RankTrace, rows: list[int]) -> int:
+    """Multi-tensor launches of one op over the tensors of `rows` (its per-tensor calls)."""
+    depth, chunks = 1, 0
+    for row in rows:
+        d, elements = _tensor_inputs(rank, row)
+        depth = max(depth, d)
+        chunks += max(math.ceil(elements / CHUNK_ELEMENTS), 1)
+    per_launch = MAX_TENSORS[min(depth, len(MAX_TENSORS)) - 1]
+    return max(math.ceil(len(rows) / per_launch), math.ceil(chunks / MAX_BLOCKS), 1)
+
+
+def find_foreach_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray]:
+    """One row per run of per-tensor calls (FOREACH_COLUMNS) and, per rank.runtime row, the index of
+    the run whose op issued it (-1: none). A run is a thread's consecutive top-level FOREACH_OPS calls
+    that launch kernels, with the LOOP_SYNC_OPS between them; calls that launch nothing (a detach, a
+    view) are passed over, any other call ends it, and so do the step's end and the optimizer's ranges."""
+    ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
+    call_loop = np.full(len(rt), -1, dtype=np.int64)
+    if not len(ops) or not len(rt):
+        return empty(), call_loop
+    top = top_ops(ops)
+    rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
+    rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
+    kinds = rt[tables.RT_KIND].to_numpy(dtype=object)
+    launch = np.isin(kinds, tables.LAUNCH_KINDS) & (rt_top >= 0)
+    sync = np.isin(kinds, tables.SYNC_KINDS) & (rt_top >= 0)
+    launches = np.bincount(rt_top[launch], minlength=len(ops))
+    syncs = np.bincount(rt_top[sync], minlength=len(ops))
+    depth0 = np.flatnonzero(ops[tables.OP_DEPTH].to_numpy() == 0)
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    ts, tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()
+    depth0 = depth0[np.lexsort((ts[depth0], tid[depth0]))] if len(depth0) else depth0
+    excluded = _in_ranges(rank, ts[depth0], tid[depth0])
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for row, out in zip(depth0.tolist(), excluded.tolist(), strict=True):
+        name = names[row]
+        if not out and launches[row] == 0 and syncs[row] == 0:
+            continue  # launches nothing: part of no run, ends none
+        joins = not out and ((name in FOREACH_OPS and launches[row] > 0) or (name in LOOP_SYNC_OPS and current))
+        if current and (not joins or tid[row] != tid[current[0]] or steps.ops[row] != steps.ops[current[0]]):
+            runs.append(current)
+            current = []
+        if joins:  # a per-tensor op, or a sync inside a run
+            current.append(row)
+    if current:
+        runs.append(current)
+    gpu_launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
+    gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    ends = ops[tables.OP_END].to_numpy(dtype=float)
+    out_rows: list[dict[str, object]] = []
+    for run in runs:
+        by_name: dict[str, list[int]] = {}
+        for row in run:
+            if names[row] in FOREACH_OPS:
+                by_name.setdefault(str(names[row]), []).append(row)
+        tensors = max(len(v) for v in by_name.values())
+        if tensors < MIN_TENSORS:
+            continue
+        index = len(out_rows)
+        mine = np.isin(rt_top, run)
+        call_loop[mine] = index
+        on_gpu = (gpu_launch >= 0) & mine[np.maximum(gpu_launch, 0)]
+        out_rows.append({
+            FL_STEP: int(steps.ops[run[0]]), FL_THREAD: int(tid[run[0]]), FL_TS: float(ts[run[0]]),
+            FL_END: float(ends[run[-1]]), FL_OPS: " → ".join(n.removeprefix("aten::") for n in by_name),
+            FL_TENSORS: tensors, FL_CALLS: sum(len(v) for v in by_name.values()),
+            FL_LAUNCHES: int(launches[run].sum()), FL_SYNCS: int(syncs[run].sum()),
+            FL_FOREACH_LAUNCHES: sum(_foreach_launches(rank, v) for v in by_name.values()),
+            FL_GPU_US: float(gpu_dur[on_gpu].sum()),
+            FL_REPLACE: KNOWN_LOOPS.get(" → ".join(n.removeprefix("aten::") for n in by_name))
+            or ", ".join(dict.fromkeys(FOREACH_OPS[n] for n in by_name)),
+        })
+    return pd.DataFrame(out_rows, columns=list(FOREACH_COLUMNS)), call_loop

@@ -1,0 +1,160 @@
+"""Rules about Python loops the framework could do in one call: per-tensor loops (torch._foreach_* ops) and requests served one at a time at batch 1 (one batched forward)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.costs import attribution
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE
+from tracekit.analyzers.detectors import foreach, requests
+from tracekit.analyzers.devices import Device
+from tracekit.suggestions.common import (
+    Scope,
+    fmt_us,
+    gemm_dims,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
+from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_decode import _decode_rows
+from tracekit.units import plural
+
+# Host time of a multi-tensor op per tensor in its lists: torch._foreach_mul_ over 288 tensors took
+# 153 µs, _foreach_lerp_ 155 µs (H200, torch 2.11, ho_clip_ema_fixed in sample_traces/heldout/, as
+# profiled): ~0.5 µs per tensor; its launches cost BARE_LAUNCH_US each besides.
+FOREACH_US_PER_TENSOR = 0.5
+BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
+
+
+def foreach_loops(analysis: Analysis) -> Suggestion | None:
+    """Per-tensor loops outside the optimizer (patterns.foreach_loops): each loop's CPU time − the
+    multi-tensor ops' (their launches and ~0.5 µs per tensor), per step; the loop's `.item()` syncs go
+    with it (clip_grad_norm_(foreach=True) keeps the norm on the GPU)."""
+    scope = Scope.of(analysis)
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r, table in rank_tables(analysis, "foreach_loops"):
+        if table is None or not len(table):
+            continue
+        for row in table[in_headline(r, table[foreach.FL_STEP].to_numpy())].to_dict("records"):
+            groups.setdefault((r.rank, str(row[foreach.FL_OPS])), []).append(row)
+    rows, total = [], 0.0
+    for (rank, ops), runs in groups.items():
+        n = scope.steps
+        cpu = sum(x[foreach.FL_END] - x[foreach.FL_TS] for x in runs)
+        launches = sum(x[foreach.FL_FOREACH_LAUNCHES] for x in runs)
+        calls = sum(x[foreach.FL_CALLS] for x in runs)
+        after = launches * BARE_LAUNCH_US + calls * FOREACH_US_PER_TENSOR
+        saving = max(cpu - after, 0.0)
+        total += saving
+        rows.append({"rank": rank, "ops": ops, "loops_per_step": len(runs) / n,
+                     "tensors": int(max(x[foreach.FL_TENSORS] for x in runs)),
+                     "launches_per_step": sum(x[foreach.FL_LAUNCHES] for x in runs) / n,
+                     "syncs_per_step": sum(x[foreach.FL_SYNCS] for x in runs) / n,
+                     "foreach_launches_per_step": launches / n, "gpu_us": sum(x[foreach.FL_GPU_US] for x in runs),
+                     "cpu_us": cpu, "replace": runs[0][foreach.FL_REPLACE], "saving_us": saving})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: -x["saving_us"])
+    saving = total / scope.ranks
+    per = {key: sum(x[key] for x in rows) / scope.ranks
+           for key in ("loops_per_step", "launches_per_step", "foreach_launches_per_step", "syncs_per_step")}
+    launched, after, syncs = per["launches_per_step"], per["foreach_launches_per_step"], per["syncs_per_step"]
+    formula = (f"Σ per loop of its CPU time − the multi-tensor ops' ({after:.0f} launches per step × "
+               f"{BARE_LAUNCH_US:.0f} µs + {FOREACH_US_PER_TENSOR} µs per tensor) = {fmt_us(saving)} as profiled; "
+               f"{launched:.0f} launch calls per step become {after:.0f} (multi_tensor_apply: at most "
+               f"{foreach.MAX_TENSORS[0]}–{foreach.MAX_TENSORS[-1]} tensors and {foreach.MAX_BLOCKS} chunks of "
+               f"{foreach.CHUNK_ELEMENTS} elements per launch), the GPU work the same bytes"
+               + (f"; the {syncs:.0f} `.item()` syncs per step inside the loops go" if syncs else ""))
+    title = (f"Replace the per-tensor Python loops with torch._foreach_* ops: "
+             f"{plural(round(per['loops_per_step']), 'loop')} per step over {max(x['tensors'] for x in rows)} "
+             f"tensors ({', '.join(x['ops'] for x in rows)}) make {launched:.0f} launch calls"
+             + (f" and {syncs:.0f} syncs" if syncs else "") + f"; {after:.0f} multi-tensor launches do the same work: "
+             + "; ".join(dict.fromkeys(x["replace"] for x in rows)))
+    return suggestion("foreach_loops", title, saving, scope, formula, rows)
+
+
+def _roof(device: Device, dtype: object, flops: float, nbytes: float) -> float:
+    """µs of `flops` and `nbytes` at the device's roof for `dtype` (NaN when either is unknown)."""
+    peak = device.peak_flops(str(dtype)) if dtype else None
+    if math.isnan(flops) or math.isnan(nbytes) or not peak:
+        return math.nan
+    return max(flops / peak, nbytes / device.memory_bandwidth) * 1e6
+
+
+def batched_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
+    """Per rank.gpu row of the repeated forwards: the roof time (µs) of its kernel at batch k: k × its
+    FLOPs and bytes, a GEMM's weights read once (N × K of its op's shapes); NaN where unknown or outside."""
+    costs = r.costs.table
+    out = np.full(len(costs), np.nan)
+    mask = r.patterns.in_requests if r.patterns is not None else np.zeros(0, dtype=bool)
+    if len(mask) != len(costs):
+        return out
+    flops = costs[attribution.FLOPS].to_numpy(dtype=float)
+    nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    for i in np.flatnonzero(mask).tolist():
+        dims = gemm_dims(costs[attribution.OP].iat[i], costs[attribution.SHAPES].iat[i])
+        dtype = costs[attribution.DTYPE].iat[i]
+        weights = dims[1] * dims[2] * DTYPE_SIZE.get(str(dtype), 4.0) if dims is not None else 0.0
+        shared = min(weights, nbytes[i]) if not math.isnan(nbytes[i]) else 0.0
+        out[i] = _roof(device, dtype, k * flops[i], k * (nbytes[i] - shared) + shared)
+    return out
+
+
+def _requests_per_step(r: RankAnalysis) -> float | None:
+    t = r.patterns.requests if r.patterns is not None else None
+    if t is None or not len(t):
+        return None
+    t = t[in_headline(r, t[requests.RQ_STEP].to_numpy())]
+    return float(np.median(t[requests.RQ_REQUESTS].to_numpy(dtype=float))) if len(t) else None
+
+
+def batch_requests(analysis: Analysis) -> Suggestion | None:
+    """Steps made of the same forward repeated k times at batch 1 (patterns.requests), outside training
+    and decode: one forward at batch k runs their host work and launches once and each kernel once at
+    k × the work (at its roof for that work): the step − max(its host side / k, the batched GPU time)."""
+    scope = Scope.of(analysis)
+    device = analysis.device
+    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks) or _decode_rows(analysis):
+        return None  # decode steps are batch_decode's: their forwards are tokens, not requests
+    rows: list[dict[str, Any]] = []
+    total, k_seen = 0.0, []
+    for r in analysis.ranks:
+        k = _requests_per_step(r)
+        if k is None or k < requests.MIN_REQUESTS:
+            continue
+        k_seen.append(k)
+        roof = batched_roof(r, device, k)
+        t = r.patterns.requests
+        served = max(len(t), 1)  # steps served as repeated forwards (their rows of in_requests)
+        gpu_us = float(t[requests.RQ_GPU_US].sum()) / served
+        mine = r.patterns.in_requests
+        known = mine & ~np.isnan(roof)
+        span = scope.span_us / scope.steps
+        # per step: the kernels of known cost at their roof for k× the work (one kernel per k calls),
+        # the others (by count) as they are; the what-if replay takes each at max(its time now, the roof)
+        share_known = int(known.sum()) / max(int(mine.sum()), 1)
+        gpu_after = float(roof[known].sum()) / k / served + gpu_us * (1 - share_known)
+        after = max(span / k, gpu_after)
+        saving = max(span - after, 0.0) * scope.steps
+        total += saving
+        rows.append({"rank": r.rank, "requests_per_step": k, "forward": str(t[requests.RQ_OPS].iat[0]),
+                     "first_op": str(t[requests.RQ_FIRST].iat[0]), "launches_per_forward": int(t[requests.RQ_LAUNCHES].iat[0]),
+                     "gpu_us_per_step": gpu_us, "batched_gpu_us": gpu_after, "batched_step_us": after,
+                     "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    k = max(k_seen)
+    x = rows[0]
+    formula = (f"one forward at batch {k:.0f} instead of {k:.0f} at batch 1: the step − max(the step / {k:.0f} "
+               f"(host work and launches once), the forwards' GPU time with each kernel at its roof for {k:.0f}× "
+               f"the work, weights read once) = {fmt_us(scope.span_us / scope.steps)} − "
+               f"{fmt_us(x['batched_step_us'])} per step = {fmt_us(saving / scope.steps)}")
+    title = (f"Batch the requests: each step runs the same forward {k:.0f} times at batch 1 "
+             f"({x['launches_per_forward']} launches each, same shapes); one forward at batch {k:.0f} launches once")
+    return suggestion("batch_requests", title, saving, scope, formula, rows)
