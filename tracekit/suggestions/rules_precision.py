@@ -9,11 +9,13 @@ from typing import Any
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import sdpa_fallback as sf
+from tracekit.analyzers.detectors.attention_mask import MATH
 from tracekit.analyzers.detectors.layers import LAYOUT_TRANSPOSE
 from tracekit.analyzers.kernels import CONV, ELEMENTWISE, GEMM, NORMALIZATION
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.roofline import ASSUMED
-from tracekit.suggestions.common import Scope, fmt_us, suggestion
+from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 
 # bf16 autocast keeps a conv net's activations in bf16: the memory-bound kernels that read and write
@@ -91,8 +93,11 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32"]) | ((k["class"] == CONV) & k["dtype"].isna()))]
     convs = bool((k["class"] == CONV).any())
     rows, total, before, models = [], 0.0, 0.0, set()
+    # the math SDPA backend's fp32 GEMMs on the score matrix: it upcasts whatever the precision (use_sdpa pads the head dim)
+    scores = {row[sf.SF_SCORES] for _, t in rank_tables(analysis, "sdpa_fallback") for row in t.to_dict("records")
+              if row[sf.SF_BACKEND] == MATH}
     for row in k.to_dict("records"):
-        if row["class"] != GEMM and not convs:
+        if (row["class"] != GEMM and not convs) or (scores and row["class"] == GEMM and sf.gemm_on_scores(row["shapes"], scores)):
             continue
         got = _new_time(row, analysis, fast)
         if got is None:

@@ -51,10 +51,12 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "align_dims": (GEMM,),
-    "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
     "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
+
+# use_sdpa's unfused chains: the classes its replay shortens (the chain's scale/mask/transpose kernels too)
+SDPA_CLASSES = (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY)
 
 TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]
 
@@ -219,6 +221,23 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     return compile_runs(_rows(r, (ELEMENTWISE, NORMALIZATION)) & ~_graph_excluded(r), BARE_LAUNCH_US)
 
 
+def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """SDPA fallbacks (evidence mode "fallback"): their forward and backward kernels
+    (patterns.in_sdpa_fallback) faster by their share of the saving; unfused chains: the kernels of
+    SDPA_CLASSES (outside the fallbacks) faster by the rest."""
+    rows = _mine(s, r)
+    total = sum(_num(e, "saving_us") for e in rows)
+    fell = sum(_num(e, "saving_us") for e in rows if e.get("mode") == "fallback")
+    share = fell / total if total > 0 else 0.0
+    mask = r.patterns.in_sdpa_fallback if r.patterns is not None else None
+    if mask is None or len(mask) != len(r.classification.table):
+        mask, share = _no_rows(r), 0.0
+    parts = [scale_nodes(mask, per_step * share)] if share > 0 else []
+    if share < 1.0:
+        parts.append(scale_nodes(_rows(r, SDPA_CLASSES) & ~mask, per_step * (1.0 - share)))
+    return compose(parts) if len(parts) > 1 else parts[0]
+
+
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
     return scale_nodes(_rows(r, classes), per_step) if classes else None
@@ -241,6 +260,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "fuse_elementwise": _fuse_elementwise,
     "graph_breaks": _graph_breaks,
     "triton_config": _triton_config,
+    "use_sdpa": _use_sdpa,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

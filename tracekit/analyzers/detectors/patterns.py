@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py) and GEMM leading dimensions (gemm_layout.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py) and GEMM leading dimensions (gemm_layout.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tracekit.analyzers.detectors import (
     hostside,
     layers,
     optimizer,
+    sdpa_fallback,
     sequences,
     triton_launch,
 )
@@ -25,7 +26,7 @@ from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
-from tracekit.trace.tables import OP_NAME
+from tracekit.trace.tables import GPU_STEP, OP_NAME, STEP_NUMBER
 
 if TYPE_CHECKING:
     from tracekit.analyzers.step_plan import StepPlan
@@ -69,6 +70,10 @@ class Patterns:
     triton_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # gemm_layout.GEMM_LAYOUT_COLUMNS: leading dimensions of the GEMM calls, from their strides
     gemm_layouts: pd.DataFrame = field(default_factory=gemm_layout.empty)
+    # sdpa_fallback.FALLBACK_COLUMNS: SDPA calls with a misaligned head dim on a slow backend; per
+    # rank.gpu row, their forward and backward kernels
+    sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
+    in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -94,7 +99,13 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     steps = hostside.StepsOf.of(rank, windows)
     classes = classification.table[CLASS].to_numpy(dtype=object)
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
-    attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
+    fallback, in_fallback = sdpa_fallback.find_sdpa_fallback(rank, rows)
+    # the math backend's scores GEMM → softmax → GEMM is SDPA already: the fallback rule prices it
+    attention_rows = rows
+    if in_fallback.any():
+        in_steps = np.isin(rank.gpu[GPU_STEP].to_numpy(), rank.steps[STEP_NUMBER].to_numpy()) if len(rank.steps) else True
+        attention_rows = (in_steps if rows is None else rows) & ~in_fallback
+    attention, covered = sequences.find_attention(rank, classes, costs, rows=attention_rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
@@ -102,7 +113,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
-        chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered, rows=rows),
+        chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered | in_fallback, rows=rows),
         loops=sequences.find_loops(rank, classes, costs, rows=rows),
         attention=attention,
         syncs=hostside.find_syncs(rank, steps),
@@ -123,4 +134,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         triton_launches=triton_launches,
         triton_rows=triton_rows,
         gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
+        sdpa_fallback=fallback,
+        in_sdpa_fallback=in_fallback,
     )
