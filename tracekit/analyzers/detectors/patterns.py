@@ -26,12 +26,15 @@ from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace.model import RankTrace, TraceMeta
-from tracekit.trace.tables import GPU_STEP, OP_NAME, STEP_NUMBER
+from tracekit.trace.tables import GPU_NAME, GPU_STEP, OP_NAME, STEP_NUMBER
 
 if TYPE_CHECKING:
     from tracekit.analyzers.step_plan import StepPlan
 
 TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
+# torch's TensorIterator reductions (sum, mean, var, amax...): what Inductor fuses with the pointwise
+# ops around them into one reduction kernel (not sorts, scans, pooling or losses, also class reduction)
+REDUCE_KERNEL = re.compile(r"at::native::reduce_kernel<")
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class Patterns:
     # rank.gpu row, their forward and backward kernels
     sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.gpu row: a REDUCE_KERNEL kernel
+    reduce_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -136,4 +141,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
         sdpa_fallback=fallback,
         in_sdpa_fallback=in_fallback,
+        reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
+        else np.zeros(0, dtype=bool),
     )
