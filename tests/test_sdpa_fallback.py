@@ -101,3 +101,11 @@ def test_silent_with_an_aligned_head_dim_or_a_fused_backend(tmp_path):
     fused = analyze(tracekit.load_trace(sdpa_trace(tmp_path, 100, fused=True)))
     assert fused.ranks[0].patterns.sdpa_fallback.empty
     assert rules_kernels.use_sdpa(fused) is None
+
+
+def test_the_diff_target_counts_the_fallback_kernels(tmp_path):
+    from tracekit.analyzers import step_parts
+
+    a = analyze(tracekit.load_trace(sdpa_trace(tmp_path, 100)))
+    # one step: the forward and backward kernels of the math fallback, no fused attention kernel
+    assert step_parts.attention_chain(a, step_parts.steady(a)) == pytest.approx(FWD_US + BWD_US)

@@ -156,3 +156,19 @@ def test_memory_bound_kernel_near_the_tuned_share_is_silent(tmp_path):
     roof = LN_BYTES / 4800e9 * 1e6
     assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.59, 256, 1))))
     assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.61, 256, 1)))) is None
+
+
+def test_diff_credits_a_changed_launch_configuration(tmp_path):
+    """tracekit diff: BLOCK_SIZE 256 / 1 warp → 4096 / 8 warps takes 209.4 → 162.4 µs (22 %, less than the
+    halving the time signal asks for): the launch configuration's change is what shows it was made."""
+    from tracekit.compare.applied import applied
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    before = analyze(tracekit.load_trace(layernorm_trace(tmp_path / "a", 209.4, 256, 1)))
+    after = analyze(tracekit.load_trace(layernorm_trace(tmp_path / "b", 162.4, 4096, 8)))
+    got = applied("triton_config", before, after)
+    assert got.applied is True
+    assert ("layer_norm_fwd: BLOCK_SIZE=256, 1 warps, 3 stages → layer_norm_fwd: BLOCK_SIZE=4096, 8 warps, 3 stages"
+            in got.evidence)
+    assert applied("triton_config", before, before).applied is False  # the same configuration and time

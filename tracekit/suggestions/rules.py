@@ -94,7 +94,7 @@ RULES: tuple[Rule, ...] = (
     Rule("align_dims", rules_align.align_dims, SNIPPETS["align_dims"],
          step_parts.WHOLE_STEP, (), ("device", "kernels")),
     Rule("use_sdpa", rules_kernels.use_sdpa, SNIPPETS["use_sdpa"],
-         StepPart("the attention chain (scores GEMM → softmax → GEMM, or the fused kernel)",
+         StepPart("the attention chain (scores GEMM → softmax → GEMM, an SDPA fallback's kernels, or the fused kernel)",
                   step_parts.attention_chain), (), ("device", "patterns.attention", "patterns.sdpa_fallback")),
     Rule("avoid_sync", rules_host.avoid_sync, SNIPPETS["avoid_sync"],
          StepPart("GPU idle after host syncs", step_parts.total("sync_wait_us")), (),
