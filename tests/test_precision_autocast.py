@@ -19,16 +19,19 @@ B, L, H, D = 64, 197, 12, 64  # benchmarks/heldout/vit_train.py: 197 tokens, 12 
 M, K, N = B * L, 768, 3072  # its fc1
 
 
-def vit_trace(tmp_path, attention_fp32: bool = True):
-    """One step: an fp32 fc1 GEMM (1200 µs) and a memory-efficient attention forward (300 µs), in fp32
-    (or, `attention_fp32` False, a bf16 cuDNN attention kernel)."""
+def vit_trace(tmp_path, attention_fp32: bool = True, op: str = "aten::_efficient_attention_forward"):
+    """One step: an fp32 fc1 GEMM (1200 µs) and a memory-efficient attention forward (300 µs, launched by
+    `op`), in fp32 (or, `attention_fp32` False, a bf16 cuDNN attention kernel)."""
     b = TraceBuilder()
     ext = b.op("aten::mm", 1, 2, **{"Input Dims": [[M, K], [K, N]], "Input type": [F32, F32]})
     b.launch(1.5, 1, SGEMM, 100, 1200, ext=ext)
     dtype = F32 if attention_fp32 else BF16
-    op = "aten::_efficient_attention_forward" if attention_fp32 else "aten::_cudnn_attention_forward"
+    op = op if attention_fp32 else "aten::_cudnn_attention_forward"
     dims = [[B, L, H, D]] * 3 if attention_fp32 else [[B, H, L, D]] * 3
-    ext = b.op(op, 4, 2, **{"Input Dims": dims, "Input type": [dtype] * 3})
+    if not op.startswith("aten::"):  # a custom Triton attention kernel (aiter's SageAttention: a cost model by name)
+        dims = [[B, H, L, D]] * 3
+    extra = {} if op.startswith("aten::") else {"kernel_backend": "triton"}
+    ext = b.op(op, 4, 2, **{"Input Dims": dims, "Input type": [dtype] * 3, **extra})
     b.launch(4.5, 1, MEM_EFF_F32 if attention_fp32 else CUDNN_BF16, 1301, 300, ext=ext)
     b.annotation("ProfilerStep#1", 0, 1700)
     return b.write(tmp_path / "vit.json")
@@ -50,8 +53,14 @@ def test_autocast_prices_gemms_at_the_bf16_roof_and_attention_as_a_fused_bf16_ke
     assert s.title.startswith("Autocast to bf16 (torch.autocast): fp32 GEMMs and attention run at fp32 rates")
 
 
-def test_without_fp32_attention_the_gemms_go_to_tf32_as_before(tmp_path):
-    s = rules_precision.lower_precision(analyze(tracekit.load_trace(vit_trace(tmp_path, attention_fp32=False))))
+@pytest.mark.parametrize(("fp32", "op"), [(False, ""), (True, "sage_fwd_1")])
+def test_without_torch_fp32_attention_the_gemms_go_to_tf32_as_before(tmp_path, fp32, op):
+    # a bf16 attention kernel, or an fp32 one of a custom op (autocast does not change its dtype)
+    path = vit_trace(tmp_path, attention_fp32=fp32, op=op or "aten::_efficient_attention_forward")
+    a = analyze(tracekit.load_trace(path))
+    attention = a.kernels[a.kernels["class"] == "attention"].iloc[0]
+    assert attention["flops"] == pytest.approx(ATTN_FLOPS)  # priced either way: 7.63 GFLOP
+    s = rules_precision.lower_precision(a)
     assert [row["class"] for row in s.evidence] == ["gemm"]
     assert s.evidence[0]["new_time_us"] == pytest.approx(GEMM_FLOPS / (TF32_PEAK * EFF) * 1e6)  # 162.2 µs
     assert s.title.startswith("Enable TF32 (or bf16 autocast)")

@@ -54,6 +54,21 @@ def _activation(row: dict[str, Any]) -> bool:
     return isinstance(first, tuple) and len(first) == 4 and not OPTIMIZER_OPS.search(str(row.get("op") or ""))
 
 
+def _sdpa_on_fp32(row: dict[str, Any]) -> bool:
+    """An fp32 attention kernel row of torch's own SDPA (an aten op: autocast does not reach a custom
+    kernel) on the fp32 roof."""
+    return str(row.get("op") or "").startswith("aten::") and _cuda_core_fp32(row)
+
+
+def _cuda_core_fp32(row: dict[str, Any]) -> bool:
+    """An fp32 matmul-class kernel row that runs on the fp32 roof (not faster than ABOVE_PEAK × its peak:
+    a faster one already uses tensor cores, or quantized inputs its dtype does not show)."""
+    slow = (row.get("peak_tflops") or 0.0) * 1e12
+    achieved = row.get("achieved_tflops")
+    return (row.get("roof") in ("fp32", "fp32_matrix") and slow > 0 and isinstance(achieved, (int, float))
+            and 0 < achieved * 1e12 <= slow * ABOVE_PEAK)
+
+
 def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool) -> tuple[float, str] | None:
     """(time at the lower precision, the model's name) for one fp32 kernel row, None when it does not
     apply. `autocast`: the suggestion is bf16 autocast (a conv net or fp32 fused attention), so
@@ -81,7 +96,7 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool
         if on_fp32 and tf32:  # CUDA-core fp32: TF32 at the same efficiency (fp32 tensors: the same bytes)
             return max(row["flops"] / (tf32 * achieved / slow) * 1e6, full), "fp32 → TF32 roof"
         return None
-    if cls == ATTENTION and autocast and isinstance(row.get("flops"), (int, float)) and row["flops"] > 0:
+    if cls == ATTENTION and autocast and _sdpa_on_fp32(row) and float(row["flops"]) > 0:
         rate = device.peak_flops(fast)  # fp32 SDPA (memory-efficient, CUDA cores) → flash / cuDNN on bf16
         if rate:
             return max(float(row["flops"]) / (rate * FUSED_ATTENTION_EFF) * 1e6, full * HALF_BYTES), \
@@ -104,7 +119,7 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
         return None
     k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32"]) | ((k["class"] == CONV) & k["dtype"].isna()))]
     convs = bool((k["class"] == CONV).any())
-    autocast = convs or bool(((k["class"] == ATTENTION) & (k["dtype"] == "fp32")).any())
+    autocast = convs or any(_sdpa_on_fp32(r) for r in k[k["class"] == ATTENTION].to_dict("records"))
     rows, total, before, models = [], 0.0, 0.0, set()
     # the math SDPA backend's fp32 GEMMs on the score matrix: it upcasts whatever the precision (use_sdpa pads the head dim)
     scores = {row[sf.SF_SCORES] for _, t in rank_tables(analysis, "sdpa_fallback") for row in t.to_dict("records")
