@@ -111,3 +111,27 @@ def test_a_cudnn_layout_transpose_still_splits_the_run(tmp_path: Path) -> None:
     # mul → nchwToNhwc (cuDNN's, class copy: the convolution's) → gelu: two runs of one, nothing fused
     path = cast_trace(tmp_path / "transpose.json", (("aten::cudnn_convolution", TRANSPOSE),))
     assert _fused_gpu_times(path) == pytest.approx([1.0] * 5)
+
+
+def test_a_host_gap_longer_than_a_millisecond_inside_a_run_stays(tmp_path: Path) -> None:
+    """aten::mul, then 1.5 ms of Python, then aten::add (a run of 2): the add's call still costs nothing
+    more than the fused launch, but the 1.5 ms before it is not dispatch and stays (model/whatif.py
+    LONG_GAP_US = 1 ms, as cuda_graph keeps it)."""
+    b = TraceBuilder()
+    for s in range(6):
+        t0 = s * 2000
+        b.annotation(f"ProfilerStep#{s}", t0, 2000)
+        b.launch(t0 + 12, 5, GEMM, t0 + 20, 20, ext=b.op("aten::mm", t0 + 10, 8))
+        b.launch(t0 + 52, 5, MUL, t0 + 60, 10, ext=b.op("aten::mul", t0 + 50, 8))
+        b.launch(t0 + 1567, 5, ADD, t0 + 1575, 10, ext=b.op("aten::add", t0 + 1565, 8))
+        b.launch(t0 + 1602, 5, GEMM, t0 + 1610, 20, ext=b.op("aten::mm", t0 + 1600, 8))
+    result = analyse_file(b.write(tmp_path / "gap.json"))
+    step = result.models[0].steps[0]
+    g = step.graph
+    costs = compile_runs(_rows(result.analysis.ranks[0], ("elementwise",)), 3.0)(step)
+    calls = np.flatnonzero(g.gpu_launch >= 0)
+    launch = g.gpu_launch[calls[np.argsort(g.gpu_launch[calls])]]  # mm, mul, add, mm
+    before_gap = step.costs.call_gap_us if step.costs.call_gap_us is not None else g.call_gap_us
+    assert g.call_gap_us[launch[2]] > 1000  # the traced gap before the add: 1.5 ms of host time
+    assert costs.call_gap_us[launch[2]] == before_gap[launch[2]]
+    assert costs.call_dur_us[launch[2]] == 0.0  # the add is still fused into the mul's kernel

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import compiled, triton_launch
+from tracekit.analyzers.detectors import compiled, sequences, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     CLASS,
@@ -17,6 +17,7 @@ from tracekit.analyzers.kernels import (
     COPY,
     ELEMENTWISE,
     GEMM,
+    LIBRARY,
     MEMCPY,
     NORMALIZATION,
     SOFTMAX,
@@ -63,7 +64,8 @@ SDPA_CLASSES = (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY)
 # which belong to the convolution), and torch's reduce kernels (patterns.reduce_kernels: mean, var,
 # sum, fused with their pointwise prologue and epilogue). They no longer split the runs that
 # compile_runs fuses (H200: ho_norm_gelu_chain 5.24 → 8.88 ms predicted against 9.26 measured,
-# bare/train_compile_eager 0.77 → 3.78 ms against 3.78).
+# bare/train_compile_eager 0.77 → 3.52 ms against 3.78). Generated (Inductor, Triton) kernels are
+# fused already and stay out.
 COMPILE_FUSES = (ELEMENTWISE, NORMALIZATION, COPY)
 
 TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]
@@ -225,9 +227,10 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     """torch.compile fuses each run of elementwise/normalization/cast/reduce launches (COMPILE_FUSES,
     patterns.reduce_kernels) into one kernel, called by its wrapper without the eager ops' dispatch
     (model/whatif.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
-    eager: fused_optimizer's change), those already replayed from a graph, cuDNN's layout transposes
-    and an SDPA fallback's kernels are not part of any run."""
-    keep = _rows(r, COMPILE_FUSES)
+    eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
+    Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run."""
+    libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
+    keep = _rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
     p = r.patterns
     if p is not None and len(p.layout_transposes) == len(keep):
         keep &= ~p.layout_transposes
