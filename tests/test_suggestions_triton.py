@@ -87,30 +87,50 @@ def test_silent_on_the_tuned_sample():
     assert rules_triton.triton_config(a) is None
 
 
-def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
-    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
-    write of out, 2 × 2²⁴ fp32 = 134.2 MB, at 4800 GB/s = 27.96 µs; run in 500 µs it is at 5.6 %."""
+def scale_trace(tmp_path, dur: float = 500.0, uses_dot: bool = False):
+    """3 steps of one scale_kernel launch (x read, out written: 2²⁴ fp32 each) of `dur` µs; `uses_dot`:
+    the kernel table says it calls tl.dot (a matmul-like kernel without M/N/K parameters)."""
     b = TraceBuilder()
     names = ["x_ptr", "out_ptr", "n", "BLOCK"]
-    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"]}]}
+    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"],
+                                             **({"uses_dot": True} if uses_dot else {})}]}
     n = 1 << 24
     for i in range(3):
-        t0 = i * 600.0
-        b.annotation(f"ProfilerStep#{i + 1}", t0, 600.0)
+        t0 = i * (dur + 100.0)
+        b.annotation(f"ProfilerStep#{i + 1}", t0, dur + 100.0)
         ext = b.op("scale_kernel", t0 + 1, 10, **{
             "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{n // 64}, 1, 1]",
             "num_warps": 1, "num_stages": 3, "Input Dims": [[n], [n], [], []],
             "Input type": ["float", "float", "Scalar", "Scalar"], "Input Strides": [[1], [1], [], []],
             "Concrete Inputs": ["", "", str(n), "64"]})
-        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, 500.0, ext=ext)
-    a = analyze(tracekit.load_trace(b.write(tmp_path / "scale.json")))
+        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, dur, ext=ext)
+    return b.write(tmp_path / f"scale_{dur:g}_{uses_dot}.json")
+
+
+SCALE_ROOF = 2 * (1 << 24) * 4 / 4800e9 * 1e6  # 134.2 MB at 4800 GB/s = 27.96 µs
+
+
+def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
+    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
+    write of out; run in 500 µs it is at 5.6 % of the bandwidth."""
+    a = analyze(tracekit.load_trace(scale_trace(tmp_path)))
     s = rules_triton.triton_config(a)
-    roof = 2 * n * 4 / 4800e9 * 1e6
-    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 500.0)
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * SCALE_ROOF / 500.0)
     # no tl.dot, no cost model: memory-bound, a tuned kernel at 75 % of the bandwidth
-    assert s.per_step_us == pytest.approx(500.0 - roof / 0.75)
+    assert s.per_step_us == pytest.approx(500.0 - SCALE_ROOF / 0.75)
     assert s.evidence[0]["tile"] == "64"
     assert s.title.endswith("try BLOCK ∈ {1024, 2048, 4096, 8192}, num_warps ∈ {4, 8, 16}")
+
+
+def test_a_tl_dot_kernel_without_a_cost_model_keeps_the_compute_shares(tmp_path):
+    # at 5.6 % of the bandwidth both fire; the tl.dot one is priced at 60 %, not 75 %
+    s = rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, uses_dot=True))))
+    assert s.per_step_us == pytest.approx(500.0 - SCALE_ROOF / 0.6)
+    assert "try BLOCK" not in s.title
+    # at 40 %: below the memory-bound 60 % line, above the compute-bound 30 % one
+    slow = SCALE_ROOF / 0.4
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, slow)))) is not None
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, slow, uses_dot=True)))) is None
 
 
 # The held-out LayerNorm (benchmarks/heldout/triton_layernorm.py): rows of 4096 fp16, x read and y

@@ -9,6 +9,7 @@ import pandas as pd
 from tracekit.analyzers import roofline as rl
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import triton_launch as tl
+from tracekit.analyzers.kernels import GEMM
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_precision import NHWC_NORM_SHARE
@@ -67,12 +68,17 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     roofs = _roof_per_kernel(analysis.kernels)
     rows, total = [], 0.0
     bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
+    k = analysis.kernels
+    dots = ({(str(n), str(o)) for n, o in zip(k.loc[k["class"] == GEMM, rl.NAME], k.loc[k["class"] == GEMM, rl.OP],
+                                               strict=True)} if k is not None and len(k) else set())
     for r, table in rank_tables(analysis, "triton_launches"):
         for rec in table.to_dict("records"):
             found = roofs.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])))
+            dot = (str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])) in dots
             if found is None and bandwidth and float(rec[tl.TL_TENSOR_BYTES]) > 0:
-                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth
-                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "memory")
+                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth; a
+                # kernel with tl.dot (class gemm) is not known to be memory-bound: the compute shares
+                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "bytes" if dot else "memory")
             if found is None or not rec[tl.TL_KERNELS]:
                 continue
             roof_one, roof, bound = found
@@ -99,7 +105,7 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     top = rows[0]
-    used = sorted({"memory" if x["bound"] == "memory" else "compute" for x in rows})
+    used = sorted({"memory" if x["bound"] == "memory" else "compute" for x in rows})  # "bytes": a tl.dot kernel
     shares = "; ".join(f"{b}-bound: below {100 * SHARES[b][1]:.0f} % of the roof, tuned at {100 * SHARES[b][0]:.0f} % "
                        f"({SHARES[b][2]})" for b in used)
     formula = (f"Σ over {plural(len(rows), 'launch configuration')} far below their roof of their kernel time − "
