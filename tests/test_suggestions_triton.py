@@ -63,7 +63,7 @@ def test_fires_far_below_the_roof(tmp_path):
     assert row["roof_pct"] == pytest.approx(100 * roof / 7000.0, rel=1e-6)  # 1.98 %
     assert (row["tile"], row["num_warps"], row["num_stages"], row["roof"]) == ("16×16×16", 4, 3, "fp16")
     assert s.title == ("Autotune the Triton kernel matmul_kernel: 16×16×16 tiles, 4 warps, 3 stages on a "
-                       "65,536-program grid reach 2 % of the fp16 roof")
+                       "65,536-program grid reach 2 % of the fp16 roof (tuned: 60 %)")
     assert "@triton.autotune" in rules_triton_snippet()
 
 
@@ -87,25 +87,108 @@ def test_silent_on_the_tuned_sample():
     assert rules_triton.triton_config(a) is None
 
 
-def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
-    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
-    write of out, 2 × 2²⁴ fp32 = 134.2 MB, at 4800 GB/s = 27.96 µs; run in 500 µs it is at 5.6 %."""
+def scale_trace(tmp_path, dur: float = 500.0, uses_dot: bool = False):
+    """3 steps of one scale_kernel launch (x read, out written: 2²⁴ fp32 each) of `dur` µs; `uses_dot`:
+    the kernel table says it calls tl.dot (a matmul-like kernel without M/N/K parameters)."""
     b = TraceBuilder()
     names = ["x_ptr", "out_ptr", "n", "BLOCK"]
-    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"]}]}
+    b.top["tracekit"] = {"triton_kernels": [{"name": "scale_kernel", "arg_names": names, "constexpr_names": ["BLOCK"],
+                                             **({"uses_dot": True} if uses_dot else {})}]}
     n = 1 << 24
     for i in range(3):
-        t0 = i * 600.0
-        b.annotation(f"ProfilerStep#{i + 1}", t0, 600.0)
+        t0 = i * (dur + 100.0)
+        b.annotation(f"ProfilerStep#{i + 1}", t0, dur + 100.0)
         ext = b.op("scale_kernel", t0 + 1, 10, **{
             "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{n // 64}, 1, 1]",
             "num_warps": 1, "num_stages": 3, "Input Dims": [[n], [n], [], []],
             "Input type": ["float", "float", "Scalar", "Scalar"], "Input Strides": [[1], [1], [], []],
             "Concrete Inputs": ["", "", str(n), "64"]})
-        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, 500.0, ext=ext)
-    a = analyze(tracekit.load_trace(b.write(tmp_path / "scale.json")))
+        b.launch(t0 + 2, 5, "scale_kernel", t0 + 20, dur, ext=ext)
+    return b.write(tmp_path / f"scale_{dur:g}_{uses_dot}.json")
+
+
+SCALE_ROOF = 2 * (1 << 24) * 4 / 4800e9 * 1e6  # 134.2 MB at 4800 GB/s = 27.96 µs
+
+
+def test_without_a_cost_model_the_tensor_bytes_set_the_roof(tmp_path):
+    """A kernel tracekit has no cost model for (its parameters name no M/N/K): one read of x and one
+    write of out; run in 500 µs it is at 5.6 % of the bandwidth."""
+    a = analyze(tracekit.load_trace(scale_trace(tmp_path)))
     s = rules_triton.triton_config(a)
-    roof = 2 * n * 4 / 4800e9 * 1e6
-    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 500.0)
-    assert s.per_step_us == pytest.approx(500.0 - roof / rules_triton.TUNED_ROOF_SHARE)
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * SCALE_ROOF / 500.0)
+    # no tl.dot, no cost model: memory-bound, a tuned kernel at 75 % of the bandwidth
+    assert s.per_step_us == pytest.approx(500.0 - SCALE_ROOF / 0.75)
     assert s.evidence[0]["tile"] == "64"
+    assert s.title.endswith("try BLOCK ∈ {1024, 2048, 4096, 8192}, num_warps ∈ {4, 8, 16}")
+
+
+def test_a_tl_dot_kernel_without_a_cost_model_keeps_the_compute_shares(tmp_path):
+    # at 5.6 % of the bandwidth both fire; the tl.dot one is priced at 60 %, not 75 %
+    s = rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, uses_dot=True))))
+    assert s.per_step_us == pytest.approx(500.0 - SCALE_ROOF / 0.6)
+    assert "try BLOCK" not in s.title
+    # at 40 %: below the memory-bound 60 % line, above the compute-bound 30 % one
+    slow = SCALE_ROOF / 0.4
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, slow)))) is not None
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(scale_trace(tmp_path, slow, uses_dot=True)))) is None
+
+
+# The held-out LayerNorm (benchmarks/heldout/triton_layernorm.py): rows of 4096 fp16, x read and y
+# written once per launch = 2 × 4096 × 2 B per row, plus w and b (2 × 8 KiB).
+LN_ROWS, LN_N = 32768, 4096
+LN_BYTES = 2 * LN_ROWS * LN_N * 2 + 2 * LN_N * 2  # 536,887,296 B
+
+
+def layernorm_trace(tmp_path, dur: float, block: int, warps: int):
+    """3 steps of one layer_norm_fwd launch (grid [32768, 1, 1]) of `dur` µs."""
+    b = TraceBuilder()
+    names = ["X", "Y", "W", "B", "stride", "N", "eps", "BLOCK_SIZE"]
+    b.top["tracekit"] = {"triton_kernels": [{"name": "layer_norm_fwd", "arg_names": names,
+                                             "constexpr_names": ["BLOCK_SIZE"]}]}
+    for i in range(3):
+        t0 = i * (dur + 100.0)
+        b.annotation(f"ProfilerStep#{i + 1}", t0, dur + 100.0)
+        ext = b.op("layer_norm_fwd", t0 + 1, 10, **{
+            "kernel_backend": "triton", "tracekit_user_kernel": 1, "grid": f"[{LN_ROWS}, 1, 1]",
+            "num_warps": warps, "num_stages": 3, "Input Dims": [[LN_ROWS, LN_N], [LN_ROWS, LN_N], [LN_N], [LN_N], [], [], [], []],
+            "Input type": ["c10::Half"] * 4 + ["Scalar"] * 4, "Input Strides": [[LN_N, 1], [LN_N, 1], [1], [1], [], [], [], []],
+            "Concrete Inputs": ["", "", "", "", str(LN_N), str(LN_N), "1e-05", str(block)]})
+        b.launch(t0 + 2, 5, "layer_norm_fwd", t0 + 20, dur, ext=ext)
+    return b.write(tmp_path / "ln.json")
+
+
+def test_memory_bound_kernel_far_below_the_bandwidth_fires(tmp_path):
+    # 209.4 µs: the held-out trace's mean kernel (10,050.54 µs / 48 launches, raw events) = 53.4 % of 4800 GB/s
+    a = analyze(tracekit.load_trace(layernorm_trace(tmp_path, 209.4, 256, 1)))
+    s = rules_triton.triton_config(a)
+    roof = LN_BYTES / 4800e9 * 1e6  # 111.85 µs
+    assert s.evidence[0]["roof_pct"] == pytest.approx(100 * roof / 209.4)
+    assert s.per_step_us == pytest.approx(209.4 - roof / 0.75)  # 60.3 µs: the kernel at 75 % of the bandwidth
+    assert s.title == ("Autotune the Triton kernel layer_norm_fwd: 256 tiles, 1 warp, 3 stages on a 32,768-program "
+                       "grid reach 53 % of the memory roof (tuned: 75 %); try BLOCK_SIZE ∈ {1024, 2048, 4096, 8192}, "
+                       "num_warps ∈ {4, 8, 16}")
+
+
+def test_memory_bound_kernel_near_the_tuned_share_is_silent(tmp_path):
+    # 162.4 µs: the fixed trace's mean kernel (7,795.16 µs / 48, BLOCK_SIZE 4096, 8 warps) = 68.9 % ≥ 60 %
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, 162.4, 4096, 8)))) is None
+    # just below the 60 % line (roof / 0.59 = 189.6 µs) it fires; just above (roof / 0.61) it does not
+    roof = LN_BYTES / 4800e9 * 1e6
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.59, 256, 1))))
+    assert rules_triton.triton_config(analyze(tracekit.load_trace(layernorm_trace(tmp_path, roof / 0.61, 256, 1)))) is None
+
+
+def test_diff_credits_a_changed_launch_configuration(tmp_path):
+    """tracekit diff: BLOCK_SIZE 256 / 1 warp → 4096 / 8 warps takes 209.4 → 162.4 µs (22 %, less than the
+    halving the time signal asks for): the launch configuration's change is what shows it was made."""
+    from tracekit.compare.applied import applied
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    before = analyze(tracekit.load_trace(layernorm_trace(tmp_path / "a", 209.4, 256, 1)))
+    after = analyze(tracekit.load_trace(layernorm_trace(tmp_path / "b", 162.4, 4096, 8)))
+    got = applied("triton_config", before, after)
+    assert got.applied is True
+    assert ("layer_norm_fwd: BLOCK_SIZE=256, 1 warps, 3 stages → layer_norm_fwd: BLOCK_SIZE=4096, 8 warps, 3 stages"
+            in got.evidence)
+    assert applied("triton_config", before, before).applied is False  # the same configuration and time

@@ -62,3 +62,76 @@ def test_a_run_of_three_becomes_one_launch_and_a_third_of_its_gpu_time(tmp_path:
         assert costs.call_dur_us[launch[k]] == before_dur[launch[k]]
     # with no elementwise rows nothing changes
     assert compile_runs(np.zeros_like(rows), 3.0)(step) is step.costs
+
+
+CAST = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>"
+MEAN = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>>>"
+TRANSPOSE = "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, true, false>"
+
+
+def cast_trace(path: Path, middle: tuple[tuple[str, str], ...]) -> Path:
+    """Each 400 µs step: aten::mm (20 µs GEMM), then aten::mul, the `middle` ops, aten::gelu (10 µs
+    kernels, 30 µs apart), then aten::mm again."""
+    b = TraceBuilder()
+    ops = (("aten::mul", MUL), *middle, ("aten::gelu", GELU))
+    for s in range(6):
+        t0 = s * 400
+        b.annotation(f"ProfilerStep#{s}", t0, 400)
+        b.launch(t0 + 12, 5, GEMM, t0 + 20, 20, ext=b.op("aten::mm", t0 + 10, 8))
+        for j, (name, kernel) in enumerate(ops):
+            at = t0 + 50 + 30 * j
+            b.launch(at + 2, 5, kernel, at + 10, 10, ext=b.op(name, at, 8))
+        b.launch(t0 + 302, 5, GEMM, t0 + 310, 20, ext=b.op("aten::mm", t0 + 300, 8))
+    return b.write(path)
+
+
+def _fused_gpu_times(path: Path) -> list[float]:
+    """The GPU times of the step's kernels (launch order) under fuse_elementwise's what-if."""
+    from tracekit.suggestions.whatif import _fuse_elementwise
+
+    result = analyse_file(path)
+    model, rank = result.models[0], result.analysis.ranks[0]
+    step = model.steps[0]
+    g = step.graph
+    costs = _fuse_elementwise(None, rank, 0.0)(step)  # the transform reads neither the suggestion nor the saving
+    calls = np.flatnonzero(g.gpu_launch >= 0)
+    before = step.costs.gpu_dur_us if step.costs.gpu_dur_us is not None else g.gpu_dur_us
+    nodes = calls[np.argsort(g.gpu_launch[calls])]
+    after = costs.gpu_dur_us if costs.gpu_dur_us is not None else before  # unchanged: the step's own costs
+    return [float(after[n] / before[n]) for n in nodes]
+
+
+def test_casts_and_reduce_kernels_join_the_run_that_compile_fuses(tmp_path: Path) -> None:
+    # mul → copy_ (a dtype cast) → mean (torch's reduce kernel) → gelu: one run of 4, each kernel at 1/4
+    path = cast_trace(tmp_path / "cast.json", (("aten::copy_", CAST), ("aten::mean", MEAN)))
+    assert _fused_gpu_times(path) == pytest.approx([1.0, 0.25, 0.25, 0.25, 0.25, 1.0])
+
+
+def test_a_cudnn_layout_transpose_still_splits_the_run(tmp_path: Path) -> None:
+    # mul → nchwToNhwc (cuDNN's, class copy: the convolution's) → gelu: two runs of one, nothing fused
+    path = cast_trace(tmp_path / "transpose.json", (("aten::cudnn_convolution", TRANSPOSE),))
+    assert _fused_gpu_times(path) == pytest.approx([1.0] * 5)
+
+
+def test_a_host_gap_longer_than_a_millisecond_inside_a_run_stays(tmp_path: Path) -> None:
+    """aten::mul, then 1.5 ms of Python, then aten::add (a run of 2): the add's call still costs nothing
+    more than the fused launch, but the 1.5 ms before it is not dispatch and stays (model/whatif.py
+    LONG_GAP_US = 1 ms, as cuda_graph keeps it)."""
+    b = TraceBuilder()
+    for s in range(6):
+        t0 = s * 2000
+        b.annotation(f"ProfilerStep#{s}", t0, 2000)
+        b.launch(t0 + 12, 5, GEMM, t0 + 20, 20, ext=b.op("aten::mm", t0 + 10, 8))
+        b.launch(t0 + 52, 5, MUL, t0 + 60, 10, ext=b.op("aten::mul", t0 + 50, 8))
+        b.launch(t0 + 1567, 5, ADD, t0 + 1575, 10, ext=b.op("aten::add", t0 + 1565, 8))
+        b.launch(t0 + 1602, 5, GEMM, t0 + 1610, 20, ext=b.op("aten::mm", t0 + 1600, 8))
+    result = analyse_file(b.write(tmp_path / "gap.json"))
+    step = result.models[0].steps[0]
+    g = step.graph
+    costs = compile_runs(_rows(result.analysis.ranks[0], ("elementwise",)), 3.0)(step)
+    calls = np.flatnonzero(g.gpu_launch >= 0)
+    launch = g.gpu_launch[calls[np.argsort(g.gpu_launch[calls])]]  # mm, mul, add, mm
+    before_gap = step.costs.call_gap_us if step.costs.call_gap_us is not None else g.call_gap_us
+    assert g.call_gap_us[launch[2]] > 1000  # the traced gap before the add: 1.5 ms of host time
+    assert costs.call_gap_us[launch[2]] == before_gap[launch[2]]
+    assert costs.call_dur_us[launch[2]] == 0.0  # the add is still fused into the mul's kernel

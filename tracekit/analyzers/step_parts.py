@@ -18,12 +18,14 @@ import pandas as pd
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
+    attention_mask,
     compiled,
     embeddings,
     foreach,
     layers,
     optimizer,
     recurrent,
+    sdpa_fallback,
     sequences,
     triton_launch,
 )
@@ -131,9 +133,15 @@ def elementwise_time(analysis: Analysis, sel: Selection) -> float:
 
 
 def attention_chain(analysis: Analysis, sel: Selection) -> float:
-    """Unfused attention chains (scores GEMM → softmax → GEMM) plus fused attention kernels, per step."""
-    chains = per_step(_patterns_total(analysis, "attention", sequences.AT_TIME_US), sel.steps)
-    return chains + class_time(analysis, sel, kernels.ATTENTION)
+    """Unfused attention chains (scores GEMM → softmax → GEMM) and SDPA fallbacks' forward and backward
+    kernels (sdpa_fallback), plus fused attention kernels, per step."""
+    chains = _patterns_total(analysis, "attention", sequences.AT_TIME_US)
+    for r in analysis.ranks:  # the math backend's (a slower fused backend's kernels are class attention)
+        t = r.patterns.sdpa_fallback if r.patterns is not None else None
+        if t is not None and len(t):
+            math_rows = t[t[sdpa_fallback.SF_BACKEND] == attention_mask.MATH]
+            chains += float(math_rows[sdpa_fallback.SF_FWD_US].sum() + math_rows[sdpa_fallback.SF_BWD_US].sum())
+    return per_step(chains, sel.steps) + class_time(analysis, sel, kernels.ATTENTION)
 
 
 def attention_time(analysis: Analysis, sel: Selection) -> float:

@@ -216,6 +216,19 @@ def gemm_precision(a: Analysis) -> str | None:
     return max(time.items(), key=lambda kv: kv[1])[0]
 
 
+def triton_launch_config(a: Analysis) -> str | None:
+    """The launch configuration (constexprs, warps, stages) most user Triton kernel time runs with
+    (patterns.triton_launches); None without user Triton launches."""
+    time: dict[str, float] = {}
+    for r in a.ranks:
+        t = r.patterns.triton_launches if r.patterns is not None else None
+        for rec in (t.to_dict("records") if t is not None and len(t) else []):
+            key = (f"{rec[triton_launch.TL_KERNEL]}: {rec[triton_launch.TL_CONSTEXPRS] or 'no constexprs'}, "
+                   f"{rec[triton_launch.TL_WARPS]:g} warps, {rec[triton_launch.TL_STAGES]:g} stages")
+            time[key] = time.get(key, 0.0) + float(rec[triton_launch.TL_TIME_US])
+    return max(time.items(), key=lambda kv: kv[1])[0] if time else None
+
+
 def layout_transpose_time(a: Analysis) -> float:
     """cuDNN NCHW <-> NHWC transpose kernel time (step_parts.layout_transposes), per step."""
     return step_parts.layout_transposes(a, step_parts.steady(a))
@@ -268,9 +281,11 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_align.align_dims: padded shapes: no GEMM call is off alignment any more (leading dims from the
     # strides, alignN / older-architecture kernel names, N or K).
     "align_dims": (Signal("GEMM calls off alignment per step", misaligned_calls, FALLS, 1.0),),
-    # rules_triton.triton_config: @triton.autotune / other tiles: the user Triton kernels' time halves.
+    # rules_triton.triton_config: @triton.autotune / other tiles: the user Triton kernels' time halves, or
+    # the launch configuration most of their time runs with changes (a memory-bound kernel gains less).
     "triton_config": (Signal("user Triton kernel time per step", _pattern_sum("triton_launches", triton_launch.TL_TIME_US),
-                             FALLS, 0.5, unit=TIME),),
+                             FALLS, 0.5, unit=TIME),
+                      Signal("user Triton launch configuration (by time)", triton_launch_config, CHANGES, unit=WORD)),
     # rules_host.overlap_comm: bucketing / async collectives: exposed communication (LaunchTotals.comm_exposed_us) halves.
     "overlap_comm": (Signal("exposed communication per step", _field("comm_exposed_us"), FALLS, 0.5, unit=TIME),),
     # rules_precision.channels_last: the model and input in channels_last: cuDNN's layout transposes vanish.

@@ -253,7 +253,8 @@ def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
     1/k of their time (memory-bound kernels fused: the chain's inputs read and its output written
     once, the k − 1 intermediates not at all; the rule's cap, suggestions/rules_kernels.py). Unlike
     fuse_runs (a hand-fused op whose own Python replaces the chain's), none of the chain's host time
-    stays. Runs of one kernel are left as they are."""
+    stays, but for traced gaps longer than LONG_GAP_US (Python between the ops, not their dispatch, as
+    cuda_graph keeps them). Runs of one kernel are left as they are."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -263,7 +264,8 @@ def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
             return step.costs
         gap, dur, g_dur, _ = _costs(step)
         k = np.where((g.gpu_launch >= 0) & mine, runs.length[np.maximum(g.gpu_launch, 0)], 0.0)
-        return dataclasses.replace(step.costs, call_gap_us=np.where(runs.inner, 0.0, gap),
+        dispatch = runs.inner & (g.call_gap_us <= LONG_GAP_US)  # a longer host gap is not the eager dispatch: it stays
+        return dataclasses.replace(step.costs, call_gap_us=np.where(dispatch, 0.0, gap),
                                    call_dur_us=np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur)),
                                    gpu_dur_us=np.where(k >= 2, g_dur / np.maximum(k, 1.0), g_dur))
 

@@ -1,4 +1,4 @@
-"""Rules about what kernels do: fuse elementwise chains, SDPA (lower precision: rules_precision.py; batch decode: rules_decode.py; aligned dims: rules_align.py)."""
+"""Rules about what kernels do: fuse elementwise chains, SDPA and its head-dim fallback (lower precision: rules_precision.py; batch decode: rules_decode.py; aligned dims: rules_align.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import sequences
+from tracekit.analyzers.detectors import attention_mask as am
+from tracekit.analyzers.detectors import sdpa_fallback, sequences
 from tracekit.analyzers.launch import LAUNCH_BOUND
 from tracekit.suggestions.common import (
     Scope,
@@ -91,36 +92,87 @@ def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return sel.to_dict("records")
 
 
+def _fused_estimate_us(flops: float, io_bytes: float, dtype: str, analysis: Analysis) -> float | None:
+    """A fused attention kernel's time: max(FLOPs / (FUSED_ATTENTION_EFF × the dtype's tensor peak),
+    bytes / bandwidth); None without a device or a tensor peak for the dtype."""
+    device = analysis.device
+    peak = device.peak_flops(dtype) if device is not None and dtype in MATMUL_DTYPES else None
+    if not peak or device is None or math.isnan(flops):
+        return None
+    return max(flops / (peak * FUSED_ATTENTION_EFF) * 1e6, io_bytes / device.memory_bandwidth * 1e6)
+
+
+def _fallback_rows(analysis: Analysis, scope: Scope) -> list[dict[str, Any]]:
+    """SDPA calls whose misaligned head dim made torch fall back (patterns.sdpa_fallback): their
+    forward and backward kernel time − a fused kernel's (flash/efficient roof: _fused_estimate_us)."""
+    rows = []
+    for r, table in rank_tables(analysis, "sdpa_fallback"):
+        for row in table.to_dict("records"):
+            time_us = float(row[sdpa_fallback.SF_FWD_US]) + float(row[sdpa_fallback.SF_BWD_US])
+            est = _fused_estimate_us(float(row[sdpa_fallback.SF_FLOPS]), float(row[sdpa_fallback.SF_IO_BYTES]),
+                                     str(row[sdpa_fallback.SF_DTYPE]), analysis)
+            if est is None or time_us - est <= 0:
+                continue
+            e = int(row[sdpa_fallback.SF_HEAD_DIM])
+            rows.append({"rank": r.rank, "mode": "fallback", "shapes": row[sdpa_fallback.SF_SHAPES],
+                         "mask": row[sdpa_fallback.SF_MASK] or "none", "dtype": row[sdpa_fallback.SF_DTYPE],
+                         "head_dim": e, "pad_to": f"{-(-e // sdpa_fallback.ALIGN) * sdpa_fallback.ALIGN} or {-(-e // 64) * 64}",
+                         "backend": row[sdpa_fallback.SF_BACKEND],
+                         "calls_per_step": float(row[sdpa_fallback.SF_CALLS]) / scope.steps,
+                         "kernels": row[sdpa_fallback.SF_KERNELS], "forward_us": row[sdpa_fallback.SF_FWD_US],
+                         "backward_us": row[sdpa_fallback.SF_BWD_US], "time_us": time_us,
+                         "flops": row[sdpa_fallback.SF_FLOPS], "sdpa_us": est, "saving_us": time_us - est})
+    return rows
+
+
 def use_sdpa(analysis: Analysis) -> Suggestion | None:
-    """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth)."""
+    """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth);
+    SDPA fallen back to the math (or a slower fused) backend for a head dim that is not a multiple of 8:
+    its forward + backward kernel time − the same fused estimate of the forward + backward FLOPs."""
     scope = Scope.of(analysis)
     device = analysis.device
     rows, total, before = [], 0.0, 0.0
+    fallback = _fallback_rows(analysis, scope)
     for r, table in rank_tables(analysis, "attention"):
         for row in table.to_dict("records"):
             est = row[sequences.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
-            peak = device.peak_flops(row[sequences.AT_DTYPE]) if device is not None and row[sequences.AT_DTYPE] in MATMUL_DTYPES else None
-            if peak and device is not None and not math.isnan(row[sequences.AT_FLOPS]):
-                est = max(row[sequences.AT_FLOPS] / (peak * FUSED_ATTENTION_EFF) * 1e6,
-                          row[sequences.AT_IO_BYTES] / device.memory_bandwidth * 1e6)
+            fused = _fused_estimate_us(row[sequences.AT_FLOPS], row[sequences.AT_IO_BYTES], row[sequences.AT_DTYPE], analysis)
+            if fused is not None and device is not None:
+                est = fused
             saving = row[sequences.AT_TIME_US] - est
             if saving <= 0:
                 continue
             total += saving
             before += row[sequences.AT_TIME_US]
-            rows.append({"rank": r.rank, "ops": row[sequences.AT_OPS], "scores": row[sequences.AT_SCORES], "dtype": row[sequences.AT_DTYPE],
-                         "count": row[sequences.AT_COUNT], "kernels": row[sequences.AT_KERNELS], "time_us": row[sequences.AT_TIME_US],
-                         "gemm_us": row[sequences.AT_GEMM_US], "other_us": row[sequences.AT_OTHER_US], "flops": row[sequences.AT_FLOPS],
+            rows.append({"rank": r.rank, "mode": "unfused", "ops": row[sequences.AT_OPS], "scores": row[sequences.AT_SCORES],
+                         "dtype": row[sequences.AT_DTYPE], "count": row[sequences.AT_COUNT], "kernels": row[sequences.AT_KERNELS],
+                         "time_us": row[sequences.AT_TIME_US], "gemm_us": row[sequences.AT_GEMM_US],
+                         "other_us": row[sequences.AT_OTHER_US], "flops": row[sequences.AT_FLOPS],
                          "sdpa_us": est, "saving_us": saving})
+    total += sum(x["saving_us"] for x in fallback)
+    before += sum(x["time_us"] for x in fallback)
+    rows += fallback
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     eff = f"{100 * FUSED_ATTENTION_EFF:.0f} %"
     formula = (f"Σ unfused time − fused estimate = {fmt_us(before / scope.ranks)} − "
-               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; fused estimate = max(the two "
+               f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; fused estimate = max(the "
                f"GEMMs' FLOPs / ({eff} of the dtype's tensor peak), Q+K+V+output bytes / bandwidth), "
                "no causal discount")
-    title = (f"Use scaled_dot_product_attention: {plural(sum(x['count'] for x in rows), 'unfused attention')} write "
-             "the score matrix to memory (matmul → mask → softmax → matmul)")
+    if fallback:
+        formula += (f"; an SDPA fallback counts its forward kernels (under the call) and backward kernels (the "
+                    f"SDPA backward op's, or the autograd ops on the score matrix) against the forward + "
+                    f"{am.BACKWARD_FACTOR:g} × forward FLOPs of a fused kernel")
+    top = rows[0]
+    if top["mode"] == "fallback":
+        e = top["head_dim"]
+        title = (f"Head dim {e} is not a multiple of {sdpa_fallback.ALIGN}: SDPA fell back to {top['backend']} "
+                 f"({plural(sum(x['calls_per_step'] for x in fallback) / scope.ranks, 'call')} per step, "
+                 f"{fmt_us(sum(x['time_us'] for x in fallback) / scope.ranks / scope.steps)} of forward + backward "
+                 f"kernels per step); pad it to {top['pad_to'].replace(' or ', '/')}")
+    else:
+        title = (f"Use scaled_dot_product_attention: {plural(sum(x['count'] for x in rows if x['mode'] == 'unfused'), 'unfused attention')} write "
+                 "the score matrix to memory (matmul → mask → softmax → matmul)")
     return suggestion("use_sdpa", title, saving, scope, formula, rows)

@@ -9,12 +9,15 @@ from typing import Any
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import sdpa_fallback as sf
+from tracekit.analyzers.detectors.attention_mask import MATH
 from tracekit.analyzers.detectors.layers import LAYOUT_TRANSPOSE
-from tracekit.analyzers.kernels import CONV, ELEMENTWISE, GEMM, NORMALIZATION
+from tracekit.analyzers.kernels import ATTENTION, CONV, ELEMENTWISE, GEMM, NORMALIZATION
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.roofline import ASSUMED
-from tracekit.suggestions.common import Scope, fmt_us, suggestion
+from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF
 
 # bf16 autocast keeps a conv net's activations in bf16: the memory-bound kernels that read and write
 # them (ReLU, residual adds, memory-bound convolutions) move half the bytes; at the bandwidth they
@@ -51,8 +54,26 @@ def _activation(row: dict[str, Any]) -> bool:
     return isinstance(first, tuple) and len(first) == 4 and not OPTIMIZER_OPS.search(str(row.get("op") or ""))
 
 
-def _new_time(row: dict[str, Any], analysis: Analysis, fast: str) -> tuple[float, str] | None:
-    """(time at the lower precision, the model's name) for one fp32 kernel row, None when it does not apply."""
+def _sdpa_on_fp32(row: dict[str, Any]) -> bool:
+    """An fp32 attention kernel row of torch's own SDPA (an aten op: autocast does not reach a custom
+    kernel) on the fp32 roof."""
+    return str(row.get("op") or "").startswith("aten::") and _cuda_core_fp32(row)
+
+
+def _cuda_core_fp32(row: dict[str, Any]) -> bool:
+    """An fp32 matmul-class kernel row that runs on the fp32 roof (not faster than ABOVE_PEAK × its peak:
+    a faster one already uses tensor cores, or quantized inputs its dtype does not show)."""
+    slow = (row.get("peak_tflops") or 0.0) * 1e12
+    achieved = row.get("achieved_tflops")
+    return (row.get("roof") in ("fp32", "fp32_matrix") and slow > 0 and isinstance(achieved, (int, float))
+            and 0 < achieved * 1e12 <= slow * ABOVE_PEAK)
+
+
+def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool) -> tuple[float, str] | None:
+    """(time at the lower precision, the model's name) for one fp32 kernel row, None when it does not
+    apply. `autocast`: the suggestion is bf16 autocast (a conv net or fp32 fused attention), so
+    CUDA-core fp32 GEMMs go to the `fast` roof and fp32 attention kernels to a fused one at it;
+    otherwise the GEMMs go to TF32 (the change the GEMM-only title names first)."""
     device = analysis.device
     assert device is not None
     cls, t = row["class"], float(row["time_us"])
@@ -70,8 +91,16 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str) -> tuple[float
         tf32_conv = cls == CONV and (not on_fp32 or row.get("roof_source") == ASSUMED)
         if tf32_conv and tf32 and rate:  # TF32 tensor cores: the bf16 roof is 2× the TF32 one
             return max(t * tf32 / rate, full * HALF_BYTES), f"TF32 → {fast} roof"
+        if on_fp32 and autocast and rate and cls == GEMM:  # bf16 tensor cores at the same efficiency, half the bytes
+            return max(row["flops"] / (rate * achieved / slow) * 1e6, full * HALF_BYTES), f"fp32 → {fast} roof"
         if on_fp32 and tf32:  # CUDA-core fp32: TF32 at the same efficiency (fp32 tensors: the same bytes)
             return max(row["flops"] / (tf32 * achieved / slow) * 1e6, full), "fp32 → TF32 roof"
+        return None
+    if cls == ATTENTION and autocast and _sdpa_on_fp32(row) and float(row["flops"]) > 0:
+        rate = device.peak_flops(fast)  # fp32 SDPA (memory-efficient, CUDA cores) → flash / cuDNN on bf16
+        if rate:
+            return max(float(row["flops"]) / (rate * FUSED_ATTENTION_EFF) * 1e6, full * HALF_BYTES), \
+                f"fp32 attention → fused {fast} kernel"
         return None
     memory = row.get("bound") == "memory"
     if (cls == CONV and memory) or (cls == ELEMENTWISE and _activation(row)):
@@ -90,11 +119,15 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
         return None
     k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32"]) | ((k["class"] == CONV) & k["dtype"].isna()))]
     convs = bool((k["class"] == CONV).any())
+    autocast = convs or any(_sdpa_on_fp32(r) for r in k[k["class"] == ATTENTION].to_dict("records"))
     rows, total, before, models = [], 0.0, 0.0, set()
+    # the math SDPA backend's fp32 GEMMs on the score matrix: it upcasts whatever the precision (use_sdpa pads the head dim)
+    scores = {row[sf.SF_SCORES] for _, t in rank_tables(analysis, "sdpa_fallback") for row in t.to_dict("records")
+              if row[sf.SF_BACKEND] == MATH}
     for row in k.to_dict("records"):
-        if row["class"] != GEMM and not convs:
+        if (row["class"] != GEMM and not autocast) or (scores and row["class"] == GEMM and sf.gemm_on_scores(row["shapes"], scores)):
             continue
-        got = _new_time(row, analysis, fast)
+        got = _new_time(row, analysis, fast, autocast)
         if got is None:
             continue
         new, how = got
@@ -120,16 +153,21 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
                                "the bytes / bandwidth",
         f"{fast} activations: half the bytes": f"{fast} activations (memory-bound conv, 4-D elementwise): "
                                                f"t × {HALF_BYTES:g}, half the bytes at the bandwidth reached now",
+        f"fp32 → {fast} roof": f"fp32 → {fast} roof (GEMMs under autocast): FLOPs / ({fast} peak × the efficiency "
+                               "reached on the fp32 roof), at least half the bytes / bandwidth",
+        f"fp32 attention → fused {fast} kernel": f"fp32 attention → fused {fast} kernel: FLOPs / "
+                                                 f"({100 * FUSED_ATTENTION_EFF:.0f} % of the {fast} peak), at least "
+                                                 "half the bytes / bandwidth",
     }
     formula = (f"Σ t − t' over {len(rows)} fp32 kernel rows = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; t' by model: "
                + "; ".join(described[m] for m in sorted(models))
                + (f"; BatchNorm unchanged (torch's native kernels run it on {fast} input)" if convs else
-                  " (bf16 autocast would halve the bytes too)"))
-    if convs:
+                  "" if autocast else " (bf16 autocast would halve the bytes too)"))
+    if autocast:
         what = ", ".join(f"{n} {c}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1]))
-        title = (f"Autocast to {fast} (torch.autocast): fp32 convolutions and activations run at TF32 "
-                 f"rates and fp32 bytes ({what} calls)")
+        ran = "convolutions and activations run at TF32" if convs else "GEMMs and attention run at fp32"
+        title = f"Autocast to {fast} (torch.autocast): fp32 {ran} rates and fp32 bytes ({what} calls)"
     else:
         title = (f"Enable TF32 (or bf16 autocast) for {sum(x['count'] for x in rows)} fp32 GEMM calls "
                  f"running on the fp32 roof")

@@ -9,8 +9,10 @@ import pandas as pd
 from tracekit.analyzers import roofline as rl
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import triton_launch as tl
+from tracekit.analyzers.kernels import GEMM
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_precision import NHWC_NORM_SHARE
 from tracekit.units import plural
 
 # The share of its roof a tuned Triton kernel reaches: the tutorial matmul with 128×128×64 tiles,
@@ -19,6 +21,24 @@ from tracekit.units import plural
 TUNED_ROOF_SHARE = 0.6
 # A kernel fires below half of that: a tuned configuration would at least double its speed.
 FIRE_BELOW_SHARE = 0.3
+# Memory-bound kernels (the cost model says so, or no cost model and no tl.dot: elementwise, norms,
+# reductions, judged by their tensor arguments' bytes): a tuned one moves its bytes at
+# NHWC_NORM_SHARE (75 %) of the HBM bandwidth, what cuDNN's NHWC BatchNorm kernels reach on the
+# H200 (suggestions/rules_precision.py; torch's own elementwise and softmax kernels reach 80–91 % in
+# the same traces). It fires below 80 % of that (60 % of the bandwidth): a tuned configuration
+# would take at least a fifth off its time — memory-bound kernels have less room than compute-bound
+# ones, so half would miss a one-warp, small-BLOCK kernel at 50 %.
+TUNED_MEMORY_SHARE = NHWC_NORM_SHARE
+FIRE_BELOW_MEMORY_SHARE = 0.6
+# per bound: (the tuned share of the roof, fire below this share, where the tuned share comes from)
+SHARES: dict[str, tuple[float, float, str]] = {
+    "compute": (TUNED_ROOF_SHARE, FIRE_BELOW_SHARE, "the tutorial matmul's 128×128 tiles on the H200"),
+    "memory": (TUNED_MEMORY_SHARE, FIRE_BELOW_MEMORY_SHARE, "cuDNN's NHWC BatchNorm kernels on the H200"),
+}
+# The config space a memory-bound kernel's autotune searches: BLOCK_* sizes and warps (the Triton
+# tutorials' LayerNorm / softmax pick BLOCK = next_power_of_2(row), num_warps = BLOCK / 256, up to 8-16).
+MEMORY_BLOCKS = (1024, 2048, 4096, 8192)
+MEMORY_WARPS = (4, 8, 16)
 TRITON_MIN_PCT = 2.0  # silent below this share of the step
 
 
@@ -48,21 +68,27 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     roofs = _roof_per_kernel(analysis.kernels)
     rows, total = [], 0.0
     bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
+    k = analysis.kernels
+    dots = ({(str(n), str(o)) for n, o in zip(k.loc[k["class"] == GEMM, rl.NAME], k.loc[k["class"] == GEMM, rl.OP],
+                                               strict=True)} if k is not None and len(k) else set())
     for r, table in rank_tables(analysis, "triton_launches"):
         for rec in table.to_dict("records"):
             found = roofs.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])))
+            dot = (str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])) in dots
             if found is None and bandwidth and float(rec[tl.TL_TENSOR_BYTES]) > 0:
-                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth
-                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "memory")
+                # no cost model: its tensor arguments, each read or written once, at HBM bandwidth; a
+                # kernel with tl.dot (class gemm) is not known to be memory-bound: the compute shares
+                found = (float(rec[tl.TL_TENSOR_BYTES]) / bandwidth * 1e6, "memory", "bytes" if dot else "memory")
             if found is None or not rec[tl.TL_KERNELS]:
                 continue
             roof_one, roof, bound = found
+            tuned_share, fire_below, _ = SHARES["memory" if bound == "memory" else "compute"]
             time_us = float(rec[tl.TL_TIME_US])
             roof_us = roof_one * int(rec[tl.TL_KERNELS])
             share = roof_us / time_us if time_us > 0 else math.inf
-            if share >= FIRE_BELOW_SHARE:
+            if share >= fire_below:
                 continue
-            tuned = roof_us / TUNED_ROOF_SHARE
+            tuned = roof_us / tuned_share
             saving = time_us - tuned
             if saving <= 0:
                 continue
@@ -72,21 +98,39 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
                          "num_warps": rec[tl.TL_WARPS], "num_stages": rec[tl.TL_STAGES],
                          "constexprs": rec[tl.TL_CONSTEXPRS], "launches_per_step": rec[tl.TL_LAUNCHES] / scope.steps,
                          "time_us_per_step": time_us / scope.steps, "roof_pct": 100.0 * share, "roof": roof,
-                         "bound": bound, "tuned_us_per_step": tuned / scope.steps, "saving_us": saving})
+                         "bound": bound, "tuned_roof_pct": 100.0 * tuned_share, "tuned_us_per_step": tuned / scope.steps,
+                         "autotune": _config_space(str(rec[tl.TL_CONSTEXPRS]), bound), "saving_us": saving})
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
     saving = total / scope.ranks
     top = rows[0]
-    formula = (f"Σ over {plural(len(rows), 'launch configuration')} below {100 * FIRE_BELOW_SHARE:.0f} % of their roof of "
-               f"their kernel time − roof time / {TUNED_ROOF_SHARE:g} (a tuned Triton kernel at "
-               f"{100 * TUNED_ROOF_SHARE:.0f} % of the roof: the tutorial matmul's 128×128 tiles on the H200; roof "
-               f"time = FLOPs / peak or bytes / bandwidth, from the kernel's cost model, else its tensor arguments' "
-               f"bytes / bandwidth) = {fmt_us(saving)} "
-               f"({fmt_us(saving / scope.steps)} per step)")
+    used = sorted({"memory" if x["bound"] == "memory" else "compute" for x in rows})  # "bytes": a tl.dot kernel
+    shares = "; ".join(f"{b}-bound: below {100 * SHARES[b][1]:.0f} % of the roof, tuned at {100 * SHARES[b][0]:.0f} % "
+                       f"({SHARES[b][2]})" for b in used)
+    formula = (f"Σ over {plural(len(rows), 'launch configuration')} far below their roof of their kernel time − "
+               f"roof time / the tuned share ({shares}; roof time = FLOPs / peak or bytes / bandwidth, from the "
+               f"kernel's cost model, else its tensor arguments' bytes / bandwidth, each read or written once) = "
+               f"{fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
     programs = f"{top['programs']:,.0f}-program grid" if not math.isnan(float(top["programs"])) else f"grid {top['grid']}"
-    warps = f"{top['num_warps']:.0f} warps" if not math.isnan(float(top["num_warps"])) else "default warps"
+    warps = plural(float(top["num_warps"]), "warp") if not math.isnan(float(top["num_warps"])) else "default warps"
     stages = f"{top['num_stages']:.0f} stages" if not math.isnan(float(top["num_stages"])) else "default stages"
     title = (f"Autotune the Triton kernel {str(top['kernel'])[:60]}: {top['tile']} tiles, {warps}, {stages} on a "
-             f"{programs} reach {top['roof_pct']:.0f} % of the {top['roof']} roof")
+             f"{programs} reach {top['roof_pct']:.0f} % of the {top['roof']} roof (tuned: {top['tuned_roof_pct']:.0f} %)")
+    if top["bound"] == "memory":
+        title += f"; try {top['autotune']}"
     return suggestion("triton_config", title, saving, scope, formula, rows, min_pct=TRITON_MIN_PCT)
+
+
+def _config_space(constexprs: str, bound: str) -> str:
+    """The autotune space of a memory-bound launch: each BLOCK_* constexpr over MEMORY_BLOCKS (those
+    above its value), num_warps over MEMORY_WARPS; a compute-bound one: the snippet's tile space."""
+    if bound != "memory":
+        return "BLOCK_SIZE_M/N ∈ {64, 128, 256}, BLOCK_SIZE_K ∈ {32, 64}, num_warps ∈ {4, 8}, num_stages ∈ {3, 4}"
+    blocks = []
+    for name, _, value in (p.strip().partition("=") for p in constexprs.split(",")):
+        if name.upper().startswith(tl.TILE_PREFIX):
+            now = int(value) if value.strip().isdigit() else 0
+            sizes = [b for b in MEMORY_BLOCKS if b > now] or [now]
+            blocks.append(f"{name} ∈ {{{', '.join(str(b) for b in sizes)}}}")
+    return ", ".join([*blocks, f"num_warps ∈ {{{', '.join(str(w) for w in MEMORY_WARPS)}}}"])

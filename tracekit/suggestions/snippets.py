@@ -235,6 +235,15 @@ torch._dynamo.config.capture_scalar_outputs = True
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ..., BLOCK_SIZE_M: tl.constexpr, ...): ...
 grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
 matmul_kernel[grid](a, b, c, M, N, K, ...)    # no BLOCK_* / num_warps / num_stages at the call
+
+# A memory-bound kernel (elementwise, a norm, a reduction): larger blocks and more warps per program
+@triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (1024, 2048, 4096, 8192) for w in (4, 8, 16)],
+    key=["N"],
+)
+@triton.jit
+def layer_norm_fwd(X, Y, W, B, stride, N, eps, BLOCK_SIZE: tl.constexpr): ...
+layer_norm_fwd[(rows,)](x, y, w, b, x.stride(0), N, eps)    # BLOCK_SIZE and num_warps from the autotuner
 ''',
     "cudnn_rnn": '''\
 # A cell stepped in Python launches its GEMMs and gate kernels once per time step and layer,

@@ -9,14 +9,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import compiled, embeddings, foreach, recurrent, triton_launch
+from tracekit.analyzers.detectors import (
+    compiled,
+    sequences,
+    triton_launch,
+)
 from tracekit.analyzers.kernels import (
     ATTENTION,
-    CLASS,
     COMMUNICATION,
     COPY,
     ELEMENTWISE,
     GEMM,
+    LIBRARY,
     MEMCPY,
     NORMALIZATION,
     SOFTMAX,
@@ -24,11 +28,9 @@ from tracekit.analyzers.kernels import (
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
     Breaks,
-    batch_forwards,
     compile_runs,
     compose,
     cuda_graph,
-    foreach_runs,
     fuse_region,
     fuse_runs,
     merge_breaks,
@@ -40,13 +42,22 @@ from tracekit.model.whatif import (
 )
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof
 from tracekit.suggestions.rules_decode import DECODE_BATCH
+from tracekit.suggestions.whatif_loops import (
+    BARE_LAUNCH_US,
+    _batch_requests,
+    _concat_embeddings,
+    _cudnn_rnn,
+    _foreach_loops,
+    _loop_calls,
+    _mine,
+    _num,
+    _rows,
+)
 from tracekit.units import fmt_us
 
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
 FUSED_TENSORS_PER_LAUNCH = 36  # suggestions/rules_optimizer.py TENSORS_PER_LAUNCH
-BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
 # Suggestion.whatif of a change the model cannot replay (its saving is the traced estimate, capped)
 NO_REPLAY = "traced estimate (no what-if replay of this change), at most the projected step"
 
@@ -54,16 +65,23 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 # over them in proportion): the part of the step each rule's target names (suggestions/rules.py).
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "align_dims": (GEMM,),
-    "use_sdpa": (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY),  # the chain's scale/mask/transpose kernels too
     "overlap_comm": (COMMUNICATION,),
     "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
 
+# use_sdpa's unfused chains: the classes its replay shortens (the chain's scale/mask/transpose kernels too)
+SDPA_CLASSES = (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY)
+
+# The kernel classes Inductor fuses into its generated kernels: pointwise ops and norms and the dtype
+# casts between them (autocast's _to_copy, .contiguous(): class copy; not cuDNN's layout transposes,
+# which belong to the convolution), and torch's reduce kernels (patterns.reduce_kernels: mean, var,
+# sum, fused with their pointwise prologue and epilogue). They no longer split the runs that
+# compile_runs fuses (H200: ho_norm_gelu_chain 5.24 → 8.88 ms predicted against 9.26 measured,
+# bare/train_compile_eager 0.77 → 3.52 ms against 3.78). Generated (Inductor, Triton) kernels are
+# fused already and stay out.
+COMPILE_FUSES = (ELEMENTWISE, NORMALIZATION, COPY)
+
 TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]
-
-
-def _rows(r: RankAnalysis, classes: tuple[str, ...]) -> np.ndarray:
-    return np.isin(r.classification.table[CLASS].to_numpy(dtype=object), classes)
 
 
 def _no_rows(r: RankAnalysis) -> np.ndarray:
@@ -97,36 +115,8 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
     return cuda_graph(_graph_excluded(r), _breaks(r))
 
 
-def _loop_calls(r: RankAnalysis) -> np.ndarray | None:
-    """Per rank.runtime row: issued by a per-tensor loop (foreach_loops' change removes its syncs)."""
-    calls = r.patterns.foreach_calls if r.patterns is not None else None
-    return calls >= 0 if calls is not None and len(calls) and (calls >= 0).any() else None
-
-
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     return no_syncs(_loop_calls(r))
-
-
-def _foreach_loops(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The loops' calls as multi-tensor ops (model/whatif.py foreach_runs): per run, the launches
-    and per-tensor calls the detector counted; the loops' device-to-host copies (`.item()`) gone."""
-    p = r.patterns
-    if p is None or not len(p.foreach_loops) or _loop_calls(r) is None:
-        return None
-    t = p.foreach_loops
-    copies = _rows(r, (MEMCPY,))
-    return foreach_runs(p.foreach_calls, t[foreach.FL_FOREACH_LAUNCHES].to_numpy(dtype=float),
-                        t[foreach.FL_CALLS].to_numpy(dtype=float), BARE_LAUNCH_US, FOREACH_US_PER_TENSOR, copies)
-
-
-def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The k batch-1 forwards as one at batch k (model/whatif.py batch_forwards), each kernel at its
-    roof for k× the work (rules_batching.batched_roof)."""
-    k = max((_num(e, "requests_per_step") for e in _mine(s, r)), default=0.0)
-    p = r.patterns
-    if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
-        return None
-    return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
 
 
 def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -143,49 +133,6 @@ def _fused_optimizer(s: Suggestion, r: RankAnalysis, per_step: float) -> Transfo
     launches = max(math.ceil(max(tensors) / FUSED_TENSORS_PER_LAUNCH), 1) if tensors else 1
     factor = min(fused / gpu, 1.0) if gpu > 0 else 1.0
     return fuse_region(r.patterns.in_optimizer, factor, launches, BARE_LAUNCH_US)
-
-
-def _cudnn_rnn(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The cell loop as cuDNN's whole-sequence call (suggestions/rules_loops.py cudnn_times): its GEMMs ×
-    the rule's factor, the cell kernels as they are, the gradient accumulations and copies gone; the
-    loop's launch calls and the Python between them gone but for one call per loop window (cuDNN's
-    forward and backward call; its own per-time-step launches from C++ are taken to hide under the GPU work)."""
-    p = r.patterns
-    rows = _mine(s, r)
-    if p is None or not rows or len(p.rnn_rows) != len(r.classification.table):
-        return None
-    gemm = _num(rows[0], "gemm_factor")
-    factor = np.select([p.rnn_rows == recurrent.ROW_GEMM, p.rnn_rows == recurrent.ROW_CELL], [gemm, 1.0], 0.0)
-    windows = max(round(_num(rows[0], "windows_per_step")), 1)
-    return fuse_region(p.rnn_rows > 0, factor, windows, BARE_LAUNCH_US)
-
-
-def _concat_embeddings(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """Each flagged lookup group (direction, op, width, dtype) one merged call: its kernels × merged /
-    now GPU time (the rule's evidence), the calls and the Python between them gone but for one call that
-    launches one call's kernel sequence per group."""
-    p = r.patterns
-    rows = _mine(s, r)
-    t = p.embedding_lookups if p is not None else None
-    if p is None or t is None or not len(t) or not rows or len(p.embedding_rows) != len(r.classification.table):
-        return None
-    factor_of = {(e.get("direction"), e.get("op"), e.get("dim"), e.get("dtype")): _num(e, "gpu_factor") for e in rows}
-    keys = zip(t[embeddings.EL_DIRECTION], t[embeddings.EL_OP], t[embeddings.EL_DIM].astype(int), t[embeddings.EL_DTYPE],
-               strict=True)
-    per_row = np.array([factor_of.get(k, np.nan) for k in keys] + [np.nan])  # the last: rows in no group
-    factor = per_row[np.where(p.embedding_rows >= 0, p.embedding_rows, len(per_row) - 1)]
-    flagged = ~np.isnan(factor)
-    launches = max(sum(int(_num(e, "merged_kernels")) for e in rows), 1)
-    return fuse_region(flagged, np.where(flagged, factor, 1.0), launches, BARE_LAUNCH_US)
-
-
-def _mine(s: Suggestion, r: RankAnalysis) -> list[dict[str, object]]:
-    return [dict(e) for e in s.evidence if e.get("rank", r.rank) == r.rank]
-
-
-def _num(e: dict[str, object], key: str) -> float:
-    v = e.get(key)
-    return float(v) if isinstance(v, (int, float)) and not math.isnan(float(v)) else 0.0
 
 
 def _pinned(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -277,11 +224,39 @@ def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
 
 
 def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """torch.compile fuses each run of elementwise/normalization launches into one kernel, called by
-    its wrapper without the eager ops' dispatch (model/whatif.py compile_runs); the optimizer's
-    kernels (compiling the model leaves opt.step() eager: fused_optimizer's change) and those already
-    replayed from a graph are not part of any run."""
-    return compile_runs(_rows(r, (ELEMENTWISE, NORMALIZATION)) & ~_graph_excluded(r), BARE_LAUNCH_US)
+    """torch.compile fuses each run of elementwise/normalization/cast/reduce launches (COMPILE_FUSES,
+    patterns.reduce_kernels) into one kernel, called by its wrapper without the eager ops' dispatch
+    (model/whatif.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
+    eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
+    Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run."""
+    libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
+    keep = _rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
+    p = r.patterns
+    if p is not None and len(p.layout_transposes) == len(keep):
+        keep &= ~p.layout_transposes
+    if p is not None and len(p.reduce_kernels) == len(keep):
+        keep |= p.reduce_kernels
+    if p is not None and len(p.in_sdpa_fallback) == len(keep):
+        keep &= ~p.in_sdpa_fallback  # an SDPA fallback's kernels: use_sdpa's change
+    keep &= ~_graph_excluded(r)
+    return compile_runs(keep, BARE_LAUNCH_US)
+
+
+def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """SDPA fallbacks (evidence mode "fallback"): their forward and backward kernels
+    (patterns.in_sdpa_fallback) faster by their share of the saving; unfused chains: the kernels of
+    SDPA_CLASSES (outside the fallbacks) faster by the rest."""
+    rows = _mine(s, r)
+    total = sum(_num(e, "saving_us") for e in rows)
+    fell = sum(_num(e, "saving_us") for e in rows if e.get("mode") == "fallback")
+    share = fell / total if total > 0 else 0.0
+    mask = r.patterns.in_sdpa_fallback if r.patterns is not None else None
+    if mask is None or len(mask) != len(r.classification.table):
+        mask, share = _no_rows(r), 0.0
+    parts = [scale_nodes(mask, per_step * share)] if share > 0 else []
+    if share < 1.0:
+        parts.append(scale_nodes(_rows(r, SDPA_CLASSES) & ~mask, per_step * (1.0 - share)))
+    return compose(parts) if len(parts) > 1 else parts[0]
 
 
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -310,6 +285,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "triton_config": _triton_config,
     "cudnn_rnn": _cudnn_rnn,
     "concat_embeddings": _concat_embeddings,
+    "use_sdpa": _use_sdpa,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

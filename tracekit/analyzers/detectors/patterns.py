@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), masked attention (attention_mask.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tracekit.analyzers.detectors import (
     optimizer,
     recurrent,
     requests,
+    sdpa_fallback,
     sequences,
     triton_launch,
 )
@@ -30,12 +31,15 @@ from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace, TraceMeta
-from tracekit.trace.tables import OP_NAME
+from tracekit.trace.tables import GPU_NAME, GPU_STEP, OP_NAME, STEP_NUMBER
 
 if TYPE_CHECKING:
     from tracekit.analyzers.step_plan import StepPlan
 
 TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
+# torch's TensorIterator reductions (sum, mean, var, amax...): what Inductor fuses with the pointwise
+# ops around them into one reduction kernel (not sorts, scans, pooling or losses, also class reduction)
+REDUCE_KERNEL = re.compile(r"at::native::reduce_kernel<")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,12 @@ class Patterns:
     # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
     requests: pd.DataFrame = field(default_factory=requests.empty)
     in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # sdpa_fallback.FALLBACK_COLUMNS: SDPA calls with a misaligned head dim on a slow backend; per
+    # rank.gpu row, their forward and backward kernels
+    sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
+    in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.gpu row: a REDUCE_KERNEL kernel
+    reduce_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -113,7 +123,13 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     steps = hostside.StepsOf.of(rank, windows)
     classes = classification.table[CLASS].to_numpy(dtype=object)
     libraries = classification.table[LIBRARY].to_numpy(dtype=object)
-    attention, covered = sequences.find_attention(rank, classes, costs, rows=rows)
+    fallback, in_fallback = sdpa_fallback.find_sdpa_fallback(rank, rows)
+    # the math backend's scores GEMM → softmax → GEMM is SDPA already: the fallback rule prices it
+    attention_rows = rows
+    if in_fallback.any():
+        in_steps = np.isin(rank.gpu[GPU_STEP].to_numpy(), rank.steps[STEP_NUMBER].to_numpy()) if len(rank.steps) else True
+        attention_rows = (in_steps if rows is None else rows) & ~in_fallback
+    attention, covered = sequences.find_attention(rank, classes, costs, rows=attention_rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
@@ -125,7 +141,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
-        chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered, rows=rows),
+        chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered | in_fallback, rows=rows),
         loops=sequences.find_loops(rank, classes, costs, rows=rows),
         attention=attention,
         syncs=hostside.find_syncs(rank, steps),
@@ -156,4 +172,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         if len(rank.runtime) else np.zeros(0, dtype=bool),
         requests=served,
         in_requests=in_requests,
+        sdpa_fallback=fallback,
+        in_sdpa_fallback=in_fallback,
+        reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
+        else np.zeros(0, dtype=bool),
     )

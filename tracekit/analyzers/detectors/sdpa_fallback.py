@@ -1,0 +1,159 @@
+"""scaled_dot_product_attention calls that fell back from the fused kernels because the head dim is not a multiple of 8.
+
+Flash, cuDNN and memory-efficient SDPA need the head dim of half-precision inputs to be a multiple
+of 8 (16-byte aligned rows); otherwise torch runs the math backend (scores GEMM → mask → softmax →
+GEMM, upcast to fp32) or a slower fused one. One row per distinct call signature over the headline
+steps: the backend that ran (from the kernel names under the call, attention_mask.BACKENDS), the
+head dim, the forward kernels (launched under the call) and the backward kernels: those of the SDPA
+backward ops and, for the math backend, the autograd backward ops that read or write a tensor of the
+call's score shape (B·H, Lq, Lk) — the score matrix only an unfused attention stores."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.costs.op_args import DTYPE_SIZE, OpArgs
+from tracekit.analyzers.detectors import attention_mask as am
+from tracekit.analyzers.names import matches
+from tracekit.trace import tables
+from tracekit.trace.model import RankTrace
+
+SDPA_OP = "aten::scaled_dot_product_attention"
+ALIGN = 8  # elements: the head-dim multiple the fused SDPA kernels need (torch sdp_utils check_head_dim_size)
+SDPA_BACKWARD = re.compile(r"^aten::_scaled_dot_product_\w+_backward$|^aten::_(efficient|flash)_attention_backward$")
+AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
+SLOW_BACKENDS = (am.MATH, am.EFFICIENT)  # what a misaligned head dim falls back to
+
+# --- columns of Patterns.sdpa_fallback (one row per distinct call signature) ---------------------
+SF_SHAPES = "shapes"  # "q [16, 12, 1000, 100], k [16, 12, 1000, 100]"
+SF_MASK = "mask"  # the attn_mask's shape, "" without one
+SF_DTYPE = "dtype"  # the query's
+SF_HEAD_DIM = "head_dim"  # E of the query (the last dim)
+SF_BACKEND = "backend"  # attention_mask.MATH or EFFICIENT
+SF_CALLS = "calls"  # forward calls in the headline steps
+SF_FWD_US = "forward_us"  # the kernels launched under the calls
+SF_BWD_US = "backward_us"  # their backward kernels (see the module docstring)
+SF_KERNELS = "kernels"  # forward + backward kernels
+SF_FLOPS = "flops"  # 2·B·H·Lq·Lk·(E + Ev) per call, × (1 + BACKWARD_FACTOR) with a backward, summed
+SF_IO_BYTES = "io_bytes"  # Q, K, V read and O written once per call (forward; × 2 with a backward), summed
+SF_SCORES = "scores"  # (B·H, Lq, Lk): the score matrix the math backend's batched GEMMs write and read
+FALLBACK_COLUMNS = (SF_SHAPES, SF_MASK, SF_DTYPE, SF_HEAD_DIM, SF_BACKEND, SF_CALLS, SF_FWD_US, SF_BWD_US,
+                    SF_KERNELS, SF_FLOPS, SF_IO_BYTES, SF_SCORES)
+
+
+def empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(FALLBACK_COLUMNS))
+
+
+def _call(rank: RankTrace, row: int) -> dict[str, object] | None:
+    """The call's columns and its score shape when its head dim is misaligned, else None."""
+    inputs = rank.op_inputs(row)
+    a = OpArgs.of(inputs.get(tables.OP_INPUT_DIMS), inputs.get(tables.OP_INPUT_TYPES),
+                  inputs.get(tables.OP_INPUT_STRIDES), inputs.get(tables.OP_CONCRETE_INPUTS))
+    q, k, v = a.tensor(0), a.tensor(1), a.tensor(2)
+    if q is None or k is None or v is None or len(q.dims) != 4 or len(k.dims) != 4 or len(v.dims) != 4:
+        return None
+    b, h, lq, e = q.dims
+    lk, ev = k.dims[2], v.dims[3]
+    if e % ALIGN == 0 and ev % ALIGN == 0:
+        return None
+    mask = am._shape(a.dims[3]) if len(a.dims) > 3 else None
+    size = DTYPE_SIZE.get(q.dtype, 2.0)
+    return {SF_SHAPES: f"q {am._fmt(q.dims)}, k {am._fmt(k.dims)}", SF_MASK: am._fmt(mask) if mask else "",
+            SF_DTYPE: q.dtype, SF_HEAD_DIM: e, "fwd_flops": 2.0 * b * h * lq * lk * (e + ev),
+            "io": (b * h * lq * e + b * h * lk * e + b * h * lk * ev + b * h * lq * ev) * size,
+            SF_SCORES: (b * h, lq, lk)}
+
+
+def score_shaped(dims: object, scores: set[tuple[int, ...]]) -> bool:
+    """Some tensor of `dims` (a list of recorded shapes) is one of the `scores` matrices (leading dims folded)."""
+    for d in dims if isinstance(dims, (list, tuple)) else ():
+        shape = am._shape(d)
+        if shape is not None and len(shape) >= 3 and (math.prod(shape[:-2]), *shape[-2:]) in scores:
+            return True
+    return False
+
+
+def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """FALLBACK_COLUMNS rows for the SDPA calls with a misaligned head dim that ran a SLOW_BACKENDS
+    backend in the selected GPU rows (`rows`, a bool per rank.gpu row; None: every row), and a bool
+    per rank.gpu row marking their forward and backward kernels."""
+    gpu, ops = rank.gpu, rank.ops
+    covered = np.zeros(len(gpu), dtype=bool)
+    if not len(gpu) or not len(ops):
+        return empty(), covered
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    is_call = names == SDPA_OP
+    if not is_call.any():
+        return empty(), covered
+    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
+    top = am._outermost(parent, is_call)
+    op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
+    keep = (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
+    if rows is not None:
+        keep &= rows
+    safe_op = np.clip(op_pos, 0, None)
+    call_of = np.where(keep, top[safe_op], -1)
+    dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    kernel_names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
+    recs: list[dict[str, object]] = []
+    picked = np.flatnonzero(call_of >= 0)
+    for call, kernel_rows in pd.Series(picked).groupby(call_of[picked]).agg(list).items():
+        found = _call(rank, int(call))
+        k = np.asarray(kernel_rows, dtype=np.int64)
+        backend = am._backend(kernel_names[k])
+        if found is None or backend not in SLOW_BACKENDS:
+            continue
+        covered[k] = True
+        recs.append({**found, SF_BACKEND: backend, SF_FWD_US: float(dur[k].sum()), "n": len(k)})
+    if not recs:
+        return empty(), covered
+    # the backward: kernels under an SDPA backward op, or (math) under an autograd node on the score matrix
+    scores: set[tuple[int, ...]] = {tuple(r[SF_SCORES]) for r in recs if r[SF_BACKEND] == am.MATH}  # type: ignore[arg-type]
+    fused = any(r[SF_BACKEND] != am.MATH for r in recs)
+    backward = _backward_rows(rank, keep & ~covered, names, parent, op_pos, scores, fused)
+    covered |= backward
+    frame = pd.DataFrame(recs)
+    # the backward time spread over the signatures in proportion to their forward kernel time
+    fwd_total = float(frame[SF_FWD_US].sum())
+    bwd_us, bwd_n = float(dur[backward].sum()), int(backward.sum())
+    frame[SF_BWD_US] = frame[SF_FWD_US] / fwd_total * bwd_us if fwd_total > 0 else 0.0
+    frame[SF_KERNELS] = frame["n"] + (frame[SF_FWD_US] / fwd_total * bwd_n if fwd_total > 0 else 0.0)
+    factor = 1.0 + am.BACKWARD_FACTOR if bwd_n else 1.0
+    frame[SF_FLOPS] = frame["fwd_flops"] * factor
+    frame[SF_IO_BYTES] = frame["io"] * (2.0 if bwd_n else 1.0)
+    frame[SF_CALLS] = 1
+    g = frame.groupby([SF_SHAPES, SF_MASK, SF_DTYPE, SF_HEAD_DIM, SF_BACKEND, SF_SCORES], sort=False, dropna=False)
+    out = g.agg(**{c: (c, "sum") for c in (SF_CALLS, SF_FWD_US, SF_BWD_US, SF_KERNELS, SF_FLOPS, SF_IO_BYTES)})
+    out = out.reset_index().sort_values(SF_FWD_US, ascending=False, kind="stable")
+    return out[list(FALLBACK_COLUMNS)].reset_index(drop=True), covered
+
+
+def gemm_on_scores(shapes: object, scores: set[tuple[int, ...]]) -> bool:
+    """A matmul of recorded input `shapes` reads or writes one of the `scores` matrices (its output:
+    the last two inputs' product)."""
+    dims = [am._shape(d) for d in shapes] if isinstance(shapes, (list, tuple)) else []
+    a, b = (dims[-2], dims[-1]) if len(dims) >= 2 else (None, None)
+    out = [(*a[:-1], b[-1])] if a is not None and b is not None and len(a) >= 2 and len(b) >= 2 else []
+    return score_shaped([d for d in dims if d is not None] + out, scores)
+
+
+def _backward_rows(rank: RankTrace, keep: np.ndarray, names: np.ndarray, parent: np.ndarray, op_pos: np.ndarray,
+                   scores: set[tuple[int, ...]], fused: bool) -> np.ndarray:
+    """Per rank.gpu row: a kept kernel of an SDPA backward op (`fused`: a slow fused backend ran), or
+    of an op under an autograd node with an input of one of the `scores` shapes (the math backend's)."""
+    out = np.zeros(len(keep), dtype=bool)
+    in_sdpa_bwd = (am._outermost(parent, matches(names, SDPA_BACKWARD)) >= 0) & fused
+    in_autograd = am._outermost(parent, matches(names, AUTOGRAD)) >= 0
+    seen: dict[int, bool] = {}
+    for i in np.flatnonzero(keep).tolist():
+        r = int(op_pos[i])
+        if r not in seen:
+            seen[r] = bool(in_sdpa_bwd[r]) or (bool(scores) and bool(in_autograd[r]) and score_shaped(
+                rank.op_inputs(r).get(tables.OP_INPUT_DIMS), scores))
+        out[i] = seen[r]
+    return out

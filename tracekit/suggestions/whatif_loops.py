@@ -1,0 +1,92 @@
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables), and the evidence helpers all transforms share."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracekit.analyzers.analysis import RankAnalysis
+from tracekit.analyzers.detectors import embeddings, foreach, recurrent
+from tracekit.analyzers.kernels import CLASS, MEMCPY
+from tracekit.model.outlook import Transform
+from tracekit.model.whatif import batch_forwards, foreach_runs, fuse_region
+from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof
+
+BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
+
+
+def _rows(r: RankAnalysis, classes: tuple[str, ...]) -> np.ndarray:
+    return np.isin(r.classification.table[CLASS].to_numpy(dtype=object), classes)
+
+
+def _mine(s: Suggestion, r: RankAnalysis) -> list[dict[str, object]]:
+    return [dict(e) for e in s.evidence if e.get("rank", r.rank) == r.rank]
+
+
+def _num(e: dict[str, object], key: str) -> float:
+    v = e.get(key)
+    return float(v) if isinstance(v, (int, float)) and not math.isnan(float(v)) else 0.0
+
+
+def _loop_calls(r: RankAnalysis) -> np.ndarray | None:
+    """Per rank.runtime row: issued by a per-tensor loop (foreach_loops' change removes its syncs)."""
+    calls = r.patterns.foreach_calls if r.patterns is not None else None
+    return calls >= 0 if calls is not None and len(calls) and (calls >= 0).any() else None
+
+
+def _foreach_loops(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The loops' calls as multi-tensor ops (model/whatif.py foreach_runs): per run, the launches
+    and per-tensor calls the detector counted; the loops' device-to-host copies (`.item()`) gone."""
+    p = r.patterns
+    if p is None or not len(p.foreach_loops) or _loop_calls(r) is None:
+        return None
+    t = p.foreach_loops
+    copies = _rows(r, (MEMCPY,))
+    return foreach_runs(p.foreach_calls, t[foreach.FL_FOREACH_LAUNCHES].to_numpy(dtype=float),
+                        t[foreach.FL_CALLS].to_numpy(dtype=float), BARE_LAUNCH_US, FOREACH_US_PER_TENSOR, copies)
+
+
+def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The k batch-1 forwards as one at batch k (model/whatif.py batch_forwards), each kernel at its
+    roof for k× the work (rules_batching.batched_roof)."""
+    k = max((_num(e, "requests_per_step") for e in _mine(s, r)), default=0.0)
+    p = r.patterns
+    if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
+        return None
+    return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
+
+
+def _cudnn_rnn(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The cell loop as cuDNN's whole-sequence call (suggestions/rules_loops.py cudnn_times): its GEMMs ×
+    the rule's factor, the cell kernels as they are, the gradient accumulations and copies gone; the
+    loop's launch calls and the Python between them gone but for one call per loop window (cuDNN's
+    forward and backward call; its own per-time-step launches from C++ are taken to hide under the GPU work)."""
+    p = r.patterns
+    rows = _mine(s, r)
+    if p is None or not rows or len(p.rnn_rows) != len(r.classification.table):
+        return None
+    gemm = _num(rows[0], "gemm_factor")
+    factor = np.select([p.rnn_rows == recurrent.ROW_GEMM, p.rnn_rows == recurrent.ROW_CELL], [gemm, 1.0], 0.0)
+    windows = max(round(_num(rows[0], "windows_per_step")), 1)
+    return fuse_region(p.rnn_rows > 0, factor, windows, BARE_LAUNCH_US)
+
+
+def _concat_embeddings(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each flagged lookup group (direction, op, width, dtype) one merged call: its kernels × merged /
+    now GPU time (the rule's evidence), the calls and the Python between them gone but for one call that
+    launches one call's kernel sequence per group."""
+    p = r.patterns
+    rows = _mine(s, r)
+    t = p.embedding_lookups if p is not None else None
+    if p is None or t is None or not len(t) or not rows or len(p.embedding_rows) != len(r.classification.table):
+        return None
+    factor_of = {(e.get("direction"), e.get("op"), e.get("dim"), e.get("dtype")): _num(e, "gpu_factor") for e in rows}
+    keys = zip(t[embeddings.EL_DIRECTION], t[embeddings.EL_OP], t[embeddings.EL_DIM].astype(int), t[embeddings.EL_DTYPE],
+               strict=True)
+    per_row = np.array([factor_of.get(k, np.nan) for k in keys] + [np.nan])  # the last: rows in no group
+    factor = per_row[np.where(p.embedding_rows >= 0, p.embedding_rows, len(per_row) - 1)]
+    flagged = ~np.isnan(factor)
+    launches = max(sum(int(_num(e, "merged_kernels")) for e in rows), 1)
+    return fuse_region(flagged, np.where(flagged, factor, 1.0), launches, BARE_LAUNCH_US)
