@@ -69,11 +69,11 @@ MEAN = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::n
 TRANSPOSE = "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, true, false>"
 
 
-def cast_trace(path: Path, middle: tuple[tuple[str, str], ...]) -> Path:
-    """Each 400 µs step: aten::mm (20 µs GEMM), then aten::mul, the `middle` ops, aten::gelu (10 µs
-    kernels, 30 µs apart), then aten::mm again."""
+def cast_trace(path: Path, middle: tuple[tuple[str, str], ...], tail: tuple[tuple[str, str], ...] = ()) -> Path:
+    """Each 400 µs step: aten::mm (20 µs GEMM), then aten::mul, the `middle` ops, aten::gelu, the
+    `tail` ops (10 µs kernels, 30 µs apart), then aten::mm again."""
     b = TraceBuilder()
-    ops = (("aten::mul", MUL), *middle, ("aten::gelu", GELU))
+    ops = (("aten::mul", MUL), *middle, ("aten::gelu", GELU), *tail)
     for s in range(6):
         t0 = s * 400
         b.annotation(f"ProfilerStep#{s}", t0, 400)
@@ -105,6 +105,14 @@ def test_casts_and_reduce_kernels_join_the_run_that_compile_fuses(tmp_path: Path
     # mul → copy_ (a dtype cast) → mean (torch's reduce kernel) → gelu: one run of 4, each kernel at 1/4
     path = cast_trace(tmp_path / "cast.json", (("aten::copy_", CAST), ("aten::mean", MEAN)))
     assert _fused_gpu_times(path) == pytest.approx([1.0, 0.25, 0.25, 0.25, 0.25, 1.0])
+
+
+def test_a_cast_next_to_a_gemm_stays_its_own_kernel(tmp_path: Path) -> None:
+    # mul → gelu → copy_ (autocast's cast of the next GEMM's operand: no fused kernel after it) → mm:
+    # the cast is not between two fusable kernels, so only mul → gelu fuse (a run of 2, each at 1/2);
+    # the cast keeps its time (suggestions/whatif.py _operand_casts)
+    path = cast_trace(tmp_path / "operand.json", (), (("aten::copy_", CAST),))
+    assert _fused_gpu_times(path) == pytest.approx([1.0, 0.5, 0.5, 1.0, 1.0])
 
 
 def test_a_cudnn_layout_transpose_still_splits_the_run(tmp_path: Path) -> None:
