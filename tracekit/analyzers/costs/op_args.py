@@ -228,8 +228,11 @@ def _freeze(value: object) -> object:
     return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
 
 
-def format_shapes(shapes: Shapes | None) -> str | None:
-    """Shapes as one string, '[4096, 4096], [4096]' (how the JSON documents write them)."""
+def format_shapes(shapes: Shapes | str | None) -> str | None:
+    """Shapes as one string, '[4096, 4096], [4096]' (how the JSON documents write them); a string
+    (a rule's own "q [..], k [..]") as it is."""
+    if isinstance(shapes, str):
+        return shapes or None
     if not shapes:
         return None
     return ", ".join(_text(part) for part in shapes)
