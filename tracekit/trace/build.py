@@ -24,6 +24,7 @@ from tracekit.trace.values import (
     INT64_MAX,
     NAN,
     all_ints,
+    byte_count,
     dim3_columns,
     durations,
     id_array,
@@ -310,9 +311,9 @@ class TableBuilder:
         a = [e.args or NO_ARGS for e in events]
         p = self.memory
         p.add(tables.MEM_TS, ts)
-        p.add(tables.MEM_BYTES, np.array([_number(x.mem_bytes) for x in a], dtype=np.float64))
-        p.add(tables.MEM_ALLOCATED, np.array([_number(x.total_allocated) for x in a], dtype=np.float64))
-        p.add(tables.MEM_RESERVED, np.array([_number(x.total_reserved) for x in a], dtype=np.float64))
+        p.add(tables.MEM_BYTES, np.array([byte_count(x.mem_bytes) for x in a], dtype=np.float64))
+        p.add(tables.MEM_ALLOCATED, np.array([byte_count(x.total_allocated) for x in a], dtype=np.float64))
+        p.add(tables.MEM_RESERVED, np.array([byte_count(x.total_reserved) for x in a], dtype=np.float64))
         self._ints(p, tables.MEM_DEVICE_TYPE, (int_or(x.device_type) for x in a))
         self._ints(p, tables.MEM_DEVICE_ID, (int_or(x.device_id) for x in a))
         self._ints(p, tables.MEM_ADDR, (int_or(x.addr) for x in a))
@@ -365,17 +366,6 @@ class TableBuilder:
         for row, _pid, _tid, ts in missing:
             values[row] = ids.get(ts, -1)
         table[column] = values
-
-
-def _number(value: object) -> float:
-    """A byte count of a [memory] event as float (ints and digit strings), NaN otherwise."""
-    if isinstance(value, bool):
-        return NAN
-    if isinstance(value, (int, float)):
-        return float(value) if abs(value) < 1e18 else NAN
-    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 19:
-        return float(value)
-    return NAN
 
 
 def _extra(raw: bytes | None) -> dict | None:

@@ -143,3 +143,14 @@ def durations(values: list) -> np.ndarray:
     """Decoded durations (float >= 0 or None) as float64, `dur or 0.0` of each (None and -0.0 -> 0.0)."""
     dur = np.fromiter(values, dtype=np.float64, count=len(values))  # None -> NaN
     return np.where(dur > 0, dur, 0.0)
+
+
+def byte_count(value: object) -> float:
+    """A byte count of a [memory] event as float (ints and digit strings), NaN otherwise."""
+    if isinstance(value, bool):
+        return NAN
+    if isinstance(value, (int, float)):
+        return float(value) if abs(value) < 1e18 else NAN
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 19:
+        return float(value)
+    return NAN
