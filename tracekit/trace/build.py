@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import decimal
 import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -20,6 +18,7 @@ from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
 from tracekit.trace.reader import Event
 from tracekit.trace.route import Router
 from tracekit.trace.store import OpInputStore
+from tracekit.trace.times import ChunkTimes
 from tracekit.trace.values import (
     INT64_MAX,
     NAN,
@@ -36,10 +35,8 @@ from tracekit.trace.values import (
     stream_of,
 )
 
-MAX_ABS_TS_US = 10**17  # |ts| beyond this (year ~5000 in epoch µs), NaN or infinite: malformed event
 MAX_REL_US = 1e16  # an event this far from the file's first one: malformed
 OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id of the file)
-_QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
 _DUR = operator.attrgetter("dur")
@@ -110,51 +107,51 @@ class TableBuilder:
     def legacy(self) -> bool:
         return self.counts.get("Kernel", 0) + self.counts.get("Operator", 0) + self.counts.get("Runtime", 0) > 0
 
-    def add(self, events: list[Event], launch_op_args: dict[int, bytes]) -> None:
+    def add(self, events: list[Event], launch_op_args: dict[int, bytes], times: ChunkTimes) -> None:
         """Route each complete ('X') event of a chunk to its table and append its columns."""
         cats = list(map(_CAT, events))
         self.counts.update(cats)
-        routed = self._router.route(events, cats)
+        routed = self._router.route(events, cats, times.has_ts)
         self.skipped += routed.skipped
+        ts = self._relative(times, routed.rows)
         out = routed.tables
-        extras: list = ([launch_op_args.get(i) for i in routed.op_rows.tolist()] if launch_op_args
+        extras: list = ([launch_op_args.get(i) for i in routed.rows["ops"].tolist()] if launch_op_args
                         else [None] * len(out["ops"]))
-        ts: dict[str, np.ndarray] = {}
         for table, events_of in out.items():
             if events_of:
-                out[table], ts[table], keep = self._with_valid_times(events_of)
+                out[table], ts[table], keep = self._with_valid_times(events_of, ts[table])
                 if keep is not None and table == "ops":
                     extras = list(itertools.compress(extras, keep))
-        self._add_gpu(out["gpu"], ts.get("gpu"))
-        self._add_ops(out["ops"], ts.get("ops"), extras)
-        self._add_runtime(out["runtime"], ts.get("runtime"))
-        self._add_annotations(out["annotations"], ts.get("annotations"))
-        self._add_flows(routed.flows)
-        self._add_memory(routed.memory)
-        self._add_python(routed.python)
+        self._add_gpu(out["gpu"], ts["gpu"])
+        self._add_ops(out["ops"], ts["ops"], extras)
+        self._add_runtime(out["runtime"], ts["runtime"])
+        self._add_annotations(out["annotations"], ts["annotations"])
+        self._add_flows(routed.flows, ts["flows"])
+        self._add_memory(routed.memory, ts["memory"])
+        self._add_python(routed.python, ts["python"])
+
+    def _relative(self, times: ChunkTimes, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Start times (float µs after `origin`) of each destination's rows. The origin is int() of the
+        first usable time, looking at the destinations in `rows`' order; the destinations before it
+        in that chunk get NaN (their times, all unusable, stay unusable)."""
+        unset: set[str] = set()
+        if self.origin is None:
+            for name, r in rows.items():
+                self.origin = times.origin_in(r) if len(r) else None
+                if self.origin is not None:
+                    break
+                unset.add(name)
+        return {name: np.full(len(r), NAN) if name in unset or self.origin is None
+                else times.relative(r, self.origin) for name, r in rows.items()}
 
     def _name_list(self, events: list[Event]) -> list[str]:
         names = list(map(_NAME, events))
         return list(map(self._names.setdefault, names, names))
 
-    def _rel(self, events: list[Event]) -> np.ndarray:
-        """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
-        where the file wrote NaN, Infinity or a number out of range."""
-        if self.origin is None:
-            self.origin = next((int(e.ts) for e in events
-                                if e.ts is not None and e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
-            if self.origin is None:
-                return np.full(len(events), NAN)
-        origin = Decimal(self.origin)
-        with decimal.localcontext(_QUIET):
-            diffs = map(operator.sub, map(_TS, events), itertools.repeat(origin))
-            return np.fromiter(map(float, diffs), dtype=np.float64, count=len(events))
-
-    def _with_valid_times(self, events: list[Event]) -> tuple[list[Event], np.ndarray, list[bool] | None]:
-        """(events, their start times, the keep mask or None) without the events whose start time
-        is NaN, infinite or absurdly far (counted as skipped): one vectorized test per chunk, a
+    def _with_valid_times(self, events: list[Event], ts: np.ndarray) -> tuple[list[Event], np.ndarray, list[bool] | None]:
+        """(events, their start times `ts`, the keep mask or None) without the events whose start
+        time is NaN, infinite or absurdly far (counted as skipped): one vectorized test per chunk, a
         list filter only when something is wrong."""
-        ts = self._rel(events)
         ok = np.abs(ts) <= MAX_REL_US
         if ok.all():
             return events, ts, None
@@ -162,10 +159,8 @@ class TableBuilder:
         keep = ok.tolist()
         return list(itertools.compress(events, keep)), ts[ok], keep
 
-    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray | None, ts_col: str, dur_col: str,
+    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray, ts_col: str, dur_col: str,
                end_col: str) -> None:
-        if ts is None:
-            ts = self._rel(events)
         dur = durations(list(map(_DUR, events)))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
@@ -207,18 +202,17 @@ class TableBuilder:
             return -1
         return self._opaque.setdefault(value, OPAQUE_BASE + len(self._opaque))
 
-    def _note_missing(self, table: str, events: list[Event], correlations: list | None) -> None:
+    def _note_missing(self, table: str, events: list[Event], correlations: list | None, ts: np.ndarray) -> None:
         """Remember the rows without a correlation id (`correlations`: the values when one may be None)."""
         base = self._rows[table]
         missing = [i for i, c in enumerate(correlations) if c is None] if correlations else []
         if missing:
-            ts = self._rel([events[i] for i in missing])
-            for i, t in zip(missing, ts.tolist(), strict=True):
+            for i, t in zip(missing, ts[missing].tolist(), strict=True):
                 self.missing_corr[table].append((base + i, norm_id(events[i].pid), norm_id(events[i].tid),
                                                  round(t, 3)))
         self._rows[table] += len(events)
 
-    def _add_gpu(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_gpu(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.gpu
@@ -250,9 +244,9 @@ class TableBuilder:
             self._int_attr(p, tables.GPU_BYTES, a, "bytes")
         else:
             self._ints(p, tables.GPU_BYTES, [int_or(v) for v in sizes])
-        self._note_missing("gpu", events, correlations)
+        self._note_missing("gpu", events, correlations, ts)
 
-    def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
+    def _add_ops(self, events: list[Event], ts: np.ndarray, extras: list) -> None:
         if not events:
             return
         p = self.ops
@@ -265,7 +259,7 @@ class TableBuilder:
         p.add(tables.OP_EXTRA, object_array([None if raw is None else _extra(raw) for raw in extras]))
         self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 
-    def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_runtime(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.runtime
@@ -282,18 +276,18 @@ class TableBuilder:
         correlations = self._int_attr(p, tables.RT_CORRELATION, a, "correlation", ids=True)
         self._external_ids(p, tables.RT_EXTERNAL_ID, a)
         p.add(tables.RT_KIND, list(map(kinds.__getitem__, names)))
-        self._note_missing("runtime", events, correlations)
+        self._note_missing("runtime", events, correlations, ts)
 
-    def _add_flows(self, events: list[Event]) -> None:
+    def _add_flows(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.flows
         p.add("start", np.fromiter(map(operator.eq, map(_PH, events), itertools.repeat("s")), dtype=bool,
                                    count=len(events)))
-        p.add("ts", self._rel(events))
+        p.add("ts", ts)
         self._ints(p, "id", list(map(_ID, events)), ids=True)  # int ids only (route.py keeps no other)
 
-    def _add_annotations(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_annotations(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.annotations
@@ -304,10 +298,10 @@ class TableBuilder:
         p.add(tables.AN_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
-    def _add_memory(self, events: list[Event]) -> None:
+    def _add_memory(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
-        events, ts, _ = self._with_valid_times(events)
+        events, ts, _ = self._with_valid_times(events, ts)
         a = [e.args or NO_ARGS for e in events]
         p = self.memory
         p.add(tables.MEM_TS, ts)
@@ -321,10 +315,10 @@ class TableBuilder:
         p.add(tables.MEM_TID, id_array([e.tid for e in events]))
         p.add(tables.MEM_EXTERNAL_ID, np.full(len(events), -1, dtype=np.int64))
 
-    def _add_python(self, events: list[Event]) -> None:
+    def _add_python(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
-        events, ts, _ = self._with_valid_times(events)
+        events, ts, _ = self._with_valid_times(events, ts)
         p = self.python
         p.add(tables.PY_NAME, self._name_list(events))
         p.add(tables.PY_PID, id_array([e.pid for e in events]))

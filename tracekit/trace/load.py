@@ -162,8 +162,8 @@ def _decoded(path: Path, progress: Progress | None, max_bytes: int | None) -> tu
 def _filled(path: Path, doc: Document | StreamDocument, progress: Progress | None
             ) -> tuple[dict[str, Any], int, build.TableBuilder]:
     builder = build.TableBuilder()
-    for events, launch_op_args in doc.chunks():
-        builder.add(events, launch_op_args)
+    for events, launch_op_args, times in doc.chunks():
+        builder.add(events, launch_op_args, times)
         if progress:
             progress(f"reading {path.name}: {100 * doc.done:.0f}%")
     return doc.top, doc.skipped + builder.skipped, builder

@@ -16,7 +16,6 @@ TABLES = ("gpu", "ops", "runtime", "annotations")  # codes 0..3
 FLOWS, PYTHON, OTHER = 4, 5, 6  # codes of the other categories
 _CAT = operator.attrgetter("cat")
 _PH = operator.attrgetter("ph")
-_TS = operator.attrgetter("ts")
 _NAME = operator.attrgetter("name")
 _ID = operator.attrgetter("id")
 
@@ -33,8 +32,8 @@ def category_code(cat: str | None) -> int:
 class Routed:
     """The events of one chunk by destination, each list in file order."""
 
-    tables: dict[str, list[Event]]
-    op_rows: np.ndarray  # position in the chunk of each event of tables["ops"]
+    tables: dict[str, list[Event]]  # gpu, ops, runtime, annotations
+    rows: dict[str, np.ndarray]  # position in the chunk of each event of tables[...], flows, memory, python
     flows: list[Event]
     memory: list[Event]
     python: list[Event]
@@ -48,7 +47,7 @@ class Router:
         self._codes: dict[str | None, int] = {}
         self._steps: dict[str, bool] = {}
 
-    def route(self, events: list[Event], cats: list[str | None]) -> Routed:
+    def route(self, events: list[Event], cats: list[str | None], has_ts: np.ndarray) -> Routed:
         """The same routing as one test per event: a complete ('X') event of a table category with a
         start time goes to its table (a cpu_op named ProfilerStep#N to annotations, as the 2021
         schema records steps), 's'/'f' flow events with a start time and an int id to flows, a
@@ -61,7 +60,6 @@ class Router:
         code = np.fromiter(map(codes.__getitem__, cats), dtype=np.int8, count=n)
         phs = list(map(_PH, events))
         is_x = np.fromiter(map(operator.eq, phs, itertools.repeat("X")), dtype=bool, count=n)
-        has_ts = np.fromiter(map(operator.is_not, map(_TS, events), itertools.repeat(None)), dtype=bool, count=n)
         every = object_array(events)
         # (a duration < 0 cannot reach here: reader.Duration rejects it when decoding)
         in_table = (code < FLOWS) & is_x
@@ -78,8 +76,9 @@ class Router:
             if step.any():
                 annotations[ops[step]] = True
                 ops = ops[~step]
-        routed = {"gpu": every[good & (code == 0)].tolist(), "ops": every[ops].tolist(),
-                  "runtime": every[good & (code == 2)].tolist(), "annotations": every[annotations].tolist()}
+        rows = {"gpu": np.flatnonzero(good & (code == 0)), "ops": ops, "runtime": np.flatnonzero(good & (code == 2)),
+                "annotations": np.flatnonzero(annotations)}
+        routed = {table: every[r].tolist() for table, r in rows.items()}
         flows = np.flatnonzero((code == FLOWS) & has_ts)
         if len(flows):
             candidates = every[flows].tolist()
@@ -91,6 +90,8 @@ class Router:
         if len(rest):
             memory[rest] = np.fromiter(map(operator.eq, map(_NAME, every[rest].tolist()),
                                            itertools.repeat(tables.MEMORY_EVENT)), dtype=bool, count=len(rest))
-        python = (code == PYTHON) & is_x & has_ts & ~memory
-        return Routed(tables=routed, op_rows=ops, flows=every[flows].tolist(), memory=every[memory].tolist(),
-                      python=every[python].tolist(), skipped=skipped)
+        rows["flows"] = flows
+        rows["memory"] = np.flatnonzero(memory)
+        rows["python"] = np.flatnonzero((code == PYTHON) & is_x & has_ts & ~memory)
+        return Routed(tables=routed, rows=rows, flows=every[flows].tolist(), memory=every[rows["memory"]].tolist(),
+                      python=every[rows["python"]].tolist(), skipped=skipped)

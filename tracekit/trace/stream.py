@@ -17,14 +17,16 @@ import numpy as np
 from tracekit.errors import TraceTooLarge
 from tracekit.trace import reader
 from tracekit.trace.reader import (
-    _EVENTS,
     _SPLIT,
     BadJSON,
+    Chunk,
     Document,
     Event,
     TopLevel,
     _launch_op_args,
+    decode_piece,
 )
+from tracekit.trace.times import ChunkTimes
 
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 MAX_HEAD = 16 << 20  # no traceEvents key in this much text: not the common form
@@ -55,7 +57,7 @@ class StreamDocument:
         self._base = 0  # offset in the events array ('[' at 0) of _buf[0]
         self._tolerant = Document(top={}, events_raw=memoryview(b""))
 
-    def chunks(self) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
+    def chunks(self) -> Iterator[Chunk]:
         """(events, raw args of launch ops by position), cut where reader.Document cuts."""
         try:
             yield from self._chunks()
@@ -94,39 +96,35 @@ class StreamDocument:
                 return None
         return self._base + match.start() + match.group().index(b",")
 
-    def _chunks(self) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
+    def _chunks(self) -> Iterator[Chunk]:
         self._head()
         start = 1
         while True:
             cut = self._cut(start + reader.CHUNK_BYTES)
-            events: list[Event] | None = None
+            decoded: tuple[list[Event], ChunkTimes] | None = None
             while cut is not None:
                 # a cut past the end of the array leaves text after ']': never valid, so it widens
                 piece = b"[" + bytes(self._buf[start - self._base:cut - self._base]) + b"]"
-                events = self._decode(piece)
-                if events is not None:
+                decoded = decode_piece(piece, self._tolerant_decode)
+                if decoded is not None:
                     break
                 cut = self._cut(max(cut + 1, start + 2 * (cut - start)))
-            if cut is None or events is None:
+            if cut is None or decoded is None:
                 yield from self._rest(start)
                 return
-            yield events, _launch_op_args(piece, events)
+            events, times = decoded
+            yield events, _launch_op_args(piece, events), times
             start = cut + 1
             del self._buf[:start - self._base]
             self._base = start
 
-    def _decode(self, piece: bytes) -> list[Event] | None:
-        try:
-            return _EVENTS.decode(piece)
-        except msgspec.ValidationError:
-            before = self._tolerant.skipped
-            events = self._tolerant._tolerant(piece)
-            self.skipped += self._tolerant.skipped - before
-            return events
-        except msgspec.DecodeError:
-            return None
+    def _tolerant_decode(self, piece: bytes) -> list[Event] | None:
+        before = self._tolerant.skipped
+        events = self._tolerant._tolerant(piece)
+        self.skipped += self._tolerant.skipped - before
+        return events
 
-    def _rest(self, start: int) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
+    def _rest(self, start: int) -> Iterator[Chunk]:
         """The text ended: the events from `start` and the keys after the array, decoded whole."""
         while self._more():
             pass
