@@ -204,7 +204,7 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
 
     The text is written into one buffer sized from the trailer (only a hint, capped by the limits):
     when the hint is right, the peak memory is the text plus one chunk, with no copy of the whole."""
-    out = bytearray(_size_hint(data, limit, bomb_guard))
+    out = bytearray(size_hint(data, limit, bomb_guard))
     size = 0
     for chunk in inflate(data, limit, bomb_guard=bomb_guard):
         if size + len(chunk) > len(out):  # the hint was short: grow by half, up to the limit
@@ -246,7 +246,7 @@ def inflate(data: bytes, limit: int, *, bomb_guard: bool = True) -> Iterator[byt
             break  # trailing garbage after the last member: ignored, as gzip does
 
 
-def _size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
+def size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
     """The gzip trailer's size of the (last) member, within what gunzip would accept."""
     hint = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0  # ISIZE (mod 2**32)
     cap = min(limit, max(BOMB_FLOOR, BOMB_RATIO * len(data))) if bomb_guard else limit
@@ -261,4 +261,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "inflate", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "inflate", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "size_hint", "trace_files"]

@@ -148,7 +148,8 @@ def _decoded(path: Path, progress: Progress | None, max_bytes: int | None) -> tu
     raw, limit, explicit = files.read_raw(path, max_bytes)
     if files.is_gzip(raw):
         try:
-            return _filled(path, StreamDocument(files.inflate(raw, limit, bomb_guard=not explicit)), progress)
+            blocks = files.inflate(raw, limit, bomb_guard=not explicit)
+            return _filled(path, StreamDocument(blocks, files.size_hint(raw, limit, not explicit)), progress)
         except Fallback:
             pass
     text = files.decompressed(path, raw, limit, explicit)

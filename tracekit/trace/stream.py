@@ -48,10 +48,12 @@ class Fallback(Exception):
 class StreamDocument:
     """Like reader.Document, over text that arrives in blocks: `top` is complete once `chunks()` ends."""
 
-    def __init__(self, blocks: Iterator[bytes]) -> None:
+    def __init__(self, blocks: Iterator[bytes], size_hint: int = 0) -> None:
+        """`size_hint`: the expected length of the text (the gzip trailer's), for `done` only."""
         self.top: dict[str, Any] = {}
         self.skipped = 0
-        self.done = 0.0  # (no total is known up front: stays 0 until the end)
+        self.done = 0.0  # share of the text read so far (by size_hint)
+        self._hint = size_hint
         self._blocks = blocks
         self._buf = bytearray()
         self._base = 0  # offset in the events array ('[' at 0) of _buf[0]
@@ -70,6 +72,8 @@ class StreamDocument:
         if block is None:
             return False
         self._buf += block
+        if self._hint:
+            self.done = min((self._base + len(self._buf)) / self._hint, 0.99)
         if len(self._buf) > MAX_BUFFER:
             raise Fallback
         return True
