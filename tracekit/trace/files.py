@@ -6,8 +6,9 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from tracekit.errors import TraceFormatError, TraceTooLarge
@@ -150,6 +151,31 @@ def read_raw(path: Path, max_bytes: int | None = None) -> tuple[bytes, int, bool
     return raw, limit, explicit
 
 
+def plain_blocks(path: Path, max_bytes: int | None = None) -> tuple[Generator[bytes, None, None], int] | None:
+    """(the text of an uncompressed trace file in blocks, its size) when it is a regular, non-empty
+    file within the budget that is not gzip; None otherwise (read_raw then decides, with its errors).
+    A read error or growth past the budget raises from the iterator (the caller reads it again)."""
+    limit, _ = byte_budget(max_bytes)
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            info = os.fstat(fh.fileno())
+            if not (stat.S_ISREG(info.st_mode) and 0 < info.st_size <= limit) or is_gzip(fh.read(2)):
+                return None
+    except OSError:
+        return None
+
+    def blocks() -> Generator[bytes, None, None]:
+        with open(path, "rb", buffering=0) as fh:
+            total = 0
+            while chunk := fh.read(_OUT_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise TraceTooLarge(_too_large(limit, True))
+                yield chunk
+
+    return blocks(), info.st_size
+
+
 def is_gzip(raw: bytes) -> bool:
     return raw[:2] == b"\x1f\x8b"
 
@@ -261,4 +287,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "inflate", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "size_hint", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "inflate", "is_trace_name", "parse_size", "plain_blocks", "rank_from_name", "read_bytes", "size_hint", "trace_files"]

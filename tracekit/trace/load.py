@@ -143,8 +143,14 @@ def load_file(path: Path, progress: Progress | None = None, max_bytes: int | Non
 
 
 def _decoded(path: Path, progress: Progress | None, max_bytes: int | None) -> tuple[dict[str, Any], int, build.TableBuilder]:
-    """(top-level metadata, events skipped, the builder holding every event): a gzip file decoded
-    while it inflates (trace.stream), else, or when that declines, from its whole text."""
+    """(top-level metadata, events skipped, the builder holding every event): the text decoded as it
+    is read or inflated (trace.stream), or, when that declines, from the whole text."""
+    plain = files.plain_blocks(path, max_bytes)
+    if plain is not None:
+        try:
+            return _filled(path, StreamDocument(*plain), progress)
+        except Fallback:
+            plain[0].close()  # (closes the file now, not when the cycle is collected)
     raw, limit, explicit = files.read_raw(path, max_bytes)
     if files.is_gzip(raw):
         try:

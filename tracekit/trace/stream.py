@@ -147,7 +147,9 @@ class StreamDocument:
         if _FIRST_EVENT.match(body) is None:
             raise Fallback  # no events (or a trailing comma): the whole text gives the error
         rest = Document(top={}, events_raw=memoryview(body))
-        yield from rest.chunks()
+        for chunk in rest.chunks():
+            self.done = 1.0 if rest.done >= 1 else max(self.done, min(rest.done, 0.99))
+            yield chunk
         self.skipped += rest.skipped
 
 
