@@ -95,9 +95,15 @@ class StreamDocument:
         while self._base + len(self._buf) <= target:
             if not self._more():
                 return None
-        while (match := _SPLIT.search(self._buf, target - self._base)) is None:
+        pos = target - self._base
+        while (match := _SPLIT.search(self._buf, pos)) is None:
+            scanned = len(self._buf)
             if not self._more():
                 return None
+            # on from the last '}' scanned (a match cut by the block's end starts there, and none
+            # can start before it), so that a long stretch without a cut is scanned once
+            last = self._buf.rfind(b"}", pos, scanned)
+            pos = last if last >= 0 else scanned
         return self._base + match.start() + match.group().index(b",")
 
     def _chunks(self) -> Iterator[Chunk]:
