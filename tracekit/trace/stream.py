@@ -60,7 +60,7 @@ class StreamDocument:
         self._tolerant = Document(top={}, events_raw=memoryview(b""))
 
     def chunks(self) -> Iterator[Chunk]:
-        """(events, raw args of launch ops by position), cut where reader.Document cuts."""
+        """(events, raw args of launch ops by position, start times), cut where reader.Document cuts."""
         try:
             yield from self._chunks()
         except _ERRORS:
