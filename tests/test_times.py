@@ -98,3 +98,20 @@ def test_a_chunk_from_the_decoder():
     assert times.has_ts.tolist() == [True, False, True, False, True]
     assert times.origin_in(np.arange(5)) == 10
     assert np.array_equal(times.relative(np.array([0, 2, 4]), 10), [0.5, -7.0, -7.875])  # by hand
+
+
+def test_a_string_ts_is_read_as_the_typed_decoder_reads_it():
+    """"ts": "12.5" counts as 12.5 (Decimal reads the string, as before); "ts": "soon" makes the
+    event malformed, and the chunk is decoded event by event (the tolerant path)."""
+    from tracekit.trace.reader import Document, decode_piece
+
+    tolerant = Document(top={}, events_raw=memoryview(b""))._tolerant
+    as_text = decode_piece(b'[{"ph": "X", "ts": "12.5", "dur": 1}, {"ph": "X", "ts": 10, "dur": 1}]', tolerant)
+    as_number = decode_piece(b'[{"ph": "X", "ts": 12.5, "dur": 1}, {"ph": "X", "ts": 10, "dur": 1}]', tolerant)
+    assert as_text is not None and as_number is not None
+    rows = np.arange(2)
+    assert as_text[1].relative(rows, 10).tolist() == as_number[1].relative(rows, 10).tolist() == [2.5, 0.0]
+    bad = decode_piece(b'[{"ph": "X", "ts": "soon", "dur": 1}, {"ph": "X", "ts": 10, "dur": 1}]', tolerant)
+    assert bad is not None
+    events, times = bad
+    assert len(events) == 1 and times.relative(np.arange(1), 0).tolist() == [10.0]

@@ -160,10 +160,12 @@ def decode_piece(piece: bytes, tolerant: Callable[[bytes], list[Event] | None]
     return events, ChunkTimes(list(map(_TS, events)))
 
 
-def _with_text_ts(e: Any) -> Event:
-    """The Event of a typed one: its Decimal ts as text (str of a Decimal reads back as the same)."""
-    ts = NULL if e.ts is None else msgspec.Raw(str(e.ts).encode())
-    return Event(ph=e.ph, cat=e.cat, name=e.name, pid=e.pid, tid=e.tid, ts=ts, dur=e.dur, id=e.id, args=e.args)
+def _with_text_ts(typed: msgspec.Struct) -> Event:
+    """The Event of a _TypedEvent: its Decimal ts as text (str of a Decimal reads back as the same)."""
+    fields = msgspec.structs.asdict(typed)
+    ts = fields["ts"]
+    fields["ts"] = NULL if ts is None else msgspec.Raw(str(ts).encode())
+    return Event(**fields)
 
 
 def _launch_op_args(piece: bytes, events: list[Event]) -> dict[int, bytes]:
