@@ -13,6 +13,7 @@ when any does. Run `save` before a change that touches the loader or an analyzer
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -22,12 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = (".json", ".json.gz")
 
 CHILD = r"""
-import contextlib, io, sys
+import contextlib, io, json, sys
 from pathlib import Path
 from tracekit.cli import main
 out_dir = Path(sys.argv[1])
 for line in sys.stdin:
-    key, path = line.rstrip("\n").split("\t")
+    key, path = json.loads(line)  # (a path may hold tabs or newlines)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -64,7 +65,7 @@ def save(out_dir: Path, code: Path, paths: list[str]) -> int:
     roots = [Path(p) for p in paths] or [ROOT / "sample_traces", ROOT.parent / "shared" / "traces"]
     traces = _traces([r for r in roots if r.exists()])
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = "".join(f"{_key(p)}\t{p}\n" for p in traces)
+    lines = "".join(json.dumps([_key(p), str(p)]) + "\n" for p in traces)
     env = {**os.environ, "PYTHONPATH": str(code)}
     proc = subprocess.run([sys.executable, "-c", CHILD, str(out_dir)], input=lines, text=True, env=env,
                           cwd="/")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import decimal
 import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -18,26 +16,37 @@ import pandas as pd
 from tracekit.trace import tables
 from tracekit.trace.args import ANY, NO_ARGS, OP_COLUMN_KEYS, Args, external_id
 from tracekit.trace.reader import Event
+from tracekit.trace.route import Router
 from tracekit.trace.store import OpInputStore
+from tracekit.trace.times import ChunkTimes
 from tracekit.trace.values import (
     INT64_MAX,
     NAN,
+    all_ints,
+    byte_count,
     dim3_columns,
-    float_or_nan,
+    durations,
     id_array,
     in_int64,
     int_or,
+    ints_or_none,
     norm_id,
     object_array,
     stream_of,
 )
 
-MAX_ABS_TS_US = 10**17  # |ts| beyond this (year ~5000 in epoch µs), NaN or infinite: malformed event
 MAX_REL_US = 1e16  # an event this far from the file's first one: malformed
 OPAQUE_BASE = 1 << 62  # ids beyond int64 become OPAQUE_BASE + k (k-th such id of the file)
-_QUIET = decimal.Context(traps=[])  # sNaN arithmetic gives NaN instead of raising
 _CAT = operator.attrgetter("cat")
 _TS = operator.attrgetter("ts")
+_DUR = operator.attrgetter("dur")
+_NAME = operator.attrgetter("name")
+_PH = operator.attrgetter("ph")
+_ID = operator.attrgetter("id")
+_DEVICE = operator.attrgetter("device")
+_STREAM = operator.attrgetter("stream")
+_BYTES = operator.attrgetter("bytes")
+_EXTERNAL = operator.attrgetter("external_id")
 _INPUTS = operator.attrgetter("input_dims", "input_types", "input_strides", "concrete_inputs")
 
 
@@ -91,88 +100,58 @@ class TableBuilder:
     _names: dict[str, str] = field(default_factory=dict)
     _rows: Counter = field(default_factory=Counter)
     _runtime_kinds: dict[str, str] = field(default_factory=dict)
-    _step_names: dict[str, bool] = field(default_factory=dict)
+    _router: Router = field(default_factory=Router)
     _opaque: dict[int, int] = field(default_factory=dict)  # id beyond int64 -> its stand-in
 
     @property
     def legacy(self) -> bool:
         return self.counts.get("Kernel", 0) + self.counts.get("Operator", 0) + self.counts.get("Runtime", 0) > 0
 
-    def add(self, events: list[Event], launch_op_args: dict[int, bytes]) -> None:
+    def add(self, events: list[Event], launch_op_args: dict[int, bytes], times: ChunkTimes) -> None:
         """Route each complete ('X') event of a chunk to its table and append its columns."""
-        out: dict[str, list[Event]] = {"gpu": [], "ops": [], "runtime": [], "annotations": []}
-        extras: list = []
-        self.counts.update(map(_CAT, events))
-        table_of = tables.CATEGORY_TABLE.get
-        flows: list[Event] = []
-        memory: list[Event] = []
-        python: list[Event] = []
-        step_name = tables.STEP_NAME_RE.match
-        steps = self._step_names  # op name -> whether it is a ProfilerStep#N (tested once per name)
-        for i, e in enumerate(events):
-            table = table_of(e.cat or "")
-            if table is None:
-                if e.name == tables.MEMORY_EVENT and e.ts is not None:
-                    memory.append(e)
-                elif e.cat == tables.PYTHON_CATEGORY and e.ph == "X" and e.ts is not None and (e.dur or 0) >= 0:
-                    python.append(e)
-                continue
-            ph = e.ph
-            if table == "flows":
-                if (ph == "s" or ph == "f") and e.ts is not None and e.id.__class__ is int:
-                    flows.append(e)
-                continue
-            if ph != "X":
-                continue
-            if e.ts is None or (e.dur is not None and e.dur < 0):
-                self.skipped += 1
-                continue
-            if table == "ops":
-                is_step = steps.get(e.name)
-                if is_step is None:
-                    is_step = steps[e.name] = step_name(e.name) is not None
-                if is_step:
-                    table = "annotations"  # the 2021 schema records ProfilerStep#N as an Operator
-                else:
-                    extras.append(launch_op_args.get(i) if launch_op_args else None)
-            out[table].append(e)
-        ts: dict[str, np.ndarray] = {}
-        for table, routed in out.items():
-            if routed:
-                out[table], ts[table], keep = self._with_valid_times(routed)
+        cats = list(map(_CAT, events))
+        self.counts.update(cats)
+        routed = self._router.route(events, cats, times.has_ts)
+        self.skipped += routed.skipped
+        ts = self._relative(times, routed.rows)
+        out = routed.tables
+        extras: list = ([launch_op_args.get(i) for i in routed.rows["ops"].tolist()] if launch_op_args
+                        else [None] * len(out["ops"]))
+        for table, events_of in out.items():
+            if events_of:
+                out[table], ts[table], keep = self._with_valid_times(events_of, ts[table])
                 if keep is not None and table == "ops":
                     extras = list(itertools.compress(extras, keep))
-        self._add_gpu(out["gpu"], ts.get("gpu"))
-        self._add_ops(out["ops"], ts.get("ops"), extras)
-        self._add_runtime(out["runtime"], ts.get("runtime"))
-        self._add_annotations(out["annotations"], ts.get("annotations"))
-        self._add_flows(flows)
-        flows.clear()
-        self._add_memory(memory)
-        self._add_python(python)
+        self._add_gpu(out["gpu"], ts["gpu"])
+        self._add_ops(out["ops"], ts["ops"], extras)
+        self._add_runtime(out["runtime"], ts["runtime"])
+        self._add_annotations(out["annotations"], ts["annotations"])
+        self._add_flows(routed.flows, ts["flows"])
+        self._add_memory(routed.memory, ts["memory"])
+        self._add_python(routed.python, ts["python"])
+
+    def _relative(self, times: ChunkTimes, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Start times (float µs after `origin`) of each destination's rows. The origin is int() of the
+        first usable time, looking at the destinations in `rows`' order; the destinations before it
+        in that chunk get NaN (their times, all unusable, stay unusable)."""
+        unset: set[str] = set()
+        if self.origin is None:
+            for name, r in rows.items():
+                self.origin = times.origin_in(r) if len(r) else None
+                if self.origin is not None:
+                    break
+                unset.add(name)
+        return {name: np.full(len(r), NAN) if name in unset or self.origin is None
+                else times.relative(r, self.origin) for name, r in rows.items()}
 
     def _name_list(self, events: list[Event]) -> list[str]:
-        intern = self._names.setdefault
-        return [intern(e.name, e.name) for e in events]
+        names = list(map(_NAME, events))
+        return list(map(self._names.setdefault, names, names))
 
-    def _rel(self, events: list[Event]) -> np.ndarray:
-        """Start times as float µs after `origin` (exact to the ns the file wrote); NaN or inf
-        where the file wrote NaN, Infinity or a number out of range."""
-        if self.origin is None:
-            self.origin = next((int(e.ts) for e in events
-                                if e.ts is not None and e.ts.is_finite() and abs(e.ts) <= MAX_ABS_TS_US), None)
-            if self.origin is None:
-                return np.full(len(events), NAN)
-        origin = Decimal(self.origin)
-        with decimal.localcontext(_QUIET):
-            diffs = map(operator.sub, map(_TS, events), itertools.repeat(origin))
-            return np.fromiter(map(float, diffs), dtype=np.float64, count=len(events))
-
-    def _with_valid_times(self, events: list[Event]) -> tuple[list[Event], np.ndarray, list[bool] | None]:
-        """(events, their start times, the keep mask or None) without the events whose start time
-        is NaN, infinite or absurdly far (counted as skipped): one vectorized test per chunk, a
+    def _with_valid_times(self, events: list[Event], ts: np.ndarray) -> tuple[list[Event], np.ndarray, list[bool] | None]:
+        """(events, their start times `ts`, the keep mask or None) without the events whose start
+        time is NaN, infinite or absurdly far (counted as skipped): one vectorized test per chunk, a
         list filter only when something is wrong."""
-        ts = self._rel(events)
         ok = np.abs(ts) <= MAX_REL_US
         if ok.all():
             return events, ts, None
@@ -180,11 +159,9 @@ class TableBuilder:
         keep = ok.tolist()
         return list(itertools.compress(events, keep)), ts[ok], keep
 
-    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray | None, ts_col: str, dur_col: str,
+    def _times(self, p: Pieces, events: list[Event], ts: np.ndarray, ts_col: str, dur_col: str,
                end_col: str) -> None:
-        if ts is None:
-            ts = self._rel(events)
-        dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
+        dur = durations(list(map(_DUR, events)))
         p.add(ts_col, ts)
         p.add(dur_col, dur)
         p.add(end_col, ts + dur)
@@ -199,6 +176,25 @@ class TableBuilder:
             values = [self._opaque_key(v) for v in values] if ids else in_int64(values)
             p.add(col, np.fromiter(values, dtype=np.int64, count=len(values)))
 
+    def _int_attr(self, p: Pieces, col: str, args: list[Args], attr: str, *, ids: bool = False) -> list | None:
+        """Column `col` from the `int | None` field `attr` of each args (None -> -1, as int_or);
+        returns the values when one was None (else None)."""
+        values = list(map(operator.attrgetter(attr), args))
+        column = ints_or_none(values)
+        if column is None:
+            self._ints(p, col, (int_or(v) for v in values), ids=ids)
+        else:
+            p.add(col, column)
+        return values if column is None or None in values else None
+
+    def _external_ids(self, p: Pieces, col: str, args: list[Args]) -> None:
+        values = list(map(_EXTERNAL, args))
+        column = None if None in values else ints_or_none(values)
+        if column is None:
+            self._ints(p, col, [external_id(x) for x in args], ids=True)
+        else:
+            p.add(col, column)
+
     def _opaque_key(self, value: int) -> int:
         if -1 <= value <= INT64_MAX:
             return value
@@ -206,43 +202,51 @@ class TableBuilder:
             return -1
         return self._opaque.setdefault(value, OPAQUE_BASE + len(self._opaque))
 
-    def _note_missing(self, table: str, events: list[Event], args: list[Args]) -> None:
+    def _note_missing(self, table: str, events: list[Event], correlations: list | None, ts: np.ndarray) -> None:
+        """Remember the rows without a correlation id (`correlations`: the values when one may be None)."""
         base = self._rows[table]
-        missing = [i for i, a in enumerate(args) if a.correlation is None]
+        missing = [i for i, c in enumerate(correlations) if c is None] if correlations else []
         if missing:
-            ts = self._rel([events[i] for i in missing])
-            for i, t in zip(missing, ts.tolist(), strict=True):
+            for i, t in zip(missing, ts[missing].tolist(), strict=True):
                 self.missing_corr[table].append((base + i, norm_id(events[i].pid), norm_id(events[i].tid),
                                                  round(t, 3)))
         self._rows[table] += len(events)
 
-    def _add_gpu(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_gpu(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.gpu
         a = [e.args or NO_ARGS for e in events]
         kind = tables.GPU_KIND_BY_CATEGORY
         p.add(tables.GPU_NAME, self._name_list(events))
-        p.add(tables.GPU_KIND, [kind[e.cat or ""] for e in events])
+        p.add(tables.GPU_KIND, list(map(kind.__getitem__, map(_CAT, events))))
         self._times(p, events, ts, tables.GPU_TS, tables.GPU_DUR, tables.GPU_END)
-        self._ints(p, tables.GPU_DEVICE, (x.device if x.device is not None else int_or(e.pid)
-                                     for x, e in zip(a, events, strict=True)))
-        self._ints(p, tables.GPU_STREAM, (stream_of(x, e.tid) for x, e in zip(a, events, strict=True)))
-        self._ints(p, tables.GPU_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
-        self._ints(p, tables.GPU_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        devices = list(map(_DEVICE, a))
+        if None in devices:
+            devices = [d if d is not None else int_or(e.pid) for d, e in zip(devices, events, strict=True)]
+        self._ints(p, tables.GPU_DEVICE, devices)
+        streams = list(map(_STREAM, a))
+        self._ints(p, tables.GPU_STREAM, streams if all_ints(streams)
+                   else [stream_of(x, e.tid) for x, e in zip(a, events, strict=True)])
+        correlations = self._int_attr(p, tables.GPU_CORRELATION, a, "correlation", ids=True)
+        self._external_ids(p, tables.GPU_EXTERNAL_ID, a)
         for cols, values in ((tables.GPU_GRID, [x.grid for x in a]), (tables.GPU_BLOCK, [x.block for x in a])):
             dims = dim3_columns(values)
             for i, col in enumerate(cols):
                 p.add(col, np.ascontiguousarray(dims[:, i]))
-        self._ints(p, tables.GPU_REGISTERS, (int_or(x.registers) for x in a))
-        self._ints(p, tables.GPU_SHARED_MEM, (int_or(x.shared_mem) for x in a))
+        self._int_attr(p, tables.GPU_REGISTERS, a, "registers")
+        self._int_attr(p, tables.GPU_SHARED_MEM, a, "shared_mem")
         for col, attr in ((tables.GPU_BLOCKS_PER_SM, "blocks_per_sm"), (tables.GPU_WARPS_PER_SM, "warps_per_sm"),
-                          (tables.GPU_OCCUPANCY, "occupancy")):
-            p.add(col, np.fromiter((float_or_nan(getattr(x, attr)) for x in a), dtype=np.float64))
-        self._ints(p, tables.GPU_BYTES, (int_or(x.bytes) for x in a))
-        self._note_missing("gpu", events, a)
+                          (tables.GPU_OCCUPANCY, "occupancy")):  # float | None: None -> NaN as float_or_nan
+            p.add(col, np.fromiter(map(operator.attrgetter(attr), a), dtype=np.float64, count=len(a)))
+        sizes = list(map(_BYTES, a))  # int | str | None
+        if set(map(type, sizes)) <= {int, type(None)}:
+            self._int_attr(p, tables.GPU_BYTES, a, "bytes")
+        else:
+            self._ints(p, tables.GPU_BYTES, [int_or(v) for v in sizes])
+        self._note_missing("gpu", events, correlations, ts)
 
-    def _add_ops(self, events: list[Event], ts: np.ndarray | None, extras: list) -> None:
+    def _add_ops(self, events: list[Event], ts: np.ndarray, extras: list) -> None:
         if not events:
             return
         p = self.ops
@@ -251,11 +255,11 @@ class TableBuilder:
         p.add(tables.OP_PID, id_array([e.pid for e in events]))
         p.add(tables.OP_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
-        self._ints(p, tables.OP_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
+        self._external_ids(p, tables.OP_EXTERNAL_ID, a)
         p.add(tables.OP_EXTRA, object_array([None if raw is None else _extra(raw) for raw in extras]))
         self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 
-    def _add_runtime(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_runtime(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.runtime
@@ -265,43 +269,45 @@ class TableBuilder:
         for name in set(names) - kinds.keys():
             kinds[name] = tables.runtime_kind(name)
         p.add(tables.RT_NAME, names)
-        p.add(tables.RT_API, [tables.RUNTIME_API_BY_CATEGORY.get(e.cat or "", "runtime") for e in events])
+        p.add(tables.RT_API, list(map(tables.RUNTIME_API_BY_CATEGORY.get, map(_CAT, events), itertools.repeat("runtime"))))
         p.add(tables.RT_PID, id_array([e.pid for e in events]))
         p.add(tables.RT_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.RT_TS, tables.RT_DUR, tables.RT_END)
-        self._ints(p, tables.RT_CORRELATION, (int_or(x.correlation) for x in a), ids=True)
-        self._ints(p, tables.RT_EXTERNAL_ID, (external_id(x) for x in a), ids=True)
-        p.add(tables.RT_KIND, [kinds[n] for n in names])
-        self._note_missing("runtime", events, a)
+        correlations = self._int_attr(p, tables.RT_CORRELATION, a, "correlation", ids=True)
+        self._external_ids(p, tables.RT_EXTERNAL_ID, a)
+        p.add(tables.RT_KIND, list(map(kinds.__getitem__, names)))
+        self._note_missing("runtime", events, correlations, ts)
 
-    def _add_flows(self, events: list[Event]) -> None:
+    def _add_flows(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.flows
-        p.add("start", np.fromiter((e.ph == "s" for e in events), dtype=bool, count=len(events)))
-        p.add("ts", self._rel(events))
-        self._ints(p, "id", (e.id for e in events if isinstance(e.id, int)), ids=True)  # int ids only (kept above)
+        p.add("start", np.fromiter(map(operator.eq, map(_PH, events), itertools.repeat("s")), dtype=bool,
+                                   count=len(events)))
+        p.add("ts", ts)
+        self._ints(p, "id", list(map(_ID, events)), ids=True)  # int ids only (route.py keeps no other)
 
-    def _add_annotations(self, events: list[Event], ts: np.ndarray | None) -> None:
+    def _add_annotations(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
         p = self.annotations
         p.add(tables.AN_NAME, self._name_list(events))
-        p.add(tables.AN_GPU, np.fromiter((e.cat == "gpu_user_annotation" for e in events), dtype=bool))
+        p.add(tables.AN_GPU, np.fromiter(map(operator.eq, map(_CAT, events), itertools.repeat("gpu_user_annotation")),
+                                         dtype=bool, count=len(events)))
         p.add(tables.AN_PID, id_array([e.pid for e in events]))
         p.add(tables.AN_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.AN_TS, tables.AN_DUR, tables.AN_END)
 
-    def _add_memory(self, events: list[Event]) -> None:
+    def _add_memory(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
-        events, ts, _ = self._with_valid_times(events)
+        events, ts, _ = self._with_valid_times(events, ts)
         a = [e.args or NO_ARGS for e in events]
         p = self.memory
         p.add(tables.MEM_TS, ts)
-        p.add(tables.MEM_BYTES, np.array([_number(x.mem_bytes) for x in a], dtype=np.float64))
-        p.add(tables.MEM_ALLOCATED, np.array([_number(x.total_allocated) for x in a], dtype=np.float64))
-        p.add(tables.MEM_RESERVED, np.array([_number(x.total_reserved) for x in a], dtype=np.float64))
+        p.add(tables.MEM_BYTES, np.array([byte_count(x.mem_bytes) for x in a], dtype=np.float64))
+        p.add(tables.MEM_ALLOCATED, np.array([byte_count(x.total_allocated) for x in a], dtype=np.float64))
+        p.add(tables.MEM_RESERVED, np.array([byte_count(x.total_reserved) for x in a], dtype=np.float64))
         self._ints(p, tables.MEM_DEVICE_TYPE, (int_or(x.device_type) for x in a))
         self._ints(p, tables.MEM_DEVICE_ID, (int_or(x.device_id) for x in a))
         self._ints(p, tables.MEM_ADDR, (int_or(x.addr) for x in a))
@@ -309,10 +315,10 @@ class TableBuilder:
         p.add(tables.MEM_TID, id_array([e.tid for e in events]))
         p.add(tables.MEM_EXTERNAL_ID, np.full(len(events), -1, dtype=np.int64))
 
-    def _add_python(self, events: list[Event]) -> None:
+    def _add_python(self, events: list[Event], ts: np.ndarray) -> None:
         if not events:
             return
-        events, ts, _ = self._with_valid_times(events)
+        events, ts, _ = self._with_valid_times(events, ts)
         p = self.python
         p.add(tables.PY_NAME, self._name_list(events))
         p.add(tables.PY_PID, id_array([e.pid for e in events]))
@@ -354,17 +360,6 @@ class TableBuilder:
         for row, _pid, _tid, ts in missing:
             values[row] = ids.get(ts, -1)
         table[column] = values
-
-
-def _number(value: object) -> float:
-    """A byte count of a [memory] event as float (ints and digit strings), NaN otherwise."""
-    if isinstance(value, bool):
-        return NAN
-    if isinstance(value, (int, float)):
-        return float(value) if abs(value) < 1e18 else NAN
-    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 19:
-        return float(value)
-    return NAN
 
 
 def _extra(raw: bytes | None) -> dict | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 import zlib
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from tracekit.errors import TraceFormatError, TraceTooLarge
@@ -133,24 +135,64 @@ _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip removes
 def read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     """The decompressed bytes of a trace file; one-line TraceFormatError when unreadable or larger
     than the budget (see byte_budget)."""
+    raw, limit, explicit = read_raw(path, max_bytes)
+    return decompressed(path, raw, limit, explicit)
+
+
+def read_raw(path: Path, max_bytes: int | None = None) -> tuple[bytes, int, bool]:
+    """(the file's bytes as stored, the byte budget, whether the user gave it): read_bytes' first half."""
     limit, explicit = byte_budget(max_bytes)
-    raw: bytes | bytearray
     try:
         raw = _read_whole(path, limit)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read file ({exc.strerror or type(exc).__name__})") from None
     if not raw:
         raise TraceFormatError(f"{path}: file is empty")
-    if raw[:2] == b"\x1f\x8b":
+    return raw, limit, explicit
+
+
+def plain_blocks(path: Path, max_bytes: int | None = None) -> tuple[Generator[bytes, None, None], int] | None:
+    """(the text of an uncompressed trace file in blocks, its size) when it is a regular, non-empty
+    file within the budget that is not gzip; None otherwise (read_raw then decides, with its errors).
+    A read error or growth past the budget raises from the iterator (the caller reads it again)."""
+    limit, _ = byte_budget(max_bytes)
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            info = os.fstat(fh.fileno())
+            if not (stat.S_ISREG(info.st_mode) and 0 < info.st_size <= limit) or is_gzip(fh.read(2)):
+                return None
+    except OSError:
+        return None
+
+    def blocks() -> Generator[bytes, None, None]:
+        with open(path, "rb", buffering=0) as fh:
+            total = 0
+            while chunk := fh.read(_OUT_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise TraceTooLarge(_too_large(limit, True))
+                yield chunk
+
+    return blocks(), info.st_size
+
+
+def is_gzip(raw: bytes) -> bool:
+    return raw[:2] == b"\x1f\x8b"
+
+
+def decompressed(path: Path, raw: bytes, limit: int, explicit: bool) -> bytes | bytearray:
+    """read_bytes' second half: `raw` (from read_raw) inflated when it is gzip, with its errors."""
+    if is_gzip(raw):
         try:
-            raw = gunzip(raw, limit, bomb_guard=not explicit)
+            text = gunzip(raw, limit, bomb_guard=not explicit)
         except TraceTooLarge as exc:
             raise TraceTooLarge(f"{path}: {exc}") from None
         except (OSError, EOFError, zlib.error) as exc:
             reason = "truncated gzip data" if isinstance(exc, EOFError) else f"bad gzip data ({exc})"
             raise TraceFormatError(f"{path}: {reason}") from None
-        if _BLANK.fullmatch(raw):  # (raw.strip() would copy the whole text to find out)
+        if _BLANK.fullmatch(text):  # (text.strip() would copy the whole text to find out)
             raise TraceFormatError(f"{path}: file is empty (after decompression)")
+        return text
     return raw
 
 
@@ -188,7 +230,20 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
 
     The text is written into one buffer sized from the trailer (only a hint, capped by the limits):
     when the hint is right, the peak memory is the text plus one chunk, with no copy of the whole."""
-    out = bytearray(_size_hint(data, limit, bomb_guard))
+    out = bytearray(size_hint(data, limit, bomb_guard))
+    size = 0
+    for chunk in inflate(data, limit, bomb_guard=bomb_guard):
+        if size + len(chunk) > len(out):  # the hint was short: grow by half, up to the limit
+            out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit - len(out)), _OUT_CHUNK))
+        out[size:size + len(chunk)] = chunk
+        size += len(chunk)
+    del out[size:]
+    return out
+
+
+def inflate(data: bytes, limit: int, *, bomb_guard: bool = True) -> Iterator[bytes]:
+    """The decompressed text of a gzip stream, one chunk (at most _OUT_CHUNK bytes) at a time, with
+    the checks and errors gunzip documents (each chunk is checked before it is yielded)."""
     size = 0
     view = memoryview(data)
     pos, end = 0, len(data)
@@ -207,22 +262,17 @@ def gunzip(data: bytes, limit: int, *, bomb_guard: bool = True) -> bytes | bytea
             if chunk:
                 # past the limit: refused before the buffer grows (by half, it went to 1.5x the limit)
                 _check(size + len(chunk), pos - len(d.unconsumed_tail), limit, bomb_guard)
-                if size + len(chunk) > len(out):  # the hint was short: grow by half, up to the limit
-                    out += bytes(max(size + len(chunk) - len(out), min(len(out) // 2, limit - len(out)),
-                                     _OUT_CHUNK))
-                out[size:size + len(chunk)] = chunk
                 size += len(chunk)
+                yield chunk
             _check(size, pos - len(d.unconsumed_tail), limit, bomb_guard)
         pos -= len(d.unused_data)
         while pos < end and data[pos] == 0:
             pos += 1
         if data[pos:pos + 2] != b"\x1f\x8b":
             break  # trailing garbage after the last member: ignored, as gzip does
-    del out[size:]
-    return out
 
 
-def _size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
+def size_hint(data: bytes, limit: int, bomb_guard: bool) -> int:
     """The gzip trailer's size of the (last) member, within what gunzip would accept."""
     hint = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0  # ISIZE (mod 2**32)
     cap = min(limit, max(BOMB_FLOOR, BOMB_RATIO * len(data))) if bomb_guard else limit
@@ -237,4 +287,4 @@ def _check(inflated: int, consumed: int, limit: int, bomb_guard: bool) -> None:
                             f"genuine, allow it with --max-trace-bytes or {MAX_BYTES_ENV}")
 
 
-__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "is_trace_name", "parse_size", "rank_from_name", "read_bytes", "trace_files"]
+__all__ = ["byte_budget", "capture_files", "expand_inputs", "gunzip", "inflate", "is_trace_name", "parse_size", "plain_blocks", "rank_from_name", "read_bytes", "size_hint", "trace_files"]

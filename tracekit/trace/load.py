@@ -21,8 +21,9 @@ from tracekit.trace import build, files, graphs, link, tables
 from tracekit.trace.bare import BARE_KEY, parse_bare
 from tracekit.trace.inputs import found_captures, unique_files
 from tracekit.trace.model import RankTrace, Trace, TraceMeta
-from tracekit.trace.reader import TOO_DEEP, BadJSON, NotATrace, open_document
+from tracekit.trace.reader import TOO_DEEP, BadJSON, Document, NotATrace, open_document
 from tracekit.trace.store import OpInputStore
+from tracekit.trace.stream import Fallback, StreamDocument
 
 Progress = Callable[[str], None]
 _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
@@ -141,19 +142,42 @@ def load_file(path: Path, progress: Progress | None = None, max_bytes: int | Non
             gc.enable()
 
 
-def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> RankTrace:
-    raw = files.read_bytes(path, max_bytes)
-    builder = build.TableBuilder()
+def _decoded(path: Path, progress: Progress | None, max_bytes: int | None) -> tuple[dict[str, Any], int, build.TableBuilder]:
+    """(top-level metadata, events skipped, the builder holding every event): the text decoded as it
+    is read or inflated (trace.stream), or, when that declines, from the whole text."""
+    plain = files.plain_blocks(path, max_bytes)
+    if plain is not None:
+        try:
+            return _filled(path, StreamDocument(*plain), progress)
+        except Fallback:
+            plain[0].close()  # (closes the file now, not when the cycle is collected)
+    raw, limit, explicit = files.read_raw(path, max_bytes)
+    if files.is_gzip(raw):
+        try:
+            blocks = files.inflate(raw, limit, bomb_guard=not explicit)
+            return _filled(path, StreamDocument(blocks, files.size_hint(raw, limit, not explicit)), progress)
+        except Fallback:
+            pass
+    text = files.decompressed(path, raw, limit, explicit)
+    del raw
     try:
-        doc = open_document(raw)
-        for events, launch_op_args in doc.chunks():
-            builder.add(events, launch_op_args)
-            if progress:
-                progress(f"reading {path.name}: {100 * doc.done:.0f}%")
+        return _filled(path, open_document(text), progress)
     except (BadJSON, NotATrace) as exc:
         raise TraceFormatError(f"{path}: {exc}") from None
-    top, skipped = doc.top, doc.skipped + builder.skipped
-    del raw, doc
+
+
+def _filled(path: Path, doc: Document | StreamDocument, progress: Progress | None
+            ) -> tuple[dict[str, Any], int, build.TableBuilder]:
+    builder = build.TableBuilder()
+    for events, launch_op_args, times in doc.chunks():
+        builder.add(events, launch_op_args, times)
+        if progress:
+            progress(f"reading {path.name}: {100 * doc.done:.0f}%")
+    return doc.top, doc.skipped + builder.skipped, builder
+
+
+def _load_file(path: Path, progress: Progress | None, max_bytes: int | None) -> RankTrace:
+    top, skipped, builder = _decoded(path, progress, max_bytes)
     gpu, ops, runtime, annotations = builder.tables()
     if len(gpu) + len(ops) + len(runtime) + len(annotations) == 0:
         raise TraceFormatError(f"{path}: not a PyTorch profiler trace (no GPU activity, CPU ops, "

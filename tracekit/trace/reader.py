@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 import msgspec
 
 from tracekit.trace.args import NULL, Args, loose_args
+from tracekit.trace.times import ChunkTimes, NotANumber
 
 CHUNK_BYTES = 1 << 20  # events are decoded about 1 MB at a time: peak memory stays near the file size
 MAX_DUR_US = 1e15  # 31 years: a longer (or negative, NaN, infinite) duration makes the event malformed
@@ -26,10 +28,18 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: Decimal | None = None  # exact: float64 drops the ns digits of epoch-µs timestamps
+    ts: msgspec.Raw = NULL  # the JSON text, a number or null (trace.times reads it exactly)
     dur: Duration | None = None
     id: int | str | None = None
     args: Args | None = None
+
+
+# Event with `ts` decoded as a Decimal: decides about a ts that is not a number (a string)
+_TypedEvent = msgspec.defstruct("_TypedEvent", [(f.name, Decimal | None, None) if f.name == "ts" else (f.name, f.type, f.default)
+                                                for f in msgspec.structs.fields(Event)], gc=False)
+
+
+Chunk = tuple[list[Event], dict[int, bytes], ChunkTimes]  # events, raw args of launch ops, start times
 
 
 class _RawArgsEvent(msgspec.Struct, gc=False):
@@ -56,6 +66,8 @@ class TopLevel(msgspec.Struct, gc=False):
 
 _TOP = msgspec.json.Decoder(TopLevel | list[msgspec.Raw])
 _EVENTS = msgspec.json.Decoder(list[Event])
+_TYPED_EVENTS: msgspec.json.Decoder = msgspec.json.Decoder(list[_TypedEvent])  # type: ignore[valid-type]
+_TS = operator.attrgetter("ts")
 _RAW_ARGS = msgspec.json.Decoder(list[_RawArgsEvent])
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 
@@ -77,25 +89,20 @@ class Document:
     skipped: int = 0
     done: float = 0.0  # share of the events array decoded so far
 
-    def chunks(self) -> Iterator[tuple[list[Event], dict[int, bytes]]]:
-        """(events, raw args of launch ops by position) a few MB of JSON at a time; malformed events
-        are counted in `skipped`."""
+    def chunks(self) -> Iterator[Chunk]:
+        """(events, raw args of launch ops by position, start times) a few MB of JSON at a time;
+        malformed events are counted in `skipped`."""
         body = self.events_raw
         start, end = 1, len(body) - 1  # inside the [ ]
         while start < end:
             cut = _next_cut(body, start + CHUNK_BYTES, end)
             while True:
                 piece = b"[" + bytes(body[start:cut]) + b"]"
-                events: list[Event] | None
                 try:
-                    events = _EVENTS.decode(piece)
-                except msgspec.ValidationError:
-                    events = self._tolerant(piece)
-                except msgspec.DecodeError:
-                    events = None
+                    decoded = decode_piece(piece, self._tolerant)
                 except RecursionError:
                     raise BadJSON(f"{TOO_DEEP} inside traceEvents") from None
-                if events is not None:
+                if decoded is not None:
                     break
                 if cut >= end:
                     raise BadJSON("not valid JSON inside traceEvents")
@@ -103,7 +110,8 @@ class Document:
                 # string full of "},{") costs linear time, not one decode per false cut
                 cut = _next_cut(body, max(cut + 1, start + 2 * (cut - start)), end)
             self.done = (cut + 1) / len(body)
-            yield events, _launch_op_args(piece, events)
+            events, times = decoded
+            yield events, _launch_op_args(piece, events), times
             start = cut + 1  # past the comma
 
     def _tolerant(self, piece: bytes) -> list[Event] | None:
@@ -122,6 +130,42 @@ class Document:
                 events.append(event)
         return events
 
+
+
+def decode_piece(piece: bytes, tolerant: Callable[[bytes], list[Event] | None]
+                 ) -> tuple[list[Event], ChunkTimes] | None:
+    """The events of `piece` (a JSON array) and their start times; None when it is not valid JSON
+    (the cut fell inside an event). `tolerant` decodes event by event when one has a field of the
+    wrong type. A ts that is not a number is decided by the typed decoder, as before: a string that
+    Decimal reads counts, anything else makes the event malformed."""
+    events: list[Event] | None
+    try:
+        events = _EVENTS.decode(piece)
+    except msgspec.ValidationError:
+        events = tolerant(piece)
+    except msgspec.DecodeError:
+        return None
+    if events is None:
+        return None
+    try:
+        return events, ChunkTimes(list(map(_TS, events)))
+    except NotANumber:
+        pass
+    try:
+        events = [_with_text_ts(e) for e in _TYPED_EVENTS.decode(piece)]
+    except msgspec.ValidationError:
+        events = tolerant(piece)
+    if events is None:
+        return None
+    return events, ChunkTimes(list(map(_TS, events)))
+
+
+def _with_text_ts(typed: msgspec.Struct) -> Event:
+    """The Event of a _TypedEvent: its Decimal ts as text (str of a Decimal reads back as the same)."""
+    fields = msgspec.structs.asdict(typed)
+    ts = fields["ts"]
+    fields["ts"] = NULL if ts is None else msgspec.Raw(str(ts).encode())
+    return Event(**fields)
 
 
 def _launch_op_args(piece: bytes, events: list[Event]) -> dict[int, bytes]:
@@ -189,7 +233,7 @@ def _event_from(item: object) -> Event | None:
         return None
     fields = {k: item[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id") if k in item}
     try:
-        event = msgspec.convert(fields, Event, strict=False)
+        event = _with_text_ts(msgspec.convert(fields, _TypedEvent, strict=False))
     except msgspec.ValidationError:
         return None
     if "args" in item:

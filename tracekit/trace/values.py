@@ -35,6 +35,11 @@ def norm_id(value: int | str | None) -> int | str | None:
 
 def id_array(values: list[int | str | None]) -> np.ndarray:
     """pid/tid values: an int64 array when all are numbers (the common case), else objects."""
+    if values and all_ints(values):
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
     values = [v if v.__class__ is int else norm_id(v) for v in values]
     try:
         return np.array(values, dtype=np.int64)
@@ -112,3 +117,40 @@ def dim3_columns(values: list[list[int] | str | None]) -> np.ndarray:
     except OverflowError:  # a size past int64: that event's sizes are unknown
         dims = [d if all(0 <= x <= INT64_MAX for x in d) else _NO_DIM3 for d in dims]
         return np.array(dims, dtype=np.int64).reshape(-1, 3)
+
+
+def ints_or_none(values: list) -> np.ndarray | None:
+    """Values typed `int | None` by the decoder (never str or bool) as int64 with None as -1, as
+    `int_or` gives them; None when one is past int64 (the caller's slow path decides)."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except TypeError:  # a None: numpy would parse a str, which is why this is for int | None only
+        values = [-1 if v is None else v for v in values]
+    except OverflowError:
+        return None
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except OverflowError:
+        return None
+
+
+def all_ints(values: list) -> bool:
+    """Whether every value is exactly an int (not a bool, str or None)."""
+    return set(map(type, values)) == {int}
+
+
+def durations(values: list) -> np.ndarray:
+    """Decoded durations (float >= 0 or None) as float64, `dur or 0.0` of each (None and -0.0 -> 0.0)."""
+    dur = np.fromiter(values, dtype=np.float64, count=len(values))  # None -> NaN
+    return np.where(dur > 0, dur, 0.0)
+
+
+def byte_count(value: object) -> float:
+    """A byte count of a [memory] event as float (ints and digit strings), NaN otherwise."""
+    if isinstance(value, bool):
+        return NAN
+    if isinstance(value, (int, float)):
+        return float(value) if abs(value) < 1e18 else NAN
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 19:
+        return float(value)
+    return NAN
