@@ -14,6 +14,14 @@ from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 MIN_SAMPLES = 8  # repetitions per step: fewer is a short loop, not a batch of samples (issue's threshold)
+# A loop body of at least this many launching ops: one or two ops repeated over tensors of different
+# sizes is a per-tensor loop (foreach_loops' ground; a nan_to_num per gradient in the HTA trace_diff
+# traces of /work/shared/traces), not a per-sample computation such as a loss.
+MIN_BODY_OPS = 3
+# The varying size takes at least this many values: a size that takes two is structure, not data (a
+# layer stack whose last layer is the narrow head, as train_optimizer_loop's 256 → 10; self- and
+# cross-attention of two fixed lengths).
+MIN_SIZES = 3
 MAX_LEN_VALUES = 10_000  # integers per repetition's shapes that are compared (untrusted traces: bounded)
 
 # --- columns of Patterns.sample_loops (one row per step × thread with a per-sample loop) ------------
@@ -52,7 +60,7 @@ def _ints(value: object) -> Iterator[int]:
 def varying_size(shapes: list[list[int]]) -> list[int] | None:
     """Per repetition, the one size in which their shapes differ (every differing position takes that
     value in its repetition); None when the shapes are the same in all (a fixed-shape loop), differ in
-    length, or differ in two sizes or more."""
+    length, differ in two sizes or more, or the size takes fewer than MIN_SIZES values."""
     if not shapes or any(len(s) != len(shapes[0]) for s in shapes):
         return None
     grid = np.asarray(shapes, dtype=np.int64)
@@ -62,6 +70,8 @@ def varying_size(shapes: list[list[int]]) -> list[int] | None:
     cols = grid[:, varying]
     if not (cols == cols[:, :1]).all():
         return None  # two sizes vary independently (or one is derived from another): not one padded dim
+    if len(np.unique(cols[:, 0])) < MIN_SIZES:
+        return None
     return cols[:, 0].tolist()
 
 
@@ -96,7 +106,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
             seq = mine[tid[mine] == thread]
             seq = seq[np.argsort(ts[seq], kind="stable")]
             found = _block([str(n) for n in names[seq]])
-            if found is None or found[2] < MIN_SAMPLES:
+            if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
                 continue
             start, period, repeats = found
             body = seq[start:start + period * repeats].reshape(repeats, period)
