@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     layers,
     optimizer,
     recurrent,
+    samples,
     sdpa_fallback,
     sequences,
     triton_launch,
@@ -177,6 +178,12 @@ def foreach_loop_time(analysis: Analysis, sel: Selection) -> float:
     selected steps, per step."""
     frames = _selected(analysis, sel, "foreach_loops", foreach.FL_STEP)
     return per_step(sum(float((t[foreach.FL_END] - t[foreach.FL_TS]).sum()) for t in frames), sel.steps)
+
+
+def sample_loop_time(analysis: Analysis, sel: Selection) -> float:
+    """Host wall time of the per-sample loops (patterns.sample_loops) in the selected steps, per step."""
+    frames = _selected(analysis, sel, "sample_loops", samples.SL_STEP)
+    return per_step(sum(float(t[samples.SL_HOST_US].sum()) for t in frames), sel.steps)
 
 
 def step_span(analysis: Analysis, sel: Selection) -> float:

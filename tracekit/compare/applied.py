@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     optimizer,
     recurrent,
     requests,
+    samples,
     sequences,
     triton_launch,
 )
@@ -310,6 +311,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_batching.batch_requests: one forward at batch k: the steps served as repeated batch-1 forwards vanish.
     "batch_requests": (Signal("batch-1 forwards per step", _steps_sum("requests", requests.RQ_STEP, requests.RQ_REQUESTS),
                               FALLS, 1.0),),
+    # rules_batching.batch_samples: the samples padded and run once: the per-sample loops' repetitions vanish.
+    "batch_samples": (Signal("per-sample loop repetitions per step",
+                             _steps_sum("sample_loops", samples.SL_STEP, samples.SL_SAMPLES), FALLS, 1.0),),
 }
 
 

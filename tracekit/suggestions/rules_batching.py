@@ -1,4 +1,4 @@
-"""Rules about Python loops the framework could do in one call: per-tensor loops (torch._foreach_* ops) and requests served one at a time at batch 1 (one batched forward)."""
+"""Rules about Python loops the framework could do in one call: per-tensor loops (torch._foreach_* ops), requests served one at a time at batch 1 (one batched forward) and per-sample loops with data-dependent sizes (padded, one batched call)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
-from tracekit.analyzers.detectors import foreach, requests
+from tracekit.analyzers.detectors import foreach, requests, samples
 from tracekit.analyzers.devices import Device
 from tracekit.suggestions.common import (
     Scope,
@@ -158,3 +158,61 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
     title = (f"Batch the requests: each step runs the same forward {k:.0f} times at batch 1 "
              f"({x['launches_per_forward']} launches each, same shapes); one forward at batch {k:.0f} launches once")
     return suggestion("batch_requests", title, saving, scope, formula, rows)
+
+
+def padded_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
+    """Per rank.gpu row of a per-sample loop: the roof time (µs) of its kernel batched over the k
+    samples padded to the largest: k × its FLOPs and bytes × (largest size / its sample's size); NaN
+    where unknown or outside the loop."""
+    costs = r.costs.table
+    out = np.full(len(costs), np.nan)
+    p = r.patterns
+    sizes = p.sample_sizes if p is not None else np.zeros(0, dtype=np.int64)
+    if p is None or len(sizes) != len(costs) or not len(p.sample_loops):
+        return out
+    largest = float(p.sample_loops[samples.SL_MAX].max())
+    flops = costs[attribution.FLOPS].to_numpy(dtype=float)
+    nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    for i in np.flatnonzero(sizes > 0).tolist():
+        grow = k * largest / float(sizes[i])
+        out[i] = _roof(device, costs[attribution.DTYPE].iat[i], grow * flops[i], grow * nbytes[i])
+    return out
+
+
+def batch_samples(analysis: Analysis) -> Suggestion | None:
+    """Per-sample loops (patterns.sample_loops): the same ops repeated k ≥ 8 times a step with one
+    data-dependent size. Padded to the batch maximum and run once: the loop's host work and launches
+    × 1/k, each kernel at max(its time, its roof for the padded batch's work) / k; as traced, the
+    loop's host time × (1 − 1/k) per step (the what-if replay prices it on the unprofiled step)."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, Any]] = []
+    total = 0.0
+    for r, table in rank_tables(analysis, "sample_loops"):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[samples.SL_STEP].to_numpy())]
+        if not len(t):
+            continue
+        k = float(np.median(t[samples.SL_SAMPLES].to_numpy(dtype=float)))
+        host = float(t[samples.SL_HOST_US].sum())
+        saving = host * (1.0 - 1.0 / k)
+        total += saving
+        rows.append({"rank": r.rank, "samples_per_step": k, "loop": str(t[samples.SL_OPS].iat[0]),
+                     "size_min": int(t[samples.SL_MIN].min()), "size_max": int(t[samples.SL_MAX].max()),
+                     "size_mean": float(t[samples.SL_MEAN].mean()),
+                     "launches_per_step": float(t[samples.SL_LAUNCHES].sum()) / scope.steps,
+                     "host_us_per_step": host / scope.steps,
+                     "gpu_us_per_step": float(t[samples.SL_GPU_US].sum()) / scope.steps, "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    x = rows[0]
+    k = x["samples_per_step"]
+    formula = (f"the loop padded to its largest size ({x['size_max']}) and run once for the {k:.0f} samples: its "
+               f"host time × (1 − 1/{k:.0f}) = {fmt_us(x['host_us_per_step'])} × {1 - 1 / k:.3f} per step as traced; "
+               f"the what-if keeps one repetition's launches and each kernel at max(its time, its roof for the "
+               f"padded batch's work) / {k:.0f}")
+    title = (f"Pad the samples to the batch maximum and run the loop body once: each step repeats the same ops "
+             f"{k:.0f} times, one per sample, with a size from the data ({x['size_min']}–{x['size_max']}), "
+             f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step")
+    return suggestion("batch_samples", title, saving, scope, formula, rows)

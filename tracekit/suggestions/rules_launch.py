@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import sequences
+from tracekit.analyzers.detectors import samples, sequences
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import ATTENTION
 from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
 from tracekit.analyzers.windows import SCOPE_INFERRED
-from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 
 # Host-wait gaps longer than this are CPU work a graph does not remove (data loading, Python
@@ -58,15 +58,30 @@ def growing_kv_cache(analysis: Analysis) -> tuple[str, tuple[int, ...]] | None:
     return None
 
 
+def data_dependent_shapes(analysis: Analysis) -> str | None:
+    """What gives the headline steps shapes that change from call to call, in words: a growing KV cache
+    (growing_kv_cache) or a per-sample loop whose sizes come from the data (patterns.sample_loops);
+    None when neither. A CUDA graph replays the shapes it captured, so it cannot capture such a step."""
+    cache = growing_kv_cache(analysis)
+    if cache is not None:
+        return f"{cache[0]}'s key lengths {cache[1][0]}–{cache[1][-1]}"
+    for r in analysis.ranks:
+        t = r.patterns.sample_loops if r.patterns is not None else None
+        if t is not None and len(t) and in_headline(r, t[samples.SL_STEP].to_numpy()).any():
+            return f"a per-sample loop with sizes {int(t[samples.SL_MIN].min())}–{int(t[samples.SL_MAX].max())}"
+    return None
+
+
 def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     """Launch-bound steps: span − GPU busy − what stays after the launch gaps are gone. Silent on a
-    step whose KV cache grows (growing_kv_cache): a CUDA graph replays fixed shapes and addresses,
-    so it cannot capture such a step as written (a static cache first: transformers' StaticCache,
-    as sample_traces/scripts/gpt2_decode.py does for gpt2_decode_graph.py)."""
+    step whose shapes come from the data (data_dependent_shapes: a KV cache that grows, a per-sample
+    loop): a CUDA graph replays fixed shapes and addresses, so it cannot capture such a step as written
+    (a static cache first: transformers' StaticCache, as sample_traces/scripts/gpt2_decode.py does for
+    gpt2_decode_graph.py; padded samples: batch_samples)."""
     scope = Scope.of(analysis)
     if not launch_limited(analysis.verdict, analysis.cause):
         return None  # the GPU is not waiting for launches: a graph would not shorten the step
-    if growing_kv_cache(analysis) is not None:
+    if data_dependent_shapes(analysis) is not None:
         return None
     rows: list[dict[str, Any]] = []
     total, gaps_total, n_total, resid_total = 0.0, 0.0, 0, 0.0

@@ -56,6 +56,16 @@ with torch.inference_mode():
 results = out.argmax(-1).tolist()                        # one device-to-host copy for all of them
 # a server: dynamic batching (TorchServe batch_size / max_batch_delay, Triton dynamic_batching)
 ''',
+    "batch_samples": '''\
+# A Python loop over the samples of the batch, each with its own number of boxes / tokens / points,
+# launches the loop body's kernels once per sample. Pad to the batch maximum (or to a few bucket
+# sizes) with a validity mask, once per batch (in the collate function), and run the body once:
+gt = torch.nn.utils.rnn.pad_sequence(boxes, batch_first=True)          # (batch, max_boxes, 4)
+valid = torch.arange(gt.shape[1], device=gt.device) < lengths[:, None]  # (batch, max_boxes)
+loss = batched_loss(preds, gt, valid)        # padded entries masked out (IoU -1, weight 0, ...)
+# instead of: loss = sum(image_loss(p, g) for p, g in zip(preds, boxes))
+# fixed shapes per bucket also let torch.compile / CUDA graphs capture the step
+''',
     "foreach_loops": '''\
 # A Python loop over the parameters launches one kernel per op per tensor (and syncs at each .item()).
 # before:

@@ -46,6 +46,7 @@ from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.suggestions.whatif_loops import (
     BARE_LAUNCH_US,
     _batch_requests,
+    _batch_samples,
     _concat_embeddings,
     _cudnn_rnn,
     _foreach_loops,
@@ -293,6 +294,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "channels_last": _channels_last,
     "batch_decode": _batch_decode,
     "batch_requests": _batch_requests,
+    "batch_samples": _batch_samples,
     "foreach_loops": _foreach_loops,
     "larger_batch": _larger_batch,
     "quantize_weights": _quantize,

@@ -12,7 +12,7 @@ from tracekit.analyzers.kernels import CLASS, MEMCPY
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import batch_forwards, foreach_runs, fuse_region
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof
+from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof, padded_roof
 
 BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
 
@@ -56,6 +56,25 @@ def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transfor
     if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
         return None
     return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
+
+
+def _batch_samples(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
+    Python between them gone but for one repetition's launches at the unprofiled launch cost, each
+    kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time."""
+    k = max((_num(e, "samples_per_step") for e in _mine(s, r)), default=0.0)
+    p = r.patterns
+    if k < 2 or p is None or r.roofline.device is None or len(p.sample_sizes) != len(r.classification.table):
+        return None
+    mine = p.sample_sizes > 0
+    dur = np.nan_to_num(p.sample_gpu_us)
+    if len(dur) != len(mine) or not mine.any():
+        return None
+    roof = padded_roof(r, r.roofline.device, k)
+    batched = np.where(np.isnan(roof), k * dur, np.maximum(dur, np.nan_to_num(roof)))
+    factor = np.where(mine & (dur > 0), batched / k / np.where(dur > 0, dur, 1.0), 1.0)
+    launches = max(round(max((_num(e, "launches_per_step") for e in _mine(s, r)), default=0.0) / k), 1)
+    return fuse_region(mine, factor, launches, BARE_LAUNCH_US)
 
 
 def _cudnn_rnn(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tracekit.analyzers.detectors import (
     optimizer,
     recurrent,
     requests,
+    samples,
     sdpa_fallback,
     sequences,
     triton_launch,
@@ -92,6 +93,11 @@ class Patterns:
     # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
     requests: pd.DataFrame = field(default_factory=requests.empty)
     in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # samples.SAMPLE_COLUMNS per step × thread with a per-sample loop; per rank.gpu row the varying
+    # size of the repetition that launched it (0: none)
+    sample_loops: pd.DataFrame = field(default_factory=samples.empty)
+    sample_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sample_gpu_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.gpu row: its µs in a loop, NaN outside
     # sdpa_fallback.FALLBACK_COLUMNS: SDPA calls with a misaligned head dim on a slow backend; per
     # rank.gpu row, their forward and backward kernels
     sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
@@ -138,6 +144,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
     foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps)
     served, in_requests = requests.find_requests(rank, steps)
+    sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -172,6 +179,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         if len(rank.runtime) else np.zeros(0, dtype=bool),
         requests=served,
         in_requests=in_requests,
+        sample_loops=sample_loops,
+        sample_sizes=sample_sizes,
+        sample_gpu_us=sample_gpu_us,
         sdpa_fallback=fallback,
         in_sdpa_fallback=in_fallback,
         reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)

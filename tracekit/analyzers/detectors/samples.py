@@ -1,0 +1,135 @@
+"""Per-sample loops: within a step, the same top-level ops on one thread repeated k ≥ 8 times back to back with input shapes that differ between repetitions in one data-dependent size (boxes, tokens, points per sample), which padding to the batch maximum turns into one batched call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyzers.detectors.foreach import top_ops
+from tracekit.analyzers.detectors.hostside import StepsOf
+from tracekit.analyzers.detectors.requests import _block
+from tracekit.trace import tables
+from tracekit.trace.model import RankTrace
+
+MIN_SAMPLES = 8  # repetitions per step: fewer is a short loop, not a batch of samples (issue's threshold)
+# A loop body of at least this many launching ops: one or two ops repeated over tensors of different
+# sizes is a per-tensor loop (foreach_loops' ground; a nan_to_num per gradient in the HTA trace_diff
+# traces of /work/shared/traces), not a per-sample computation such as a loss.
+MIN_BODY_OPS = 3
+# The varying size takes at least this many values: a size that takes two is structure, not data (a
+# layer stack whose last layer is the narrow head, as train_optimizer_loop's 256 → 10; self- and
+# cross-attention of two fixed lengths).
+MIN_SIZES = 3
+MAX_LEN_VALUES = 10_000  # integers per repetition's shapes that are compared (untrusted traces: bounded)
+
+# --- columns of Patterns.sample_loops (one row per step × thread with a per-sample loop) ------------
+SL_STEP = "step"
+SL_THREAD = "thread"
+SL_SAMPLES = "samples"  # repetitions of the loop body in the step
+SL_OPS = "ops"  # the body's top-level ops that launch work, in words
+SL_MIN = "size_min"  # the varying dimension's smallest value over the repetitions
+SL_MAX = "size_max"  # ... and its largest
+SL_MEAN = "size_mean"  # ... and its mean
+SL_LAUNCHES = "launches"  # launch calls of all repetitions
+SL_HOST_US = "host_us"  # host time from the first repetition's start to the last one's end
+SL_GPU_US = "gpu_us"  # GPU time of the kernels the repetitions launched
+SAMPLE_COLUMNS = (SL_STEP, SL_THREAD, SL_SAMPLES, SL_OPS, SL_MIN, SL_MAX, SL_MEAN, SL_LAUNCHES, SL_HOST_US, SL_GPU_US)
+OPS_CHARS = 120
+# The autograd engine's node calls carry no input shapes: a block of them repeated as many times as a
+# per-sample loop of the same step is that loop's backward (one node chain per sample, run in reverse).
+BACKWARD = "autograd::engine::evaluate_function"  # of SL_OPS (trace names are untrusted text: kept short)
+
+
+def empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(SAMPLE_COLUMNS))
+
+
+def _ints(value: object) -> Iterator[int]:
+    """The integers of a (nested) list of input dims, in order."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _ints(v)
+
+
+def varying_size(shapes: list[list[int]]) -> list[int] | None:
+    """Per repetition, the one size in which their shapes differ (every differing position takes that
+    value in its repetition); None when the shapes are the same in all (a fixed-shape loop), differ in
+    length, differ in two sizes or more, or the size takes fewer than MIN_SIZES values."""
+    if not shapes or any(len(s) != len(shapes[0]) for s in shapes):
+        return None
+    grid = np.asarray(shapes, dtype=np.int64)
+    varying = np.flatnonzero((grid != grid[0]).any(axis=0))
+    if not len(varying):
+        return None
+    cols = grid[:, varying]
+    if not (cols == cols[:, :1]).all():
+        return None  # two sizes vary independently (or one is derived from another): not one padded dim
+    if len(np.unique(cols[:, 0])) < MIN_SIZES:
+        return None
+    return cols[:, 0].tolist()
+
+
+def find_sample_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """One row per step and thread whose launching top-level ops are one block repeated k ≥ MIN_SAMPLES
+    times back to back, by op names, with shapes that vary in one size (SAMPLE_COLUMNS); and per
+    rank.gpu row the varying size of the repetition that launched it (0: launched by none) and its
+    duration (µs; NaN outside the loops)."""
+    ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
+    in_loop = np.zeros(len(gpu), dtype=np.int64)
+    if not len(ops) or not len(rt) or not len(gpu):
+        return empty(), in_loop, np.full(len(gpu), np.nan)
+    top = top_ops(ops)
+    rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
+    rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
+    launching = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.LAUNCH_KINDS) & (rt_top >= 0)
+    launches = np.bincount(rt_top[launching], minlength=len(ops))
+    depth0 = np.flatnonzero((ops[tables.OP_DEPTH].to_numpy() == 0) & (launches > 0))
+    names = ops[tables.OP_NAME].to_numpy(dtype=object)
+    ts, end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
+    tid = ops[tables.OP_TID].to_numpy()
+    gpu_launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
+    gpu_top = np.where(gpu_launch >= 0, rt_top[np.maximum(gpu_launch, 0)], -1)
+    gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    rows = []
+    for step in np.unique(steps.ops[depth0]).tolist():
+        if step < 0:
+            continue
+        mine = depth0[steps.ops[depth0] == step]
+        blocks = []  # (thread, repetitions, their varying sizes or None where the ops carry no shapes)
+        for thread in np.unique(tid[mine]).tolist():
+            seq = mine[tid[mine] == thread]
+            seq = seq[np.argsort(ts[seq], kind="stable")]
+            found = _block([str(n) for n in names[seq]])
+            if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
+                continue
+            start, period, repeats = found
+            body = seq[start:start + period * repeats].reshape(repeats, period)
+            shapes = [[v for r in rep.tolist() for v in _ints(rank.op_inputs(int(r)).get(tables.OP_INPUT_DIMS))]
+                      [:MAX_LEN_VALUES] for rep in body]
+            sizes = varying_size(shapes)
+            if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist())
+                                     and not any(shapes)):
+                blocks.append((thread, body, sizes))
+        forward = {len(body): sizes for _, body, sizes in blocks if sizes is not None}
+        for thread, body, sizes in blocks:
+            if sizes is None:  # the autograd thread's nodes of a per-sample loop: the same k, in reverse order
+                if len(body) not in forward:
+                    continue
+                sizes = forward[len(body)][::-1]
+            covered = body.ravel()
+            for rep, size in zip(body, sizes, strict=True):
+                in_loop[np.isin(gpu_top, rep)] = max(int(size), 1)
+            hit = np.isin(gpu_top, covered)
+            rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: repeats,
+                         SL_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[body[0]])[:OPS_CHARS],
+                         SL_MIN: int(min(sizes)), SL_MAX: int(max(sizes)), SL_MEAN: float(np.mean(sizes)),
+                         SL_LAUNCHES: int(launches[covered].sum()),
+                         SL_HOST_US: float(end[covered].max() - ts[covered].min()),
+                         SL_GPU_US: float(gpu_dur[hit].sum())})
+    return pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS)), in_loop, np.where(in_loop > 0, gpu_dur, np.nan)
