@@ -370,6 +370,9 @@ def find_attention(rank: RankTrace, classes: np.ndarray, costs: attribution.Kern
             continue
         q, kt, _ = before
         _, v, o = after
+        # the matmuls' operand dtype (what SDPA would run in; a softmax upcast to fp32 does not change it)
+        operands = inputs(int(op_pos[seq[first]]))
+        dtype = operands[-1][1] if operands and operands[-1][1] in DTYPE_SIZE else dtype
         size = DTYPE_SIZE.get(dtype, 2.0)
         io_bytes = (math.prod(q) + math.prod(kt) + math.prod(v) + math.prod(o)) * size
         gemm_rows = [seq[first], seq[last]]

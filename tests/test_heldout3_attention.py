@@ -1,0 +1,35 @@
+"""The unfused-attention pattern takes the matmuls' operand dtype, not the softmax's upcast one: on the
+third held-out set's hand-written attention (benchmarks/heldout3/manual_attention.py: bf16 autocast,
+the scores softmaxed in fp32) the fused estimate is at the bf16 roof, so use_sdpa fires (it was silent:
+at the fp32 roof the fused kernel came out slower than the chain)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import SAMPLE_TRACES
+
+import tracekit
+from tracekit.analyzers.analysis import analyze
+from tracekit.suggestions import rules_kernels
+
+TRACE = SAMPLE_TRACES / "heldout3" / "ho3_manual_attention.trace.json.gz"
+
+
+def test_hand_written_attention_is_priced_in_its_matmuls_dtype():
+    if not TRACE.exists():
+        pytest.skip("no heldout3 sample trace")
+    # from the raw events: the score GEMM (aten::bmm) takes bf16 operands, the softmax runs in fp32
+    events = json.load(gzip.open(TRACE))["traceEvents"]
+    bmm = {tuple(e["args"].get("Input type") or ()) for e in events if e.get("name") == "aten::bmm" and e.get("cat") == "cpu_op"}
+    soft = {tuple(e["args"].get("Input type") or ())[:1] for e in events if e.get("name") == "aten::_softmax" and e.get("cat") == "cpu_op"}
+    assert ("c10::BFloat16", "c10::BFloat16") in bmm and soft == {("float",)}
+    analysis = analyze(tracekit.load_trace(TRACE))
+    table = analysis.ranks[0].patterns.attention
+    assert list(table["dtype"]) == ["bf16"]
+    # Q, K, V, O of [4, 16, 2048, 64] in bf16: 4 × 4·16·2048·64 × 2 bytes per call, 12 calls
+    assert float(table["io_bytes"].iloc[0]) == 12 * 4 * 4 * 16 * 2048 * 64 * 2
+    s = rules_kernels.use_sdpa(analysis)
+    assert s is not None and s.saving_us > 0
