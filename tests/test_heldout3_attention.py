@@ -22,7 +22,8 @@ def test_hand_written_attention_is_priced_in_its_matmuls_dtype():
     if not TRACE.exists():
         pytest.skip("no heldout3 sample trace")
     # from the raw events: the score GEMM (aten::bmm) takes bf16 operands, the softmax runs in fp32
-    events = json.load(gzip.open(TRACE))["traceEvents"]
+    with gzip.open(TRACE) as f:
+        events = json.load(f)["traceEvents"]
     bmm = {tuple(e["args"].get("Input type") or ()) for e in events if e.get("name") == "aten::bmm" and e.get("cat") == "cpu_op"}
     soft = {tuple(e["args"].get("Input type") or ())[:1] for e in events if e.get("name") == "aten::_softmax" and e.get("cat") == "cpu_op"}
     assert ("c10::BFloat16", "c10::BFloat16") in bmm and soft == {("float",)}
