@@ -18,6 +18,7 @@ from tracekit.analyzers.roofline import ASSUMED
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF
+from tracekit.units import plural
 
 # bf16 autocast keeps a conv net's activations in bf16: the memory-bound kernels that read and write
 # them (ReLU, residual adds, memory-bound convolutions) move half the bytes; at the bandwidth they
@@ -38,6 +39,7 @@ NATIVE_NORM = re.compile(r"at::native")
 BATCH_NORM_OP = re.compile(r"batch_norm")
 NHWC_NAME = re.compile(r"nhwc|channels_last", re.IGNORECASE)
 OPTIMIZER_OPS = re.compile(r"_foreach_|_fused_(adam|sgd|adagrad)|Optimizer\.")
+FP64 = "fp64"
 ABOVE_PEAK = 1.05  # a "fp32" kernel faster than this × the fp32 peak already runs on tensor cores (TF32)
 
 
@@ -79,6 +81,8 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool
     cls, t = row["class"], float(row["time_us"])
     nbytes = float(row["bytes"]) if isinstance(row.get("bytes"), (int, float)) else math.nan
     full = nbytes / device.memory_bandwidth * 1e6 if not math.isnan(nbytes) else 0.0
+    if row.get("dtype") == FP64:
+        return _from_fp64(row, analysis, t, full)
     if cls in (GEMM, CONV) and row.get("bound") == "compute":
         slow = (row.get("peak_tflops") or 0.0) * 1e12
         achieved = float(row["achieved_tflops"]) * 1e12
@@ -108,6 +112,23 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool
     return None
 
 
+def _from_fp64(row: dict[str, Any], analysis: Analysis, t: float, full: float) -> tuple[float, str] | None:
+    """A float64 kernel row in fp32: a compute-bound GEMM at the TF32 roof at the efficiency it reached
+    on the fp64 roof (at most 1: Hopper's fp64 tensor cores run above the table's fp64 peak), at least
+    half its bytes / bandwidth; a memory-bound kernel at half its bytes (fp32 tensors)."""
+    device = analysis.device
+    assert device is not None
+    if row["class"] == GEMM and row.get("bound") == "compute":
+        slow, tf32 = (row.get("peak_tflops") or 0.0) * 1e12, device.peak_flops("tf32")
+        achieved = float(row["achieved_tflops"] or 0.0) * 1e12
+        if slow <= 0 or not achieved > 0 or not tf32:
+            return None
+        return max(row["flops"] / (tf32 * min(achieved / slow, 1.0)) * 1e6, full * HALF_BYTES), "fp64 → TF32 roof"
+    if row.get("bound") == "memory" and not OPTIMIZER_OPS.search(str(row.get("op") or "")):
+        return t * HALF_BYTES, "fp64 → fp32 tensors: half the bytes"
+    return None
+
+
 def lower_precision(analysis: Analysis) -> Suggestion | None:
     """fp32 GEMMs on the fp32 roof: TF32 at the same efficiency; in a trace with fp32 convolutions,
     also the convolutions at the bf16 roof (TF32 ones: tf32 / bf16 peak of their time) and the
@@ -117,7 +138,7 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     k = analysis.kernels
     if fast is None or k is None or not len(k):
         return None
-    k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32"]) | ((k["class"] == CONV) & k["dtype"].isna()))]
+    k = k[(k["time_us"] > 0) & (k["dtype"].isin(["fp32", FP64]) | ((k["class"] == CONV) & k["dtype"].isna()))]
     convs = bool((k["class"] == CONV).any())
     autocast = convs or any(_sdpa_on_fp32(r) for r in k[k["class"] == ATTENTION].to_dict("records"))
     rows, total, before, models = [], 0.0, 0.0, set()
@@ -125,7 +146,7 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     scores = {row[sf.SF_SCORES] for _, t in rank_tables(analysis, "sdpa_fallback") for row in t.to_dict("records")
               if row[sf.SF_BACKEND] == MATH}
     for row in k.to_dict("records"):
-        if (row["class"] != GEMM and not autocast) or (scores and row["class"] == GEMM and sf.gemm_on_scores(row["shapes"], scores)):
+        if (row["class"] != GEMM and not autocast and row["dtype"] != FP64) or (scores and row["class"] == GEMM and sf.gemm_on_scores(row["shapes"], scores)):
             continue
         got = _new_time(row, analysis, fast, autocast)
         if got is None:
@@ -147,6 +168,9 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     saving = total / scope.ranks
     by_class = pd.DataFrame(rows).groupby("class")["count"].sum().to_dict()
     described = {
+        "fp64 → TF32 roof": "fp64 → TF32 roof (float64 GEMMs): FLOPs / (TF32 peak × the efficiency reached on the "
+                            "fp64 roof, at most 1), at least half the bytes / bandwidth",
+        "fp64 → fp32 tensors: half the bytes": "fp64 → fp32 tensors (memory-bound kernels): t × 0.5",
         "fp32 → TF32 roof": "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), "
                             "at least bytes / bandwidth",
         f"TF32 → {fast} roof": f"TF32 → {fast} roof (convolutions): t × TF32 peak / {fast} peak, at least half "
@@ -164,7 +188,11 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
                + "; ".join(described[m] for m in sorted(models))
                + (f"; BatchNorm unchanged (torch's native kernels run it on {fast} input)" if convs else
                   "" if autocast else " (bf16 autocast would halve the bytes too)"))
-    if autocast:
+    fp64 = sum(x["count"] for x in rows if str(x["model"]).startswith("fp64"))
+    if fp64:
+        title = (f"Compute in fp32 with TF32 (or bf16 autocast) instead of float64: {plural(fp64, 'float64 kernel call')} "
+                 "run at the fp64 rate with twice the fp32 bytes")
+    elif autocast:
         what = ", ".join(f"{n} {c}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1]))
         ran = "convolutions and activations run at TF32" if convs else "GEMMs and attention run at fp32"
         title = f"Autocast to {fast} (torch.autocast): fp32 {ran} rates and fp32 bytes ({what} calls)"
