@@ -19,6 +19,7 @@ from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     attention_mask,
+    cache_growth,
     compiled,
     embeddings,
     foreach,
@@ -232,4 +233,10 @@ def rnn_loop_time(analysis: Analysis, sel: Selection) -> float:
 def embedding_lookup_time(analysis: Analysis, sel: Selection) -> float:
     """GPU time of the embedding lookups and their backward (Patterns.embedding_lookups), per step."""
     return per_step(_in_selection(analysis, sel, "embedding_lookups", embeddings.EL_STEP, embeddings.EL_TIME_US),
+                    sel.steps)
+
+
+def cache_growth_time(analysis: Analysis, sel: Selection) -> float:
+    """Copy kernel time of the torch.cat calls growing a cache (Patterns.cache_growth), per step."""
+    return per_step(_in_selection(analysis, sel, "cache_growth", cache_growth.CG_STEP, cache_growth.CG_TIME_US),
                     sel.steps)

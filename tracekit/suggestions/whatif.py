@@ -53,6 +53,7 @@ from tracekit.suggestions.whatif_loops import (
     _loop_calls,
     _mine,
     _num,
+    _preallocate,
     _rows,
 )
 from tracekit.units import fmt_us
@@ -305,6 +306,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "cudnn_rnn": _cudnn_rnn,
     "concat_embeddings": _concat_embeddings,
     "use_sdpa": _use_sdpa,
+    "preallocate_kv_cache": _preallocate,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 
