@@ -24,6 +24,7 @@ from tracekit.analyzers.detectors import (
     embeddings,
     foreach,
     layers,
+    mask_build,
     optimizer,
     recurrent,
     samples,
@@ -149,6 +150,14 @@ def attention_chain(analysis: Analysis, sel: Selection) -> float:
 def attention_time(analysis: Analysis, sel: Selection) -> float:
     """Attention-class kernel time (the fused SDPA kernels: flash, cuDNN, memory-efficient), per step."""
     return class_time(analysis, sel, kernels.ATTENTION)
+
+
+def causal_mask_time(analysis: Analysis, sel: Selection) -> float:
+    """Attention-class kernel time, plus the masks built in the steps (Patterns.mask_builds: their host
+    time less the copy and sync calls' wait, and their copies and kernels), per step."""
+    built = sum(_in_selection(analysis, sel, "mask_builds", mask_build.MB_STEP, column)
+                for column in (mask_build.MB_HOST_US, mask_build.MB_GPU_US))
+    return attention_time(analysis, sel) + per_step(built, sel.steps)
 
 
 def gemm_loop(analysis: Analysis, sel: Selection) -> float:
