@@ -79,7 +79,8 @@ def causal_mask(analysis: Analysis) -> Suggestion | None:
         title += "; the mask also keeps flash out (math backend ran)"
     if built:
         where = "on the host and copied" if any(float(str(x["copy_bytes_per_step"])) > 0 for x in built) else "on the device"
-        title += f"; the mask is built every step ({where}: {fmt_us(sum(float(str(x['saving_us_per_step'])) for x in built))} per step)"
+        per_step = sum(float(str(x["saving_us_per_step"])) for x in built) / scope.ranks
+        title += f"; the mask is built every step ({where}: {fmt_us(per_step)} per step)"
     return suggestion("causal_mask", title, saving, scope, formula, rows, min_pct=CAUSAL_MIN_PCT)
 
 
