@@ -19,10 +19,12 @@ from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     attention_mask,
+    cache_growth,
     compiled,
     embeddings,
     foreach,
     layers,
+    mask_build,
     optimizer,
     recurrent,
     samples,
@@ -150,6 +152,14 @@ def attention_time(analysis: Analysis, sel: Selection) -> float:
     return class_time(analysis, sel, kernels.ATTENTION)
 
 
+def causal_mask_time(analysis: Analysis, sel: Selection) -> float:
+    """Attention-class kernel time, plus the masks built in the steps (Patterns.mask_builds: their host
+    time less the copy and sync calls' wait, and their copies and kernels), per step."""
+    built = sum(_in_selection(analysis, sel, "mask_builds", mask_build.MB_STEP, column)
+                for column in (mask_build.MB_HOST_US, mask_build.MB_GPU_US))
+    return attention_time(analysis, sel) + per_step(built, sel.steps)
+
+
 def gemm_loop(analysis: Analysis, sel: Selection) -> float:
     """Wall time of same-shape GEMM loops plus the GEMM time outside them, per step."""
     wall = per_step(_patterns_total(analysis, "loops", sequences.LP_WALL_US), sel.steps)
@@ -232,4 +242,10 @@ def rnn_loop_time(analysis: Analysis, sel: Selection) -> float:
 def embedding_lookup_time(analysis: Analysis, sel: Selection) -> float:
     """GPU time of the embedding lookups and their backward (Patterns.embedding_lookups), per step."""
     return per_step(_in_selection(analysis, sel, "embedding_lookups", embeddings.EL_STEP, embeddings.EL_TIME_US),
+                    sel.steps)
+
+
+def cache_growth_time(analysis: Analysis, sel: Selection) -> float:
+    """Copy kernel time of the torch.cat calls growing a cache (Patterns.cache_growth), per step."""
+    return per_step(_in_selection(analysis, sel, "cache_growth", cache_growth.CG_STEP, cache_growth.CG_TIME_US),
                     sel.steps)

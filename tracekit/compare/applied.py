@@ -13,6 +13,7 @@ from tracekit.analyzers import kernels, step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     attention_mask,
+    cache_growth,
     compiled,
     embeddings,
     foreach,
@@ -304,6 +305,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # patterns.embedding_lookups) fall to a quarter.
     "concat_embeddings": (Signal("embedding lookup calls per step", _pattern_sum("embedding_lookups", embeddings.EL_CALLS),
                                  FALLS, 0.75),),
+    # rules_cache.preallocate_kv_cache: a buffer allocated once and written in place: no torch.cat grows
+    # a cache a few positions per call any more (patterns.cache_growth).
+    "preallocate_kv_cache": (Signal("cache-growing torch.cat calls per step",
+                                    _steps_sum("cache_growth", cache_growth.CG_STEP, cache_growth.CG_CALLS), FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
     # of the loops (patterns.foreach_loops) fall to a quarter.
     "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),

@@ -277,4 +277,16 @@ pooled = table((ids + base.view(1, -1, 1)).flatten(0, 1)).view(ids.shape[0], -1)
 # sparse=True: the optimizer updates only the rows looked up (torch.optim.SGD / SparseAdam).
 # At scale: torchrec's EmbeddingBagCollection (FBGEMM table-batched embeddings) does this for you.
 ''',
+    "preallocate_kv_cache": '''\
+# torch.cat([cache, new], dim=2) copies the whole cache to append one position, every token, every layer.
+# Allocate the cache once for the longest sequence and write each new position in place:
+k_cache = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)   # once, per layer
+v_cache = torch.empty_like(k_cache)
+k_cache[:, :, pos : pos + 1] = k          # or k_cache.index_copy_(2, positions, k)
+v_cache[:, :, pos : pos + 1] = v
+out = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, : pos + 1])
+# Length not known up front: grow the buffer by torch.cat in blocks (256 positions) only when it is full.
+# Hugging Face: model.generate(..., cache_implementation="static") (transformers.StaticCache), which
+# also lets torch.compile(mode="reduce-overhead") capture the decode step in a CUDA graph.
+''',
 }

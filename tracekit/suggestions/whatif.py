@@ -43,6 +43,7 @@ from tracekit.model.whatif import (
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
+from tracekit.suggestions.whatif_attention import _causal_mask
 from tracekit.suggestions.whatif_loops import (
     BARE_LAUNCH_US,
     _batch_requests,
@@ -53,6 +54,7 @@ from tracekit.suggestions.whatif_loops import (
     _loop_calls,
     _mine,
     _num,
+    _preallocate,
     _rows,
 )
 from tracekit.units import fmt_us
@@ -67,7 +69,6 @@ NO_REPLAY = "traced estimate (no what-if replay of this change), at most the pro
 GPU_CLASSES: dict[str, tuple[str, ...]] = {
     "align_dims": (GEMM,),
     "overlap_comm": (COMMUNICATION,),
-    "causal_mask": (ATTENTION,),  # the masked SDPA calls' fused kernels
 }
 
 # use_sdpa's unfused chains: the classes its replay shortens (the chain's scale/mask/transpose kernels too)
@@ -305,6 +306,8 @@ TRANSFORMS: dict[str, TransformFor] = {
     "cudnn_rnn": _cudnn_rnn,
     "concat_embeddings": _concat_embeddings,
     "use_sdpa": _use_sdpa,
+    "causal_mask": _causal_mask,  # the attention kernels, and the mask built every step gone
+    "preallocate_kv_cache": _preallocate,
     **{rule: _gpu_side for rule in GPU_CLASSES},
 }
 

@@ -1,4 +1,4 @@
-"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables), and the evidence helpers all transforms share."""
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables, caches grown by torch.cat), and the evidence helpers all transforms share."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tracekit.analyzers.analysis import RankAnalysis
 from tracekit.analyzers.detectors import embeddings, foreach, recurrent
 from tracekit.analyzers.kernels import CLASS, MEMCPY
 from tracekit.model.outlook import Transform
-from tracekit.model.whatif import batch_forwards, foreach_runs, fuse_region
+from tracekit.model.whatif import batch_forwards, foreach_runs, fuse_region, scale_nodes
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof, padded_roof
 
@@ -109,3 +109,12 @@ def _concat_embeddings(s: Suggestion, r: RankAnalysis, per_step: float) -> Trans
     flagged = ~np.isnan(factor)
     launches = max(sum(int(_num(e, "merged_kernels")) for e in rows), 1)
     return fuse_region(flagged, np.where(flagged, factor, 1.0), launches, BARE_LAUNCH_US)
+
+
+def _preallocate(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The copy kernels of the cats that grow a cache (patterns.in_cache_growth) shorter by the saving
+    per step: an in-place write of the new positions is what is left of each."""
+    mask = r.patterns.in_cache_growth if r.patterns is not None else None
+    if mask is None or len(mask) != len(r.classification.table) or not mask.any():
+        return None
+    return scale_nodes(mask, per_step)

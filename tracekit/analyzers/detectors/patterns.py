@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py) and caches grown by torch.cat (cache_growth.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import (
     attention_mask,
+    cache_growth,
     embeddings,
     foreach,
     gemm_layout,
     hostside,
     layers,
+    mask_build,
     optimizer,
     recurrent,
     requests,
@@ -62,6 +64,11 @@ class Patterns:
     in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
     # attention_mask.MASKED_COLUMNS: SDPA calls with a square mask and is_causal=False
     masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
+    # mask_build.BUILD_COLUMNS per mask built in a step for those calls; per rank.gpu row, launched by a
+    # build's ops; per rank.runtime row, on a build's thread
+    mask_builds: pd.DataFrame = field(default_factory=mask_build.empty)
+    in_mask_build: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    mask_build_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # hostside.HG_*: the host's long silences (no launch or sync call), outside the DataLoader
     host_gaps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(hostside.HOST_GAP_COLUMNS)))
     # per rank.gpu row: a cuDNN NCHW <-> NHWC layout transpose kernel (layers.LAYOUT_TRANSPOSE)
@@ -104,6 +111,10 @@ class Patterns:
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a REDUCE_KERNEL kernel
     reduce_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # cache_growth.GROWTH_COLUMNS per step × cache shape grown by torch.cat a few positions per call;
+    # per rank.gpu row, a kernel of those cats
+    cache_growth: pd.DataFrame = field(default_factory=cache_growth.empty)
+    in_cache_growth: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -144,6 +155,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
     foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps)
     served, in_requests = requests.find_requests(rank, steps)
+    grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
+    masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
+    builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
@@ -158,7 +172,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
         optimizer=optimizer_steps,
         in_optimizer=in_optimizer,
-        masked_attention=attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows),
+        masked_attention=masked,
+        mask_builds=builds,
+        in_mask_build=in_build,
+        mask_build_thread=build_thread,
         host_gaps=hostside.find_host_gaps(rank, steps),
         layout_transposes=layers.find_layout_transposes(rank),
         llm_chains=llm_chains,
@@ -186,4 +203,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_sdpa_fallback=in_fallback,
         reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
         else np.zeros(0, dtype=bool),
+        cache_growth=grown,
+        in_cache_growth=in_grown,
     )
