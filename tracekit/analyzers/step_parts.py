@@ -18,7 +18,9 @@ import pandas as pd
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
+    anomaly,
     attention_mask,
+    cleanup,
     compiled,
     embeddings,
     foreach,
@@ -233,3 +235,21 @@ def embedding_lookup_time(analysis: Analysis, sel: Selection) -> float:
     """GPU time of the embedding lookups and their backward (Patterns.embedding_lookups), per step."""
     return per_step(_in_selection(analysis, sel, "embedding_lookups", embeddings.EL_STEP, embeddings.EL_TIME_US),
                     sel.steps)
+
+
+def anomaly_time(analysis: Analysis, sel: Selection) -> float:
+    """Autograd anomaly mode's host time (patterns.anomaly): the backward NaN checks + the forward's
+    stack capture, per step."""
+    return per_step(_in_selection(analysis, sel, "anomaly", anomaly.AN_STEP, anomaly.AN_CHECK_US)
+                    + _in_selection(analysis, sel, "anomaly", anomaly.AN_STEP, anomaly.AN_CAPTURE_US), sel.steps)
+
+
+def cache_release_time(analysis: Analysis, sel: Selection) -> float:
+    """cudaFree + cudaMalloc call time (patterns.cleanup), per step."""
+    return per_step(_in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_FREE_US)
+                    + _in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_MALLOC_US), sel.steps)
+
+
+def gc_time(analysis: Analysis, sel: Selection) -> float:
+    """Recorded garbage-collection pauses (patterns.cleanup, traces from tracekit profile), per step."""
+    return per_step(_in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_GC_US), sel.steps)

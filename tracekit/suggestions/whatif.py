@@ -43,6 +43,7 @@ from tracekit.model.whatif import (
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
+from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_loops import (
     BARE_LAUNCH_US,
     _batch_requests,
@@ -306,6 +307,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "concat_embeddings": _concat_embeddings,
     "use_sdpa": _use_sdpa,
     **{rule: _gpu_side for rule in GPU_CLASSES},
+    **DEBUG_TRANSFORMS,
 }
 
 

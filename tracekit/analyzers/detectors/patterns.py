@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py) and embedding lookups per table (embeddings.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention (attention_mask.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import (
     attention_mask,
     embeddings,
@@ -27,6 +28,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     triton_launch,
 )
+from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
@@ -104,6 +106,20 @@ class Patterns:
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a REDUCE_KERNEL kernel
     reduce_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # anomaly.ANOMALY_COLUMNS per step with autograd anomaly checks, anomaly.CHECK_COLUMNS per check;
+    # per rank.runtime row: issued by a forward op (its host gap holds the stack capture)
+    anomaly: pd.DataFrame = field(default_factory=anomaly_mode.empty)
+    anomaly_checks: pd.DataFrame = field(default_factory=anomaly_mode.empty_checks)
+    forward_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    anomaly_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row: in a NaN check
+    sync_in_anomaly: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per syncs row: a NaN check's
+    # cleanup.CLEANUP_COLUMNS per step with cache releases, allocations or recorded collections;
+    # cleanup.SPAN_COLUMNS: what removing them takes away; gc_recorded: the trace records every collection
+    cleanup: pd.DataFrame = field(default_factory=step_cleanup.empty)
+    cleanup_spans: pd.DataFrame = field(default_factory=step_cleanup.empty_spans)
+    gc_recorded: bool = False
+    runtime_tids: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.runtime row: its thread
+    debug_modes: tuple[tuple[str, bool], ...] = ()  # anomaly.debug_settings: what tracekit profile read
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -144,6 +160,11 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
     foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps)
     served, in_requests = requests.find_requests(rank, steps)
+    anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
+    cleanup_steps, cleanup_spans = step_cleanup.find_cleanup(rank, steps)
+    is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
+        else np.zeros(0, dtype=bool)
+    in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
@@ -175,8 +196,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         embedding_rows=lookup_rows,
         foreach_loops=foreach_loops,
         foreach_calls=foreach_calls,
-        sync_in_loop=foreach_calls[np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS)] >= 0
-        if len(rank.runtime) else np.zeros(0, dtype=bool),
+        sync_in_loop=foreach_calls[is_sync] >= 0 if len(rank.runtime) else np.zeros(0, dtype=bool),
         requests=served,
         in_requests=in_requests,
         sample_loops=sample_loops,
@@ -186,4 +206,14 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_sdpa_fallback=in_fallback,
         reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
         else np.zeros(0, dtype=bool),
+        anomaly=anomaly_steps,
+        anomaly_checks=anomaly_checks,
+        forward_calls=forward_calls,
+        anomaly_calls=in_checks,
+        sync_in_anomaly=in_checks[is_sync] if len(in_checks) else np.zeros(0, dtype=bool),
+        cleanup=cleanup_steps,
+        cleanup_spans=cleanup_spans,
+        gc_recorded=step_cleanup.gc_recorded(rank),
+        runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) else np.zeros(0),
+        debug_modes=anomaly_mode.debug_settings(rank),
     )
