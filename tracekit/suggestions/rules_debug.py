@@ -42,7 +42,8 @@ def anomaly_mode(analysis: Analysis) -> Suggestion | None:
                "inside each autograd node: a kernel, a device-to-host copy and a sync each) + backward nodes × "
                "the stack one forward node stores (median self time of the forward's view ops − the backward's) "
                f"= {fmt_us(saving)}")
-    title = (f"Turn off autograd anomaly detection: {checks:.0f} NaN checks per step (a host sync each) and a "
+    title = (f"Turn off autograd anomaly detection: {checks:.0f} NaN check{'' if round(checks) == 1 else 's'} per "
+             "step (a host sync each) and a "
              "Python stack stored for every forward op")
     return suggestion("anomaly_mode", title, saving, scope, formula, rows)
 
@@ -111,7 +112,8 @@ def gc_collect(analysis: Analysis) -> Suggestion | None:
     formula = ("Σ per step of the garbage-collection pauses tracekit profile recorded (gc.callbacks, start to "
                f"stop) = {fmt_us(saving)}: the thread does nothing else during a collection")
     if explicit:
-        title = (f"Remove the per-step gc.collect(): {explicit / n:.1f} call{'s' if explicit != n else ''} per step "
+        calls = f"{explicit / n:.0f}" if explicit % n == 0 else f"{explicit / n:.1f}"
+        title = (f"Remove the per-step gc.collect(): {calls} call{'s' if explicit != n else ''} per step "
                  f"pause Python for {fmt_us(saving / scope.steps)}")
     else:
         title = (f"Python's garbage collector pauses {fmt_us(saving / scope.steps)} per step ({full / n:.1f} full "
