@@ -67,16 +67,16 @@ def test_collections_become_annotations_and_settings_metadata(tmp_path, monkeypa
 
 
 def test_a_failing_record_never_breaks_the_script():
+    import types
+
     from tracekit.profile.pauses import GcPauses
 
-    class Broken:  # a torch whose record_function raises
-        class autograd:  # noqa: N801
-            class profiler:  # noqa: N801
-                @staticmethod
-                def record_function(name):
-                    raise RuntimeError("no profiler")
+    def record_function(name):
+        raise RuntimeError("no profiler")
 
-    pauses = GcPauses(Broken)
+    broken = types.ModuleType("torch")  # a torch whose record_function raises
+    broken.autograd = types.SimpleNamespace(profiler=types.SimpleNamespace(record_function=record_function))
+    pauses = GcPauses(broken)
     pauses.install()
     try:
         assert gc.collect() >= 0  # the wrapped collect still collects

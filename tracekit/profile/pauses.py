@@ -13,6 +13,8 @@ import gc
 import os
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
+from types import ModuleType
 from typing import Any
 
 from tracekit.trace.tables import GC_ANNOTATION, GC_EXPLICIT
@@ -22,7 +24,7 @@ class GcPauses:
     """gc.callbacks that wrap every collection in a record_function; `gc.collect` wrapped to tell the
     script's own calls apart. `install()` / `restore()` are idempotent; the callback never raises."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: ModuleType) -> None:
         self._torch = torch
         self._open: dict[int, Any] = {}  # thread id -> the running collection's record_function
         self._explicit = threading.local()
@@ -74,17 +76,15 @@ class GcPauses:
             self._open.pop(threading.get_ident(), None)
 
     @staticmethod
-    def _exit(record: Any) -> None:
-        try:
+    def _exit(record: AbstractContextManager[object]) -> None:
+        with suppress(Exception):
             record.__exit__(None, None, None)
-        except Exception:
-            pass
 
 
 class DebugModes:
     """The debug settings, OR-ed over the samples taken (trace/tables.py DEBUG_MODES_KEY)."""
 
-    def __init__(self, torch: Any, cuda: bool) -> None:
+    def __init__(self, torch: ModuleType, cuda: bool) -> None:
         self._torch = torch
         self._cuda = cuda
         self.seen: dict[str, bool] = {}
