@@ -67,24 +67,35 @@ def gc_recorded(rank: RankTrace) -> bool:
     return isinstance(meta, dict) and meta.get(tables.GC_PAUSES_KEY) == "annotations"
 
 
-def _silence_before(rank: RankTrace, tid: object, at: float, floor: float) -> float:
-    """Start of the silence before `at` on thread `tid`: the latest end of an op, runtime call or
-    annotation (not a step mark, not a collection) on it at or before `at`, never before `floor`."""
-    latest = floor
-    for table, t_tid, t_end, t_name in ((rank.ops, tables.OP_TID, tables.OP_END, tables.OP_NAME),
-                                        (rank.runtime, tables.RT_TID, tables.RT_END, tables.RT_NAME),
-                                        (rank.annotations, tables.AN_TID, tables.AN_END, tables.AN_NAME)):
-        if not len(table):
-            continue
-        end = table[t_end].to_numpy(dtype=float)
-        keep = (table[t_tid].to_numpy() == tid) & (end <= at + 1e-3)
-        if table is rank.annotations:
-            names = table[t_name].to_numpy(dtype=object)
-            keep &= ~matches(names, STEP_MARK) & ~matches(names, tables.GC_NAME_RE)
-            keep &= ~table[tables.AN_GPU].to_numpy(dtype=bool)
-        if keep.any():
-            latest = max(latest, float(end[keep].max()))
-    return latest
+class _Ends:
+    """Per thread, the sorted ends of its recorded events (ops, runtime calls, annotations other than
+    step marks and collections): where a silence before a time on it starts."""
+
+    def __init__(self, rank: RankTrace) -> None:
+        tids, ends = [], []
+        for table, t_tid, t_end in ((rank.ops, tables.OP_TID, tables.OP_END), (rank.runtime, tables.RT_TID, tables.RT_END),
+                                    (rank.annotations, tables.AN_TID, tables.AN_END)):
+            if not len(table):
+                continue
+            keep = np.ones(len(table), dtype=bool)
+            if table is rank.annotations:
+                names = table[tables.AN_NAME].to_numpy(dtype=object)
+                keep = ~matches(names, STEP_MARK) & ~matches(names, tables.GC_NAME_RE) & ~table[tables.AN_GPU].to_numpy(dtype=bool)
+            tids.append(table[t_tid].to_numpy()[keep])
+            ends.append(table[t_end].to_numpy(dtype=float)[keep])
+        self._by_tid: dict[object, np.ndarray] = {}
+        if tids:
+            tid, end = np.concatenate(tids), np.concatenate(ends)
+            for t in pd.unique(tid):
+                self._by_tid[t] = np.sort(end[tid == t])
+
+    def silence_start(self, tid: object, at: float, floor: float) -> float:
+        """The latest end at or before `at` on thread `tid`, never before `floor`."""
+        ends = self._by_tid.get(tid)
+        if ends is None:
+            return floor
+        k = int(np.searchsorted(ends, at + 1e-3, side="right"))
+        return max(floor, float(ends[k - 1])) if k else floor
 
 
 def find_cleanup(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -121,14 +132,13 @@ def find_cleanup(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Data
         step_of = steps.runtime
         starts = dict(zip(rank.steps[tables.STEP_NUMBER].tolist(), rank.steps[tables.STEP_TS].tolist(), strict=True)) \
             if len(rank.steps) else {}
-        order = np.argsort(ts, kind="stable")
+        codes = pd.factorize(tid)[0]
+        order = np.lexsort((ts, codes))  # by thread, then time
         previous_free = np.zeros(len(rt), dtype=bool)  # the call before it on its thread is a cudaFree
-        last: dict[object, int] = {}
-        for i in order.tolist():
-            j = last.get(tid[i])
-            previous_free[i] = j is not None and bool(free[j])
-            last[tid[i]] = i
+        same = codes[order][1:] == codes[order][:-1]
+        previous_free[order[1:]] = same & free[order][:-1]
         s_gc, e_gc = merge_intervals(gc_s, gc_e)
+        recorded: _Ends | None = None  # built at the first release
         for i in np.flatnonzero(free | malloc).tolist():
             step = int(step_of[i])
             if step < 0 and len(rank.steps):
@@ -140,7 +150,8 @@ def find_cleanup(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Data
             spans.append({CS_STEP: step, CS_TID: tid[i], CS_TS: float(ts[i]), CS_END: float(end[i]), CS_WHAT: SPAN_ALLOC})
             if free[i] and op[i] < 0 and not previous_free[i]:  # the first cudaFree of an empty_cache()
                 r[CL_RELEASES] += 1
-                lo = _silence_before(rank, tid[i], float(ts[i]), float(starts.get(step, -np.inf)))
+                recorded = recorded or _Ends(rank)
+                lo = recorded.silence_start(tid[i], float(ts[i]), float(starts.get(step, -np.inf)))
                 if np.isfinite(lo) and ts[i] > lo:
                     covered = float(busy_in_windows(s_gc, e_gc, np.array([lo]), np.array([float(ts[i])]))[0]) \
                         if len(s_gc) else 0.0
