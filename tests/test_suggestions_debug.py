@@ -160,4 +160,26 @@ def test_recorded_debug_settings_are_named(tmp_path):
     doc["tracekit"] = {"debug_modes": {"anomaly": True, "cudnn_deterministic": "yes", "other": True}}
     path.write_text(json.dumps(doc))
     s = RULES_BY_ID["anomaly_mode"].run(analyze(tracekit.load_trace(path)))
-    assert s.evidence[-1] == {"recorded": "torch.autograd.set_detect_anomaly(True)"}
+    assert s.formula.endswith("as tracekit profile recorded: torch.autograd.set_detect_anomaly(True)")
+    assert all("recorded" not in e for e in s.evidence)
+
+
+def test_silent_below_two_percent_of_the_step(tmp_path):
+    from tracekit.pipeline.local import analyse_file
+
+    b = TraceBuilder()
+    for step in (1, 2):
+        t0 = 10000 * (step - 1)
+        b.annotation(f"ProfilerStep#{step}", t0, 10000)
+        b.launch(t0, 5, GEMM, t0 + 10, 9000)
+        b.op("aten::add", t0 + 100, 8000)  # recorded work up to 5 µs before the release
+        _rt(b, "cudaFree", t0 + 8105, 75)
+        _rt(b, "cudaFree", t0 + 8185, 75)
+        b.launch(t0 + 9100, 5, GEMM, t0 + 9110, 880)
+    path = b.write(tmp_path / "small.json")
+    a = analyze(tracekit.load_trace(path))
+    # the check sees 2 × 75 µs of cudaFree + 5 µs of silence (t0+8100 → t0+8105) per step: 1.55 % of the
+    # 10,000 µs step, above its 0.5 % floor
+    assert RULES_BY_ID["empty_cache"].run(a).per_step_us == pytest.approx(155.0)
+    # what the user sees stays silent below 2 % of the step
+    assert "empty_cache" not in {s.id for s in analyse_file(path).suggestions}

@@ -34,14 +34,14 @@ def anomaly_mode(analysis: Analysis) -> Suggestion | None:
                          "forward_host_us": float(e[anomaly.AN_FORWARD_HOST_US]), "saving_us": saving})
     if not rows:
         return None
-    if settings:
-        rows.append({"recorded": "; ".join(sorted(settings))})
     saving = total / scope.ranks
-    checks = sum(float(str(x.get("nan_checks", 0))) for x in rows) / (scope.steps * scope.ranks)
+    checks = sum(float(str(x["nan_checks"])) for x in rows) / (scope.steps * scope.ranks)
     formula = ("Σ per step of the backward NaN checks' wall time (aten::isnan → aten::_is_any_true → aten::item "
                "inside each autograd node: a kernel, a device-to-host copy and a sync each) + backward nodes × "
                "the stack one forward node stores (median self time of the forward's view ops − the backward's) "
                f"= {fmt_us(saving)}")
+    if settings:
+        formula += f"; on in the run, as tracekit profile recorded: {'; '.join(sorted(settings))}"
     title = (f"Turn off autograd anomaly detection: {checks:.0f} NaN check{'' if round(checks) == 1 else 's'} per "
              "step (a host sync each) and a "
              "Python stack stored for every forward op")
