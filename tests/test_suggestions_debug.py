@@ -183,3 +183,17 @@ def test_silent_below_two_percent_of_the_step(tmp_path):
     assert RULES_BY_ID["empty_cache"].run(a).per_step_us == pytest.approx(155.0)
     # what the user sees stays silent below 2 % of the step
     assert "empty_cache" not in {s.id for s in analyse_file(path).suggestions}
+
+
+def test_anomaly_mode_without_nan_checks_when_the_recorder_says_it_was_on(tmp_path):
+    path = anomaly_trace(tmp_path, check=False)
+    a = analyze(tracekit.load_trace(path))
+    assert RULES_BY_ID["anomaly_mode"].run(a) is None  # nothing in the events says anomaly mode
+    doc = json.loads(path.read_text())
+    doc["tracekit"] = {"debug_modes": {"anomaly": True, "anomaly_check_nan": False}}
+    path.write_text(json.dumps(doc))
+    s = RULES_BY_ID["anomaly_mode"].run(analyze(tracekit.load_trace(path)))
+    # set_detect_anomaly(True, check_nan=False): no check, the stack capture alone: 1 node × (98 − 3) µs per step
+    assert s.per_step_us == pytest.approx(95.0)
+    assert s.evidence[0]["nan_checks"] == 0
+    assert "a Python stack stored for each of 1 forward autograd nodes per step" in s.title

@@ -42,9 +42,13 @@ def anomaly_mode(analysis: Analysis) -> Suggestion | None:
                f"= {fmt_us(saving)}")
     if settings:
         formula += f"; on in the run, as tracekit profile recorded: {'; '.join(sorted(settings))}"
-    title = (f"Turn off autograd anomaly detection: {checks:.0f} NaN check{'' if round(checks) == 1 else 's'} per "
-             "step (a host sync each) and a "
-             "Python stack stored for every forward op")
+    if round(checks):
+        title = (f"Turn off autograd anomaly detection: {checks:.0f} NaN check{'' if round(checks) == 1 else 's'} "
+                 "per step (a host sync each) and a Python stack stored for every forward op")
+    else:  # check_nan=False (the recorder says anomaly mode was on): the stack capture alone
+        nodes = sum(int(str(x["backward_nodes"])) for x in rows) / (scope.steps * scope.ranks)
+        title = (f"Turn off autograd anomaly detection: a Python stack stored for each of {nodes:.0f} forward "
+                 "autograd nodes per step")
     return suggestion("anomaly_mode", title, saving, scope, formula, rows)
 
 

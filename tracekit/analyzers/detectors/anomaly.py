@@ -117,7 +117,8 @@ def check_calls(rank: RankTrace, checks: pd.DataFrame) -> np.ndarray:
 def find_anomaly(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """Per step: the backward NaN checks and the forward's stack capture (ANOMALY_COLUMNS); one row
     per check (CHECK_COLUMNS); and per rank.runtime row whether a forward op issued it (the calls whose
-    host gaps hold the stack capture). Empty without a NaN check in any backward node."""
+    host gaps hold the stack capture). Empty without a NaN check in any backward node, unless the
+    recorder says anomaly mode was on (`check_nan=False` runs no check: the stack capture alone)."""
     ops, rt = rank.ops, rank.runtime
     forward_calls = np.zeros(len(rt), dtype=bool)
     if not len(ops):
@@ -128,7 +129,8 @@ def find_anomaly(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Data
     end = ops[tables.OP_END].to_numpy(dtype=float)
     is_node = matches(names, NODE)
     found = _checks(names, parent, ts, end, is_node)
-    if not found:
+    recorded_on = dict(debug_settings(rank)).get("anomaly", False)  # check_nan=False leaves no check
+    if not found and not recorded_on:
         return empty(), empty_checks(), forward_calls
     dur = np.nan_to_num(end - ts)
     kids = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(ops))
@@ -148,7 +150,8 @@ def find_anomaly(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Data
                            AC_TS: [float(ts[a]) for a, _ in found], AC_END: [float(end[b]) for _, b in found]},
                           columns=list(CHECK_COLUMNS))
     rows = []
-    for step in sorted(set(checks[AC_STEP].tolist())):
+    node_steps = set(op_step[is_node].tolist()) if recorded_on else set()
+    for step in sorted(set(checks[AC_STEP].tolist()) | node_steps):
         mine = checks[checks[AC_STEP] == step]
         nodes = int((is_node & (op_step == step)).sum())
         fwd_host = float(self_us[(op_step == step) & ~backward].sum())
