@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import RankAnalysis
 from tracekit.analyzers.detectors import anomaly, cleanup
-from tracekit.model.outlook import Transform
+from tracekit.model.outlook import StepModel, Transform
+from tracekit.model.replay import ReplayCosts
 from tracekit.model.whatif import Breaks, compose, merge_breaks, shorter_gaps
 from tracekit.suggestions.model import Suggestion
 
 
+def _shorter_tail(breaks: Breaks) -> Transform:
+    """The main thread's tail (its last call's end to the step mark's end) shorter by the share of it
+    inside the stretches, when they are on the main thread: a gc.collect() after the step's last launch."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        i = g.main_last_call
+        if i < 0 or not np.isfinite(g.cpu_end_us) or not bool(breaks.on_thread[g.call_row[i]]):
+            return step.costs
+        lo, hi = float(g.call_ts_us[i] + g.call_dur_us[i]), float(g.cpu_end_us)
+        covered = float(np.clip(np.minimum(breaks.ends, hi) - np.maximum(breaks.starts, lo), 0.0, None).sum())
+        if hi <= lo or covered <= 0:
+            return step.costs
+        tail = step.costs.tail_us if step.costs.tail_us is not None else g.tail_us
+        return dataclasses.replace(step.costs, tail_us=tail * (1.0 - min(covered / (hi - lo), 1.0)))
+
+    return apply
+
+
 def _removed(r: RankAnalysis, spans: pd.DataFrame, tid_col: str, ts_col: str, end_col: str) -> list[Transform]:
-    """One merge_breaks per thread: the stretches [ts, end) of `spans` removed from it."""
+    """Per thread, the stretches [ts, end) of `spans` removed from it: from the host gaps and calls
+    they cover (merge_breaks) and from the main thread's tail."""
     tids = r.patterns.runtime_tids if r.patterns is not None else np.zeros(0)
-    out = []
+    out: list[Transform] = []
     for tid, g in spans.groupby(tid_col, sort=True):
         on_thread = tids == tid
         if on_thread.any():
-            out.append(merge_breaks(Breaks(on_thread, g[ts_col].to_numpy(dtype=float), g[end_col].to_numpy(dtype=float))))
+            breaks = Breaks(on_thread, g[ts_col].to_numpy(dtype=float), g[end_col].to_numpy(dtype=float))
+            out.extend((merge_breaks(breaks), _shorter_tail(breaks)))
     return out
 
 
