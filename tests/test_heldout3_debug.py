@@ -1,6 +1,8 @@
-"""anomaly_mode and empty_cache on the third held-out set's H200 pairs (benchmarks/heldout3/anomaly_mode.py,
-empty_cache.py): first on the baseline, silent on the fixed variant, the saving within ±35 % of the
-unprofiled saving the traces store (`tracekit.bare`, CUDA events at the step boundaries)."""
+"""anomaly_mode, empty_cache and gc_collect on the third held-out set's H200 pairs.
+
+benchmarks/heldout3/anomaly_mode.py and empty_cache.py: first on the baseline, silent on the fixed
+variant, the saving within ±35 % of the unprofiled saving the traces store (`tracekit.bare`, CUDA
+events at the step boundaries)."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def _roots(parent: np.ndarray) -> np.ndarray:
 def _checks(names: np.ndarray, parent: np.ndarray, ts: np.ndarray, end: np.ndarray,
             in_node: np.ndarray) -> list[tuple[int, int]]:
     """(first op row, item op row) of every NaN check: an isnan directly inside a backward node's
-    op, followed among its siblings by an item within CHECK_MAX_OPS ops, only CHECK_BETWEEN between."""
+    op, and the first item among the next CHECK_MAX_OPS of its siblings named CHECK_END or CHECK_BETWEEN."""
     starts = np.flatnonzero((names == CHECK_START) & (parent >= 0))
     starts = starts[in_node[parent[starts]]]
     if not len(starts):
