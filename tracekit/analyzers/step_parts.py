@@ -18,8 +18,10 @@ import pandas as pd
 from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
+    anomaly,
     attention_mask,
     cache_growth,
+    cleanup,
     compiled,
     embeddings,
     foreach,
@@ -249,3 +251,19 @@ def cache_growth_time(analysis: Analysis, sel: Selection) -> float:
     """Copy kernel time of the torch.cat calls growing a cache (Patterns.cache_growth), per step."""
     return per_step(_in_selection(analysis, sel, "cache_growth", cache_growth.CG_STEP, cache_growth.CG_TIME_US),
                     sel.steps)
+def anomaly_time(analysis: Analysis, sel: Selection) -> float:
+    """Autograd anomaly mode's host time (patterns.anomaly): the backward NaN checks + the forward's
+    stack capture, per step."""
+    return per_step(_in_selection(analysis, sel, "anomaly", anomaly.AN_STEP, anomaly.AN_CHECK_US)
+                    + _in_selection(analysis, sel, "anomaly", anomaly.AN_STEP, anomaly.AN_CAPTURE_US), sel.steps)
+
+
+def cache_release_time(analysis: Analysis, sel: Selection) -> float:
+    """cudaFree + cudaMalloc call time (patterns.cleanup), per step."""
+    return per_step(_in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_FREE_US)
+                    + _in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_MALLOC_US), sel.steps)
+
+
+def gc_time(analysis: Analysis, sel: Selection) -> float:
+    """Recorded garbage-collection pauses (patterns.cleanup, traces from tracekit profile), per step."""
+    return per_step(_in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_GC_US), sel.steps)

@@ -12,8 +12,10 @@ import pandas as pd
 from tracekit.analyzers import kernels, step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
+    anomaly,
     attention_mask,
     cache_growth,
+    cleanup,
     compiled,
     embeddings,
     foreach,
@@ -319,6 +321,14 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_batching.batch_samples: the samples padded and run once: the per-sample loops' repetitions vanish.
     "batch_samples": (Signal("per-sample loop repetitions per step",
                              _steps_sum("sample_loops", samples.SL_STEP, samples.SL_SAMPLES), FALLS, 1.0),),
+    # rules_debug: anomaly detection off: the backward NaN checks vanish; no per-step empty_cache(): the
+    # releases (cudaFree bursts outside ops) vanish; no per-step gc.collect(): the recorded pauses halve.
+    "anomaly_mode": (Signal("anomaly NaN checks per step", _steps_sum("anomaly", anomaly.AN_STEP, anomaly.AN_CHECKS),
+                            FALLS, 1.0),),
+    "empty_cache": (Signal("CUDA cache releases per step", _steps_sum("cleanup", cleanup.CL_STEP, cleanup.CL_RELEASES),
+                           FALLS, 1.0),),
+    "gc_collect": (Signal("garbage-collection pause per step", _steps_sum("cleanup", cleanup.CL_STEP, cleanup.CL_GC_US),
+                          FALLS, 0.5, unit=TIME),),
 }
 
 

@@ -370,6 +370,19 @@ def merge_breaks(breaks: Breaks) -> Transform:
     return apply
 
 
+def shorter_gaps(calls: np.ndarray, share: float) -> Transform:
+    """The host gaps before `calls` (bool per rank.runtime row) × (1 − `share`): work spread over them goes."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        mine = calls[step.graph.call_row] if len(calls) else np.zeros(step.graph.n_calls, dtype=bool)
+        if not mine.any() or share <= 0:
+            return step.costs
+        gap, _, _, _ = _costs(step)
+        return dataclasses.replace(step.costs, call_gap_us=np.where(mine, gap * (1.0 - min(share, 1.0)), gap))
+
+    return apply
+
+
 def compose(transforms: Sequence[Transform]) -> Transform:
     """The transforms applied one after the other (each sees the costs the previous one left)."""
 

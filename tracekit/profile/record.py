@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.profile.export import check_output, report_path_for, write_trace
 from tracekit.profile.session import RECORD_SHAPES, Session
 from tracekit.trace.files import PROFILE_SUFFIX, trace_stem
-from tracekit.trace.tables import TRITON_TABLE_KEY
+from tracekit.trace.tables import DEBUG_MODES_KEY, GC_PAUSES_KEY, TRITON_TABLE_KEY
 from tracekit.units import plural
 
 if TYPE_CHECKING:
@@ -149,6 +149,10 @@ def provenance(
     if record_command:
         meta["command"] = list(command)
         meta["cwd"] = os.getcwd()
+    if session.gc_pauses is not None:
+        meta[GC_PAUSES_KEY] = "annotations"  # every garbage collection is a tracekit::gc annotation
+    if session.debug is not None:
+        meta[DEBUG_MODES_KEY] = dict(session.debug.seen)
     if recorder is not None:
         meta[TRITON_TABLE_KEY] = recorder.kernels
         if recorder.mode == "top_level":

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from tracekit.errors import ProfileError
 from tracekit.profile import steps
 from tracekit.profile.optim_steps import OptimizerSteps
+from tracekit.profile.pauses import DebugModes, GcPauses
 from tracekit.profile.quiet import NativeNoise
 from tracekit.profile.triton_meta import TritonRecorder
 
@@ -136,6 +137,8 @@ class Session:
         self._optimizer_hook: OptimizerSteps | None = None
         self._running = False
         self._noise = NativeNoise()  # the profiler's own C++ lines, kept off the terminal
+        self.gc_pauses: GcPauses | None = None  # garbage collections as annotations (profiled runs)
+        self.debug: DebugModes | None = None  # debug settings sampled at the step marks
 
     @property
     def profiler(self) -> Any:
@@ -167,6 +170,10 @@ class Session:
             if self._optimizer_steps:
                 self._optimizer_hook = OptimizerSteps(self._on_optimizer_step)
                 self._optimizer_hook.install()
+            self.debug = DebugModes(torch, self.cuda)
+            self.debug.sample()
+            self.gc_pauses = GcPauses(torch)
+            self.gc_pauses.install()
             with warnings.catch_warnings():
                 # "Profiler clears events at the end of each cycle": tracekit records one cycle
                 warnings.filterwarnings("ignore", message=".*clears events.*")
@@ -183,6 +190,8 @@ class Session:
         if not self._running:
             return
         self._running = False
+        if self.debug is not None:
+            self.debug.sample()
         try:
             with self._noise.hidden():
                 self._prof.stop()
@@ -192,6 +201,8 @@ class Session:
 
     def _cleanup(self) -> None:
         steps.set_active(None)
+        if self.gc_pauses is not None:
+            self.gc_pauses.restore()
         if self._optimizer_hook is not None:
             self._optimizer_hook.restore()
             self._optimizer_hook = None
@@ -213,6 +224,8 @@ class Session:
         """End ProfilerStep#marks and start the next one."""
         if self._running:
             self.marks += 1
+            if self.debug is not None:
+                self.debug.sample()
             with self._noise.hidden():
                 self._prof.step()
 

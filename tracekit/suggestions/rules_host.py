@@ -41,7 +41,8 @@ ORIGIN_LABEL = {
 
 def avoid_sync(analysis: Analysis) -> Suggestion | None:
     """Host syncs repeated within steps: Σ min(CPU wait, GPU bubble after the sync) per call; the
-    syncs inside a per-tensor loop are foreach_loops' (its change removes them)."""
+    syncs inside a per-tensor loop are foreach_loops' (its change removes them), those of anomaly
+    mode's NaN checks anomaly_mode's."""
     scope = Scope.of(analysis)
     frames = []
     for r, table in rank_tables(analysis, "syncs"):
@@ -49,6 +50,9 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         in_loop = r.patterns.sync_in_loop if r.patterns is not None else None
         if in_loop is not None and len(in_loop) == len(table):
             keep &= ~in_loop  # a per-tensor loop's .item(): foreach_loops' change removes it
+        in_check = r.patterns.sync_in_anomaly if r.patterns is not None else None
+        if in_check is not None and len(in_check) == len(table):
+            keep &= ~in_check  # autograd anomaly mode's NaN check: anomaly_mode's change removes it
         t = table[keep]
         if len(t):
             frames.append(t.assign(rank=r.rank))

@@ -289,4 +289,37 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, 
 # Hugging Face: model.generate(..., cache_implementation="static") (transformers.StaticCache), which
 # also lets torch.compile(mode="reduce-overhead") capture the decode step in a CUDA graph.
 ''',
+    "anomaly_mode": '''\
+# Anomaly detection is a debugging tool: every backward node's outputs are checked for NaN
+# (a kernel, a copy to the host and a sync each) and every forward op stores a Python stack.
+torch.autograd.set_detect_anomaly(False)        # or delete the set_detect_anomaly(True) call
+# still want to catch a NaN loss? check once per step, without a sync, and read it rarely:
+bad = torch.zeros((), dtype=torch.bool, device="cuda")
+bad |= ~torch.isfinite(loss.detach())           # no .item(): stays on the GPU
+if step % 100 == 0 and bad.item():              # one sync per 100 steps
+    raise FloatingPointError("non-finite loss")
+# hunting one NaN: turn it on around a single step only
+with torch.autograd.detect_anomaly():
+    loss.backward()
+''',
+    "empty_cache": '''\
+# torch.cuda.empty_cache() hands every cached block back to the driver (cudaFree, which syncs);
+# the next step allocates them again (cudaMalloc). Memory it frees is reused by PyTorch anyway.
+for batch in loader:
+    loss = step(batch)
+    del loss                                     # dropping references is enough
+    # gc.collect(); torch.cuda.empty_cache()    # <- remove from the loop
+# fragmentation OOMs: let the allocator grow segments instead of emptying the cache
+#   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py
+# memory for another process: empty the cache once, between phases (after training, before eval)
+''',
+    "gc_collect": '''\
+# Python's collector walks every tracked object; with a model and its tensors that takes
+# milliseconds to seconds. Reference counting frees the step's tensors without it.
+import gc
+# gc.collect()                                   # <- remove the per-step call from the loop
+gc.freeze()            # after building the model/optimizer: move them out of the collector's view
+gc.set_threshold(50_000, 50, 100)                # fewer automatic collections (defaults 700, 10, 10)
+# or collect at a point that does not hold the GPU back (between epochs, at checkpoints)
+''',
 }

@@ -44,6 +44,7 @@ from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.suggestions.whatif_attention import _causal_mask
+from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_loops import (
     BARE_LAUNCH_US,
     _batch_requests,
@@ -309,6 +310,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "causal_mask": _causal_mask,  # the attention kernels, and the mask built every step gone
     "preallocate_kv_cache": _preallocate,
     **{rule: _gpu_side for rule in GPU_CLASSES},
+    **DEBUG_TRANSFORMS,
 }
 
 

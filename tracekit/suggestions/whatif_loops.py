@@ -31,9 +31,13 @@ def _num(e: dict[str, object], key: str) -> float:
 
 
 def _loop_calls(r: RankAnalysis) -> np.ndarray | None:
-    """Per rank.runtime row: issued by a per-tensor loop (foreach_loops' change removes its syncs)."""
-    calls = r.patterns.foreach_calls if r.patterns is not None else None
-    return calls >= 0 if calls is not None and len(calls) and (calls >= 0).any() else None
+    """Per rank.runtime row: issued by a per-tensor loop or an anomaly-mode NaN check (foreach_loops'
+    and anomaly_mode's changes remove their syncs)."""
+    p = r.patterns
+    calls = p.foreach_calls >= 0 if p is not None and len(p.foreach_calls) else None
+    if p is not None and len(p.anomaly_calls) and p.anomaly_calls.any():
+        calls = p.anomaly_calls if calls is None or len(calls) != len(p.anomaly_calls) else calls | p.anomaly_calls
+    return calls if calls is not None and calls.any() else None
 
 
 def _foreach_loops(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -198,3 +198,13 @@ TRITON_BACKEND = "triton"
 USER_TRITON_KEY = "tracekit_user_kernel"  # N >= 1: entry N-1 of TRITON_TABLE_KEY (user kernels)
 INDUCTOR_OP_KEY = "kernel_file"  # Inductor's triton kernel cpu_op
 DOT_OP_KEYS = ("tracekit_uses_dot", "uses_dot")  # truthy when the Triton kernel calls tl.dot
+# Python garbage-collection pauses `tracekit profile` records (gc.callbacks): a user_annotation per
+# collection, "tracekit::gc.collect() gen 2" when the script called gc.collect(), "tracekit::gc gen N"
+# for the interpreter's own collections; GC_PAUSES_KEY in the "tracekit" object says they were recorded.
+GC_ANNOTATION = "tracekit::gc"
+GC_EXPLICIT = ".collect()"
+GC_PAUSES_KEY = "gc_pauses"
+GC_NAME_RE = re.compile(r"^tracekit::gc(\.collect\(\))? gen ([0-2])$")
+# Debug settings that slow every step, as `tracekit profile` read them at the end of the run: an
+# object in the "tracekit" object (docs/profile.md, "Debug settings")
+DEBUG_MODES_KEY = "debug_modes"

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py) and caches grown by torch.cat (cache_growth.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
+from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import (
     attention_mask,
     cache_growth,
@@ -29,6 +30,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     triton_launch,
 )
+from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
@@ -115,6 +117,20 @@ class Patterns:
     # per rank.gpu row, a kernel of those cats
     cache_growth: pd.DataFrame = field(default_factory=cache_growth.empty)
     in_cache_growth: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # anomaly.ANOMALY_COLUMNS per step with autograd anomaly checks, anomaly.CHECK_COLUMNS per check;
+    # per rank.runtime row: issued by a forward op (its host gap holds the stack capture)
+    anomaly: pd.DataFrame = field(default_factory=anomaly_mode.empty)
+    anomaly_checks: pd.DataFrame = field(default_factory=anomaly_mode.empty_checks)
+    forward_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    anomaly_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row: in a NaN check
+    sync_in_anomaly: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per syncs row: a NaN check's
+    # cleanup.CLEANUP_COLUMNS per step with cache releases, allocations or recorded collections;
+    # cleanup.SPAN_COLUMNS: what removing them takes away; gc_recorded: the trace records every collection
+    cleanup: pd.DataFrame = field(default_factory=step_cleanup.empty)
+    cleanup_spans: pd.DataFrame = field(default_factory=step_cleanup.empty_spans)
+    gc_recorded: bool = False
+    runtime_tids: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.runtime row: its thread
+    debug_modes: tuple[tuple[str, bool], ...] = ()  # anomaly.debug_settings: what tracekit profile read
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -158,6 +174,11 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
     masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
+    anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
+    cleanup_steps, cleanup_spans = step_cleanup.find_cleanup(rank, steps)
+    is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
+        else np.zeros(0, dtype=bool)
+    in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
@@ -192,8 +213,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         embedding_rows=lookup_rows,
         foreach_loops=foreach_loops,
         foreach_calls=foreach_calls,
-        sync_in_loop=foreach_calls[np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS)] >= 0
-        if len(rank.runtime) else np.zeros(0, dtype=bool),
+        sync_in_loop=foreach_calls[is_sync] >= 0 if len(rank.runtime) else np.zeros(0, dtype=bool),
         requests=served,
         in_requests=in_requests,
         sample_loops=sample_loops,
@@ -205,4 +225,14 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         else np.zeros(0, dtype=bool),
         cache_growth=grown,
         in_cache_growth=in_grown,
+        anomaly=anomaly_steps,
+        anomaly_checks=anomaly_checks,
+        forward_calls=forward_calls,
+        anomaly_calls=in_checks,
+        sync_in_anomaly=in_checks[is_sync] if len(in_checks) else np.zeros(0, dtype=bool),
+        cleanup=cleanup_steps,
+        cleanup_spans=cleanup_spans,
+        gc_recorded=step_cleanup.gc_recorded(rank),
+        runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) else np.zeros(0),
+        debug_modes=anomaly_mode.debug_settings(rank),
     )
