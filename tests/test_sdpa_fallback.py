@@ -4,7 +4,7 @@ lower_precision leaving their fp32 score GEMMs alone: synthetic H200 traces with
 from __future__ import annotations
 
 import pytest
-from tracebuilder import TraceBuilder
+from tracebuilder import Cursor, TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
@@ -30,13 +30,8 @@ def sdpa_trace(tmp_path, d: int, fused: bool = False):
     b = TraceBuilder()
     qkv = [[B, H, L, d]] * 3
     scores, bh = [B, H, L, L], [B * H, L, L]
-    cpu, gpu = [10.0], [100.0]
-
-    def kernel(op: str, name: str, dur: float, dims: list, types: list) -> None:
-        ext = b.op(op, cpu[0], 2, **{"Input Dims": dims, "Input type": types})
-        b.launch(cpu[0] + 0.5, 1, name, gpu[0], dur, ext=ext)
-        cpu[0] += 3
-        gpu[0] += dur + 1
+    c = Cursor(b, 10.0, 100.0)
+    kernel = c.kernel
 
     b.op("aten::scaled_dot_product_attention", 5, 40, **{
         "Input Dims": [*qkv, [B, 1, 1, L], [], [], [], []], "Input type": [BF16] * 3 + ["bool"] + ["Scalar"] * 4,
@@ -50,15 +45,15 @@ def sdpa_trace(tmp_path, d: int, fused: bool = False):
         kernel("aten::add_", ADD, 300, [scores, [B, 1, 1, L]], [F32, F32])
         kernel("aten::_softmax", SOFTMAX, 200, [scores, [], []], [F32, "Scalar", "Scalar"])
         kernel("aten::bmm", SGEMM, 1000, [bh, [B * H, L, d]], [F32, F32])
-    cpu[0] = 100.0
+    c.cpu = 100.0
     b.op("autograd::engine::evaluate_function: BmmBackward0", 99, 8)
     kernel("aten::bmm", SGEMM, 1000, [bh, [B * H, L, d]], [F32, F32])
     kernel("aten::bmm", SGEMM, 1000, [[B * H, d, L], bh], [F32, F32])
-    b.op("autograd::engine::evaluate_function: SafeSoftmaxBackward0", cpu[0] - 1, 4)
+    b.op("autograd::engine::evaluate_function: SafeSoftmaxBackward0", c.cpu - 1, 4)
     kernel("aten::_softmax_backward_data", SOFTMAX_BWD, 200, [scores, scores], [F32, F32])
-    b.op("autograd::engine::evaluate_function: AddmmBackward0", cpu[0] - 1, 4)
+    b.op("autograd::engine::evaluate_function: AddmmBackward0", c.cpu - 1, 4)
     kernel("aten::mm", HGEMM, 500, [[B * L, 1200], [1200, 3600]], [BF16, BF16])
-    b.annotation("ProfilerStep#1", 0, gpu[0] + 10)
+    b.annotation("ProfilerStep#1", 0, c.gpu + 10)
     return b.write(tmp_path / f"sdpa_{d}.json")
 
 

@@ -71,33 +71,70 @@ def test_avoid_sync_silent_when_the_sync_does_not_stall(tmp_path):
     assert rules_host.avoid_sync(a) is None  # 1 µs of 1000: under MIN_SAVING_PCT
 
 
-def copy_trace(tmp_path, pinned: bool = False):
-    """Two 10 ms steps: a 19.3 MB host-to-device copy (call 2000 µs, copy 1900 µs), then a 5 ms kernel."""
+def copy_trace(tmp_path, pinned: bool = False, gemm_us: float = 5000.0, copy_sync_us: float = 0.0):
+    """Two 10 ms steps: a 19.3 MB host-to-device copy (call 2000 µs, copy 1900 µs), then a kernel of
+    `gemm_us`; `copy_sync_us` > 0: the copy's op also syncs the stream for that long after the
+    memcpy call, and a later `.item()` syncs for 30 µs (not the copy's)."""
     b = TraceBuilder()
     name = "Memcpy HtoD (Pinned -> Device)" if pinned else "Memcpy HtoD (Pageable -> Device)"
     for step in (1, 2):
         t = 10000 * (step - 1)
         b.annotation(f"ProfilerStep#{step}", t, 10000)
-        to = b.op("aten::copy_", t + 40, 2020)
+        to = b.op("aten::copy_", t + 40, 2020 + copy_sync_us)
         b.launch(t + 50, 2000, name, t + 100, 1900, ext=to, api="cudaMemcpyAsync", kind="memcpy",
                  bytes=19267584)
-        b.launch(t + 2060, 5, GEMM, t + 2070, 5000)
+        if copy_sync_us:
+            b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
+                   "tid": b.tid, "ts": t + 2052, "dur": copy_sync_us, "args": {"correlation": 88000 + step}})
+        b.launch(t + 2060 + copy_sync_us, 5, GEMM, t + 2070 + copy_sync_us, gemm_us)
+        if copy_sync_us:
+            b.op("aten::item", t + 9000, 40)
+            b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
+                   "tid": b.tid, "ts": t + 9005, "dur": 30, "args": {"correlation": 89000 + step}})
     return b.write(tmp_path / "copy.json")
+
+
+PINNED_COPY_US = 19267584 / 54e3  # the copy's bytes at the H200's pinned 54 GB/s: 356.8 µs
 
 
 def test_pinned_memory_fires_on_pageable_copies(tmp_path):
     a = _analysis(copy_trace(tmp_path))
     s = RULES_BY_ID["pinned_memory"].run(a)  # the check, with its row's snippet
-    # per step: the 1900 µs pageable copy − the same bytes at the H200's pinned 54 GB/s (356.8 µs),
-    # + GPU idle while the CPU sat in the copy call [t+50, t+2050]: [t+50, t+100] before the copy
-    # and [t+2000, t+2050] after it = 100 µs
-    per_step = 1900 - 19267584 / 54e3 + 100
-    assert s.saving_us == pytest.approx(2 * per_step)
-    assert s.saving_pct == pytest.approx(100 * 2 * per_step / 20000)
+    # per step (span 10000 µs): the CPU sat 2000 µs in the copy call, so without it the CPU needs
+    # 10000 − 2000 = 8000 µs; the GPU needs the 5000 µs kernel + the copy at pinned speed (356.8 µs,
+    # instead of 1900); the step is the longer, 8000 µs: 2000 µs saved (more than the copy time
+    # alone, 1900 − 356.8 = 1543.2)
+    assert s.saving_us == pytest.approx(2 * 2000.0)
+    assert s.saving_pct == pytest.approx(100 * 2 * 2000.0 / 20000)
     rows = {r["step"]: r for r in s.evidence}
-    assert rows[1]["blocked_idle_us"] == pytest.approx(100) and rows[2]["pinned_copy_us"] == pytest.approx(356.8, abs=0.1)
+    assert rows[1]["blocked_us"] == pytest.approx(2000) and rows[2]["pinned_copy_us"] == pytest.approx(356.8, abs=0.1)
+    assert rows[1]["cpu_after_us"] == pytest.approx(8000) and rows[1]["gpu_after_us"] == pytest.approx(5000 + PINNED_COPY_US)
     assert rows[2]["gbps"] == pytest.approx(19267584 / 1900 / 1e3)
     assert "non_blocking=True" in s.snippet
+
+
+def test_pinned_memory_gpu_bound_after_the_change(tmp_path):
+    """A 7900 µs kernel: unblocked, the CPU needs 8000 µs but the GPU 7900 + 356.8 = 8256.8 µs, so
+    the step takes that and saves 10000 − 8256.8 = 1743.2 µs (the copy's 1543.2 plus the 200 µs the
+    GPU sat idle in the step: 100 before the copy, 70 between it and the kernel, 30 at the end)."""
+    s = rules_host.pinned_memory(_analysis(copy_trace(tmp_path, gemm_us=7900.0)))
+    assert s is not None
+    assert s.saving_us == pytest.approx(2 * (10000 - 7900 - PINNED_COPY_US))
+    assert s.evidence[0]["gpu_after_us"] == pytest.approx(7900 + PINNED_COPY_US)
+
+
+def test_pinned_memory_counts_the_copys_own_sync(tmp_path):
+    """The copy's op also syncs the stream for 150 µs: the CPU is blocked 2000 + 150 µs per step, so
+    it needs 10000 − 2150 = 7850 µs (more than the GPU's 5356.8): 2150 µs saved per step. The later
+    `.item()` sync is not the copy's: it stays in the CPU's time and out of copy_syncs."""
+    a = _analysis(copy_trace(tmp_path, copy_sync_us=150.0))
+    p = a.ranks[0].patterns
+    assert p.syncs[H.SY_PAGEABLE].tolist() == [True, False, True, False]
+    assert int(p.copy_syncs.sum()) == 2  # one per step, the copy op's
+    s = rules_host.pinned_memory(a)
+    assert s is not None
+    assert s.saving_us == pytest.approx(2 * 2150.0)
+    assert s.evidence[0]["blocked_us"] == pytest.approx(2150.0)
 
 
 def test_pinned_memory_silent_on_pinned_copies(tmp_path):

@@ -184,3 +184,34 @@ def test_fuse_region_takes_one_factor_per_gpu_row(tmp_path):
              for name, f in (("scalar", 0.9), ("array", np.full(n, 0.9)),
                              ("mixed", np.where(np.arange(n) % 2 == 0, 0.8, 1.0)), ("whole", np.ones(n)))}
     assert after == pytest.approx({"scalar": 193.6875, "array": 193.6875, "mixed": 193.6875, "whole": 213.6875})
+
+
+def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
+    """copy_trace with the copy's op syncing for 150 µs after its memcpy call, and a later .item()
+    sync: unblock_copies with Patterns.copy_syncs returns the copy's sync after its own part and lets
+    it wait for nothing; the .item() sync keeps its duration and its wait. Without sync_rows the
+    copy's sync still waits (the replay before this change)."""
+    import numpy as np
+    from test_suggestions_host import copy_trace
+
+    from tracekit.analyzers.kernels import MEMCPY
+    from tracekit.model.graph import ROLE_SYNC
+    from tracekit.model.whatif import unblock_copies
+    from tracekit.suggestions.whatif import _rows
+
+    result = analyse_file(copy_trace(tmp_path, copy_sync_us=150.0))
+    model, rank = result.models[0], result.analysis.ranks[0]
+    copies, mine = _rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
+    step = model.steps[0]
+    g = step.graph
+    sync = np.flatnonzero(g.call_role == ROLE_SYNC)
+    copy_sync = sync[mine[g.call_row[sync]]]
+    other = sync[~mine[g.call_row[sync]]]
+    assert len(copy_sync) == 1 and len(other) == 1
+    freed = unblock_copies(copies, 0.2, 3.0, mine)(step)
+    kept = unblock_copies(copies, 0.2, 3.0)(step)
+    own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
+    before = step.costs.call_dur_us if step.costs.call_dur_us is not None else g.call_dur_us
+    assert freed.call_dur_us[copy_sync[0]] == own[copy_sync[0]] and freed.call_nowait[copy_sync[0]]
+    assert freed.call_dur_us[other[0]] == before[other[0]] and not freed.call_nowait[other[0]]
+    assert not kept.call_nowait[copy_sync[0]]

@@ -109,3 +109,20 @@ class TraceBuilder:
         else:
             path.write_text(text)
         return path
+
+
+@dataclass
+class Cursor:
+    """Ops with one kernel each, laid back to back: a 2 µs CPU op (with its Input Dims and Input type)
+    launching 0.5 µs in, the kernel at the GPU cursor; then the CPU moves on 3 µs and the GPU the
+    kernel's time + 1 µs."""
+
+    b: TraceBuilder
+    cpu: float
+    gpu: float
+
+    def kernel(self, op: str, name: str, dur: float, dims: list, types: list) -> None:
+        ext = self.b.op(op, self.cpu, 2, **{"Input Dims": dims, "Input type": types})
+        self.b.launch(self.cpu + 0.5, 1, name, self.gpu, dur, ext=ext)
+        self.cpu += 3
+        self.gpu += dur + 1

@@ -19,6 +19,7 @@ from tracekit.analyzers import kernels, names
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     anomaly,
+    attention,
     attention_mask,
     cache_growth,
     cleanup,
@@ -138,9 +139,10 @@ def elementwise_time(analysis: Analysis, sel: Selection) -> float:
 
 
 def attention_chain(analysis: Analysis, sel: Selection) -> float:
-    """Unfused attention chains (scores GEMM → softmax → GEMM) and SDPA fallbacks' forward and backward
+    """Unfused attention chains (scores GEMM → softmax → GEMM, forward and backward) and SDPA fallbacks' forward and backward
     kernels (sdpa_fallback), plus fused attention kernels, per step."""
-    chains = _patterns_total(analysis, "attention", sequences.AT_TIME_US)
+    chains = (_patterns_total(analysis, "attention", attention.AT_TIME_US)
+              + _patterns_total(analysis, "attention", attention.AT_BWD_US))
     for r in analysis.ranks:  # the math backend's (a slower fused backend's kernels are class attention)
         t = r.patterns.sdpa_fallback if r.patterns is not None else None
         if t is not None and len(t):

@@ -272,10 +272,12 @@ def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
     return apply
 
 
-def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform:
+def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: np.ndarray | None = None) -> Transform:
     """Copies from pinned memory: the copy nodes at `rows` × `factor` (the pinned bandwidth's time),
     and the calls that issued them return after `call_us` instead of blocking for the copy (a
-    pageable cudaMemcpyAsync is synchronous: its recorded call holds the copy)."""
+    pageable cudaMemcpyAsync is synchronous: its recorded call holds the copy); the sync calls at
+    `sync_rows` (bool per rank.runtime row: the pageable copy's own stream syncs) return after their
+    own part (a non_blocking copy from pinned memory issues none)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -283,8 +285,13 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float) -> Transform
         mine = node_mask(step, rows)
         calls = _launching(step, mine)
         waiting = calls & g.call_waits
+        dur = np.where(calls, np.minimum(dur, call_us), dur)
+        if sync_rows is not None and len(sync_rows):
+            sync = (g.call_role == ROLE_SYNC) & sync_rows[g.call_row]
+            own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
+            dur, waiting = np.where(sync, own, dur), waiting | sync
         return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur),
-                                   call_dur_us=np.where(calls, np.minimum(dur, call_us), dur), call_nowait=_nowait(step, waiting))
+                                   call_dur_us=dur, call_nowait=_nowait(step, waiting))
 
     return apply
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import hostside
 from tracekit.analyzers.devices import Device
 from tracekit.suggestions.common import (
@@ -90,10 +90,20 @@ def pinned_bandwidth(device: Device | None) -> float:
     return next((v for k, v in PINNED_H2D_GBPS.items() if k in key), PINNED_H2D_DEFAULT_GBPS)
 
 
+def _copy_sync_waits(r: RankAnalysis) -> dict[int, float]:
+    """CPU µs per step waiting in the syncs that pageable copies issue themselves (hostside.SY_PAGEABLE)."""
+    syncs = r.patterns.syncs if r.patterns is not None else None
+    if syncs is None or not len(syncs):
+        return {}
+    own = syncs[syncs[hostside.SY_PAGEABLE].astype(bool)]
+    return {int(k): float(v) for k, v in own.groupby(hostside.SY_STEP)[hostside.SY_WAIT_US].sum().items()}
+
+
 def pinned_memory(analysis: Analysis) -> Suggestion | None:
-    """Pageable host-to-device copies that recur in the headline steps: per step, the copies' GPU
-    time − their bytes at the pinned bandwidth, plus the GPU idle time while the CPU was blocked
-    in copy calls."""
+    """Pageable host-to-device copies that recur in the headline steps. Pinned + non_blocking, a copy
+    no longer blocks the CPU (its call and its own syncs: the CPU keeps launching) and runs at the
+    pinned bandwidth, so per step: span − max(CPU time outside those calls, GPU busy time with the
+    copies at pinned speed); at least the copies' GPU time − their bytes at pinned speed."""
     scope = Scope.of(analysis)
     gbps = pinned_bandwidth(analysis.device)
     rows, total, nbytes, count = [], 0.0, 0.0, 0
@@ -102,25 +112,34 @@ def pinned_memory(analysis: Analysis) -> Suggestion | None:
         steady = len(r.launch.steady_steps)
         if not len(t) or t[hostside.CP_STEP].nunique() < PINNED_STEP_SHARE * steady:
             continue  # a one-off upload, not a per-step copy
-        waits = {p.step: tot.copy_wait_us for p, tot in zip(r.launch.phases, r.launch.step_totals, strict=True)}
+        totals = {p.step: tot for p, tot in zip(r.launch.phases, r.launch.step_totals, strict=True)}
+        sync_waits = _copy_sync_waits(r)
         for step, g in t.groupby(hostside.CP_STEP, sort=True):
             b = float(g[hostside.CP_BYTES].clip(lower=0).sum())
             copy_us = float(g[hostside.CP_COPY_US].sum())
             pinned_us = b / gbps / 1e3
-            blocked = waits.get(step, 0.0)
-            saving = max(copy_us - pinned_us, 0.0) + blocked
+            blocked = float(g[hostside.CP_CALL_US].fillna(0.0).sum()) + sync_waits.get(int(step), 0.0)
+            tot = totals.get(step)
+            saving = max(copy_us - pinned_us, 0.0)
+            cpu_us = gpu_us = None
+            if tot is not None and tot.span_us > 0:
+                cpu_us = max(tot.span_us - blocked, 0.0)
+                gpu_us = max(tot.gpu_busy_us - copy_us + pinned_us, 0.0)
+                saving = max(tot.span_us - max(cpu_us, gpu_us), saving)
             total += saving
             nbytes += b
             count += len(g)
             rows.append({"rank": r.rank, "step": int(step), "copies": len(g), "bytes": b,
-                         "copy_us": copy_us, "pinned_copy_us": pinned_us, "blocked_idle_us": blocked,
+                         "copy_us": copy_us, "pinned_copy_us": pinned_us, "blocked_us": blocked,
+                         "cpu_after_us": cpu_us, "gpu_after_us": gpu_us,
                          "gbps": b / copy_us / 1e3 if copy_us > 0 else None, "saving_us": saving})
     if not rows:
         return None
     saving = total / scope.ranks
-    formula = ("Σ per step of (pageable copy GPU time − its bytes at pinned speed, "
-               f"{gbps:.0f} GB/s) + GPU idle while the CPU was blocked in copy calls = {fmt_us(saving)}; "
-               "pinned + non_blocking copies run at full link speed and let the CPU keep launching")
+    formula = ("Σ per step of span − max(CPU time outside the copy calls and their own syncs, GPU busy time "
+               f"with the copies at pinned speed, {gbps:.0f} GB/s), at least the copies' GPU time − their "
+               f"bytes at pinned speed = {fmt_us(saving)}; pinned + non_blocking copies run at full link "
+               "speed and let the CPU keep launching")
     title = (f"Pin host memory and copy with non_blocking=True: {count} pageable host-to-device copies "
              f"({fmt_bytes(nbytes / scope.ranks)}) block the CPU and crawl at pageable speed")
     return suggestion("pinned_memory", title, saving, scope, formula, rows)

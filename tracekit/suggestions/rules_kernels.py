@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import attention, sdpa_fallback, sequences
 from tracekit.analyzers.detectors import attention_mask as am
-from tracekit.analyzers.detectors import sdpa_fallback, sequences
 from tracekit.analyzers.launch import LAUNCH_BOUND
 from tracekit.suggestions.common import (
     Scope,
@@ -125,30 +125,42 @@ def _fallback_rows(analysis: Analysis, scope: Scope) -> list[dict[str, Any]]:
     return rows
 
 
-def use_sdpa(analysis: Analysis) -> Suggestion | None:
-    """Unfused attention: chain time − max(FLOPs / (peak × FUSED_ATTENTION_EFF), Q+K+V+O bytes / bandwidth);
-    SDPA fallen back to the math (or a slower fused) backend for a head dim that is not a multiple of 8:
-    its forward + backward kernel time − the same fused estimate of the forward + backward FLOPs."""
-    scope = Scope.of(analysis)
-    device = analysis.device
-    rows, total, before = [], 0.0, 0.0
-    fallback = _fallback_rows(analysis, scope)
+def _unfused_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """Unfused attention (patterns.attention): its forward chain and its backward on the score matrix
+    (a training step) − a fused kernel's forward (+ backward: BACKWARD_FACTOR × the forward FLOPs,
+    Q, K, V, O and their gradients once) at _fused_estimate_us; no device: the GEMMs' own time."""
+    rows = []
     for r, table in rank_tables(analysis, "attention"):
         for row in table.to_dict("records"):
-            est = row[sequences.AT_GEMM_US]  # no device: the two GEMMs' own time (scores never stored)
-            fused = _fused_estimate_us(row[sequences.AT_FLOPS], row[sequences.AT_IO_BYTES], row[sequences.AT_DTYPE], analysis)
-            if fused is not None and device is not None:
+            bwd_us = float(row.get(attention.AT_BWD_US) or 0.0)
+            factor = 1.0 + am.BACKWARD_FACTOR if bwd_us > 0 else 1.0
+            est = row[attention.AT_GEMM_US] * factor  # no device: the GEMMs' own time (scores never stored)
+            fused = _fused_estimate_us(row[attention.AT_FLOPS] * factor, row[attention.AT_IO_BYTES] * (2.0 if bwd_us > 0 else 1.0),
+                                       row[attention.AT_DTYPE], analysis)
+            if fused is not None and analysis.device is not None:
                 est = fused
-            saving = row[sequences.AT_TIME_US] - est
-            if saving <= 0:
+            time_us = row[attention.AT_TIME_US] + bwd_us
+            if time_us - est <= 0:
                 continue
-            total += saving
-            before += row[sequences.AT_TIME_US]
-            rows.append({"rank": r.rank, "mode": "unfused", "ops": row[sequences.AT_OPS], "scores": row[sequences.AT_SCORES],
-                         "dtype": row[sequences.AT_DTYPE], "count": row[sequences.AT_COUNT], "kernels": row[sequences.AT_KERNELS],
-                         "time_us": row[sequences.AT_TIME_US], "gemm_us": row[sequences.AT_GEMM_US],
-                         "other_us": row[sequences.AT_OTHER_US], "flops": row[sequences.AT_FLOPS],
-                         "sdpa_us": est, "saving_us": saving})
+            rows.append({"rank": r.rank, "mode": "unfused", "ops": row[attention.AT_OPS], "scores": row[attention.AT_SCORES],
+                         "dtype": row[attention.AT_DTYPE], "count": row[attention.AT_COUNT],
+                         "kernels": row[attention.AT_KERNELS] + float(row.get(attention.AT_BWD_KERNELS) or 0.0),
+                         "forward_us": row[attention.AT_TIME_US], "backward_us": bwd_us, "time_us": time_us,
+                         "gemm_us": row[attention.AT_GEMM_US], "other_us": row[attention.AT_OTHER_US],
+                         "flops": row[attention.AT_FLOPS] * factor, "sdpa_us": est, "saving_us": time_us - est})
+    return rows
+
+
+def use_sdpa(analysis: Analysis) -> Suggestion | None:
+    """Unfused attention: its forward chain + backward kernels on the score matrix − the fused
+    kernels' forward + backward (_unfused_rows); SDPA fallen back to the math (or a slower fused)
+    backend for a head dim that is not a multiple of 8: its forward + backward kernel time − the same
+    fused estimate of the forward + backward FLOPs."""
+    scope = Scope.of(analysis)
+    fallback = _fallback_rows(analysis, scope)
+    rows = _unfused_rows(analysis)
+    total = sum(x["saving_us"] for x in rows)
+    before = sum(x["time_us"] for x in rows)
     total += sum(x["saving_us"] for x in fallback)
     before += sum(x["time_us"] for x in fallback)
     rows += fallback
@@ -161,6 +173,10 @@ def use_sdpa(analysis: Analysis) -> Suggestion | None:
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; fused estimate = max(the "
                f"GEMMs' FLOPs / ({eff} of the dtype's tensor peak), Q+K+V+output bytes / bandwidth), "
                "no causal discount")
+    if any(x["mode"] == "unfused" and x["backward_us"] > 0 for x in rows):
+        formula += (f"; a hand-written attention's backward (the autograd ops on the score matrix: the four "
+                    f"GEMMs, the softmax backward, the casts and the scale) is counted, against a fused forward + "
+                    f"backward of (1 + {am.BACKWARD_FACTOR:g}) × the forward FLOPs and twice the Q+K+V+output bytes")
     if fallback:
         formula += (f"; an SDPA fallback counts its forward kernels (under the call) and backward kernels (the "
                     f"SDPA backward op's, or the autograd ops on the score matrix) against the forward + "
@@ -173,6 +189,7 @@ def use_sdpa(analysis: Analysis) -> Suggestion | None:
                  f"{fmt_us(sum(x['time_us'] for x in fallback) / scope.ranks / scope.steps)} of forward + backward "
                  f"kernels per step); pad it to {top['pad_to'].replace(' or ', '/')}")
     else:
+        both = " in forward and backward" if any(x["mode"] == "unfused" and x["backward_us"] > 0 for x in rows) else ""
         title = (f"Use scaled_dot_product_attention: {plural(sum(x['count'] for x in rows if x['mode'] == 'unfused'), 'unfused attention')} write "
-                 "the score matrix to memory (matmul → mask → softmax → matmul)")
+                 f"the score matrix to memory{both} (matmul → mask → softmax → matmul)")
     return suggestion("use_sdpa", title, saving, scope, formula, rows)

@@ -145,7 +145,8 @@ def _pinned(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None
     rows = _mine(s, r)
     copy = sum(_num(e, "copy_us") for e in rows)
     pinned = sum(_num(e, "pinned_copy_us") for e in rows)
-    return unblock_copies(_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US)
+    syncs = r.patterns.copy_syncs if r.patterns is not None else None
+    return unblock_copies(_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US, syncs)
 
 
 def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -264,8 +265,9 @@ def _operand_casts(r: RankAnalysis, keep: np.ndarray) -> np.ndarray:
 
 def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """SDPA fallbacks (evidence mode "fallback"): their forward and backward kernels
-    (patterns.in_sdpa_fallback) faster by their share of the saving; unfused chains: the kernels of
-    SDPA_CLASSES (outside the fallbacks) faster by the rest."""
+    (patterns.in_sdpa_fallback) faster by their share of the saving; unfused attention: its forward
+    and backward kernels (patterns.in_attention; without that mask the kernels of SDPA_CLASSES
+    outside the fallbacks) faster by the rest."""
     rows = _mine(s, r)
     total = sum(_num(e, "saving_us") for e in rows)
     fell = sum(_num(e, "saving_us") for e in rows if e.get("mode") == "fallback")
@@ -275,7 +277,10 @@ def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | No
         mask, share = _no_rows(r), 0.0
     parts = [scale_nodes(mask, per_step * share)] if share > 0 else []
     if share < 1.0:
-        parts.append(scale_nodes(_rows(r, SDPA_CLASSES) & ~mask, per_step * (1.0 - share)))
+        unfused = r.patterns.in_attention if r.patterns is not None else None
+        if unfused is None or len(unfused) != len(mask) or not unfused.any():
+            unfused = _rows(r, SDPA_CLASSES)
+        parts.append(scale_nodes(unfused & ~mask, per_step * (1.0 - share)))
     return compose(parts) if len(parts) > 1 else parts[0]
 
 

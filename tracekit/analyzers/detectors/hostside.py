@@ -169,6 +169,17 @@ def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) ->
                          tables.RT_OP: op})
 
 
+def find_copy_syncs(rank: RankTrace, steps: StepsOf | None = None) -> np.ndarray:
+    """Per rank.runtime row: a sync call issued by the op call of a pageable host-to-device copy (the
+    copy's own wait for its staged chunks and the stream; SY_PAGEABLE's rows)."""
+    rt = rank.runtime
+    if not len(rt):
+        return np.zeros(0, dtype=bool)
+    steps = steps or StepsOf.of(rank)
+    ops = set(_pageable_h2d(rank.gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
+    return rt[tables.RT_KIND].isin(tables.SYNC_KINDS).to_numpy() & np.isin(rt[tables.RT_OP].to_numpy(), list(ops))
+
+
 def find_copies(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
     steps = steps or StepsOf.of(rank)

@@ -14,6 +14,7 @@ from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import (
+    attention,
     attention_mask,
     cache_growth,
     embeddings,
@@ -55,7 +56,7 @@ class Patterns:
     num_sms: int | None  # streaming multiprocessors of the device (deviceProperties), None unknown
     chains: pd.DataFrame  # sequences.CHAIN_COLUMNS: elementwise/normalization chains
     loops: pd.DataFrame  # sequences.LOOP_COLUMNS: same-shape GEMM loops
-    attention: pd.DataFrame  # sequences.ATTENTION_COLUMNS: unfused attention
+    attention: pd.DataFrame  # attention.ATTENTION_COLUMNS: unfused attention
     syncs: pd.DataFrame  # hostside.SY_*: host synchronisation calls
     copies: pd.DataFrame  # hostside.CP_*: pageable host-to-device copies
     dataloader: pd.DataFrame  # hostside.DL_*: DataLoader time per step
@@ -111,6 +112,10 @@ class Patterns:
     # rank.gpu row, their forward and backward kernels
     sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.runtime row: a sync issued by a pageable host-to-device copy's op call (hostside.find_copy_syncs)
+    copy_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.gpu row: a kernel of an unfused attention (Patterns.attention), forward or backward
+    in_attention: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a REDUCE_KERNEL kernel
     reduce_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # cache_growth.GROWTH_COLUMNS per step × cache shape grown by torch.cat a few positions per call;
@@ -162,7 +167,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     if in_fallback.any():
         in_steps = np.isin(rank.gpu[GPU_STEP].to_numpy(), rank.steps[STEP_NUMBER].to_numpy()) if len(rank.steps) else True
         attention_rows = (in_steps if rows is None else rows) & ~in_fallback
-    attention, covered = sequences.find_attention(rank, classes, costs, rows=attention_rows)
+    unfused, covered = attention.find_attention(rank, classes, costs, rows=attention_rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
@@ -185,9 +190,11 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         num_sms=_num_sms(rank.meta),
         chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered | in_fallback, rows=rows),
         loops=sequences.find_loops(rank, classes, costs, rows=rows),
-        attention=attention,
+        attention=unfused,
+        in_attention=covered,
         syncs=hostside.find_syncs(rank, steps),
         copies=hostside.find_copies(rank, steps),
+        copy_syncs=hostside.find_copy_syncs(rank, steps),
         dataloader=hostside.find_dataloader(rank, steps),
         comm=hostside.find_comm(rank, classes, steps),
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),

@@ -26,6 +26,7 @@ SDPA_OP = "aten::scaled_dot_product_attention"
 ALIGN = 8  # elements: the head-dim multiple the fused SDPA kernels need (torch sdp_utils check_head_dim_size)
 SDPA_BACKWARD = re.compile(r"^aten::_scaled_dot_product_\w+_backward$|^aten::_(efficient|flash)_attention_backward$")
 AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
+MATMUL_OPS = re.compile(r"^aten::(bmm|baddbmm|matmul|mm|einsum)$")  # ops whose output is the last two inputs' product
 SLOW_BACKENDS = (am.MATH, am.EFFICIENT)  # what a misaligned head dim falls back to
 
 # --- columns of Patterns.sdpa_fallback (one row per distinct call signature) ---------------------
@@ -145,7 +146,8 @@ def gemm_on_scores(shapes: object, scores: set[tuple[int, ...]]) -> bool:
 def _backward_rows(rank: RankTrace, keep: np.ndarray, names: np.ndarray, parent: np.ndarray, op_pos: np.ndarray,
                    scores: set[tuple[int, ...]], fused: bool) -> np.ndarray:
     """Per rank.gpu row: a kept kernel of an SDPA backward op (`fused`: a slow fused backend ran), or
-    of an op under an autograd node with an input of one of the `scores` shapes (the math backend's)."""
+    of an op under an autograd node that reads or writes one of the `scores` matrices (a matmul's
+    output counts: the gradient of the probabilities, dO @ Vᵀ, reads no score-shaped input)."""
     out = np.zeros(len(keep), dtype=bool)
     in_sdpa_bwd = (am._outermost(parent, matches(names, SDPA_BACKWARD)) >= 0) & fused
     in_autograd = am._outermost(parent, matches(names, AUTOGRAD)) >= 0
@@ -153,7 +155,20 @@ def _backward_rows(rank: RankTrace, keep: np.ndarray, names: np.ndarray, parent:
     for i in np.flatnonzero(keep).tolist():
         r = int(op_pos[i])
         if r not in seen:
-            seen[r] = bool(in_sdpa_bwd[r]) or (bool(scores) and bool(in_autograd[r]) and score_shaped(
+            on_scores = gemm_on_scores if MATMUL_OPS.match(str(names[r])) else score_shaped
+            seen[r] = bool(in_sdpa_bwd[r]) or (bool(scores) and bool(in_autograd[r]) and on_scores(
                 rank.op_inputs(r).get(tables.OP_INPUT_DIMS), scores))
         out[i] = seen[r]
     return out
+
+
+def score_backward(rank: RankTrace, keep: np.ndarray, scores: set[tuple[int, ...]]) -> np.ndarray:
+    """Per rank.gpu row: a `keep` kernel (bool per row) of an autograd node on one of the `scores`
+    matrices ((B·H, Lq, Lk), leading dims folded): the backward of a hand-written attention."""
+    gpu, ops = rank.gpu, rank.ops
+    if not len(gpu) or not len(ops) or not scores:
+        return np.zeros(len(gpu), dtype=bool)
+    op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
+    keep = keep & (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
+    return _backward_rows(rank, keep, ops[tables.OP_NAME].to_numpy(dtype=object),
+                          ops[tables.OP_PARENT].to_numpy(dtype=np.int64), op_pos, scores, False)
