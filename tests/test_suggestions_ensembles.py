@@ -17,7 +17,8 @@ RELU = "void at::native::vectorized_elementwise_kernel<relu>"
 GRAD = ensembles.ACCUMULATE_GRAD
 
 
-def ensemble_trace(tmp_path, members: int = 8, chained: bool = False, grads_per_member: int = 4):
+def ensemble_trace(tmp_path, members: int = 8, chained: bool = False, grads_per_member: int = 4,
+                   span: float = 1000):
     """`members` MLPs 32 -> 16 -> 1 called one by one on one [64, 32] input (forward, thread 1), then
     their backward on thread 2: per member AddmmBackward0 (2 GEMMs), ReluBackward0, AddmmBackward0 (1
     GEMM), then `grads_per_member` AccumulateGrad calls that launch nothing. Every op is 8 µs and starts
@@ -47,8 +48,8 @@ def ensemble_trace(tmp_path, members: int = 8, chained: bool = False, grads_per_
         for _ in range(grads_per_member):
             b.op(GRAD, cpu, 8, tid=2)
             cpu += 10
-    b.annotation("ProfilerStep#1", 0, 1000)
-    return b.write(tmp_path / f"ensemble{members}{chained}{grads_per_member}.json")
+    b.annotation("ProfilerStep#1", 0, span)
+    return b.write(tmp_path / f"ensemble{members}{chained}{grads_per_member}_{span:.0f}.json")
 
 
 def test_batch_bmm_fires_on_an_ensemble_called_member_by_member(tmp_path):
@@ -87,6 +88,12 @@ def test_batch_bmm_silent_when_the_members_share_weights(tmp_path):
     (the last member's after the stretch: 7 inside) is one short; two per member (14 inside) is enough."""
     assert not len(_analysis(ensemble_trace(tmp_path, grads_per_member=1)).ranks[0].patterns.ensembles)
     assert len(_analysis(ensemble_trace(tmp_path, grads_per_member=2)).ranks[0].patterns.ensembles) == 2
+
+
+def test_batch_bmm_silent_below_2_percent_of_the_step(tmp_path):
+    """(238 + 518) × 7/8 = 661.5 µs: 2.0 % of a 33,075 µs step fires, 1.9 % of a 34,816 µs step does not."""
+    assert rules_launch.batch_bmm(_analysis(ensemble_trace(tmp_path, span=33075))) is not None
+    assert rules_launch.batch_bmm(_analysis(ensemble_trace(tmp_path, span=34816))) is None
 
 
 def test_batch_bmm_minimum_members(tmp_path):

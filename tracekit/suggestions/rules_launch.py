@@ -14,7 +14,15 @@ from tracekit.analyzers.kernels import ATTENTION
 from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
 from tracekit.analyzers.windows import SCOPE_INFERRED
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
+from tracekit.suggestions.common import (
+    MIN_SAVING_PCT,
+    SILENT_BELOW_PCT,
+    Scope,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import ensemble_rows
 
@@ -250,4 +258,7 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
                  f"calls the same layers ({fwd['ops']}, input {fwd['first']}) {k:.0f} times with other weights, "
                  f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "
                  f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, forward and backward")
-    return suggestion("batch_bmm", title, saving, scope, f"{formula} = {fmt_us(saving)}", rows + members)
+    # an ensemble alone: silent below 2 % of the step as traced too (the priced list's floor)
+    floor = SILENT_BELOW_PCT if members and not rows else MIN_SAVING_PCT
+    return suggestion("batch_bmm", title, saving, scope, f"{formula} = {fmt_us(saving)}", rows + members,
+                      min_pct=floor)
