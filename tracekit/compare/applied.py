@@ -18,6 +18,7 @@ from tracekit.analyzers.detectors import (
     cleanup,
     compiled,
     embeddings,
+    ensembles,
     foreach,
     hostside,
     layers,
@@ -266,8 +267,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "lower_precision": (Signal("GEMM precision (by time)", gemm_precision, CHANGES, unit=WORD),
                         Signal("GEMM time per step", _class_time(kernels.GEMM), FALLS, 0.3, unit=TIME)),
     # rules_launch.batch_bmm: one batched GEMM instead of a loop: the same-shape GEMM loops
-    # (patterns.loops, their kernels) vanish.
-    "batch_bmm": (Signal("GEMMs in same-shape loops per step", _pattern_sum("loops", sequences.LP_GEMMS), FALLS, 1.0),),
+    # (patterns.loops, their kernels) vanish, or the ensemble members' stretches (patterns.ensembles) do.
+    "batch_bmm": (Signal("GEMMs in same-shape loops per step", _pattern_sum("loops", sequences.LP_GEMMS), FALLS, 1.0),
+                  Signal("GEMMs of ensemble members called one by one per step",
+                         _pattern_sum("ensembles", ensembles.EN_GEMMS), FALLS, 1.0)),
     # rules_kernels.fuse_elementwise: torch.compile / fused ops: fewer elementwise + normalization kernels.
     "fuse_elementwise": (Signal("elementwise + normalization kernels per step",
                                 _class_count(kernels.ELEMENTWISE, kernels.NORMALIZATION), FALLS, 0.3),),

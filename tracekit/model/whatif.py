@@ -167,17 +167,21 @@ def scale_nodes(rows: np.ndarray, saving_per_step_us: float) -> Transform:
     return apply
 
 
-def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int, launch_us: float) -> Transform:
+def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int, launch_us: float,
+                extra_calls: np.ndarray | None = None) -> Transform:
     """The region of `rows` (bool per rank.gpu row; e.g. the optimizer step) done by `launches` fused
     kernels: its GPU nodes × `gpu_factor` (one factor, or one per rank.gpu row), the calls that launch
     them and the host gaps between them (the Python of the per-tensor loop) gone, but for the first
-    call, which keeps its gap and costs `launches` × `launch_us`."""
+    call, which keeps its gap and costs `launches` × `launch_us`. `extra_calls` (bool per rank.runtime
+    row): other calls of the region that go the same way (the runtime queries its ops make)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         gap, dur, g_dur, _ = _costs(step)
         mine = node_mask(step, rows)
         factor = gpu_factor[step.graph.gpu_row] if isinstance(gpu_factor, np.ndarray) else gpu_factor
         calls = _launching(step, mine)
+        if extra_calls is not None and len(extra_calls):
+            calls = calls | extra_calls[step.graph.call_row]
         if not calls.any():
             return step.costs
         first = int(np.flatnonzero(calls)[0])
@@ -188,6 +192,19 @@ def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int,
         dur[first] = launches * launch_us
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur,
                                    gpu_dur_us=np.where(mine, g_dur * factor, g_dur))
+
+    return apply
+
+
+def scale_host(rows: np.ndarray, factor: float) -> Transform:
+    """The host work that launches `rows` (bool per rank.gpu row) × `factor`: those calls' durations and
+    the gaps before them (k× fewer tensors for a per-tensor loop to walk); their kernels as they are."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        gap, dur, _, _ = _costs(step)
+        calls = _launching(step, node_mask(step, rows))
+        return dataclasses.replace(step.costs, call_gap_us=np.where(calls, gap * factor, gap),
+                                   call_dur_us=np.where(calls, dur * factor, dur))
 
     return apply
 

@@ -10,7 +10,7 @@ import numpy as np
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
-from tracekit.analyzers.detectors import foreach, requests, samples
+from tracekit.analyzers.detectors import ensembles, foreach, requests, samples
 from tracekit.analyzers.devices import Device
 from tracekit.suggestions.common import (
     Scope,
@@ -216,3 +216,47 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
              f"{k:.0f} times, one per sample, with a size from the data ({x['size_min']}–{x['size_max']}), "
              f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step")
     return suggestion("batch_samples", title, saving, scope, formula, rows)
+
+
+def ensemble_factor(r: RankAnalysis, device: Device) -> np.ndarray:
+    """Per rank.gpu row of an ensemble called member by member (patterns.ensemble_members, k members):
+    the factor its time takes with the members stacked, each layer one batched kernel for all k: max(its
+    time, its roof for k× the work) / k / its time (a batched kernel is never faster than one member's);
+    1 outside, or where the cost is unknown (k× its time: nothing gained on the GPU)."""
+    costs = r.costs.table
+    out = np.ones(len(costs))
+    p = r.patterns
+    k = p.ensemble_members if p is not None else np.zeros(0, dtype=np.int64)
+    dur = p.ensemble_gpu_us if p is not None else np.zeros(0)
+    if len(k) != len(costs) or len(dur) != len(costs):
+        return out
+    flops = costs[attribution.FLOPS].to_numpy(dtype=float)
+    nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    for i in np.flatnonzero(k > 0).tolist():
+        roof = _roof(device, costs[attribution.DTYPE].iat[i], k[i] * flops[i], k[i] * nbytes[i])
+        if dur[i] > 0 and not math.isnan(roof):
+            out[i] = max(dur[i], roof) / k[i] / dur[i]
+    return out
+
+
+def ensemble_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """batch_bmm's evidence rows for ensembles called member by member (patterns.ensembles), one per
+    rank × direction: k members' launches and the Python between them become one member's; as traced,
+    the stretch's host time × (1 − 1/k) per step (the what-if prices the batched kernels at their roof)."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, Any]] = []
+    for r, table in rank_tables(analysis, "ensembles"):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[ensembles.EN_STEP].to_numpy())]
+        for direction, g in t.groupby(ensembles.EN_DIRECTION, sort=False):
+            k = float(np.median(g[ensembles.EN_MEMBERS].to_numpy(dtype=float)))
+            host = float(g[ensembles.EN_HOST_US].sum())
+            rows.append({"rank": r.rank, "kind": "ensemble", "direction": str(direction), "members": k,
+                         "ops": str(g[ensembles.EN_OPS].iat[0]), "first": str(g[ensembles.EN_FIRST].iat[0]),
+                         "launches_per_member": int(g[ensembles.EN_LAUNCHES].iat[0]),
+                         "gemms_per_step": float(g[ensembles.EN_GEMMS].sum()) / scope.steps,
+                         "host_us_per_step": host / scope.steps,
+                         "gpu_us_per_step": float(g[ensembles.EN_GPU_US].sum()) / scope.steps,
+                         "saving_us": host * (1.0 - 1.0 / k)})
+    return rows

@@ -7,15 +7,24 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import samples, sequences
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import ensembles, samples, sequences
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import ATTENTION
 from tracekit.analyzers.launch import A_GAP_US, A_IDLE, HOST_WAIT, LAUNCH_BOUND, MIXED, step_numbers
 from tracekit.analyzers.roofline import roof_for
 from tracekit.analyzers.windows import SCOPE_INFERRED
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
+from tracekit.suggestions.common import (
+    MIN_SAVING_PCT,
+    SILENT_BELOW_PCT,
+    Scope,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_batching import ensemble_rows
 
 # Host-wait gaps longer than this are CPU work a graph does not remove (data loading, Python
 # between iterations, waiting on a sync), not the per-kernel launch path.
@@ -102,7 +111,7 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         host[first[:1] if lo.scope == SCOPE_INFERRED else first] = False
         # launched inside optimizer.step: a graph of the model (the snippet) leaves the optimizer out;
         # its launches are the fused_optimizer rule's (analyzers/detectors/optimizer.py)
-        in_optimizer = r.patterns.in_optimizer if r.patterns is not None else None
+        in_optimizer = optimizer_rows(r)
         if in_optimizer is not None and len(in_optimizer) == len(host) and in_optimizer.any():
             n_optimizer += int((host & in_optimizer).sum())
             host &= ~in_optimizer
@@ -157,6 +166,17 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
 
 
+def optimizer_rows(r: RankAnalysis) -> np.ndarray | None:
+    """Per rank.gpu row: launched by the optimizer, in an Optimizer.step range or by a hand-written
+    optimizer loop (patterns.in_optimizer_loop); None without patterns."""
+    p = r.patterns
+    if p is None:
+        return None
+    if len(p.in_optimizer_loop) == len(p.in_optimizer):
+        return p.in_optimizer | p.in_optimizer_loop
+    return p.in_optimizer if len(p.in_optimizer) else p.in_optimizer_loop
+
+
 def launch_limited(verdict: str, cause: str | None) -> bool:
     """Launch-bound, or mixed with launch waits among its two largest causes."""
     return verdict == LAUNCH_BOUND or (verdict == MIXED and "launch" in (cause or "").split("+"))
@@ -189,7 +209,9 @@ def _batched_estimate(row: dict[str, Any], num_sms: int | None, device: Device |
 
 
 def batch_bmm(analysis: Analysis) -> Suggestion | None:
-    """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run."""
+    """Loops of same-shape GEMMs: loop wall time − one batched kernel's time, per loop run; and
+    ensembles called member by member (patterns.ensembles): k members' host time × (1 − 1/k), the
+    batched layers priced by the what-if at their roof for k× the work."""
     scope = Scope.of(analysis)
     rows, parts, total = [], [], 0.0
     for r, table in rank_tables(analysis, "loops"):
@@ -210,13 +232,33 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
                          "gemms_per_run": row[sequences.LP_PER_RUN], "kernel_us": row[sequences.LP_KERNEL_US],
                          "loop_wall_us": row[sequences.LP_WALL_US] / runs, "batched_us": est,
                          "saving_us": saving})
-    if not rows:
+    members = ensemble_rows(analysis)
+    if not rows and not members:
         return None
+    total += sum(x["saving_us"] for x in members)
     saving = total / scope.ranks
     gemms = sum(x["runs"] * x["gemms_per_run"] for x in rows)
     formula = ("loop wall time (first GEMM start to last GEMM end) − one batched kernel per run: "
-               + "; ".join(parts[:4]) + (f"; … {len(parts) - 4} more" if len(parts) > 4 else "")
-               + f" = {fmt_us(saving)}")
+               + "; ".join(parts[:4]) + (f"; … {len(parts) - 4} more" if len(parts) > 4 else "")) if rows else ""
     title = (f"Batch {gemms:.0f} same-shape GEMMs issued back to back in loops into torch.bmm "
              f"({len(rows)} loop signature(s))")
-    return suggestion("batch_bmm", title, saving, scope, formula, rows)
+    if members:
+        k = max(x["members"] for x in members)
+        fwd = next((x for x in members if x["direction"] == ensembles.FORWARD), members[0])
+        launched = sum(x["launches_per_member"] for x in members)
+        formula = "; ".join(f for f in (formula, (
+            f"ensemble of {k:.0f} members called one by one: per direction, the members' host time (first "
+            f"member's start to last one's end) × (1 − 1/{k:.0f}) = "
+            + " + ".join(f"{fmt_us(x['host_us_per_step'])} × {1 - 1 / x['members']:.3f} ({x['direction']})"
+                         for x in members)
+            + f" per step as traced; the what-if keeps one member's {launched} launches and runs each kernel "
+            f"at max(its time, its roof for {k:.0f}× the work) / {k:.0f}")) if f)
+        title = (f"Stack the {k:.0f} ensemble members' weights and run each layer once for all of them "
+                 f"(torch.func.stack_module_state + torch.vmap, or one torch.bmm/baddbmm per layer): each step "
+                 f"calls the same layers ({fwd['ops']}, input {fwd['first']}) {k:.0f} times with other weights, "
+                 f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "
+                 f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, forward and backward")
+    # an ensemble alone: silent below 2 % of the step as traced too (the priced list's floor)
+    floor = SILENT_BELOW_PCT if members and not rows else MIN_SAVING_PCT
+    return suggestion("batch_bmm", title, saving, scope, f"{formula} = {fmt_us(saving)}", rows + members,
+                      min_pct=floor)

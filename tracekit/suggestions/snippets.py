@@ -39,6 +39,14 @@ for i in range(n):
     c[i] = a[i] @ b[i]
 # after: a is (n, M, K), b is (n, K, N)
 c = torch.bmm(a, b)                 # or torch.matmul / torch.einsum("nmk,nkn->nmn", a, b)
+
+# An ensemble of k same-shape models called one by one: stack their weights, run each layer once.
+from torch.func import functional_call, stack_module_state
+params, buffers = stack_module_state(list(members))          # each leaf: (k, ...) — train these
+base = copy.deepcopy(members[0]).to("meta")
+def one(p, b, x): return functional_call(base, (p, b), (x,))
+out = torch.vmap(one, in_dims=(0, 0, None))(params, buffers, x)   # (k, batch, ...): one bmm per layer
+# or by hand: w (k, in, out), b (k, 1, out); h = torch.baddbmm(b, h, w) per layer, h = x.expand(k, -1, -1)
 ''',
     "batch_decode": '''\
 # Requests decoded one at a time pay the whole forward (Python, launches, weight reads) per token each.

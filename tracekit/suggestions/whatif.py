@@ -47,6 +47,7 @@ from tracekit.suggestions.whatif_attention import _causal_mask
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_loops import (
     BARE_LAUNCH_US,
+    _batch_bmm,
     _batch_requests,
     _batch_samples,
     _concat_embeddings,
@@ -95,11 +96,14 @@ def _no_rows(r: RankAnalysis) -> np.ndarray:
 
 
 def _graph_excluded(r: RankAnalysis) -> np.ndarray:
-    """Kernels a graph of the model leaves alone: the optimizer's and those already replayed from a graph."""
+    """Kernels a graph of the model leaves alone: the optimizer's (an Optimizer.step range's or a
+    hand-written optimizer loop's) and those already replayed from a graph."""
     out = _no_rows(r)
     patterns = r.patterns
     if patterns is not None and len(patterns.in_optimizer) == len(out):
         out |= patterns.in_optimizer
+    if patterns is not None and len(patterns.in_optimizer_loop) == len(out):
+        out |= patterns.in_optimizer_loop  # a hand-written optimizer loop: outside the model's graph too
     if r.graphs is not None and len(r.graphs.replayed) == len(out):
         out |= r.graphs.replayed
     return out
@@ -147,15 +151,6 @@ def _pinned(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None
     pinned = sum(_num(e, "pinned_copy_us") for e in rows)
     syncs = r.patterns.copy_syncs if r.patterns is not None else None
     return unblock_copies(_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US, syncs)
-
-
-def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    rows = _mine(s, r)
-    now = sum(_num(e, "runs") * _num(e, "gemms_per_run") * _num(e, "kernel_us") for e in rows)
-    batched = sum(_num(e, "runs") * _num(e, "batched_us") for e in rows)
-    steps = max(r.launch.totals.steps, 1)
-    launches = max(round(sum(_num(e, "runs") for e in rows) / steps), 1)
-    return fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches, BARE_LAUNCH_US)
 
 
 def _lower_precision(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

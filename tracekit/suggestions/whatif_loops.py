@@ -8,11 +8,23 @@ import numpy as np
 
 from tracekit.analyzers.analysis import RankAnalysis
 from tracekit.analyzers.detectors import embeddings, foreach, recurrent
-from tracekit.analyzers.kernels import CLASS, MEMCPY
+from tracekit.analyzers.kernels import CLASS, GEMM, MEMCPY
 from tracekit.model.outlook import Transform
-from tracekit.model.whatif import batch_forwards, foreach_runs, fuse_region, scale_nodes
+from tracekit.model.whatif import (
+    batch_forwards,
+    compose,
+    foreach_runs,
+    fuse_region,
+    scale_host,
+    scale_nodes,
+)
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_batching import FOREACH_US_PER_TENSOR, batched_roof, padded_roof
+from tracekit.suggestions.rules_batching import (
+    FOREACH_US_PER_TENSOR,
+    batched_roof,
+    ensemble_factor,
+    padded_roof,
+)
 
 BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
 
@@ -122,3 +134,33 @@ def _preallocate(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
     if mask is None or len(mask) != len(r.classification.table) or not mask.any():
         return None
     return scale_nodes(mask, per_step)
+
+
+def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The GEMM loops as one batched GEMM per run (their GEMM kernels × batched / now time); an
+    ensemble's members stacked (rules_batching.ensemble_factor: each kernel at max(its time, its roof for
+    k× the work) / k, one member's launches left, the Python between the members gone; the optimizer's
+    host work × 1/k: k× fewer parameter tensors)."""
+    mine = _mine(s, r)
+    rows = [e for e in mine if e.get("kind") != "ensemble"]
+    members = [e for e in mine if e.get("kind") == "ensemble"]
+    parts: list[Transform] = []
+    if rows:
+        now = sum(_num(e, "runs") * _num(e, "gemms_per_run") * _num(e, "kernel_us") for e in rows)
+        batched = sum(_num(e, "runs") * _num(e, "batched_us") for e in rows)
+        steps = max(r.launch.totals.steps, 1)
+        launches = max(round(sum(_num(e, "runs") for e in rows) / steps), 1)
+        parts.append(fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches,
+                                 BARE_LAUNCH_US))
+    p = r.patterns
+    if members and p is not None and r.roofline.device is not None and len(p.ensemble_members) == len(r.classification.table):
+        launches = max(sum(int(_num(e, "launches_per_member")) for e in members), 1)
+        parts.append(fuse_region(p.ensemble_members > 0, ensemble_factor(r, r.roofline.device), launches,
+                                 BARE_LAUNCH_US, p.ensemble_calls))
+        k = max(_num(e, "members") for e in members)
+        if len(p.in_optimizer) == len(p.ensemble_members) and p.in_optimizer.any():
+            # the members' parameters stacked: k× fewer tensors for the optimizer's per-tensor host work
+            parts.append(scale_host(p.in_optimizer, 1.0 / k))
+    if not parts:
+        return None
+    return compose(parts) if len(parts) > 1 else parts[0]

@@ -22,6 +22,11 @@ FOREACH_OPS: dict[str, str] = {
     "aten::neg_": "torch._foreach_neg_", "aten::exp_": "torch._foreach_exp_", "aten::clamp_min_": "torch._foreach_clamp_min_",
     "aten::clamp_max_": "torch._foreach_clamp_max_", "aten::pow_": "torch._foreach_pow_",
     "aten::maximum": "torch._foreach_maximum", "aten::minimum": "torch._foreach_minimum",
+    # out-of-place forms (a hand-written optimizer's `v.sqrt() / c`: a temporary per tensor, one op per list
+    # with the torch._foreach_* form); alone between other ops, as in a forward, they make no run
+    "aten::sqrt": "torch._foreach_sqrt", "aten::div": "torch._foreach_div", "aten::mul": "torch._foreach_mul",
+    "aten::add": "torch._foreach_add", "aten::sub": "torch._foreach_sub", "aten::addcmul": "torch._foreach_addcmul",
+    "aten::addcdiv": "torch._foreach_addcdiv",
 }
 # Loops whose ops name what they are (the run's ops in order, without aten::) -> the one call that does
 # them: a hand-written gradient clip (torch.nn.utils.clip_grad_norm_'s own foreach path: _foreach_norm,
@@ -33,6 +38,14 @@ KNOWN_LOOPS: dict[str, str] = {
     "mul_ → add_": "torch._foreach_lerp_(ema, params, 1 - decay)",
     "lerp_": "torch._foreach_lerp_(ema, params, 1 - decay)",
 }
+# Loops that are a hand-written optimizer update: every op of the set in the run (any order, others
+# besides) -> the torch.optim class that does it in a few multi-tensor launches. Adam/AdamW: the second
+# moment by addcmul_ (v·β2 + (1 − β2)·g²) and the update by addcdiv_ (p − lr·m / (√v + ε)), as
+# torch/optim/adam.py `_single_tensor_adam` writes them.
+OPTIMIZER_LOOPS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"addcmul_", "addcdiv_"}),
+     "torch.optim.AdamW(params, foreach=True) (or fused=True): the hand-written Adam/AdamW loop as multi-tensor kernels"),
+)
 # Syncs a loop body may hold (`.item()` of each tensor's norm): they stay inside the run and are counted.
 LOOP_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::cpu"})
 # A loop: at least this many calls of one of its ops in one run (one per tensor). Below, a few tensors
@@ -110,6 +123,28 @@ def _foreach_launches(rank: RankTrace, rows: list[int]) -> int:
     return max(math.ceil(len(rows) / per_launch), math.ceil(chunks / MAX_BLOCKS), 1)
 
 
+def _replacement(ops: list[str], foreach_ops: list[str]) -> str:
+    """What replaces a run of `ops` (names without aten::, in order of first call): a known loop's one
+    call, an optimizer's class (OPTIMIZER_LOOPS), else the multi-tensor ops one by one."""
+    known = KNOWN_LOOPS.get(" → ".join(ops))
+    if known:
+        return known
+    found = next((what for need, what in OPTIMIZER_LOOPS if need <= set(ops)), None)
+    return found or ", ".join(dict.fromkeys(foreach_ops))
+
+
+def optimizer_rows(rank: RankTrace, loops: pd.DataFrame, call_loop: np.ndarray) -> np.ndarray:
+    """Per rank.gpu row: launched by a run that is a hand-written optimizer update (OPTIMIZER_LOOPS):
+    like the kernels of an Optimizer.step range, a CUDA graph of the model leaves them out."""
+    gpu_launch = rank.gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
+    picked = {what for _, what in OPTIMIZER_LOOPS}
+    runs = np.flatnonzero(loops[FL_REPLACE].isin(picked).to_numpy()) if len(loops) else np.zeros(0, dtype=np.int64)
+    if not len(runs) or not len(call_loop):
+        return np.zeros(len(gpu_launch), dtype=bool)
+    mine = np.isin(call_loop, runs)
+    return (gpu_launch >= 0) & mine[np.clip(gpu_launch, 0, len(mine) - 1)]
+
+
 def find_foreach_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per run of per-tensor calls (FOREACH_COLUMNS) and, per rank.runtime row, the index of
     the run whose op issued it (-1: none). A run is a thread's consecutive top-level FOREACH_OPS calls
@@ -169,7 +204,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, n
             FL_LAUNCHES: int(launches[run].sum()), FL_SYNCS: int(syncs[run].sum()),
             FL_FOREACH_LAUNCHES: sum(_foreach_launches(rank, v) for v in by_name.values()),
             FL_GPU_US: float(gpu_dur[on_gpu].sum()),
-            FL_REPLACE: KNOWN_LOOPS.get(" → ".join(n.removeprefix("aten::") for n in by_name))
-            or ", ".join(dict.fromkeys(FOREACH_OPS[n] for n in by_name)),
+            FL_REPLACE: _replacement([n.removeprefix("aten::") for n in by_name],
+                                     [FOREACH_OPS[n] for n in by_name]),
         })
     return pd.DataFrame(out_rows, columns=list(FOREACH_COLUMNS)), call_loop

@@ -18,6 +18,7 @@ from tracekit.analyzers.detectors import (
     attention_mask,
     cache_growth,
     embeddings,
+    ensembles,
     foreach,
     gemm_layout,
     hostside,
@@ -100,6 +101,14 @@ class Patterns:
     foreach_loops: pd.DataFrame = field(default_factory=foreach.empty)
     foreach_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sync_in_loop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per syncs row: inside one
+    # per rank.gpu row: launched by a loop that is a hand-written optimizer (foreach.optimizer_rows)
+    in_optimizer_loop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # ensembles.ENSEMBLE_COLUMNS per step × direction with an ensemble called member by member; per
+    # rank.gpu row the member count of the stretch that launched it (0: none)
+    ensembles: pd.DataFrame = field(default_factory=ensembles.empty)
+    ensemble_members: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ensemble_gpu_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.gpu row: its µs, NaN outside
+    ensemble_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
     # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
     requests: pd.DataFrame = field(default_factory=requests.empty)
     in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
@@ -184,6 +193,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
         else np.zeros(0, dtype=bool)
     in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
+    ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(rank, classes, steps, skip=in_requests)
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
@@ -221,6 +231,11 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         foreach_loops=foreach_loops,
         foreach_calls=foreach_calls,
         sync_in_loop=foreach_calls[is_sync] >= 0 if len(rank.runtime) else np.zeros(0, dtype=bool),
+        in_optimizer_loop=foreach.optimizer_rows(rank, foreach_loops, foreach_calls),
+        ensembles=ensemble_loops,
+        ensemble_members=ensemble_members,
+        ensemble_gpu_us=ensemble_gpu_us,
+        ensemble_calls=ensemble_calls,
         requests=served,
         in_requests=in_requests,
         sample_loops=sample_loops,

@@ -45,9 +45,9 @@ def _batch_one(rank: RankTrace, row: int) -> bool:
     return any(isinstance(d, list) and len(d) >= 2 and d[0] == 1 for d in dims)
 
 
-def _block(sigs: list[str]) -> tuple[int, int, int] | None:
+def repeated_block(sigs: list[str], min_repeats: int = MIN_REQUESTS) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the longest stretch of `sigs` that is one block repeated at least
-    MIN_REQUESTS times, found from a signature whose calls are evenly spaced; None when there is none."""
+    `min_repeats` times, found from a signature whose calls are evenly spaced; None when there is none."""
     best: tuple[int, int, int] | None = None
     codes = np.unique(np.asarray(sigs, dtype=object), return_inverse=True)[1].astype(np.int64)
     positions: dict[int, list[int]] = {}
@@ -55,7 +55,7 @@ def _block(sigs: list[str]) -> tuple[int, int, int] | None:
         positions.setdefault(c, []).append(i)
     tried: set[tuple[int, int]] = set()  # (period, start): a block found, its rotations need no check
     for pos in positions.values():
-        if len(pos) < MIN_REQUESTS:
+        if len(pos) < max(min_repeats, 2):
             continue
         period, start = pos[1] - pos[0], pos[0]
         if any(b - a != period for a, b in itertools.pairwise(pos)) or start + len(pos) * period > len(sigs):
@@ -98,7 +98,7 @@ def find_requests(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.nda
         seq = mine[tid[mine] == thread]
         seq = seq[np.argsort(ts[seq], kind="stable")]
         sigs = [_signature(rank, int(r), str(names[r])) for r in seq.tolist()]
-        found = _block(sigs)
+        found = repeated_block(sigs)
         if found is None:
             continue
         start, period, repeats = found

@@ -9,7 +9,7 @@ import pandas as pd
 
 from tracekit.analyzers.detectors.foreach import top_ops
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.requests import _block
+from tracekit.analyzers.detectors.requests import repeated_block
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -105,7 +105,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
         for thread in np.unique(tid[mine]).tolist():
             seq = mine[tid[mine] == thread]
             seq = seq[np.argsort(ts[seq], kind="stable")]
-            found = _block([str(n) for n in names[seq]])
+            found = repeated_block([str(n) for n in names[seq]])
             if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
                 continue
             start, period, repeats = found
