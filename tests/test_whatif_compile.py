@@ -1,4 +1,4 @@
-"""The torch.compile what-if (model/whatif.py compile_runs): runs of elementwise launches become one
+"""The torch.compile what-if (model/whatif_runs.py compile_runs): runs of elementwise launches become one
 fused kernel each, with the eager dispatch between them gone; numbers derived by hand on a synthetic trace."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.model.whatif import compile_runs
+from tracekit.model.whatif_runs import compile_runs
 from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.whatif import _rows
 

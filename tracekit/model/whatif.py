@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region, per-tensor loops as multi-tensor ops, DataLoader workers, batched requests, merged compiled regions)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region (runs of launches: whatif_runs.py), per-tensor loops as multi-tensor ops, DataLoader workers, batched requests, merged compiled regions)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ GRAPH_LAUNCH_US = 10.0
 LONG_GAP_US = 1000.0
 
 
-def _costs(step: StepModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def step_costs(step: StepModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     c, g = step.costs, step.graph
     gap = c.call_gap_us if c.call_gap_us is not None else g.call_gap_us
     dur = c.call_dur_us if c.call_dur_us is not None else g.call_dur_us
@@ -42,7 +42,7 @@ def node_mask(step: StepModel, rows: np.ndarray) -> np.ndarray:
     return rows[step.graph.gpu_row] if len(rows) else np.zeros(step.graph.n_gpu, dtype=bool)
 
 
-def _launching(step: StepModel, nodes: np.ndarray) -> np.ndarray:
+def launching_calls(step: StepModel, nodes: np.ndarray) -> np.ndarray:
     """Per call: it launches at least one of `nodes`."""
     out = np.zeros(step.graph.n_calls, dtype=bool)
     launch = step.graph.gpu_launch
@@ -63,9 +63,9 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
-        gap, dur, _, lat = _costs(step)
+        gap, dur, _, lat = step_costs(step)
         keep_nodes = node_mask(step, excluded_rows)
-        kept_calls = _launching(step, keep_nodes)
+        kept_calls = launching_calls(step, keep_nodes)
         share, inside = breaks.cover(step) if breaks is not None else (np.zeros(g.n_calls), np.zeros(g.n_calls, dtype=bool))
         captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls & ~inside
         if not captured.any():
@@ -97,7 +97,7 @@ def no_syncs(kept_calls: np.ndarray | None = None) -> Transform:
             sync &= ~kept_calls[g.call_row]
         if not sync.any():
             return step.costs
-        _, dur, _, _ = _costs(step)
+        _, dur, _, _ = step_costs(step)
         own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
         return dataclasses.replace(step.costs, call_dur_us=np.where(sync, own, dur), call_nowait=_nowait(step, sync))
 
@@ -117,7 +117,7 @@ def foreach_runs(call_run: np.ndarray, launches: np.ndarray, tensors: np.ndarray
         run = call_run[g.call_row] if len(call_run) else np.full(g.n_calls, -1)
         if not (run >= 0).any():
             return step.costs
-        gap, dur, g_dur, _ = _costs(step)
+        gap, dur, g_dur, _ = step_costs(step)
         mine = run >= 0
         ids, first = np.unique(run[mine], return_index=True)
         heads = np.flatnonzero(mine)[first]
@@ -156,7 +156,7 @@ def scale_nodes(rows: np.ndarray, saving_per_step_us: float) -> Transform:
     summed time per step falls by `saving_per_step_us` (never below 0)."""
 
     def apply(step: StepModel) -> ReplayCosts:
-        _, _, g_dur, _ = _costs(step)
+        _, _, g_dur, _ = step_costs(step)
         mine = node_mask(step, rows)
         total = float(g_dur[mine].sum())
         if total <= 0 or saving_per_step_us <= 0:
@@ -176,10 +176,10 @@ def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int,
     row): other calls of the region that go the same way (the runtime queries its ops make)."""
 
     def apply(step: StepModel) -> ReplayCosts:
-        gap, dur, g_dur, _ = _costs(step)
+        gap, dur, g_dur, _ = step_costs(step)
         mine = node_mask(step, rows)
         factor = gpu_factor[step.graph.gpu_row] if isinstance(gpu_factor, np.ndarray) else gpu_factor
-        calls = _launching(step, mine)
+        calls = launching_calls(step, mine)
         if extra_calls is not None and len(extra_calls):
             calls = calls | extra_calls[step.graph.call_row]
         if not calls.any():
@@ -201,90 +201,10 @@ def scale_host(rows: np.ndarray, factor: float) -> Transform:
     the gaps before them (k× fewer tensors for a per-tensor loop to walk); their kernels as they are."""
 
     def apply(step: StepModel) -> ReplayCosts:
-        gap, dur, _, _ = _costs(step)
-        calls = _launching(step, node_mask(step, rows))
+        gap, dur, _, _ = step_costs(step)
+        calls = launching_calls(step, node_mask(step, rows))
         return dataclasses.replace(step.costs, call_gap_us=np.where(calls, gap * factor, gap),
                                    call_dur_us=np.where(calls, dur * factor, dur))
-
-    return apply
-
-
-@dataclasses.dataclass(frozen=True)
-class _Runs:
-    """The runs of consecutive launching calls whose nodes are one mask's (no other launch between):
-    per call, whether it heads a run or follows inside one, and each call's run length (0 outside)."""
-
-    heads: np.ndarray
-    inner: np.ndarray
-    length: np.ndarray
-
-
-def _runs(step: StepModel, mine: np.ndarray, min_length: int = 1) -> _Runs | None:
-    """The runs of the calls launching `mine` (per GPU node) of at least `min_length` calls; None
-    when there is none."""
-    calls = _launching(step, mine)
-    launching = np.flatnonzero(calls | _launching(step, ~mine))  # every call that launches a node
-    ours = calls[launching]
-    if not ours.any():
-        return None
-    first = ours & ~np.concatenate(([False], ours[:-1]))
-    run = np.cumsum(first) * ours  # 1-based run id per launching call, 0 outside our runs
-    size = np.bincount(run, minlength=int(run.max()) + 1)
-    kept = ours & (size[run] >= min_length)
-    if not kept.any():
-        return None
-    n = step.graph.n_calls
-    heads, inner, length = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n)
-    heads[launching[kept & first]] = True
-    inner[launching[kept & ~first]] = True
-    length[launching[kept]] = size[run[kept]]
-    return _Runs(heads, inner, length)
-
-
-def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transform:
-    """Each run of consecutive launches of `rows` (bool per rank.gpu row; no other launch between them:
-    an eager op chain between two GEMMs) done by one fused kernel: the run's GPU nodes × `gpu_factor`,
-    its first call costs `launch_us` and the other launch calls nothing. The host gaps between them
-    stay: the fused op's own Python (an autograd.Function, a compiled function's guards) is taken to
-    cost what the chain's dispatch between its launches did (H200 train_llm.py pair: 2.13 ms
-    predicted, 2.58 ms measured; with those gaps removed too, 8.93 ms)."""
-
-    def apply(step: StepModel) -> ReplayCosts:
-        mine = node_mask(step, rows)
-        runs = _runs(step, mine)
-        if runs is None:
-            return step.costs
-        _, dur, g_dur, _ = _costs(step)
-        dur = np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur))
-        return dataclasses.replace(step.costs, call_dur_us=dur,
-                                   gpu_dur_us=np.where(mine, g_dur * gpu_factor, g_dur))
-
-    return apply
-
-
-def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
-    """torch.compile over the runs of consecutive launches of `rows` (bool per rank.gpu row: the
-    elementwise/normalization kernels between two other launches): a run of k ≥ 2 becomes one fused
-    kernel launched once by the compiled wrapper, so its first call costs `launch_us` and the others,
-    with the host gaps before them (the eager ops' Python and dispatch), are gone; its GPU nodes take
-    1/k of their time (memory-bound kernels fused: the chain's inputs read and its output written
-    once, the k − 1 intermediates not at all; the rule's cap, suggestions/rules_kernels.py). Unlike
-    fuse_runs (a hand-fused op whose own Python replaces the chain's), none of the chain's host time
-    stays, but for traced gaps longer than LONG_GAP_US (Python between the ops, not their dispatch, as
-    cuda_graph keeps them). Runs of one kernel are left as they are."""
-
-    def apply(step: StepModel) -> ReplayCosts:
-        g = step.graph
-        mine = node_mask(step, rows)
-        runs = _runs(step, mine, min_length=2)
-        if runs is None:
-            return step.costs
-        gap, dur, g_dur, _ = _costs(step)
-        k = np.where((g.gpu_launch >= 0) & mine, runs.length[np.maximum(g.gpu_launch, 0)], 0.0)
-        dispatch = runs.inner & (g.call_gap_us <= LONG_GAP_US)  # a longer host gap is not the eager dispatch: it stays
-        return dataclasses.replace(step.costs, call_gap_us=np.where(dispatch, 0.0, gap),
-                                   call_dur_us=np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur)),
-                                   gpu_dur_us=np.where(k >= 2, g_dur / np.maximum(k, 1.0), g_dur))
 
     return apply
 
@@ -298,9 +218,9 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: n
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
-        _, dur, g_dur, _ = _costs(step)
+        _, dur, g_dur, _ = step_costs(step)
         mine = node_mask(step, rows)
-        calls = _launching(step, mine)
+        calls = launching_calls(step, mine)
         waiting = calls & g.call_waits
         dur = np.where(calls, np.minimum(dur, call_us), dur)
         if sync_rows is not None and len(sync_rows):
@@ -319,7 +239,7 @@ def shorter_longest_gap(traced_us: float) -> Transform:
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
-        gap, _, _, _ = _costs(step)
+        gap, _, _, _ = step_costs(step)
         main = g.call_thread == (g.call_thread[g.main_last_call] if g.main_last_call >= 0 else -1)
         if not main.any() or traced_us <= 0:
             return step.costs
@@ -338,7 +258,7 @@ def scale_step(factor: float, gpu_factor: float | None = None) -> Transform:
     gpu = factor if gpu_factor is None else gpu_factor
 
     def apply(step: StepModel) -> ReplayCosts:
-        gap, dur, g_dur, _ = _costs(step)
+        gap, dur, g_dur, _ = step_costs(step)
         c, g = step.costs, step.graph
         own = c.call_own_us if c.call_own_us is not None else g.call_own_us
         anchor = c.call_anchor_gap_us if c.call_anchor_gap_us is not None else g.call_anchor_gap_us
@@ -387,7 +307,7 @@ def merge_breaks(breaks: Breaks) -> Transform:
         share, inside = breaks.cover(step)
         if not (inside.any() or (share > 0).any()):
             return step.costs
-        gap, dur, _, _ = _costs(step)
+        gap, dur, _, _ = step_costs(step)
         return dataclasses.replace(step.costs, call_gap_us=gap * (1.0 - share), call_dur_us=np.where(inside, 0.0, dur),
                                    call_nowait=_nowait(step, inside & step.graph.call_waits))
 
@@ -401,7 +321,7 @@ def shorter_gaps(calls: np.ndarray, share: float) -> Transform:
         mine = calls[step.graph.call_row] if len(calls) else np.zeros(step.graph.n_calls, dtype=bool)
         if not mine.any() or share <= 0:
             return step.costs
-        gap, _, _, _ = _costs(step)
+        gap, _, _, _ = step_costs(step)
         return dataclasses.replace(step.costs, call_gap_us=np.where(mine, gap * (1.0 - min(share, 1.0)), gap))
 
     return apply

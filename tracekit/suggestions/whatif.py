@@ -28,11 +28,9 @@ from tracekit.analyzers.kernels import (
 from tracekit.model.outlook import RankModel, Transform
 from tracekit.model.whatif import (
     Breaks,
-    compile_runs,
     compose,
     cuda_graph,
     fuse_region,
-    fuse_runs,
     merge_breaks,
     no_syncs,
     scale_nodes,
@@ -40,6 +38,7 @@ from tracekit.model.whatif import (
     shorter_longest_gap,
     unblock_copies,
 )
+from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
@@ -228,7 +227,7 @@ def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
 def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """torch.compile fuses each run of elementwise/normalization/cast/reduce launches (COMPILE_FUSES,
     patterns.reduce_kernels) into one kernel, called by its wrapper without the eager ops' dispatch
-    (model/whatif.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
+    (model/whatif_runs.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
     eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
     Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run."""
     libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
