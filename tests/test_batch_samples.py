@@ -36,7 +36,7 @@ def loop_trace(tmp_path, sizes: list[int], seconds: list[int] | None = None, nam
     return h.write(tmp_path / f"{name}.json")
 
 
-SIZES = list(range(1, 17))  # 16 images with 1..16 boxes
+SIZES = [5, 12, 1, 9, 16, 3, 14, 7, 2, 11, 8, 15, 4, 10, 6, 13]  # 16 images with 1..16 boxes, in data order
 
 
 def test_batch_samples_fires_with_the_hand_computed_saving(tmp_path):
@@ -68,10 +68,19 @@ def test_same_shapes_every_repetition_is_not_a_per_sample_loop(tmp_path):
     assert rules_launch.data_dependent_shapes(a) is None
 
 
+def test_one_more_position_each_repetition_is_a_decode_loop(tmp_path):
+    """Sizes 1025, 1026, ... 1040: each repetition reads one more cached position (a token-by-token
+    generate loop, H200 held-out int8_dequant), not samples that padding would batch."""
+    assert samples.varying_size([[1, n, 64] for n in range(1025, 1041)]) is None
+    assert rules_batching.batch_samples(_analysis(loop_trace(tmp_path, list(range(1025, 1041)), name="dec"))) is None
+    # the same sizes in data order are a per-sample loop
+    assert samples.varying_size([[1, n, 64] for n in (1030, 1025, 1040)]) == [1030, 1025, 1040]
+
+
 def test_fewer_than_eight_samples(tmp_path):
     assert samples.MIN_SAMPLES == 8
-    assert rules_batching.batch_samples(_analysis(loop_trace(tmp_path, list(range(1, 9)), name="k8"))) is not None
-    assert rules_batching.batch_samples(_analysis(loop_trace(tmp_path, list(range(1, 8)), name="k7"))) is None
+    assert rules_batching.batch_samples(_analysis(loop_trace(tmp_path, [3, 1, 4, 8, 5, 2, 7, 6], name="k8"))) is not None
+    assert rules_batching.batch_samples(_analysis(loop_trace(tmp_path, [3, 1, 4, 7, 5, 2, 6], name="k7"))) is None
 
 
 def test_two_sizes_varying_is_not_one_padded_dimension(tmp_path):

@@ -74,7 +74,8 @@ def causal_mask(analysis: Analysis) -> Suggestion | None:
     backends = ", ".join(sorted({str(x["backend"]) for x in rows if x["kind"] == KIND_CALL}))
     title = (f"Pass is_causal=True instead of a square attn_mask: {plural(calls, 'SDPA call')} per step "
              f"({backends} backend) run every tile"
-             + ("" if certain else " (if the mask is causal)"))
+             + ("" if certain else " (if the mask is causal; a sliding-window or block mask: FlexAttention skips "
+                                   "its masked tiles)"))
     if any(x["backend"] == am.MATH for x in rows):
         title += "; the mask also keeps flash out (math backend ran)"
     if built:

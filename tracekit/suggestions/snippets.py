@@ -129,6 +129,13 @@ out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # or attn_mask=m
 # is_causal=True lets flash / cuDNN / memory-efficient skip the upper triangle.
 import torch.nn.functional as F
 F.scaled_dot_product_attention(q, k, v, is_causal=True)  # instead of attn_mask=causal_mask
+# Not causal but structured (a sliding window, documents packed in one sequence): a block mask
+# lets FlexAttention skip every fully masked tile (is_causal=True would change the result).
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+def local(b, h, q_idx, kv_idx):
+    return (kv_idx <= q_idx) & (q_idx - kv_idx < WINDOW)
+block_mask = create_block_mask(local, B=None, H=None, Q_LEN=L, KV_LEN=L)   # once, not per step
+out = torch.compile(flex_attention)(q, k, v, block_mask=block_mask)
 ''',
     "avoid_sync": '''\
 # .item(), .cpu(), .tolist(), nonzero() and printing a CUDA tensor wait for the GPU to drain.

@@ -60,7 +60,10 @@ def _ints(value: object) -> Iterator[int]:
 def varying_size(shapes: list[list[int]]) -> list[int] | None:
     """Per repetition, the one size in which their shapes differ (every differing position takes that
     value in its repetition); None when the shapes are the same in all (a fixed-shape loop), differ in
-    length, differ in two sizes or more, or the size takes fewer than MIN_SIZES values."""
+    length, differ in two sizes or more, or the size takes fewer than MIN_SIZES values, or it grows by
+    the same stride every repetition (autoregressive decoding: each token attends over one more cached
+    position, 1025–1040 over 16 tokens on the H200 held-out int8_dequant decode; its tokens depend on
+    each other and cannot be padded into one batch)."""
     if not shapes or any(len(s) != len(shapes[0]) for s in shapes):
         return None
     grid = np.asarray(shapes, dtype=np.int64)
@@ -72,6 +75,9 @@ def varying_size(shapes: list[list[int]]) -> list[int] | None:
         return None  # two sizes vary independently (or one is derived from another): not one padded dim
     if len(np.unique(cols[:, 0])) < MIN_SIZES:
         return None
+    steps = np.diff(cols[:, 0])
+    if (steps == steps[0]).all() and steps[0] > 0:
+        return None  # one more position each repetition: a generation loop (token t reads t's cache), not samples
     return cols[:, 0].tolist()
 
 
