@@ -29,6 +29,7 @@ from tracekit.analyzers.detectors import (
     layers,
     mask_build,
     optimizer,
+    recompiles,
     recurrent,
     samples,
     sdpa_fallback,
@@ -231,6 +232,11 @@ def _in_selection(analysis: Analysis, sel: Selection, table: str, step_col: str,
 def graph_break_time(analysis: Analysis, sel: Selection) -> float:
     """Host time between consecutive compiled graphs at torch.compile graph breaks, per step."""
     return per_step(_in_selection(analysis, sel, "graph_breaks", compiled.GB_STEP, compiled.GB_HOST_US), sel.steps)
+
+
+def recompile_time(analysis: Analysis, sel: Selection) -> float:
+    """Dynamo's frame compiles inside the steps (patterns.recompiles), per step."""
+    return per_step(_in_selection(analysis, sel, "recompiles", recompiles.RC_STEP, recompiles.RC_US), sel.steps)
 
 
 def user_triton_time(analysis: Analysis, sel: Selection) -> float:

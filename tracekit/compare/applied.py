@@ -23,6 +23,7 @@ from tracekit.analyzers.detectors import (
     hostside,
     layers,
     optimizer,
+    recompiles,
     recurrent,
     requests,
     samples,
@@ -285,6 +286,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_compile.graph_breaks: fullgraph / tensor ops instead of .item(): the breaks between compiled
     # graphs (patterns.graph_breaks) fall by three quarters.
     "graph_breaks": (Signal("graph breaks per step", graph_breaks_per_step, FALLS, 0.75),),
+    # rules_compile.recompiles: dynamic shapes or shape buckets: no frame compiles inside the steps.
+    "recompiles": (Signal("frame compiles per step", _steps_sum("recompiles", recompiles.RC_STEP, recompiles.RC_FRAMES),
+                          FALLS, 1.0),),
     # rules_align.align_dims: padded shapes: no GEMM call is off alignment any more (leading dims from the
     # strides, alignN / older-architecture kernel names, N or K).
     "align_dims": (Signal("GEMM calls off alignment per step", misaligned_calls, FALLS, 1.0),),

@@ -1,4 +1,4 @@
-"""Rule about torch.compile graph breaks: the compiled regions per step, the breaks between them, what runs at each and what they cost."""
+"""Rules about torch.compile: graph breaks (the compiled regions per step, the breaks between them, what runs at each and what they cost) and recompiles inside the steps."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import compiled as cd
+from tracekit.analyzers.detectors import recompiles as rc
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import plural
 
 BREAKS_MIN_PCT = 2.0  # silent below this share of the step
+RECUR_SHARE = 0.5  # compiles must recur in this share of the headline steps (one is a late warm-up)
 NO_OP = "Python (no recorded op: a resumed frame)"
 
 
@@ -60,3 +62,35 @@ def graph_breaks(analysis: Analysis) -> Suggestion | None:
     if recompiled:
         title += f"; recompiled frames {', '.join(sorted(recompiled))[:60]}"
     return suggestion("graph_breaks", title, saving, scope, formula, rows, min_pct=BREAKS_MIN_PCT)
+
+
+def recompiles(analysis: Analysis) -> Suggestion | None:
+    """Dynamo compiling frames inside most headline steps (patterns.recompiles): per step, the compile
+    spans' host time, which the step waits for (nothing is launched while a frame compiles)."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, Any]] = []
+    total, frames, with_steps, steady = 0.0, 0, 0, 0
+    for r, table in rank_tables(analysis, "recompiles"):
+        t = table[in_headline(r, table[rc.RC_STEP].to_numpy())]
+        n = len(r.launch.steady_steps)
+        if not len(t) or t[rc.RC_STEP].nunique() < max(RECUR_SHARE * n, 1):
+            continue
+        with_steps, steady = with_steps + int(t[rc.RC_STEP].nunique()), steady + n
+        for step, g in t.groupby(rc.RC_STEP, sort=True):
+            us = float(g[rc.RC_US].sum())
+            total += us
+            frames += int(g[rc.RC_FRAMES].sum())
+            rows.append({"rank": r.rank, "step": int(step), "frame_compiles": int(g[rc.RC_FRAMES].sum()),
+                         "compile_us": us, "saving_us": us})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    per = frames / (scope.steps * scope.ranks)
+    title = (f"torch.compile recompiles in {with_steps} of {steady} steps: {per:.0f} frame "
+             f"compile{'' if round(per) == 1 else 's'} per step take {fmt_us(saving / scope.steps)} "
+             "(new input shapes under static shapes, or a guard that fails)")
+    formula = ("Σ per step of Dynamo's frame compiles recorded inside the step (entire_frame_compile / "
+               f"_compile.compile_inner, merged per thread) = {fmt_us(saving)}: the step launches nothing "
+               "while a frame compiles. A profiled run can compile faster than an unprofiled one that "
+               "found Inductor's caches cold: the saving is at least this")
+    return suggestion("recompiles", title, saving, scope, formula, rows)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import cleanup, hostside
+from tracekit.analyzers.detectors import cleanup, hostside, recompiles
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
@@ -19,15 +19,18 @@ CLEANUP_SHARE = 0.5  # a host gap this much inside end-of-step cleanup is the cl
 
 def _cleanup_covers(r: RankAnalysis, gaps: pd.DataFrame) -> np.ndarray:
     """Per host gap: at least half of it lies in the end-of-step cleanup the cleanup rules price (a
-    recorded garbage collection; without such records, the silence right before a cache release)."""
+    recorded garbage collection; without such records, the silence right before a cache release) or in
+    Dynamo's frame compiles (the recompiles rule's)."""
     p = r.patterns
     out = np.zeros(len(gaps), dtype=bool)
-    if p is None or not len(p.cleanup_spans) or not len(gaps):
+    if p is None or not (len(p.cleanup_spans) or len(p.recompiles)) or not len(gaps):
         return out
     spans = p.cleanup_spans
     kinds = (cleanup.SPAN_GC,) if p.gc_recorded else (cleanup.SPAN_GC, cleanup.SPAN_SILENT)
     spans = spans[spans[cleanup.CS_WHAT].isin(kinds)]
-    s, e = merge_intervals(spans[cleanup.CS_TS].to_numpy(dtype=float), spans[cleanup.CS_END].to_numpy(dtype=float))
+    starts = np.concatenate((spans[cleanup.CS_TS].to_numpy(dtype=float), p.recompiles[recompiles.RC_TS].to_numpy(dtype=float)))
+    ends = np.concatenate((spans[cleanup.CS_END].to_numpy(dtype=float), p.recompiles[recompiles.RC_END].to_numpy(dtype=float)))
+    s, e = merge_intervals(starts, ends)
     a = gaps[hostside.HG_TS].to_numpy(dtype=float)
     length = gaps[hostside.HG_GAP_US].to_numpy(dtype=float)
     return busy_in_windows(s, e, a, a + length) >= CLEANUP_SHARE * length
@@ -44,7 +47,7 @@ def preprocess_off_thread(analysis: Analysis) -> Suggestion | None:
         t = table[in_headline(r, table[hostside.HG_STEP].to_numpy())]
         t = t[t[hostside.HG_GPU_IDLE_US].astype(float) >= GAP_IDLE_SHARE * t[hostside.HG_GAP_US].astype(float)]
         t = t[~t[hostside.HG_IN_ENGINE].astype(bool)]  # backward / optimizer.step: not the loop's own host work
-        t = t[~_cleanup_covers(r, t)]  # a collection or the silence before empty_cache(): empty_cache / gc_collect
+        t = t[~_cleanup_covers(r, t)]  # a collection, the silence before empty_cache(), a recompile: their rules'
         spans = dict(zip(r.launch.steps["step"].tolist(), r.launch.steps["span_us"].tolist(), strict=True))
         for step, g in t.groupby(hostside.HG_STEP, sort=True):
             longest = g.loc[g[hostside.HG_GAP_US].astype(float).idxmax()]

@@ -270,6 +270,14 @@ matmul_kernel[grid](a, b, c, M, N, K, ...)    # no BLOCK_* / num_warps / num_sta
 def layer_norm_fwd(X, Y, W, B, stride, N, eps, BLOCK_SIZE: tl.constexpr): ...
 layer_norm_fwd[(rows,)](x, y, w, b, x.stride(0), N, eps)    # BLOCK_SIZE and num_warps from the autotuner
 ''',
+    "recompiles": '''\
+# A static-shape graph recompiles for every new input shape (TORCH_LOGS=recompiles says why).
+model = torch.compile(model, dynamic=True)        # one graph with symbolic sizes
+# or mark the dimension that varies, once per input:  torch._dynamo.mark_dynamic(x, 1)
+# or pad to a few bucket lengths, all compiled during warm-up (mask the padding):
+L = -(-x.shape[1] // 256) * 256
+x = torch.nn.functional.pad(x, (0, 0, 0, L - x.shape[1]))
+''',
     "cudnn_rnn": '''\
 # A cell stepped in Python launches its GEMMs and gate kernels once per time step and layer,
 # forward and backward. nn.LSTM / nn.GRU run the whole sequence in one cuDNN call: the input

@@ -1,4 +1,4 @@
-"""What-if transforms of the debugging and cleanup rules: anomaly mode off, no per-step empty_cache() or gc.collect()."""
+"""What-if transforms of the rules that take a stretch of host work out of the step: anomaly mode off, no per-step empty_cache() or gc.collect(), no recompiles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import RankAnalysis
-from tracekit.analyzers.detectors import anomaly, cleanup
+from tracekit.analyzers.detectors import anomaly, cleanup, recompiles
 from tracekit.model.outlook import StepModel, Transform
 from tracekit.model.replay import ReplayCosts
 from tracekit.model.whatif import Breaks, compose, merge_breaks, shorter_gaps
@@ -83,4 +83,14 @@ def no_gc(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     return _cleanup(r, (cleanup.SPAN_GC,))
 
 
-TRANSFORMS = {"anomaly_mode": anomaly_off, "empty_cache": no_empty_cache, "gc_collect": no_gc}
+def no_recompiles(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The frame compiles inside the steps removed from the host gaps and calls they cover."""
+    p = r.patterns
+    if p is None or not len(p.recompiles):
+        return None
+    parts = _removed(r, p.recompiles, recompiles.RC_TID, recompiles.RC_TS, recompiles.RC_END)
+    return compose(parts) if parts else None
+
+
+TRANSFORMS = {"anomaly_mode": anomaly_off, "empty_cache": no_empty_cache, "gc_collect": no_gc,
+              "recompiles": no_recompiles}

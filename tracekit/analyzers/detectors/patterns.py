@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from tracekit.analyzers.detectors import (
 )
 from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
+from tracekit.analyzers.detectors import recompiles as dynamo_compiles
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
 from tracekit.trace import tables
@@ -83,6 +84,8 @@ class Patterns:
     # compiled.COMPILED_COLUMNS per step with torch.compile regions; compiled.BREAK_COLUMNS per graph break
     compiled: pd.DataFrame = field(default_factory=dynamo.empty_compiled)
     graph_breaks: pd.DataFrame = field(default_factory=dynamo.empty_breaks)
+    # recompiles.RECOMPILE_COLUMNS per compile span inside a step (Dynamo compiling a frame)
+    recompiles: pd.DataFrame = field(default_factory=dynamo_compiles.empty)
     break_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
     # triton_launch.TRITON_LAUNCH_COLUMNS per user Triton launch configuration, and per rank.gpu row
     # the index of its row (-1: not a user Triton kernel)
@@ -180,6 +183,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
+    compile_spans = dynamo_compiles.find_recompiles(rank, steps)
     triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
@@ -220,6 +224,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_llm_chain=in_llm_chain,
         compiled=compiled_steps,
         graph_breaks=graph_breaks,
+        recompiles=compile_spans,
         break_thread=break_thread,
         triton_launches=triton_launches,
         triton_rows=triton_rows,
@@ -255,6 +260,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         cleanup=cleanup_steps,
         cleanup_spans=cleanup_spans,
         gc_recorded=step_cleanup.gc_recorded(rank),
-        runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) else np.zeros(0),
+        runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) or len(compile_spans) else np.zeros(0),
         debug_modes=anomaly_mode.debug_settings(rank),
     )
