@@ -154,3 +154,8 @@ def test_head_list_gets_batch_bmm_first_within_35_percent():
     assert len(forward) == 6 * forward[ensembles.EN_STEP].nunique()
     assert not len(after.analysis.ranks[0].patterns.ensembles)
     assert "batch_bmm" not in {s.id for s in after.suggestions}
+    # tracekit diff credits it: per step 6 layers × 12 heads × (3 forward GEMMs + 9 backward) → 0
+    from tracekit.compare.applied import applied
+
+    made = applied("batch_bmm", before.analysis, after.analysis)
+    assert made.applied is True and f"{6 * 12 * (3 + 9):.1f} → 0.0" in made.evidence
