@@ -253,7 +253,9 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
             + " + ".join(f"{fmt_us(x['host_us_per_step'])} × {1 - 1 / x['members']:.3f} ({x['direction']})"
                          for x in members)
             + f" per step as traced; the what-if keeps one member's {launched} launches (per stretch) and runs each kernel "
-            f"at max(its time, its roof for {k:.0f}× the work) / {k:.0f}")) if f)
+            f"at max(its time, its roof for {k:.0f}× the work) / {k:.0f}"
+            + (", the kernels on the heads' shared input (its cast, the sum of its input gradients) once"
+               if fwd.get("stack") == ensembles.KIND_HEADS else ""))) if f)
         title = (f"Stack the {k:.0f} attention heads' weights into one projection and one attention call: each "
                  f"step calls {k:.0f} head modules in turn on one input ({fwd['ops']}, input {fwd['first']}), "
                  f"each with its own narrow q/k/v Linear and single-head SDPA, "
