@@ -222,7 +222,9 @@ def ensemble_factor(r: RankAnalysis, device: Device) -> np.ndarray:
     """Per rank.gpu row of an ensemble called member by member (patterns.ensemble_members, k members):
     the factor its time takes with the members stacked, each layer one batched kernel for all k: max(its
     time, its roof for k× the work) / k / its time (a batched kernel is never faster than one member's);
-    1 outside, or where the cost is unknown (k× its time: nothing gained on the GPU)."""
+    1 outside, or where the cost is unknown (k× its time: nothing gained on the GPU). Kernels of attention
+    heads on their shared input (patterns.ensemble_shared: its autocast cast, the sum of its k input
+    gradients) run once for all heads: 1/k."""
     costs = r.costs.table
     out = np.ones(len(costs))
     p = r.patterns
@@ -232,7 +234,11 @@ def ensemble_factor(r: RankAnalysis, device: Device) -> np.ndarray:
         return out
     flops = costs[attribution.FLOPS].to_numpy(dtype=float)
     nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    shared = p.ensemble_shared if p is not None else np.zeros(0, dtype=bool)
     for i in np.flatnonzero(k > 0).tolist():
+        if len(shared) == len(costs) and shared[i]:
+            out[i] = 1.0 / k[i]
+            continue
         roof = _roof(device, costs[attribution.DTYPE].iat[i], k[i] * flops[i], k[i] * nbytes[i])
         if dur[i] > 0 and not math.isnan(roof):
             out[i] = max(dur[i], roof) / k[i] / dur[i]
@@ -240,21 +246,23 @@ def ensemble_factor(r: RankAnalysis, device: Device) -> np.ndarray:
 
 
 def ensemble_rows(analysis: Analysis) -> list[dict[str, Any]]:
-    """batch_bmm's evidence rows for ensembles called member by member (patterns.ensembles), one per
-    rank × direction: k members' launches and the Python between them become one member's; as traced,
-    the stretch's host time × (1 − 1/k) per step (the what-if prices the batched kernels at their roof)."""
+    """batch_bmm's evidence rows for ensembles called member by member and attention heads called head
+    by head (patterns.ensembles), one per rank × direction × kind: k members' launches and the Python
+    between them become one member's, per stretch; as traced, the stretches' host time × (1 − 1/k) per
+    step (the what-if prices the batched kernels at their roof)."""
     scope = Scope.of(analysis)
     rows: list[dict[str, Any]] = []
     for r, table in rank_tables(analysis, "ensembles"):
         if table is None or not len(table):
             continue
         t = table[in_headline(r, table[ensembles.EN_STEP].to_numpy())]
-        for direction, g in t.groupby(ensembles.EN_DIRECTION, sort=False):
+        for (direction, kind), g in t.groupby([ensembles.EN_DIRECTION, ensembles.EN_KIND], sort=False):
             k = float(np.median(g[ensembles.EN_MEMBERS].to_numpy(dtype=float)))
             host = float(g[ensembles.EN_HOST_US].sum())
-            rows.append({"rank": r.rank, "kind": "ensemble", "direction": str(direction), "members": k,
-                         "ops": str(g[ensembles.EN_OPS].iat[0]), "first": str(g[ensembles.EN_FIRST].iat[0]),
+            rows.append({"rank": r.rank, "kind": "ensemble", "stack": str(kind), "direction": str(direction),
+                         "members": k, "ops": str(g[ensembles.EN_OPS].iat[0]), "first": str(g[ensembles.EN_FIRST].iat[0]),
                          "launches_per_member": int(g[ensembles.EN_LAUNCHES].iat[0]),
+                         "stretches_per_step": len(g) / scope.steps,
                          "gemms_per_step": float(g[ensembles.EN_GEMMS].sum()) / scope.steps,
                          "host_us_per_step": host / scope.steps,
                          "gpu_us_per_step": float(g[ensembles.EN_GPU_US].sum()) / scope.steps,

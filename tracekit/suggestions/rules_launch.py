@@ -247,13 +247,23 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
         fwd = next((x for x in members if x["direction"] == ensembles.FORWARD), members[0])
         launched = sum(x["launches_per_member"] for x in members)
         formula = "; ".join(f for f in (formula, (
-            f"ensemble of {k:.0f} members called one by one: per direction, the members' host time (first "
+            f"{'attention heads' if fwd.get('stack') == ensembles.KIND_HEADS else 'ensemble'} of {k:.0f} members "
+            f"called one by one: per direction, the members' host time (first "
             f"member's start to last one's end) × (1 − 1/{k:.0f}) = "
             + " + ".join(f"{fmt_us(x['host_us_per_step'])} × {1 - 1 / x['members']:.3f} ({x['direction']})"
                          for x in members)
-            + f" per step as traced; the what-if keeps one member's {launched} launches and runs each kernel "
-            f"at max(its time, its roof for {k:.0f}× the work) / {k:.0f}")) if f)
-        title = (f"Stack the {k:.0f} ensemble members' weights and run each layer once for all of them "
+            + f" per step as traced; the what-if keeps one member's {launched} launches (per stretch) and runs each kernel "
+            f"at max(its time, its roof for {k:.0f}× the work) / {k:.0f}"
+            + (", the kernels on the heads' shared input (its cast, the sum of its input gradients) once"
+               if fwd.get("stack") == ensembles.KIND_HEADS else ""))) if f)
+        title = (f"Stack the {k:.0f} attention heads' weights into one projection and one attention call: each "
+                 f"step calls {k:.0f} head modules in turn on one input ({fwd['ops']}, input {fwd['first']}), "
+                 f"each with its own narrow q/k/v Linear and single-head SDPA, "
+                 f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "
+                 f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, forward and backward; "
+                 f"one Linear(d, 3·d) and one scaled_dot_product_attention over (B, heads, T, head_dim) "
+                 f"(or nn.MultiheadAttention) do each layer's heads at once") if fwd.get("stack") == ensembles.KIND_HEADS \
+            else (f"Stack the {k:.0f} ensemble members' weights and run each layer once for all of them "
                  f"(torch.func.stack_module_state + torch.vmap, or one torch.bmm/baddbmm per layer): each step "
                  f"calls the same layers ({fwd['ops']}, input {fwd['first']}) {k:.0f} times with other weights, "
                  f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "

@@ -47,6 +47,13 @@ base = copy.deepcopy(members[0]).to("meta")
 def one(p, b, x): return functional_call(base, (p, b), (x,))
 out = torch.vmap(one, in_dims=(0, 0, None))(params, buffers, x)   # (k, batch, ...): one bmm per layer
 # or by hand: w (k, in, out), b (k, 1, out); h = torch.baddbmm(b, h, w) per layer, h = x.expand(k, -1, -1)
+
+# Attention heads as separate modules (a ModuleList of Head, torch.cat of their outputs): one
+# projection for every head's q, k and v, and one SDPA call over (B, heads, T, head_dim).
+qkv = nn.Linear(d, 3 * d, bias=False)         # its rows: every head's query, then key, then value weights
+q, k, v = qkv(x).view(B, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, d)
+# or nn.MultiheadAttention(d, heads, batch_first=True)
 ''',
     "batch_decode": '''\
 # Requests decoded one at a time pay the whole forward (Python, launches, weight reads) per token each.

@@ -154,7 +154,9 @@ def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | N
                                  BARE_LAUNCH_US))
     p = r.patterns
     if members and p is not None and r.roofline.device is not None and len(p.ensemble_members) == len(r.classification.table):
-        launches = max(sum(int(_num(e, "launches_per_member")) for e in members), 1)
+        # one member's launches per stretch (a stack of layers with per-head attention: one per layer)
+        launches = max(round(sum(_num(e, "launches_per_member") * max(_num(e, "stretches_per_step"), 1.0)
+                                 for e in members)), 1)
         parts.append(fuse_region(p.ensemble_members > 0, ensemble_factor(r, r.roofline.device), launches,
                                  BARE_LAUNCH_US, p.ensemble_calls))
         k = max(_num(e, "members") for e in members)

@@ -31,8 +31,10 @@ EN_LAUNCHES = "launches"  # launch calls of one member
 EN_GEMMS = "gemms"  # GEMM kernels of all members
 EN_HOST_US = "host_us"  # the stretch's wall time on its thread (first member's start to last one's end)
 EN_GPU_US = "gpu_us"  # GPU time of the members' activities
+EN_KIND = "kind"  # KIND_ENSEMBLE | KIND_HEADS (detectors/heads.py: attention heads as separate modules)
+KIND_ENSEMBLE, KIND_HEADS = "ensemble", "heads"
 ENSEMBLE_COLUMNS = (EN_STEP, EN_THREAD, EN_DIRECTION, EN_MEMBERS, EN_OPS, EN_FIRST, EN_LAUNCHES, EN_GEMMS,
-                    EN_HOST_US, EN_GPU_US)
+                    EN_HOST_US, EN_GPU_US, EN_KIND)
 TEXT_CHARS = 120  # of EN_OPS / EN_FIRST (trace names and shapes are untrusted text: kept short)
 
 
@@ -40,7 +42,7 @@ def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(ENSEMBLE_COLUMNS))
 
 
-def _dims(rank: RankTrace, row: int) -> list[tuple[int, ...]]:
+def input_dims(rank: RankTrace, row: int) -> list[tuple[int, ...]]:
     dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
     return [tuple(d) for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
 
@@ -49,23 +51,18 @@ def independent(rank: RankTrace, block: list[int]) -> bool:
     """The block's first op reads a shape no other op of the block reads: its output cannot be the
     next repetition's input (a layer stack's block reads and writes its input's shape: residual adds,
     norms), so the repetitions are separate calls on inputs of one shape."""
-    first = _dims(rank, block[0])
+    first = input_dims(rank, block[0])
     if not first:
         return False
-    return not any(first[0] in _dims(rank, r) for r in block[1:])
+    return not any(first[0] in input_dims(rank, r) for r in block[1:])
 
 
-def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
-                   skip: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """One row per step and direction whose forward repeats one independent block with GEMMs k ≥
-    MIN_MEMBERS times (ENSEMBLE_COLUMNS) and whose backward thread repeats a block k times with at
-    least k AccumulateGrad calls; per rank.gpu row the member count of the stretch that launched it
-    (0: none) and its duration (µs, NaN outside), and per rank.runtime row whether a member's op made
-    the call (launches and runtime queries). GPU rows of `skip` (another pattern's: batch-1 requests) keep a stretch out."""
+def top_level(rank: RankTrace, classes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per runtime row its top-level op (-1: none); per op its launch calls and GEMM kernels; the
+    launching top-level ops; op names, starts, ends, threads; the top-level AccumulateGrad ops; per
+    GPU row its top-level op and its duration (rt_top, launches, gpu_top, gemms, depth0, names, ts, end,
+    tid, grads, gpu_dur)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
-    members_of = np.zeros(len(gpu), dtype=np.int64)
-    if not len(ops) or not len(rt) or not len(gpu):
-        return empty(), members_of, np.full(len(gpu), np.nan), np.zeros(len(rt), dtype=bool)
     top = top_ops(ops)
     rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
     rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
@@ -80,6 +77,21 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     ts, end, tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()
     grads = np.flatnonzero((depth == 0) & (names == ACCUMULATE_GRAD))
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    return rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur
+
+
+def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
+                   skip: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """One row per step and direction whose forward repeats one independent block with GEMMs k ≥
+    MIN_MEMBERS times (ENSEMBLE_COLUMNS) and whose backward thread repeats a block k times with at
+    least k AccumulateGrad calls; per rank.gpu row the member count of the stretch that launched it
+    (0: none) and its duration (µs, NaN outside), and per rank.runtime row whether a member's op made
+    the call (launches and runtime queries). GPU rows of `skip` (another pattern's: batch-1 requests) keep a stretch out."""
+    ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
+    members_of = np.zeros(len(gpu), dtype=np.int64)
+    if not len(ops) or not len(rt) or not len(gpu):
+        return empty(), members_of, np.full(len(gpu), np.nan), np.zeros(len(rt), dtype=bool)
+    rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level(rank, classes)
     rows: list[dict[str, object]] = []
     calls = np.zeros(len(rt), dtype=bool)
     for step in np.unique(steps.ops[depth0]).tolist():
@@ -129,6 +141,6 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
                          EN_FIRST: f"{names[first]}{rank.op_inputs(int(first)).get(tables.OP_INPUT_DIMS)}"[:TEXT_CHARS],
                          EN_LAUNCHES: int(launches[one].sum()), EN_GEMMS: int(gemms[stretch].sum()),
                          EN_HOST_US: float(end[stretch].max() - ts[stretch].min()),
-                         EN_GPU_US: float(gpu_dur[hit].sum())})
+                         EN_GPU_US: float(gpu_dur[hit].sum()), EN_KIND: KIND_ENSEMBLE})
     return (pd.DataFrame(rows, columns=list(ENSEMBLE_COLUMNS)), members_of,
             np.where(members_of > 0, gpu_dur, np.nan), calls)

@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     ensembles,
     foreach,
     gemm_layout,
+    heads,
     hostside,
     layers,
     mask_build,
@@ -112,6 +113,8 @@ class Patterns:
     ensemble_members: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     ensemble_gpu_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.gpu row: its µs, NaN outside
     ensemble_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
+    # per rank.gpu row of per-head stretches (heads.find_heads): its kernel works on the heads' shared input
+    ensemble_shared: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
     requests: pd.DataFrame = field(default_factory=requests.empty)
     in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
@@ -198,6 +201,16 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         else np.zeros(0, dtype=bool)
     in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
     ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(rank, classes, steps, skip=in_requests)
+    # attention heads as separate modules: batch_bmm's ensemble evidence too (stacked weights, one call)
+    head_loops, head_members, head_gpu_us, ensemble_shared, head_calls = heads.find_heads(rank, classes, steps,
+                                                                                       skip=in_requests)
+    if len(head_loops):
+        free = ensemble_members == 0
+        ensemble_loops = head_loops if not len(ensemble_loops) else pd.concat([ensemble_loops, head_loops], ignore_index=True)
+        ensemble_members = np.where(free, head_members, ensemble_members)
+        ensemble_gpu_us = np.where(free, head_gpu_us, ensemble_gpu_us)
+        ensemble_calls = ensemble_calls | head_calls
+        ensemble_shared = ensemble_shared & free
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
     return Patterns(
         rank=int(rank.rank),
@@ -241,6 +254,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_members=ensemble_members,
         ensemble_gpu_us=ensemble_gpu_us,
         ensemble_calls=ensemble_calls,
+        ensemble_shared=ensemble_shared,
         requests=served,
         in_requests=in_requests,
         sample_loops=sample_loops,
