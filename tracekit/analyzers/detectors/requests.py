@@ -78,11 +78,13 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     rows = []
     texts: dict[bytes, str] = {}
+    batch_ones: dict[str, bool] = {}
     for step_ops in seqs:
         step, mine = step_ops.step, step_ops.rows
         thread = Counter(tid[mine].tolist()).most_common(1)[0][0]
         seq = dict(step_ops.threads)[thread]
-        sigs = [f"{name}{dims}" for name, dims in zip(names[seq].tolist(), _dims_texts(rank, seq, texts), strict=True)]
+        dims = _dims_texts(rank, seq, texts)
+        sigs = [f"{name}{d}" for name, d in zip(names[seq].tolist(), dims, strict=True)]
         found = repeated_block(text_codes(sigs))
         if found is None:
             continue
@@ -91,7 +93,10 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
         outside = int(launches[mine].sum() - launches[covered].sum())
         one = seq[start:start + period]
         per_forward = int(launches[one].sum())
-        batch_one = sum(_batch_one(rank, int(r)) for r in one.tolist())
+        for r, d in zip(one.tolist(), dims[start:start + period], strict=True):
+            if d not in batch_ones:  # a function of the dims, which their text determines
+                batch_ones[d] = _batch_one(rank, r)
+        batch_one = sum(batch_ones[d] for d in dims[start:start + period])
         if start > 0 and launches[seq[:start]].sum() > 0:
             continue  # work before the first forward on its thread: the repeats are a forward's layers
         if outside > OUTSIDE_SHARE * per_forward or batch_one < BATCH_ONE_SHARE * period:
