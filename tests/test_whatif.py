@@ -197,11 +197,11 @@ def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
     from tracekit.analyzers.kernels import MEMCPY
     from tracekit.model.graph import ROLE_SYNC
     from tracekit.model.whatif import unblock_copies
-    from tracekit.suggestions.whatif import _rows
+    from tracekit.suggestions.whatif_evidence import class_rows
 
     result = analyse_file(copy_trace(tmp_path, copy_sync_us=150.0))
     model, rank = result.models[0], result.analysis.ranks[0]
-    copies, mine = _rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
+    copies, mine = class_rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
     step = model.steps[0]
     g = step.graph
     sync = np.flatnonzero(g.call_role == ROLE_SYNC)
