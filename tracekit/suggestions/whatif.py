@@ -42,7 +42,7 @@ from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
-from tracekit.suggestions.whatif_attention import _causal_mask
+from tracekit.suggestions.whatif_attention import causal_mask_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_evidence import (
     BARE_LAUNCH_US,
@@ -306,7 +306,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "cudnn_rnn": cudnn_rnn_transform,
     "concat_embeddings": concat_embeddings_transform,
     "use_sdpa": _use_sdpa,
-    "causal_mask": _causal_mask,  # the attention kernels, and the mask built every step gone
+    "causal_mask": causal_mask_transform,  # the attention kernels, and the mask built every step gone
     "preallocate_kv_cache": preallocate_transform,
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,

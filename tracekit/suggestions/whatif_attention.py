@@ -15,7 +15,7 @@ from tracekit.suggestions.rules_attention import KIND_BUILD
 from tracekit.suggestions.whatif_evidence import class_rows, evidence_number, rank_evidence
 
 
-def _causal_mask(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def causal_mask_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The attention kernels faster by the masked calls' share of the saving; each mask build of the
     headline steps removed as a graph break's stretch is (model/whatif.py merge_breaks: the host ops
     between its first op's start and its last op's end cost nothing, its copy and sync calls wait for
