@@ -63,5 +63,8 @@ def tracekit_in_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
     out, err = io.StringIO(), io.StringIO()
     argv = [str(a) for a in args]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # a gate's status (diff --fail-if-slower) leaves through SystemExit
+            code = stop.code if isinstance(stop.code, int) else 1
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
