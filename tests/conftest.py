@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,20 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent (third-party trace corpus)")
     return SHARED_TRACES
+
+
+def tracekit_in_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`tracekit ARGS` run through tracekit.cli.main in this process (stdout and stderr captured), as a
+    CompletedProcess like `subprocess.run([python, "-m", "tracekit", ...])` gives: the same command
+    without a fresh interpreter's start-up. Each CLI command keeps at least one test through a real
+    process; the others use this."""
+    from tracekit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = [str(a) for a in args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # a gate's status (diff --fail-if-slower) leaves through SystemExit
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

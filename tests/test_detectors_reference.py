@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_TRACES
 
-from tracekit.analyzers.analysis import analyze
+from tracekit.analyzers.analysis import rank_patterns
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import sequences
 from tracekit.jsonsafe import records
@@ -35,13 +35,12 @@ def _sample_files() -> list[Path]:
 
 def _detected(path: Path) -> dict[str, object]:
     """Every detector table of every rank of the trace at `path`, as JSON-safe records."""
-    analysis = analyze(load_trace(path))
     out: dict[str, object] = {}
-    for ra in analysis.ranks:
-        p = ra.patterns
+    for rank in load_trace(path).ranks.values():  # the patterns as analyze finds them, without the other analyzers
+        p = rank_patterns(rank)
         rows = {name: records(getattr(p, name), {sequences.LP_SHAPES: format_shapes}) for name in SEQUENCES}
         counts = {f"{name}_rows": len(getattr(p, name)) for name in OTHERS}
-        out[str(ra.rank)] = rows | counts | {"training": p.training, "in_optimizer": int(p.in_optimizer.sum())}
+        out[str(rank.rank)] = rows | counts | {"training": p.training, "in_optimizer": int(p.in_optimizer.sum())}
     return out
 
 

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import tracekit_in_process
 from graph_traces import GraphTrace, decode_step
 
 import tracekit
@@ -204,7 +205,7 @@ def test_cli_capture_option_and_bad_capture_path(tmp_path):
     exe = _exec(tmp_path, [step])
     cap = _capture(tmp_path, [step], "cap.json")
     run = [sys.executable, "-m", "tracekit"]
-    out = subprocess.run([*run, "info", str(exe), "--capture", str(cap)], capture_output=True, text=True)
+    out = tracekit_in_process("info", exe, "--capture", cap)  # info's real process: test_load_errors.py
     assert out.returncode == 0, out.stderr
     line = [x for x in out.stdout.splitlines() if x.startswith("graph replays:")]
     assert line == ["graph replays: 21 GPU activities from 3 launches of 1 graph; 21 (100.0% of their "

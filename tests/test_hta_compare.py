@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from functools import cache
 
 import numpy as np
 import pytest
@@ -63,7 +64,10 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b)) + 1e-6
 
 
+@cache
 def _run(rel: str, include_last: bool):
+    """(path, tracekit's rank, HTA's numbers, the rank as HTA reads it), once per trace and setting
+    for the module (the launch-delay test reads nccl_data's again; read only)."""
     path = SHARED_TRACES / rel
     if not path.exists():
         pytest.skip(f"{rel} is absent (../shared/traces)")
@@ -76,6 +80,12 @@ def _run(rel: str, include_last: bool):
     finally:
         logging.disable(logging.NOTSET)
     return path, rank, numbers, hta_compat.hta_view(rank, include_last_profiler_step=include_last)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_runs():
+    yield
+    _run.cache_clear()
 
 
 def _check_idle(view, numbers) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES
+from conftest import SAMPLE_TRACES, tracekit_in_process
 
 from tracekit import pipeline
 from tracekit.analyzers.ranks import by_chance
@@ -22,6 +23,18 @@ def _need(folder: Path) -> Path:
     if not (folder / "rank0.trace.json.gz").exists():
         pytest.skip(f"{folder.name} sample traces are absent")
     return folder
+
+
+@cache
+def _job(folder: Path) -> pipeline.RunResult:
+    """The job analysed once for the module (two tests read the slowed run; read only)."""
+    return pipeline.run(folder, jobs=2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_jobs():
+    yield
+    _job.cache_clear()
 
 
 def raw_events(path: Path) -> tuple[dict[tuple[int, str, int], tuple[float, float]], dict[int, float]]:
@@ -78,7 +91,7 @@ def waits_caused(c0: dict, c1: dict, steps: tuple[int, ...]) -> dict[int, dict[i
 
 def test_slowed_rank_is_the_straggler_and_its_dataloader_the_cause():
     folder = _need(SLOW)
-    result = pipeline.run(folder, jobs=2)
+    result = _job(folder)
     cross = result.cross
     steps = cross.steps
     assert len(steps) >= 5
@@ -124,17 +137,14 @@ def test_report_line_names_the_jobs_biggest_win(tmp_path):
     not rank 0's. Rank 1 loads its batches on the training thread (+20 ms each, from the script); rank
     0 does not: the largest win is rank 1's DataLoader, about its DataLoader time per step (raw events)."""
     import re
-    import subprocess
-    import sys
 
     folder = _need(SLOW)
-    done = subprocess.run([sys.executable, "-m", "tracekit", "report", str(folder), "-o", str(tmp_path / "r.html"),
-                           "--jobs", "2"], capture_output=True, text=True, timeout=240)
+    done = tracekit_in_process("report", folder, "-o", tmp_path / "r.html", "--jobs", "2")
     assert done.returncode == 0, done.stderr
     from tracekit.report.palette import VERDICTS
 
     line = done.stdout.strip().splitlines()[-1]
-    doc = pipeline.run(folder, jobs=1).to_dict()  # what `analyze --json` says of the whole job
+    doc = _job(folder).to_dict()  # what `analyze --json` says of the whole job
     assert f"kB) · {VERDICTS[doc['summary']['verdict']][1]}" in line and "straggler: rank 1" in line
     m = re.search(r"biggest win: rank 1: Load data in parallel .*\(~([\d.]+) ms per step\)$", line)
     assert m, line

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import tracekit_in_process
 
 torch = pytest.importorskip("torch")
 
@@ -159,5 +160,5 @@ def test_try_end_to_end_on_cpu(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         assert rows["tf32"]["status"] == "skipped" and "needs CUDA" in rows["tf32"]["reason"]
     assert "tracekit diff" in out.stdout and "dataloader" in out.stdout
-    again = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(), check=False)
+    again = tracekit_in_process(*cmd[3:])  # the same command line, in this process: refused before it runs
     assert again.returncode == 2 and "exists" in again.stderr  # no --force: nothing overwritten

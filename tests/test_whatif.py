@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import pytest
 from conftest import SAMPLE_TRACES
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.model.whatif import GRAPH_GAP_US, GRAPH_LAUNCH_US
-from tracekit.pipeline.local import analyse_file
+from tracekit.pipeline.local import LocalResult, analyse_file
 
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
+
+
+@cache
+def _sample(path: Path) -> LocalResult:
+    """A sample trace analysed once for the whole module (several tests read the same ones; read only)."""
+    return analyse_file(path)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_samples():
+    yield
+    _sample.cache_clear()  # the analyses are not kept for the rest of the suite
 
 
 def launch_loop(path, steps: int = 2, launches: int = 20):
@@ -53,7 +68,7 @@ def test_no_saving_exceeds_the_projected_step():
     """On every sample trace the model projects, a suggestion saves at most the projected step."""
     checked = 0
     for path in sorted(SAMPLE_TRACES.glob("*.trace.json.gz")):
-        result = analyse_file(path)
+        result = _sample(path)
         u = result.analysis.unprofiled
         if u is None or not u.trusted:
             continue
@@ -81,7 +96,7 @@ MEASURED_FIXES = (
 @pytest.mark.parametrize("stem, rule, before_ms, after_ms, source", MEASURED_FIXES)
 def test_what_if_saving_against_the_measured_fix(stem, rule, before_ms, after_ms, source):
     """The what-if saving of the rule the fix answers is within ±35 % of the measured unprofiled saving."""
-    result = analyse_file(SAMPLE_TRACES / f"{stem}.trace.json.gz")
+    result = _sample(SAMPLE_TRACES / f"{stem}.trace.json.gz")
     (s,) = [x for x in result.suggestions if x.id == rule]
     measured = (before_ms - after_ms) * 1000.0
     assert s.per_step_us == pytest.approx(measured, rel=0.35), source
@@ -93,7 +108,7 @@ def test_the_first_suggestion_is_the_fix_that_was_measured():
     # (not train_sync: its fp32 GEMMs with bf16 would save more than the sync, a change not measured there)
     for stem, rule in (("train_dataloader", "dataloader_workers"), ("train_copies", "pinned_memory"),
                        ("train_optimizer_loop", "fused_optimizer"), ("gpt2_decode", "cuda_graphs")):
-        result = analyse_file(SAMPLE_TRACES / f"{stem}.trace.json.gz")
+        result = _sample(SAMPLE_TRACES / f"{stem}.trace.json.gz")
         assert result.suggestions[0].id == rule, stem
 
 
@@ -121,7 +136,7 @@ def test_silent_below_two_percent_of_the_projected_step():
     from tracekit.suggestions.common import SILENT_BELOW_PCT
     from tracekit.suggestions.rules import RULES_BY_ID
 
-    result = analyse_file(SAMPLE_TRACES / "train_sync.trace.json.gz")
+    result = _sample(SAMPLE_TRACES / "train_sync.trace.json.gz")
     raw = RULES_BY_ID["pinned_memory"].run(result.analysis)
     assert raw is not None
     (priced,) = whatif.price(result.analysis, [raw], result.models) or [None]  # type: ignore[list-item]
@@ -197,11 +212,11 @@ def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
     from tracekit.analyzers.kernels import MEMCPY
     from tracekit.model.graph import ROLE_SYNC
     from tracekit.model.whatif import unblock_copies
-    from tracekit.suggestions.whatif import _rows
+    from tracekit.suggestions.whatif_evidence import class_rows
 
     result = analyse_file(copy_trace(tmp_path, copy_sync_us=150.0))
     model, rank = result.models[0], result.analysis.ranks[0]
-    copies, mine = _rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
+    copies, mine = class_rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
     step = model.steps[0]
     g = step.graph
     sync = np.flatnonzero(g.call_role == ROLE_SYNC)

@@ -11,7 +11,7 @@ from tracebuilder import TraceBuilder
 
 from tracekit.model.whatif_runs import compile_runs
 from tracekit.pipeline.local import analyse_file
-from tracekit.suggestions.whatif import _rows
+from tracekit.suggestions.whatif_evidence import class_rows
 
 GEMM = "ampere_sgemm_128x64_nn"
 MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, MulFunctor<float>>>"
@@ -41,7 +41,7 @@ def test_a_run_of_three_becomes_one_launch_and_a_third_of_its_gpu_time(tmp_path:
     model, rank = result.models[0], result.analysis.ranks[0]
     step = model.steps[0]
     g = step.graph
-    rows = _rows(rank, ("elementwise",))
+    rows = class_rows(rank, ("elementwise",))
     costs = compile_runs(rows, 3.0)(step)
     calls = np.flatnonzero(g.gpu_launch >= 0)
     order = np.argsort(g.gpu_launch[calls])
@@ -136,7 +136,7 @@ def test_a_host_gap_longer_than_a_millisecond_inside_a_run_stays(tmp_path: Path)
     result = analyse_file(b.write(tmp_path / "gap.json"))
     step = result.models[0].steps[0]
     g = step.graph
-    costs = compile_runs(_rows(result.analysis.ranks[0], ("elementwise",)), 3.0)(step)
+    costs = compile_runs(class_rows(result.analysis.ranks[0], ("elementwise",)), 3.0)(step)
     calls = np.flatnonzero(g.gpu_launch >= 0)
     launch = g.gpu_launch[calls[np.argsort(g.gpu_launch[calls])]]  # mm, mul, add, mm
     before_gap = step.costs.call_gap_us if step.costs.call_gap_us is not None else g.call_gap_us

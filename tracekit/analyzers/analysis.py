@@ -35,7 +35,7 @@ from tracekit.analyzers.memory import MemoryView, memory_view
 from tracekit.analyzers.operators import OperatorView, operator_views
 from tracekit.analyzers.roofline import Roofline, roofline
 from tracekit.analyzers.steady import StepPhase
-from tracekit.analyzers.step_plan import plan_steps
+from tracekit.analyzers.step_plan import StepPlan, plan_steps
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.analyzers.summary import (
     headline_kernels,
@@ -162,17 +162,28 @@ def _combine_rows(tables: list[pd.DataFrame], device: Device | None) -> pd.DataF
     return regroup_kernel_rows(pd.concat(tables, ignore_index=True), device)
 
 
+def _planned(rank: RankTrace, steps: StepSelection) -> tuple[StepPlan, KernelClassification, KernelCosts]:
+    """What every analyzer of a rank starts from: its step plan, kernel classes and op costs."""
+    plan = plan_steps(rank, steps)
+    kc = classify(rank)
+    return plan, kc, estimate_costs(rank, kc)
+
+
+def rank_patterns(rank: RankTrace, steps: StepSelection = STEADY_STEPS) -> Patterns:
+    """The patterns of one RankTrace alone, found as analyze_rank finds them (without the other analyzers)."""
+    plan, kc, costs = _planned(rank, steps)
+    return find_patterns(rank, kc, costs, plan=plan)
+
+
 def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_us: float | None = None,
                  steps: StepSelection = STEADY_STEPS) -> RankAnalysis:
     """All analyzers on one RankTrace, after its step plan; the kernel rows and patterns cover the
     headline steps (those `steps` selects)."""
-    plan = plan_steps(rank, steps)
-    kc = classify(rank)
+    plan, kc, costs = _planned(rank, steps)
     classes = kc.table[CLASS].to_numpy(dtype=object)
     options = {} if kernel_wait_us is None else {"kernel_wait_us": kernel_wait_us}
     lo = launch_overhead(rank, plan, classes=classes, **options)
     tb = temporal_breakdown(rank, kc.table[CLASS])
-    costs = estimate_costs(rank, kc)
     roof = roofline(rank, kc, costs, device, plan)
     patterns = find_patterns(rank, kc, costs, plan=plan)
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,

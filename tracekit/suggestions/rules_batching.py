@@ -21,7 +21,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_decode import _decode_rows
+from tracekit.suggestions.rules_decode import decode_rows
 from tracekit.units import plural
 
 # Host time of a multi-tensor op per tensor in its lists: torch._foreach_mul_ over 288 tensors took
@@ -119,7 +119,7 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
     k × the work (at its roof for that work): the step − max(its host side / k, the batched GPU time)."""
     scope = Scope.of(analysis)
     device = analysis.device
-    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks) or _decode_rows(analysis):
+    if device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks) or decode_rows(analysis):
         return None  # decode steps are batch_decode's: their forwards are tokens, not requests
     rows: list[dict[str, Any]] = []
     total, k_seen = 0.0, []

@@ -9,7 +9,7 @@ from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, gemm_dims, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_align import VOCAB_DIM_MIN
-from tracekit.suggestions.rules_kernels import _gemm_rows
+from tracekit.suggestions.rules_kernels import gemm_rows
 
 DECODE_MAX_M = 16  # GEMM rows with at most this many rows (tokens) are GEMV-like
 DECODE_BATCH = 8  # batch_decode batches at most this many of the requests one step serves
@@ -26,12 +26,12 @@ QUANT_BYTES = {"int8": 1.0, "int4": 0.5}  # bytes per weight of the weight-only 
 QUANT_DTYPES = ("bf16", "fp16", "fp32")
 
 
-def _decode_rows(analysis: Analysis) -> tuple[list[tuple[dict[str, Any], tuple[int, int, int]]], float] | None:
+def decode_rows(analysis: Analysis) -> tuple[list[tuple[dict[str, Any], tuple[int, int, int]]], float] | None:
     """(GEMV-shaped memory-bound GEMM rows with their (M, N, K), the GEMM time of all rows), or None when
     this is not a decode step (training, no device, or GEMV rows under DECODE_GEMM_SHARE of the GEMM time)."""
     if analysis.device is None or any(getattr(r.patterns, "training", False) for r in analysis.ranks):
         return None  # a training step's small GEMMs (weight gradients, heads) are not decode requests
-    gemms = _gemm_rows(analysis)
+    gemms = gemm_rows(analysis)
     gemm_us = sum(row["time_us"] for row in gemms)
     picked = []
     for row in gemms:
@@ -49,7 +49,7 @@ def _requests(analysis: Analysis) -> float | None:
     without an LM head or a weight called both ways."""
     forwards = 0
     calls: dict[tuple[int, int], list[int]] = {}
-    for row in _gemm_rows(analysis):
+    for row in gemm_rows(analysis):
         dims = gemm_dims(row["op"], row["shapes"])
         if dims is None:
             continue
@@ -69,7 +69,7 @@ def batch_decode(analysis: Analysis) -> Suggestion | None:
     in one batched forward share its host work, launches and weight reads: the step ÷ B, plus the
     GEMVs' extra compute at B rows."""
     scope = Scope.of(analysis)
-    found = _decode_rows(analysis)
+    found = decode_rows(analysis)
     if found is None:
         return None
     decode = [(row, dims) for row, dims in found[0] if dims[0] == 1]
@@ -112,7 +112,7 @@ def quantize_weights(analysis: Analysis) -> Suggestion | None:
     """Memory-bound decode GEMVs whose weights dominate their bytes: weight-only int8 moves
     1 / itemsize of the weight bytes at the bandwidth reached now (int4: half that)."""
     scope = Scope.of(analysis)
-    found = _decode_rows(analysis)
+    found = decode_rows(analysis)
     if found is None:
         return None
     rows, total, before, weight_total = [], 0.0, 0.0, 0.0

@@ -84,7 +84,8 @@ def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
 
 
-def _gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
+def gemm_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """The rows of Analysis.kernels (KERNEL_COLUMNS) of class gemm with known FLOPs and a positive time."""
     k = _kernels(analysis)
     if k is None or not len(k):
         return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,21 +42,24 @@ from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
-from tracekit.suggestions.whatif_attention import _causal_mask
+from tracekit.suggestions.whatif_attention import causal_mask_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
-from tracekit.suggestions.whatif_loops import (
+from tracekit.suggestions.whatif_evidence import (
     BARE_LAUNCH_US,
-    _batch_bmm,
-    _batch_requests,
-    _batch_samples,
-    _concat_embeddings,
-    _cudnn_rnn,
-    _foreach_loops,
-    _loop_calls,
-    _mine,
-    _num,
-    _preallocate,
-    _rows,
+    TransformFor,
+    class_rows,
+    evidence_number,
+    loop_calls,
+    rank_evidence,
+)
+from tracekit.suggestions.whatif_loops import (
+    batch_bmm_transform,
+    batch_requests_transform,
+    batch_samples_transform,
+    concat_embeddings_transform,
+    cudnn_rnn_transform,
+    foreach_transform,
+    preallocate_transform,
 )
 from tracekit.units import fmt_us
 
@@ -86,9 +89,6 @@ SDPA_CLASSES = (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY)
 # measured-fastest fix was another (docs/validation.md, "Second held-out set"); bare/train_compile_eager
 # falls back to 1.13 ms predicted with it.
 COMPILE_FUSES = (ELEMENTWISE, NORMALIZATION, COPY)
-
-TransformFor = Callable[[Suggestion, RankAnalysis, float], Transform | None]
-
 
 def _no_rows(r: RankAnalysis) -> np.ndarray:
     return np.zeros(len(r.classification.table), dtype=bool)
@@ -125,7 +125,7 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return no_syncs(_loop_calls(r))
+    return no_syncs(loop_calls(r))
 
 
 def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -133,29 +133,29 @@ def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | 
 
 
 def _fused_optimizer(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    rows = _mine(s, r)
+    rows = rank_evidence(s, r)
     if not rows or r.patterns is None or not len(r.patterns.in_optimizer):
         return None
-    gpu = sum(_num(e, "gpu_us") for e in rows)
-    fused = sum(_num(e, "fused_us") for e in rows)
-    tensors = [_num(e, "tensors") for e in rows if _num(e, "tensors") > 0]
+    gpu = sum(evidence_number(e, "gpu_us") for e in rows)
+    fused = sum(evidence_number(e, "fused_us") for e in rows)
+    tensors = [evidence_number(e, "tensors") for e in rows if evidence_number(e, "tensors") > 0]
     launches = max(math.ceil(max(tensors) / FUSED_TENSORS_PER_LAUNCH), 1) if tensors else 1
     factor = min(fused / gpu, 1.0) if gpu > 0 else 1.0
     return fuse_region(r.patterns.in_optimizer, factor, launches, BARE_LAUNCH_US)
 
 
 def _pinned(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    rows = _mine(s, r)
-    copy = sum(_num(e, "copy_us") for e in rows)
-    pinned = sum(_num(e, "pinned_copy_us") for e in rows)
+    rows = rank_evidence(s, r)
+    copy = sum(evidence_number(e, "copy_us") for e in rows)
+    pinned = sum(evidence_number(e, "pinned_copy_us") for e in rows)
     syncs = r.patterns.copy_syncs if r.patterns is not None else None
-    return unblock_copies(_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US, syncs)
+    return unblock_copies(class_rows(r, (MEMCPY,)), min(pinned / copy, 1.0) if copy > 0 else 1.0, BARE_LAUNCH_US, syncs)
 
 
 def _lower_precision(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The classes of the kernels the suggestion lowers (GEMMs; convolutions, norms, activations), faster by its saving."""
     classes = tuple(sorted({str(e["class"]) for e in s.evidence if e.get("class")})) or (GEMM,)
-    return scale_nodes(_rows(r, classes), per_step)
+    return scale_nodes(class_rows(r, classes), per_step)
 
 
 def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | None:
@@ -169,42 +169,42 @@ def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | No
 def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The layout transposes gone (their traced time per step, all of it) and the BatchNorm kernels
     faster by the rest of the saving (the rule's evidence splits the two)."""
-    rows = _mine(s, r)
-    total = sum(_num(e, "saving_us") for e in rows)
-    norms = sum(_num(e, "saving_us") for e in rows if e.get("change") != "layout transpose removed")
+    rows = rank_evidence(s, r)
+    total = sum(evidence_number(e, "saving_us") for e in rows)
+    norms = sum(evidence_number(e, "saving_us") for e in rows if e.get("change") != "layout transpose removed")
     share = norms / total if total > 0 else 0.0
     gone = _pattern_rows(r, "layout_transposes", per_step * (1 - share))
     if gone is None:
         return None
-    return compose([gone, scale_nodes(_rows(r, (NORMALIZATION,)), per_step * share)]) if share > 0 else gone
+    return compose([gone, scale_nodes(class_rows(r, (NORMALIZATION,)), per_step * share)]) if share > 0 else gone
 
 
 def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The step's work shared by the batch the suggestion assumes (its evidence's `batch`)."""
-    batch = max((_num(e, "batch") for e in _mine(s, r)), default=0.0) or float(DECODE_BATCH)
+    batch = max((evidence_number(e, "batch") for e in rank_evidence(s, r)), default=0.0) or float(DECODE_BATCH)
     return scale_step(1.0 / batch)
 
 
 def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
     work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative)."""
-    k = max((_num(e, "batch_multiple") for e in _mine(s, r)), default=0.0)
+    k = max((evidence_number(e, "batch_multiple") for e in rank_evidence(s, r)), default=0.0)
     return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
 
 
 def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return scale_nodes(_rows(r, (GEMM,)), per_step)
+    return scale_nodes(class_rows(r, (GEMM,)), per_step)
 
 
 def _fused_llm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """Each chain segment one fused kernel: its GPU nodes × fused / unfused time, and its launches
     (with the host gaps between them: the eager ops' Python and dispatch) folded into one per segment."""
     mask = r.patterns.in_llm_chain if r.patterns is not None else None
-    rows = _mine(s, r)
+    rows = rank_evidence(s, r)
     if mask is None or len(mask) != len(r.classification.table) or not rows:
         return None
-    now = sum(_num(e, "time_us") for e in rows)
-    fused = sum(_num(e, "fused_us") for e in rows)
+    now = sum(evidence_number(e, "time_us") for e in rows)
+    fused = sum(evidence_number(e, "fused_us") for e in rows)
     return fuse_runs(mask, min(fused / now, 1.0) if now > 0 else 1.0, BARE_LAUNCH_US)
 
 
@@ -217,7 +217,7 @@ def _triton_config(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
     p = r.patterns
     if p is None or not len(p.triton_launches) or not len(p.triton_rows):
         return None
-    flagged = {(e.get("kernel"), e.get("grid"), e.get("constexprs")) for e in _mine(s, r)}
+    flagged = {(e.get("kernel"), e.get("grid"), e.get("constexprs")) for e in rank_evidence(s, r)}
     t = p.triton_launches
     keys = zip(t[triton_launch.TL_KERNEL], t[triton_launch.TL_GRID], t[triton_launch.TL_CONSTEXPRS], strict=True)
     picked = [i for i, key in enumerate(keys) if key in flagged]
@@ -231,7 +231,7 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
     Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run."""
     libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
-    keep = _rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
+    keep = class_rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
     p = r.patterns
     if p is not None and len(p.layout_transposes) == len(keep):
         keep &= ~p.layout_transposes
@@ -248,7 +248,7 @@ def _operand_casts(r: RankAnalysis, keep: np.ndarray) -> np.ndarray:
     order (rank.gpu rows, as CUPTI wrote them): autocast's casts of a GEMM's weights and inputs, which
     stay their own kernels under torch.compile (a weight has no producer kernel to fuse into), unlike
     a cast inside a pointwise chain."""
-    cast = keep & _rows(r, (COPY,))
+    cast = keep & class_rows(r, (COPY,))
     if not cast.any():
         return cast
     fused = keep & ~cast
@@ -262,9 +262,9 @@ def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | No
     (patterns.in_sdpa_fallback) faster by their share of the saving; unfused attention: its forward
     and backward kernels (patterns.in_attention; without that mask the kernels of SDPA_CLASSES
     outside the fallbacks) faster by the rest."""
-    rows = _mine(s, r)
-    total = sum(_num(e, "saving_us") for e in rows)
-    fell = sum(_num(e, "saving_us") for e in rows if e.get("mode") == "fallback")
+    rows = rank_evidence(s, r)
+    total = sum(evidence_number(e, "saving_us") for e in rows)
+    fell = sum(evidence_number(e, "saving_us") for e in rows if e.get("mode") == "fallback")
     share = fell / total if total > 0 else 0.0
     mask = r.patterns.in_sdpa_fallback if r.patterns is not None else None
     if mask is None or len(mask) != len(r.classification.table):
@@ -273,14 +273,14 @@ def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | No
     if share < 1.0:
         unfused = r.patterns.in_attention if r.patterns is not None else None
         if unfused is None or len(unfused) != len(mask) or not unfused.any():
-            unfused = _rows(r, SDPA_CLASSES)
+            unfused = class_rows(r, SDPA_CLASSES)
         parts.append(scale_nodes(unfused & ~mask, per_step * (1.0 - share)))
     return compose(parts) if len(parts) > 1 else parts[0]
 
 
 def _gpu_side(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     classes = GPU_CLASSES.get(s.id)
-    return scale_nodes(_rows(r, classes), per_step) if classes else None
+    return scale_nodes(class_rows(r, classes), per_step) if classes else None
 
 
 TRANSFORMS: dict[str, TransformFor] = {
@@ -290,24 +290,24 @@ TRANSFORMS: dict[str, TransformFor] = {
     "preprocess_off_thread": _dataloader,  # the same change: the main thread's longest gap shorter
     "fused_optimizer": _fused_optimizer,
     "pinned_memory": _pinned,
-    "batch_bmm": _batch_bmm,
+    "batch_bmm": batch_bmm_transform,
     "lower_precision": _lower_precision,
     "channels_last": _channels_last,
     "batch_decode": _batch_decode,
-    "batch_requests": _batch_requests,
-    "batch_samples": _batch_samples,
-    "foreach_loops": _foreach_loops,
+    "batch_requests": batch_requests_transform,
+    "batch_samples": batch_samples_transform,
+    "foreach_loops": foreach_transform,
     "larger_batch": _larger_batch,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,
     "fuse_elementwise": _fuse_elementwise,
     "graph_breaks": _graph_breaks,
     "triton_config": _triton_config,
-    "cudnn_rnn": _cudnn_rnn,
-    "concat_embeddings": _concat_embeddings,
+    "cudnn_rnn": cudnn_rnn_transform,
+    "concat_embeddings": concat_embeddings_transform,
     "use_sdpa": _use_sdpa,
-    "causal_mask": _causal_mask,  # the attention kernels, and the mask built every step gone
-    "preallocate_kv_cache": _preallocate,
+    "causal_mask": causal_mask_transform,  # the attention kernels, and the mask built every step gone
+    "preallocate_kv_cache": preallocate_transform,
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }

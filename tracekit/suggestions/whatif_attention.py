@@ -12,18 +12,18 @@ from tracekit.model.whatif import Breaks, compose, merge_breaks, scale_nodes
 from tracekit.suggestions.common import in_headline
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_attention import KIND_BUILD
-from tracekit.suggestions.whatif_loops import _mine, _num, _rows
+from tracekit.suggestions.whatif_evidence import class_rows, evidence_number, rank_evidence
 
 
-def _causal_mask(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def causal_mask_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The attention kernels faster by the masked calls' share of the saving; each mask build of the
     headline steps removed as a graph break's stretch is (model/whatif.py merge_breaks: the host ops
     between its first op's start and its last op's end cost nothing, its copy and sync calls wait for
     nothing) and the copies and kernels its ops launched (patterns.in_mask_build) take no time."""
-    rows = _mine(s, r)
-    build = sum(_num(e, "saving_us_per_step") for e in rows if e.get("kind") == KIND_BUILD)
-    build_gpu = sum(_num(e, "kernel_us_per_step") for e in rows if e.get("kind") == KIND_BUILD)
-    kernels = scale_nodes(_rows(r, (ATTENTION,)), max(per_step - build, 0.0))
+    rows = rank_evidence(s, r)
+    build = sum(evidence_number(e, "saving_us_per_step") for e in rows if e.get("kind") == KIND_BUILD)
+    build_gpu = sum(evidence_number(e, "kernel_us_per_step") for e in rows if e.get("kind") == KIND_BUILD)
+    kernels = scale_nodes(class_rows(r, (ATTENTION,)), max(per_step - build, 0.0))
     p = r.patterns
     t = p.mask_builds if p is not None else None
     if p is None or t is None or not len(t) or build <= 0 or len(p.in_mask_build) != len(r.classification.table):

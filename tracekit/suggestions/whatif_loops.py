@@ -1,14 +1,12 @@
-"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables, caches grown by torch.cat), and the evidence helpers all transforms share."""
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables, caches grown by torch.cat)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from tracekit.analyzers.analysis import RankAnalysis
 from tracekit.analyzers.detectors import embeddings, foreach, recurrent
-from tracekit.analyzers.kernels import CLASS, GEMM, MEMCPY
+from tracekit.analyzers.kernels import GEMM, MEMCPY
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import (
     batch_forwards,
@@ -25,60 +23,42 @@ from tracekit.suggestions.rules_batching import (
     ensemble_factor,
     padded_roof,
 )
-
-BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
-
-
-def _rows(r: RankAnalysis, classes: tuple[str, ...]) -> np.ndarray:
-    return np.isin(r.classification.table[CLASS].to_numpy(dtype=object), classes)
-
-
-def _mine(s: Suggestion, r: RankAnalysis) -> list[dict[str, object]]:
-    return [dict(e) for e in s.evidence if e.get("rank", r.rank) == r.rank]
+from tracekit.suggestions.whatif_evidence import (
+    BARE_LAUNCH_US,
+    class_rows,
+    evidence_number,
+    loop_calls,
+    rank_evidence,
+)
 
 
-def _num(e: dict[str, object], key: str) -> float:
-    v = e.get(key)
-    return float(v) if isinstance(v, (int, float)) and not math.isnan(float(v)) else 0.0
-
-
-def _loop_calls(r: RankAnalysis) -> np.ndarray | None:
-    """Per rank.runtime row: issued by a per-tensor loop or an anomaly-mode NaN check (foreach_loops'
-    and anomaly_mode's changes remove their syncs)."""
-    p = r.patterns
-    calls = p.foreach_calls >= 0 if p is not None and len(p.foreach_calls) else None
-    if p is not None and len(p.anomaly_calls) and p.anomaly_calls.any():
-        calls = p.anomaly_calls if calls is None or len(calls) != len(p.anomaly_calls) else calls | p.anomaly_calls
-    return calls if calls is not None and calls.any() else None
-
-
-def _foreach_loops(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def foreach_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The loops' calls as multi-tensor ops (model/whatif.py foreach_runs): per run, the launches
     and per-tensor calls the detector counted; the loops' device-to-host copies (`.item()`) gone."""
     p = r.patterns
-    if p is None or not len(p.foreach_loops) or _loop_calls(r) is None:
+    if p is None or not len(p.foreach_loops) or loop_calls(r) is None:
         return None
     t = p.foreach_loops
-    copies = _rows(r, (MEMCPY,))
+    copies = class_rows(r, (MEMCPY,))
     return foreach_runs(p.foreach_calls, t[foreach.FL_FOREACH_LAUNCHES].to_numpy(dtype=float),
                         t[foreach.FL_CALLS].to_numpy(dtype=float), BARE_LAUNCH_US, FOREACH_US_PER_TENSOR, copies)
 
 
-def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def batch_requests_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The k batch-1 forwards as one at batch k (model/whatif.py batch_forwards), each kernel at its
     roof for k× the work (rules_batching.batched_roof)."""
-    k = max((_num(e, "requests_per_step") for e in _mine(s, r)), default=0.0)
+    k = max((evidence_number(e, "requests_per_step") for e in rank_evidence(s, r)), default=0.0)
     p = r.patterns
     if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
         return None
     return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
 
 
-def _batch_samples(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
     Python between them gone but for one repetition's launches at the unprofiled launch cost, each
     kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time."""
-    k = max((_num(e, "samples_per_step") for e in _mine(s, r)), default=0.0)
+    k = max((evidence_number(e, "samples_per_step") for e in rank_evidence(s, r)), default=0.0)
     p = r.patterns
     if k < 2 or p is None or r.roofline.device is None or len(p.sample_sizes) != len(r.classification.table):
         return None
@@ -89,45 +69,45 @@ def _batch_samples(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform
     roof = padded_roof(r, r.roofline.device, k)
     batched = np.where(np.isnan(roof), k * dur, np.maximum(dur, np.nan_to_num(roof)))
     factor = np.where(mine & (dur > 0), batched / k / np.where(dur > 0, dur, 1.0), 1.0)
-    launches = max(round(max((_num(e, "launches_per_step") for e in _mine(s, r)), default=0.0) / k), 1)
+    launches = max(round(max((evidence_number(e, "launches_per_step") for e in rank_evidence(s, r)), default=0.0) / k), 1)
     return fuse_region(mine, factor, launches, BARE_LAUNCH_US)
 
 
-def _cudnn_rnn(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def cudnn_rnn_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The cell loop as cuDNN's whole-sequence call (suggestions/rules_loops.py cudnn_times): its GEMMs ×
     the rule's factor, the cell kernels as they are, the gradient accumulations and copies gone; the
     loop's launch calls and the Python between them gone but for one call per loop window (cuDNN's
     forward and backward call; its own per-time-step launches from C++ are taken to hide under the GPU work)."""
     p = r.patterns
-    rows = _mine(s, r)
+    rows = rank_evidence(s, r)
     if p is None or not rows or len(p.rnn_rows) != len(r.classification.table):
         return None
-    gemm = _num(rows[0], "gemm_factor")
+    gemm = evidence_number(rows[0], "gemm_factor")
     factor = np.select([p.rnn_rows == recurrent.ROW_GEMM, p.rnn_rows == recurrent.ROW_CELL], [gemm, 1.0], 0.0)
-    windows = max(round(_num(rows[0], "windows_per_step")), 1)
+    windows = max(round(evidence_number(rows[0], "windows_per_step")), 1)
     return fuse_region(p.rnn_rows > 0, factor, windows, BARE_LAUNCH_US)
 
 
-def _concat_embeddings(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def concat_embeddings_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """Each flagged lookup group (direction, op, width, dtype) one merged call: its kernels × merged /
     now GPU time (the rule's evidence), the calls and the Python between them gone but for one call that
     launches one call's kernel sequence per group."""
     p = r.patterns
-    rows = _mine(s, r)
+    rows = rank_evidence(s, r)
     t = p.embedding_lookups if p is not None else None
     if p is None or t is None or not len(t) or not rows or len(p.embedding_rows) != len(r.classification.table):
         return None
-    factor_of = {(e.get("direction"), e.get("op"), e.get("dim"), e.get("dtype")): _num(e, "gpu_factor") for e in rows}
+    factor_of = {(e.get("direction"), e.get("op"), e.get("dim"), e.get("dtype")): evidence_number(e, "gpu_factor") for e in rows}
     keys = zip(t[embeddings.EL_DIRECTION], t[embeddings.EL_OP], t[embeddings.EL_DIM].astype(int), t[embeddings.EL_DTYPE],
                strict=True)
     per_row = np.array([factor_of.get(k, np.nan) for k in keys] + [np.nan])  # the last: rows in no group
     factor = per_row[np.where(p.embedding_rows >= 0, p.embedding_rows, len(per_row) - 1)]
     flagged = ~np.isnan(factor)
-    launches = max(sum(int(_num(e, "merged_kernels")) for e in rows), 1)
+    launches = max(sum(int(evidence_number(e, "merged_kernels")) for e in rows), 1)
     return fuse_region(flagged, np.where(flagged, factor, 1.0), launches, BARE_LAUNCH_US)
 
 
-def _preallocate(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def preallocate_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The copy kernels of the cats that grow a cache (patterns.in_cache_growth) shorter by the saving
     per step: an in-place write of the new positions is what is left of each."""
     mask = r.patterns.in_cache_growth if r.patterns is not None else None
@@ -136,30 +116,30 @@ def _preallocate(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
     return scale_nodes(mask, per_step)
 
 
-def _batch_bmm(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+def batch_bmm_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The GEMM loops as one batched GEMM per run (their GEMM kernels × batched / now time); an
     ensemble's members stacked (rules_batching.ensemble_factor: each kernel at max(its time, its roof for
     k× the work) / k, one member's launches left, the Python between the members gone; the optimizer's
     host work × 1/k: k× fewer parameter tensors)."""
-    mine = _mine(s, r)
+    mine = rank_evidence(s, r)
     rows = [e for e in mine if e.get("kind") != "ensemble"]
     members = [e for e in mine if e.get("kind") == "ensemble"]
     parts: list[Transform] = []
     if rows:
-        now = sum(_num(e, "runs") * _num(e, "gemms_per_run") * _num(e, "kernel_us") for e in rows)
-        batched = sum(_num(e, "runs") * _num(e, "batched_us") for e in rows)
+        now = sum(evidence_number(e, "runs") * evidence_number(e, "gemms_per_run") * evidence_number(e, "kernel_us") for e in rows)
+        batched = sum(evidence_number(e, "runs") * evidence_number(e, "batched_us") for e in rows)
         steps = max(r.launch.totals.steps, 1)
-        launches = max(round(sum(_num(e, "runs") for e in rows) / steps), 1)
-        parts.append(fuse_region(_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches,
+        launches = max(round(sum(evidence_number(e, "runs") for e in rows) / steps), 1)
+        parts.append(fuse_region(class_rows(r, (GEMM,)), min(batched / now, 1.0) if now > 0 else 1.0, launches,
                                  BARE_LAUNCH_US))
     p = r.patterns
     if members and p is not None and r.roofline.device is not None and len(p.ensemble_members) == len(r.classification.table):
         # one member's launches per stretch (a stack of layers with per-head attention: one per layer)
-        launches = max(round(sum(_num(e, "launches_per_member") * max(_num(e, "stretches_per_step"), 1.0)
+        launches = max(round(sum(evidence_number(e, "launches_per_member") * max(evidence_number(e, "stretches_per_step"), 1.0)
                                  for e in members)), 1)
         parts.append(fuse_region(p.ensemble_members > 0, ensemble_factor(r, r.roofline.device), launches,
                                  BARE_LAUNCH_US, p.ensemble_calls))
-        k = max(_num(e, "members") for e in members)
+        k = max(evidence_number(e, "members") for e in members)
         if len(p.in_optimizer) == len(p.ensemble_members) and p.in_optimizer.any():
             # the members' parameters stacked: k× fewer tensors for the optimizer's per-tensor host work
             parts.append(scale_host(p.in_optimizer, 1.0 / k))

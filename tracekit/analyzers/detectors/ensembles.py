@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.detectors.foreach import top_ops
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.requests import repeated_block
+from tracekit.analyzers.detectors.toplevel import repeated_block, text_codes, top_ops
 from tracekit.analyzers.kernels import GEMM
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -105,7 +104,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
             # the launch count tells apart calls the backward records without shapes (AddmmBackward0 of
             # the first layer launches fewer kernels than of a hidden one: no input gradient)
             sigs = [f"{names[r]}{rank.op_inputs(int(r)).get(tables.OP_INPUT_DIMS)}#{launches[r]}" for r in seq.tolist()]
-            block = repeated_block(sigs, MIN_MEMBERS)
+            block = repeated_block(text_codes(sigs), MIN_MEMBERS)
             if block is None:
                 continue
             start, period, k = block

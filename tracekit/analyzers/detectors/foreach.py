@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.detectors.hostside import StepsOf
+from tracekit.analyzers.detectors.toplevel import TopLevel
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -81,18 +82,6 @@ def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(FOREACH_COLUMNS))
 
 
-def top_ops(ops: pd.DataFrame) -> np.ndarray:
-    """Per op row: the row of its outermost ancestor (itself at depth 0)."""
-    parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    top = np.arange(len(parent))
-    for _ in range(64):  # depth is bounded; parent rows come before their children
-        up = parent[top]
-        if not (up >= 0).any():
-            break
-        top = np.where(up >= 0, up, top)
-    return top
-
-
 def _in_ranges(rank: RankTrace, ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Per (ts, tid): inside an optimizer step / zero_grad range on its thread."""
     an = rank.annotations
@@ -145,23 +134,18 @@ def optimizer_rows(rank: RankTrace, loops: pd.DataFrame, call_loop: np.ndarray) 
     return (gpu_launch >= 0) & mine[np.clip(gpu_launch, 0, len(mine) - 1)]
 
 
-def find_foreach_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray]:
+def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per run of per-tensor calls (FOREACH_COLUMNS) and, per rank.runtime row, the index of
     the run whose op issued it (-1: none). A run is a thread's consecutive top-level FOREACH_OPS calls
     that launch kernels, with the LOOP_SYNC_OPS between them; calls that launch nothing (a detach, a
-    view) are passed over, any other call ends it, and so do the step's end and the optimizer's ranges."""
+    view) are passed over, any other call ends it, and so do the step's end and the optimizer's ranges. `top` is
+    TopLevel.of(rank), computed here when not given."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     call_loop = np.full(len(rt), -1, dtype=np.int64)
     if not len(ops) or not len(rt):
         return empty(), call_loop
-    top = top_ops(ops)
-    rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
-    rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
-    kinds = rt[tables.RT_KIND].to_numpy(dtype=object)
-    launch = np.isin(kinds, tables.LAUNCH_KINDS) & (rt_top >= 0)
-    sync = np.isin(kinds, tables.SYNC_KINDS) & (rt_top >= 0)
-    launches = np.bincount(rt_top[launch], minlength=len(ops))
-    syncs = np.bincount(rt_top[sync], minlength=len(ops))
+    top = top if top is not None else TopLevel.of(rank)
+    rt_top, launches, syncs = top.rt_top, top.launches, top.syncs
     depth0 = np.flatnonzero(ops[tables.OP_DEPTH].to_numpy() == 0)
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     ts, tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()

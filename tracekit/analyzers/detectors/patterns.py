@@ -31,6 +31,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    toplevel,
     triton_launch,
 )
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -190,8 +191,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
     lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
-    foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps)
-    served, in_requests = requests.find_requests(rank, steps)
+    top = toplevel.TopLevel.of(rank)  # shared by the per-step top-level op detectors
+    foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps, top)
+    seqs = toplevel.step_sequences(rank, steps, top)
+    served, in_requests = requests.find_requests(rank, steps, top, seqs)
     grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
     masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
@@ -211,7 +214,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_gpu_us = np.where(free, head_gpu_us, ensemble_gpu_us)
         ensemble_calls = ensemble_calls | head_calls
         ensemble_shared = ensemble_shared & free
-    sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps)
+    sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps, top, seqs)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.detectors.foreach import top_ops
 from tracekit.analyzers.detectors.hostside import StepsOf
+from tracekit.analyzers.detectors.toplevel import (
+    StepOps,
+    TopLevel,
+    repeated_block,
+    step_sequences,
+    text_codes,
+)
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -36,8 +41,19 @@ def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(REQUEST_COLUMNS))
 
 
-def _signature(rank: RankTrace, row: int, name: str) -> str:
-    return f"{name}{rank.op_inputs(row).get(tables.OP_INPUT_DIMS)}"
+def _dims_texts(rank: RankTrace, rows: np.ndarray, texts: dict[bytes, str]) -> list[str]:
+    """Per row, str() of its decoded Input Dims (None when it recorded none), formatted once per
+    distinct raw value (steps repeat the same shapes): `texts` holds those formatted so far."""
+    store = rank.op_input_store
+    if store is None:
+        return [str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS)) for r in rows.tolist()]
+    out = []
+    for r, raw in zip(rows.tolist(), store.raw_values(rows, tables.OP_INPUT_DIMS), strict=True):
+        text = texts.get(raw)
+        if text is None:
+            text = texts[raw] = str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS))
+        out.append(text)
+    return out
 
 
 def _batch_one(rank: RankTrace, row: int) -> bool:
@@ -45,60 +61,31 @@ def _batch_one(rank: RankTrace, row: int) -> bool:
     return any(isinstance(d, list) and len(d) >= 2 and d[0] == 1 for d in dims)
 
 
-def repeated_block(sigs: list[str], min_repeats: int = MIN_REQUESTS) -> tuple[int, int, int] | None:
-    """(start, period, repeats) of the longest stretch of `sigs` that is one block repeated at least
-    `min_repeats` times, found from a signature whose calls are evenly spaced; None when there is none."""
-    best: tuple[int, int, int] | None = None
-    codes = np.unique(np.asarray(sigs, dtype=object), return_inverse=True)[1].astype(np.int64)
-    positions: dict[int, list[int]] = {}
-    for i, c in enumerate(codes.tolist()):
-        positions.setdefault(c, []).append(i)
-    tried: set[tuple[int, int]] = set()  # (period, start): a block found, its rotations need no check
-    for pos in positions.values():
-        if len(pos) < max(min_repeats, 2):
-            continue
-        period, start = pos[1] - pos[0], pos[0]
-        if any(b - a != period for a, b in itertools.pairwise(pos)) or start + len(pos) * period > len(sigs):
-            continue
-        if any((period, s) in tried for s in range(max(start - period + 1, 0), start + 1)):
-            continue
-        stretch = codes[start:start + len(pos) * period].reshape(len(pos), period)
-        if not (stretch == stretch[0]).all():
-            continue
-        tried.add((period, start))
-        if best is None or len(pos) * period > best[1] * best[2]:
-            best = (start, period, len(pos))
-    return best
-
-
-def find_requests(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray]:
+def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
+                  seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per step whose launching thread runs the same forward k ≥ MIN_REQUESTS times at batch 1
-    (REQUEST_COLUMNS), and per rank.gpu row whether one of those forwards launched it."""
+    (REQUEST_COLUMNS), and per rank.gpu row whether one of those forwards launched it. `top` and `seqs`
+    are TopLevel.of(rank) and step_sequences of it (computed here when not given)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     in_request = np.zeros(len(gpu), dtype=bool)
     if not len(ops) or not len(rt) or not len(gpu):
         return empty(), in_request
-    top = top_ops(ops)
-    rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
-    rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
-    working = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.LAUNCH_KINDS + tables.SYNC_KINDS) & (rt_top >= 0)
-    launches = np.bincount(rt_top[working], minlength=len(ops))
-    depth0 = np.flatnonzero((ops[tables.OP_DEPTH].to_numpy() == 0) & (launches > 0))
+    top = top if top is not None else TopLevel.of(rank)
+    seqs = seqs if seqs is not None else step_sequences(rank, steps, top)
+    launches = top.launches + top.syncs
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
-    ts, tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()
-    gpu_launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
-    gpu_top = np.where(gpu_launch >= 0, rt_top[np.maximum(gpu_launch, 0)], -1)
+    tid = ops[tables.OP_TID].to_numpy()
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     rows = []
-    for step in np.unique(steps.ops[depth0]).tolist():
-        if step < 0:
-            continue
-        mine = depth0[steps.ops[depth0] == step]
+    texts: dict[bytes, str] = {}
+    batch_ones: dict[str, bool] = {}
+    for step_ops in seqs:
+        step, mine = step_ops.step, step_ops.rows
         thread = Counter(tid[mine].tolist()).most_common(1)[0][0]
-        seq = mine[tid[mine] == thread]
-        seq = seq[np.argsort(ts[seq], kind="stable")]
-        sigs = [_signature(rank, int(r), str(names[r])) for r in seq.tolist()]
-        found = repeated_block(sigs)
+        seq = dict(step_ops.threads)[thread]
+        dims = _dims_texts(rank, seq, texts)
+        sigs = [f"{name}{d}" for name, d in zip(names[seq].tolist(), dims, strict=True)]
+        found = repeated_block(text_codes(sigs))
         if found is None:
             continue
         start, period, repeats = found
@@ -106,12 +93,15 @@ def find_requests(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.nda
         outside = int(launches[mine].sum() - launches[covered].sum())
         one = seq[start:start + period]
         per_forward = int(launches[one].sum())
-        batch_one = sum(_batch_one(rank, int(r)) for r in one.tolist())
+        for r, d in zip(one.tolist(), dims[start:start + period], strict=True):
+            if d not in batch_ones:  # a function of the dims, which their text determines
+                batch_ones[d] = _batch_one(rank, r)
+        batch_one = sum(batch_ones[d] for d in dims[start:start + period])
         if start > 0 and launches[seq[:start]].sum() > 0:
             continue  # work before the first forward on its thread: the repeats are a forward's layers
         if outside > OUTSIDE_SHARE * per_forward or batch_one < BATCH_ONE_SHARE * period:
             continue
-        hit = np.isin(gpu_top, covered)
+        hit = np.isin(top.gpu_top, covered)
         in_request |= hit
         first = sigs[start][:FIRST_CHARS]
         rows.append({RQ_STEP: int(step), RQ_THREAD: int(thread), RQ_REQUESTS: repeats,

@@ -7,9 +7,14 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.detectors.foreach import top_ops
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.requests import repeated_block
+from tracekit.analyzers.detectors.toplevel import (
+    StepOps,
+    TopLevel,
+    repeated_block,
+    step_sequences,
+    text_codes,
+)
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -81,37 +86,32 @@ def varying_size(shapes: list[list[int]]) -> list[int] | None:
     return cols[:, 0].tolist()
 
 
-def find_sample_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
+                      seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """One row per step and thread whose launching top-level ops are one block repeated k ≥ MIN_SAMPLES
     times back to back, by op names, with shapes that vary in one size (SAMPLE_COLUMNS); and per
     rank.gpu row the varying size of the repetition that launched it (0: launched by none) and its
-    duration (µs; NaN outside the loops)."""
+    duration (µs; NaN outside the loops). `top` and `seqs` are TopLevel.of(rank) and step_sequences of
+    it (computed here when not given)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     in_loop = np.zeros(len(gpu), dtype=np.int64)
     if not len(ops) or not len(rt) or not len(gpu):
         return empty(), in_loop, np.full(len(gpu), np.nan)
-    top = top_ops(ops)
-    rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
-    rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)
-    launching = np.isin(rt[tables.RT_KIND].to_numpy(dtype=object), tables.LAUNCH_KINDS) & (rt_top >= 0)
-    launches = np.bincount(rt_top[launching], minlength=len(ops))
-    depth0 = np.flatnonzero((ops[tables.OP_DEPTH].to_numpy() == 0) & (launches > 0))
+    top = top if top is not None else TopLevel.of(rank)
+    seqs = seqs if seqs is not None else step_sequences(rank, steps, top)
+    launches, gpu_top = top.launches, top.gpu_top
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     ts, end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
-    tid = ops[tables.OP_TID].to_numpy()
-    gpu_launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
-    gpu_top = np.where(gpu_launch >= 0, rt_top[np.maximum(gpu_launch, 0)], -1)
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     rows = []
-    for step in np.unique(steps.ops[depth0]).tolist():
-        if step < 0:
-            continue
-        mine = depth0[steps.ops[depth0] == step]
+    for step_ops in seqs:
+        step = step_ops.step
         blocks = []  # (thread, repetitions, their varying sizes or None where the ops carry no shapes)
-        for thread in np.unique(tid[mine]).tolist():
-            seq = mine[tid[mine] == thread]
-            seq = seq[np.argsort(ts[seq], kind="stable")]
-            found = repeated_block([str(n) for n in names[seq]])
+        for thread, working in step_ops.threads:
+            seq = working[launches[working] > 0]  # the thread's ops that launch work (not only syncs)
+            if len(seq) < MIN_SAMPLES * MIN_BODY_OPS:
+                continue  # too short for MIN_SAMPLES repetitions of a MIN_BODY_OPS body
+            found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]))
             if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
                 continue
             start, period, repeats = found
@@ -132,7 +132,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
             for rep, size in zip(body, sizes, strict=True):
                 in_loop[np.isin(gpu_top, rep)] = max(int(size), 1)
             hit = np.isin(gpu_top, covered)
-            rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: repeats,
+            rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: len(body),
                          SL_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[body[0]])[:OPS_CHARS],
                          SL_MIN: int(min(sizes)), SL_MAX: int(max(sizes)), SL_MEAN: float(np.mean(sizes)),
                          SL_LAUNCHES: int(launches[covered].sum()),

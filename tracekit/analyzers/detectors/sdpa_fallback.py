@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import attention_mask as am
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
+from tracekit.trace.store import INPUT_COLUMNS
 
 SDPA_OP = "aten::scaled_dot_product_attention"
 ALIGN = 8  # elements: the head-dim multiple the fused SDPA kernels need (torch sdp_utils check_head_dim_size)
@@ -70,6 +71,22 @@ def _call(rank: RankTrace, row: int) -> dict[str, object] | None:
             SF_SCORES: (b * h, lq, lk)}
 
 
+def _calls(rank: RankTrace, rows: list[int]) -> list[dict[str, object] | None]:
+    """_call of each op row, computed once per distinct recorded inputs (decode steps repeat one call
+    signature per layer and step). Treat the returned dicts as read-only."""
+    store = rank.op_input_store
+    if store is None:
+        return [_call(rank, r) for r in rows]
+    index = np.asarray(rows, dtype=np.int64)
+    memo: dict[tuple[bytes, ...], dict[str, object] | None] = {}
+    out = []
+    for row, key in zip(rows, zip(*(store.raw_values(index, c) for c in INPUT_COLUMNS), strict=True), strict=True):
+        if key not in memo:
+            memo[key] = _call(rank, row)
+        out.append(memo[key])
+    return out
+
+
 def score_shaped(dims: object, scores: set[tuple[int, ...]]) -> bool:
     """Some tensor of `dims` (a list of recorded shapes) is one of the `scores` matrices (leading dims folded)."""
     for d in dims if isinstance(dims, (list, tuple)) else ():
@@ -103,11 +120,19 @@ def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple
     kernel_names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
     recs: list[dict[str, object]] = []
     picked = np.flatnonzero(call_of >= 0)
-    for call, kernel_rows in pd.Series(picked).groupby(call_of[picked]).agg(list).items():
-        found = _call(rank, int(call))
-        k = np.asarray(kernel_rows, dtype=np.int64)
-        backend = am._backend(kernel_names[k])
-        if found is None or backend not in SLOW_BACKENDS:
+    picked = picked[np.argsort(call_of[picked], kind="stable")]  # by call, kernels in row order
+    if not len(picked):
+        return empty(), covered
+    cuts = np.flatnonzero(call_of[picked][1:] != call_of[picked][:-1]) + 1
+    groups = np.split(picked, cuts)
+    backend_hits: list[tuple[str, np.ndarray]] = []  # per attention_mask.BACKENDS: bool per rank.gpu row
+    for k, found in zip(groups, _calls(rank, [int(call_of[k[0]]) for k in groups]), strict=True):
+        if found is None:  # aligned head dims (the common case): no backend to look up
+            continue
+        if not backend_hits:
+            backend_hits = [(b, matches(kernel_names, pattern)) for b, pattern in am.BACKENDS]
+        backend = next((b for b, hits in backend_hits if hits[k].any()), am.MATH)  # as attention_mask._backend
+        if backend not in SLOW_BACKENDS:
             continue
         covered[k] = True
         recs.append({**found, SF_BACKEND: backend, SF_FWD_US: float(dur[k].sum()), "n": len(k)})

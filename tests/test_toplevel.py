@@ -1,0 +1,74 @@
+"""The shared top-level op helpers (detectors/toplevel.py): repeated blocks on hand-written sequences, and per-step, per-thread sequences on a synthetic trace built by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+from tracebuilder import TraceBuilder
+
+from tracekit.analyzers.detectors.hostside import StepsOf
+from tracekit.analyzers.detectors.toplevel import (
+    TopLevel,
+    repeated_block,
+    step_sequences,
+    text_codes,
+)
+from tracekit.trace.load import load_trace
+from tracekit.trace.tables import GPU_NAME, OP_NAME
+
+
+def _block(text: str, min_repeats: int = 2) -> tuple[int, int, int] | None:
+    return repeated_block(text_codes(list(text)), min_repeats)
+
+
+def test_text_codes_number_by_first_appearance():
+    assert text_codes(["b", "a", "b", "c", "a"]).tolist() == [0, 1, 0, 2, 1]
+
+
+def test_repeated_block_finds_the_longest_stretch():
+    # "x" then "abc" three times then "y": 'a' sits at 1, 4, 7 (period 3), the stretch 1..9 is abc×3
+    assert _block("xabcabcabcy") == (1, 3, 3)
+    # the forward repeated twice at the start: period 4 from 'p' at 0 and 4
+    assert _block("pqrspqrs") == (0, 4, 2)
+
+
+def test_repeated_block_needs_even_spacing_and_room_for_its_repeats():
+    assert _block("abcd") is None  # nothing occurs twice
+    # 'a' at 0, 2, 3: gaps 2 and 1, uneven; 'b' at 1 and 4: period 3 needs 1 + 2 × 3 = 7 items, 5 here
+    assert _block("abaab") is None
+    # 'a' at 0, 3, 5 is uneven, but 'b' at 1 and 2 is the one-op block "b" twice
+    assert _block("abbaca") == (1, 1, 2)
+    # 'a' at 0 and 3, period 3, needs 6 items; 'b' at 1 and 4 needs 7: five items hold neither
+    assert _block("abcab") is None
+    # evenly spaced but the repeats differ: 'a' at 0 and 2, "ab" then "ac"; 'b', 'c' once
+    assert _block("abac") is None
+
+
+def test_repeated_block_keeps_the_first_of_equal_lengths_and_min_repeats():
+    # "aabb": 'a' at 0,1 → (0, 1, 2); 'b' at 2,3 → (2, 1, 2), same length: the first code tried wins
+    assert _block("aabb") == (0, 1, 2)
+    assert _block("abab", min_repeats=3) is None  # 'a' twice only
+    assert _block("ababab", min_repeats=3) == (0, 2, 3)
+
+
+def test_step_sequences_per_thread_in_time_order(tmp_path):
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0, 1000)
+    # main thread 100: ops at 300 and 100 (written out of time order), thread 7: one op at 200,
+    # and an op at 400 that launches nothing (left out)
+    for name, ts, tid in (("mul", 300, 100), ("add", 100, 100), ("sub", 200, 7)):
+        b.launch(ts + 1, 1, f"k_{name}", ts + 10, 2, ext=b.op(f"aten::{name}", ts, 10, tid=tid), tid=tid)
+    b.op("aten::view", 400, 10)
+    rank = load_trace(b.write(tmp_path / "t.json")).ranks[0]
+    top = TopLevel.of(rank)
+    names = rank.ops[OP_NAME].to_numpy(dtype=object)
+    # three launches, one per launching op; the view issued none
+    assert int(top.launches.sum()) == 3 and int(top.syncs.sum()) == 0
+    (step,) = step_sequences(rank, StepsOf.of(rank), top)
+    assert step.step == 1
+    assert [(tid, [names[r] for r in rows.tolist()]) for tid, rows in step.threads] == [
+        (7, ["aten::sub"]), (100, ["aten::add", "aten::mul"])]
+    assert step.rows.tolist() == sorted(np.concatenate([r for _, r in step.threads]).tolist())
+    # each kernel maps back to the top-level op that launched it
+    gpu_names = rank.gpu[GPU_NAME].to_numpy(dtype=object)
+    assert {gpu_names[i]: names[t] for i, t in enumerate(top.gpu_top.tolist())} == {
+        "k_mul": "aten::mul", "k_add": "aten::add", "k_sub": "aten::sub"}
