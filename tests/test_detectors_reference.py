@@ -3,7 +3,7 @@
 The reference is the detectors' output before they moved to integer-coded, vectorised passes
 (written by that implementation, reviewed when written; the sample traces added later were written
 by the same implementation, checked out at b3d9477; the fourth held-out set's by the code that
-added it, fffc2a0 with the per-sample loop's decode exclusion): the faster passes must find the same
+added it, fffc2a0 with the per-sample loop's decode exclusion, and the third set's recordings with garbage collections by f417940): the faster passes must find the same
 chains, loops and attention patterns, with the same numbers, in the same order. The numbers
 themselves are checked by the detector tests on synthetic traces (test_suggestions_*.py). After an
 intended change to what the detectors find, regenerate with
