@@ -53,6 +53,7 @@ from tracekit.suggestions.whatif_loops import (
     _cudnn_rnn,
     _foreach_loops,
     _loop_calls,
+    _micro_batches,
     _mine,
     _num,
     _preallocate,
@@ -187,7 +188,11 @@ def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform 
 
 def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
-    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative)."""
+    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative).
+    Gradient accumulation (evidence micro_batch_multiple m): whatif_loops._micro_batches."""
+    m = max((_num(e, "micro_batch_multiple") for e in _mine(s, r)), default=0.0)
+    if m >= 2:
+        return _micro_batches(r, m)
     k = max((_num(e, "batch_multiple") for e in _mine(s, r)), default=0.0)
     return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
 

@@ -74,6 +74,18 @@ def _batch_requests(s: Suggestion, r: RankAnalysis, per_step: float) -> Transfor
     return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
 
 
+def _micro_batches(r: RankAnalysis, m: float) -> Transform | None:
+    """m accumulated micro-batches as one at m× the size (model/whatif.py batch_forwards over the passes'
+    rows, patterns.in_accumulation): the calls that launch the passes and the gaps before them × 1/m,
+    each kernel its 1/m share of max(its time, its roof for m× the work, rules_batching.batched_roof);
+    the optimizer step and the rest of the step as they are."""
+    p = r.patterns
+    if p is None or r.roofline.device is None or len(p.in_accumulation) != len(r.classification.table):
+        return None
+    rows = p.in_accumulation
+    return batch_forwards(m, rows, batched_roof(r, r.roofline.device, m, rows), whole_step=False)
+
+
 def _batch_samples(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
     Python between them gone but for one repetition's launches at the unprofiled launch cost, each

@@ -58,8 +58,15 @@ def repeated_block(sigs: list[str], min_repeats: int = MIN_REQUESTS) -> tuple[in
         if len(pos) < max(min_repeats, 2):
             continue
         period, start = pos[1] - pos[0], pos[0]
-        if any(b - a != period for a, b in itertools.pairwise(pos)) or start + len(pos) * period > len(sigs):
+        if any(b - a != period for a, b in itertools.pairwise(pos)):
             continue
+        if start + len(pos) * period > len(sigs):
+            # the signature sits late in the block (the block starts with ops it repeats, e.g. a layer's):
+            # the block starts up to period − 1 ops before it
+            start = next((s for s in range(start - 1, max(start - period, -1), -1) if s + len(pos) * period <= len(sigs)
+                          and (codes[s:s + len(pos) * period].reshape(len(pos), period) == codes[s:s + period]).all()), -1)
+            if start < 0:
+                continue
         if any((period, s) in tried for s in range(max(start - period + 1, 0), start + 1)):
             continue
         stretch = codes[start:start + len(pos) * period].reshape(len(pos), period)
