@@ -52,8 +52,8 @@ from tracekit.suggestions.whatif_loops import (
     _concat_embeddings,
     _cudnn_rnn,
     _foreach_loops,
+    _larger_batch,
     _loop_calls,
-    _micro_batches,
     _mine,
     _num,
     _preallocate,
@@ -184,17 +184,6 @@ def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform 
     """The step's work shared by the batch the suggestion assumes (its evidence's `batch`)."""
     batch = max((_num(e, "batch") for e in _mine(s, r)), default=0.0) or float(DECODE_BATCH)
     return scale_step(1.0 / batch)
-
-
-def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
-    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative).
-    Gradient accumulation (evidence micro_batch_multiple m): whatif_loops._micro_batches."""
-    m = max((_num(e, "micro_batch_multiple") for e in _mine(s, r)), default=0.0)
-    if m >= 2:
-        return _micro_batches(r, m)
-    k = max((_num(e, "batch_multiple") for e in _mine(s, r)), default=0.0)
-    return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
 
 
 def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

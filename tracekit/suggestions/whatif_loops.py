@@ -1,4 +1,4 @@
-"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables, caches grown by torch.cat), and the evidence helpers all transforms share."""
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, accumulated micro-batches, RNN cells, embedding tables, caches grown by torch.cat), and the evidence helpers all transforms share."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tracekit.model.whatif import (
     fuse_region,
     scale_host,
     scale_nodes,
+    scale_step,
 )
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import (
@@ -84,6 +85,17 @@ def _micro_batches(r: RankAnalysis, m: float) -> Transform | None:
         return None
     rows = p.in_accumulation
     return batch_forwards(m, rows, batched_roof(r, r.roofline.device, m, rows), whole_step=False)
+
+
+def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
+    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative).
+    Gradient accumulation (evidence micro_batch_multiple m): whatif_loops._micro_batches."""
+    m = max((_num(e, "micro_batch_multiple") for e in _mine(s, r)), default=0.0)
+    if m >= 2:
+        return _micro_batches(r, m)
+    k = max((_num(e, "batch_multiple") for e in _mine(s, r)), default=0.0)
+    return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
 
 
 def _batch_samples(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
