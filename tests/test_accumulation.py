@@ -113,3 +113,18 @@ def test_silent_on_the_full_batch_h200_trace():
     a = analyze(tracekit.load_trace(FIXED))
     assert not len(a.ranks[0].patterns.accumulation)
     assert RULES_BY_ID["larger_batch"].run(a) is None
+
+
+def test_diff_credits_fewer_micro_batches(tmp_path):
+    """The change shows when the passes per optimizer step halve: 4 → 1 (one micro-batch: a training
+    trace without accumulation) is made; 4 → 4 is not."""
+    from tracekit.compare.applied import applied, micro_batches_per_step
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    four = _analysis(accumulation_trace(tmp_path / "a"))
+    one = _analysis(accumulation_trace(tmp_path / "b", k=1))
+    assert (micro_batches_per_step(four), micro_batches_per_step(one)) == (4.0, 1.0)
+    made = applied("larger_batch", four, one)
+    assert made.applied is True and made.evidence.startswith("forward+backward passes per optimizer step 4")
+    assert applied("larger_batch", four, four).applied is False
