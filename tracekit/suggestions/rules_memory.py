@@ -167,8 +167,8 @@ def micro_batches(analysis: Analysis, factor: float | None) -> Suggestion | None
                f"the rest) = {fmt_us(scope.span_us / scope.steps)} − {per} per step = {fmt_us(saving / scope.steps)}")
     size = x["forward_input_bytes"]
     if factor is None:
-        memory = ("memory was not recorded (profile with profile_memory=True, or tracekit profile --memory where "
-                  "available, to check the fit)")
+        memory = ("memory was not recorded (tracekit profile --memory, or profile_memory=True, records it "
+                  "to check the fit)")
         if not math.isnan(size):
             memory += (f"; the forward's op inputs are ~{fmt_bytes(size)} per micro-batch, ~{fmt_bytes(size * m)} at "
                        f"{m:.0f}× (a rough size of the activations kept for the backward)")
