@@ -248,14 +248,15 @@ def test_workers_shown_but_step_unmoved_is_untouched(tmp_path: Path) -> None:
 
 
 def test_every_rule_with_a_row_has_a_check() -> None:
-    """Each rule whose change the trace can show has its row; the rest (batch size, layout, the
-    cross-rank balance) are not credited."""
+    """Each rule whose change the trace can show has its row; the rest (batch size from the memory view,
+    layout, the cross-rank balance) are not credited (larger_batch's row reads gradient accumulation only)."""
     with_row = {r.id for r in RULES} & set(APPLIED)
     assert with_row == {"cuda_graphs", "avoid_sync", "dataloader_workers", "pinned_memory", "fused_optimizer",
                         "lower_precision", "batch_bmm", "fuse_elementwise", "use_sdpa", "overlap_comm", "causal_mask",
                         "preprocess_off_thread", "channels_last", "quantize_weights", "fused_llm_kernels",
                         "graph_breaks", "triton_config", "align_dims", "cudnn_rnn", "concat_embeddings",
                         "foreach_loops", "batch_requests", "batch_samples", "preallocate_kv_cache",
-                        "anomaly_mode", "empty_cache", "gc_collect", "recompiles"}
+                        "anomaly_mode", "empty_cache", "gc_collect", "recompiles",
+                        "larger_batch"}
     assert set(APPLIED) <= {r.id for r in RULES}
     assert applied("batch_decode", None, None).applied is None  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ import pandas as pd
 from tracekit.analyzers import kernels, step_parts
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
+    accumulation,
     anomaly,
     attention_mask,
     cache_growth,
@@ -171,6 +172,17 @@ def _steps_sum(table: str, step: str, column: str | None = None) -> Measure:
 graph_breaks_per_step = _steps_sum("graph_breaks", compiled.GB_STEP)
 
 
+def micro_batches_per_step(a: Analysis) -> float | None:
+    """Forward+backward passes per optimizer step (patterns.accumulation, the mean over the selected steps
+    that accumulate; 1 in a training trace without accumulation; None outside training)."""
+    rows = [_in_steps(a, r.rank, r.patterns.accumulation, accumulation.AC_STEP) for r in a.ranks
+            if r.patterns is not None and len(r.patterns.accumulation)]
+    rows = [t for t in rows if len(t)]
+    if rows:
+        return float(np.mean(np.concatenate([t[accumulation.AC_MICRO_BATCHES].to_numpy(dtype=float) for t in rows])))
+    return 1.0 if any(r.patterns is not None and r.patterns.training for r in a.ranks) else None
+
+
 def graph_share(a: Analysis) -> float:
     """Share of the GPU activities (every step of every rank) replayed from CUDA/HIP graphs."""
     replayed = total = 0
@@ -325,6 +337,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_batching.batch_requests: one forward at batch k: the steps served as repeated batch-1 forwards vanish.
     "batch_requests": (Signal("batch-1 forwards per step", _steps_sum("requests", requests.RQ_STEP, requests.RQ_REQUESTS),
                               FALLS, 1.0),),
+    # rules_memory.larger_batch (gradient accumulation): fewer, larger micro-batches: the forward+backward
+    # passes per optimizer step (patterns.accumulation) halve or more (the memory-only case: no check of its own).
+    "larger_batch": (Signal("forward+backward passes per optimizer step", micro_batches_per_step, FALLS, 0.5),),
     # rules_batching.batch_samples: the samples padded and run once: the per-sample loops' repetitions vanish.
     "batch_samples": (Signal("per-sample loop repetitions per step",
                              _steps_sum("sample_loops", samples.SL_STEP, samples.SL_SAMPLES), FALLS, 1.0),),

@@ -133,12 +133,13 @@ def foreach_runs(call_run: np.ndarray, launches: np.ndarray, tensors: np.ndarray
     return apply
 
 
-def batch_forwards(k: float, rows: np.ndarray, roof_us: np.ndarray) -> Transform:
-    """k forwards at batch 1 as one at batch k: the host side of the step × 1/k (as scale_step) and
+def batch_forwards(k: float, rows: np.ndarray, roof_us: np.ndarray, whole_step: bool = True) -> Transform:
+    """k forwards at batch 1 as one at batch k: the host side of the step × 1/k (as scale_step;
+    `whole_step` False: only the calls that launch `rows` and the gaps before them, as scale_host) and
     each GPU node at `rows` (bool per rank.gpu row) its 1/k share of the batched kernel, max(its time
     now, `roof_us`: the kernel's roof time at k× the work, per rank.gpu row; NaN unknown: k × its
     time now, no gain)."""
-    host = scale_step(1.0 / k, gpu_factor=1.0)
+    host = scale_step(1.0 / k, gpu_factor=1.0) if whole_step else scale_host(rows, 1.0 / k)
 
     def apply(step: StepModel) -> ReplayCosts:
         costs = host(step)

@@ -155,7 +155,7 @@ RULES: tuple[Rule, ...] = (
          StepPart("copy kernels of the torch.cat calls that grow a cache", step_parts.cache_growth_time), (),
          ("patterns.cache_growth", "patterns.in_cache_growth")),
     Rule("larger_batch", rules_memory.larger_batch, SNIPPETS["larger_batch"], step_parts.WHOLE_STEP, (),
-         ("memory", "launch")),
+         ("memory", "launch", "device", "patterns.accumulation", "patterns.in_accumulation")),
     Rule("anomaly_mode", rules_debug.anomaly_mode, SNIPPETS["anomaly_mode"],
          StepPart("anomaly mode's host time (backward NaN checks + forward stack capture)", step_parts.anomaly_time),
          (), ("patterns.anomaly", "patterns.debug_modes")),

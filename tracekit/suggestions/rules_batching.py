@@ -86,12 +86,13 @@ def _roof(device: Device, dtype: object, flops: float, nbytes: float) -> float:
     return max(flops / peak, nbytes / device.memory_bandwidth) * 1e6
 
 
-def batched_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
-    """Per rank.gpu row of the repeated forwards: the roof time (µs) of its kernel at batch k: k × its
-    FLOPs and bytes, a GEMM's weights read once (N × K of its op's shapes); NaN where unknown or outside."""
+def batched_roof(r: RankAnalysis, device: Device, k: float, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per rank.gpu row of the repeated forwards (`rows`, bool per rank.gpu row; default
+    patterns.in_requests): the roof time (µs) of its kernel at batch k: k × its FLOPs and bytes, a
+    GEMM's weights read once (N × K of its op's shapes); NaN where unknown or outside."""
     costs = r.costs.table
     out = np.full(len(costs), np.nan)
-    mask = r.patterns.in_requests if r.patterns is not None else np.zeros(0, dtype=bool)
+    mask = rows if rows is not None else r.patterns.in_requests if r.patterns is not None else np.zeros(0, dtype=bool)
     if len(mask) != len(costs):
         return out
     flops = costs[attribution.FLOPS].to_numpy(dtype=float)

@@ -1,14 +1,25 @@
-"""Rules over the memory view: a larger batch where the step waits on per-step launches and syncs and the memory has room for it."""
+"""Rules over the memory view and the step's passes: a larger batch where the step waits on per-step launches and syncs and the memory has room for it, and fewer, larger micro-batches where a training step accumulates gradients over many small ones."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import accumulation
 from tracekit.analyzers.totals import DOMINANT_SHARE, HOST_BOUND, LAUNCH, LAUNCH_BOUND, MIXED, SYNC
-from tracekit.suggestions.common import Scope, fmt_bytes, fmt_us, suggestion
+from tracekit.suggestions.common import (
+    Scope,
+    fmt_bytes,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_batching import batched_roof
 
 # The causes whose time a step spends once per step whatever its batch: the launches of the same
 # kernels (with the Python and dispatch between them: gaps up to idle.LONG_GAP_US) and the same host
@@ -52,9 +63,15 @@ def larger_batch(analysis: Analysis) -> Suggestion | None:
     """A step that waits on per-step host work (launches, syncs) and whose memory has room for
     k ≥ 2× the batch: the same samples in 1/k of the steps share that wait. Per step's worth of
     samples: (1 − 1/k) × the wait, GPU time, data loading and copies taken to grow k× with the batch
-    and none of the added GPU work to hide in the gaps. Silent without [memory] events on every rank."""
+    and none of the added GPU work to hide in the gaps. A training step that accumulates gradients over
+    k ≥ 2 micro-batches (patterns.accumulation): fewer, larger micro-batches (micro_batches). Otherwise
+    silent without [memory] events on every rank."""
     views = [r.memory for r in analysis.ranks]
-    if not views or any(v is None or v.batch_factor is None for v in views):
+    known = bool(views) and all(v is not None and v.batch_factor is not None for v in views)
+    if any(len(t) for _, t in rank_tables(analysis, "accumulation") if t is not None):
+        factor = min(v.batch_factor for v in views if v is not None and v.batch_factor is not None) if known else None
+        return micro_batches(analysis, factor)
+    if not known:
         return None
     found = _per_step_wait(analysis)
     if found is None:
@@ -95,4 +112,72 @@ def larger_batch(analysis: Analysis) -> Suggestion | None:
     title = (f"Try {article} {k}× larger batch: the GPU waits {fmt_us(wait / per_step)} per step on kernel launches "
              f"and syncs paid once a step ({analysis.verdict}), and the step peaks at {fmt_bytes(peak)} of "
              f"{fmt_bytes(device)} (estimate: ~{factor:.1f}× the batch fits); {k}× the samples share that wait")
+    return suggestion("larger_batch", title, saving, scope, formula, rows)
+
+
+def micro_batches(analysis: Analysis, factor: float | None) -> Suggestion | None:
+    """Gradient accumulation over k ≥ 2 micro-batches of the same shapes before one optimizer step: m
+    times larger micro-batches (m = k, or the largest power of two within the memory estimate `factor`
+    when memory was recorded) run the passes' host work and launches m× less often and each kernel once
+    at m× the work, at max(its time, its roof for that work): as traced, the step − max(the step / m, the
+    passes' GPU time so batched + the rest of the GPU time). The what-if replay prices it unprofiled."""
+    scope = Scope.of(analysis)
+    device = analysis.device
+    rows: list[dict[str, Any]] = []
+    total, seen = 0.0, []
+    for r, table in rank_tables(analysis, "accumulation"):
+        p = r.patterns
+        if table is None or not len(table) or p is None or device is None:
+            continue
+        t = table[in_headline(r, table[accumulation.AC_STEP].to_numpy())]
+        if not len(t) or len(p.in_accumulation) != len(r.costs.table):
+            continue
+        k = float(np.median(t[accumulation.AC_MICRO_BATCHES].to_numpy(dtype=float)))
+        m = k if factor is None else float(min(k, 2 ** math.floor(math.log2(factor)) if factor >= MIN_MULTIPLE else 1))
+        if m < MIN_MULTIPLE:
+            continue
+        seen.append((k, m))
+        roof = batched_roof(r, device, m, p.in_accumulation)
+        steps = max(r.launch.totals.steps, 1)
+        span = r.launch.totals.span_us / steps
+        passes_gpu = float(t[accumulation.AC_GPU_US].sum()) / len(t)
+        known_rows = p.in_accumulation & ~np.isnan(roof)
+        share = int(known_rows.sum()) / max(int(p.in_accumulation.sum()), 1)
+        batched = float(roof[known_rows].sum()) / m / steps + passes_gpu * (1 - share)
+        rest = max(r.launch.totals.gpu_busy_us / steps - passes_gpu, 0.0)
+        after = max(span / m, min(batched, passes_gpu) + rest)
+        saving = max(span - after, 0.0) * scope.steps
+        total += saving
+        activations = float(np.nanmedian(t[accumulation.AC_INPUT_BYTES].to_numpy(dtype=float)))
+        rows.append({"rank": r.rank, "micro_batches": k, "micro_batch_multiple": m,
+                     "forward": str(t[accumulation.AC_OPS].iat[0]), "first_op": str(t[accumulation.AC_FIRST].iat[0]),
+                     "launches_per_micro_batch": int(t[accumulation.AC_LAUNCHES].iat[0]),
+                     "passes_gpu_us_per_step": passes_gpu, "batched_gpu_us": min(batched, passes_gpu),
+                     "forward_input_bytes": activations, "memory_recorded": factor is not None,
+                     "batched_step_us": after, "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    k, m = max(seen)
+    x = rows[0]
+    per = fmt_us(x["batched_step_us"])
+    formula = (f"{k:.0f} forward+backward passes per optimizer step as {k / m:.0f} at {m:.0f}× the micro-batch: the "
+               f"step − max(the step / {m:.0f} (the passes' host work and launches {m:.0f}× less often), the passes' "
+               f"GPU time with each kernel once at max(its time, its roof for {m:.0f}× the work, weights read once) + "
+               f"the rest) = {fmt_us(scope.span_us / scope.steps)} − {per} per step = {fmt_us(saving / scope.steps)}")
+    size = x["forward_input_bytes"]
+    if factor is None:
+        memory = ("memory was not recorded (tracekit profile --memory, or profile_memory=True, records it "
+                  "to check the fit)")
+        if not math.isnan(size):
+            memory += (f"; the forward's op inputs are ~{fmt_bytes(size)} per micro-batch, ~{fmt_bytes(size * m)} at "
+                       f"{m:.0f}× (a rough size of the activations kept for the backward)")
+    else:
+        memory = f"the memory estimate allows ~{factor:.1f}× the batch"
+    formula += f"; {memory}"
+    title = (f"Accumulate fewer, larger micro-batches: each optimizer step runs the same forward+backward {k:.0f} "
+             f"times with the same shapes ({x['launches_per_micro_batch']} launches each); "
+             f"{m:.0f}× larger micro-batches ({k / m:.0f} per step, as memory allows) launch {m:.0f}× less often"
+             + (f" (memory not recorded; the forward's inputs ~{fmt_bytes(size)} per micro-batch)"
+                if factor is None and not math.isnan(size) else ""))
     return suggestion("larger_batch", title, saving, scope, formula, rows)

@@ -59,6 +59,7 @@ from tracekit.suggestions.whatif_loops import (
     concat_embeddings_transform,
     cudnn_rnn_transform,
     foreach_transform,
+    larger_batch_transform,
     preallocate_transform,
 )
 from tracekit.units import fmt_us
@@ -185,13 +186,6 @@ def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform 
     return scale_step(1.0 / batch)
 
 
-def _larger_batch(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
-    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative)."""
-    k = max((evidence_number(e, "batch_multiple") for e in rank_evidence(s, r)), default=0.0)
-    return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
-
-
 def _quantize(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     return scale_nodes(class_rows(r, (GEMM,)), per_step)
 
@@ -297,7 +291,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "batch_requests": batch_requests_transform,
     "batch_samples": batch_samples_transform,
     "foreach_loops": foreach_transform,
-    "larger_batch": _larger_batch,
+    "larger_batch": larger_batch_transform,
     "quantize_weights": _quantize,
     "fused_llm_kernels": _fused_llm,
     "fuse_elementwise": _fuse_elementwise,

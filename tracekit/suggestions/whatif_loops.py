@@ -1,4 +1,4 @@
-"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, RNN cells, embedding tables, caches grown by torch.cat)."""
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, accumulated micro-batches, RNN cells, embedding tables, caches grown by torch.cat)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tracekit.model.whatif import (
     fuse_region,
     scale_host,
     scale_nodes,
+    scale_step,
 )
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import (
@@ -52,6 +53,29 @@ def batch_requests_transform(s: Suggestion, r: RankAnalysis, per_step: float) ->
     if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
         return None
     return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
+
+
+def _micro_batches(r: RankAnalysis, m: float) -> Transform | None:
+    """m accumulated micro-batches as one at m× the size (model/whatif.py batch_forwards over the passes'
+    rows, patterns.in_accumulation): the calls that launch the passes and the gaps before them × 1/m,
+    each kernel its 1/m share of max(its time, its roof for m× the work, rules_batching.batched_roof);
+    the optimizer step and the rest of the step as they are."""
+    p = r.patterns
+    if p is None or r.roofline.device is None or len(p.in_accumulation) != len(r.classification.table):
+        return None
+    rows = p.in_accumulation
+    return batch_forwards(m, rows, batched_roof(r, r.roofline.device, m, rows), whole_step=False)
+
+
+def larger_batch_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Per sample at k× the batch: the host side of the step × 1/k, the GPU durations as they are (k× the
+    work per step, shared by k× the samples). Launch latencies are kept whole per sample (conservative).
+    Gradient accumulation (evidence micro_batch_multiple m): _micro_batches."""
+    m = max((evidence_number(e, "micro_batch_multiple") for e in rank_evidence(s, r)), default=0.0)
+    if m >= 2:
+        return _micro_batches(r, m)
+    k = max((evidence_number(e, "batch_multiple") for e in rank_evidence(s, r)), default=0.0)
+    return scale_step(1.0 / k, gpu_factor=1.0) if k >= 2 else None
 
 
 def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

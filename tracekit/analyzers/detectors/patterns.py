@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 from tracekit.analyzers import names
 from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import (
+    accumulation,
     attention,
     attention_mask,
     cache_growth,
@@ -34,6 +34,7 @@ from tracekit.analyzers.detectors import (
     toplevel,
     triton_launch,
 )
+from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.detectors import recompiles as dynamo_compiles
@@ -119,6 +120,10 @@ class Patterns:
     # requests.REQUEST_COLUMNS per step served as repeated batch-1 forwards; in_requests their GPU rows
     requests: pd.DataFrame = field(default_factory=requests.empty)
     in_requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # accumulation.ACCUMULATION_COLUMNS per step that accumulates gradients over repeated forward+backward
+    # passes; in_accumulation their GPU rows
+    accumulation: pd.DataFrame = field(default_factory=accumulation.empty)
+    in_accumulation: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # samples.SAMPLE_COLUMNS per step × thread with a per-sample loop; per rank.gpu row the varying
     # size of the repetition that launched it (0: none)
     sample_loops: pd.DataFrame = field(default_factory=samples.empty)
@@ -195,6 +200,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps, top)
     seqs = toplevel.step_sequences(rank, steps, top)
     served, in_requests = requests.find_requests(rank, steps, top, seqs)
+    accumulating, in_accumulation = accumulation.find_accumulation(rank, steps)
     grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
     masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
@@ -260,6 +266,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_shared=ensemble_shared,
         requests=served,
         in_requests=in_requests,
+        accumulation=accumulating,
+        in_accumulation=in_accumulation,
         sample_loops=sample_loops,
         sample_sizes=sample_sizes,
         sample_gpu_us=sample_gpu_us,

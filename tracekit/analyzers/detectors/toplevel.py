@@ -117,11 +117,18 @@ def repeated_block(codes: np.ndarray, min_repeats: int = MIN_REPEATS) -> tuple[i
     code_of_gap = np.repeat(np.arange(len(starts)), counts)[:-1]
     uneven = np.bincount(code_of_gap[inner & (gaps != period[code_of_gap])], minlength=len(starts)) > 0
     first = order[starts]
-    ok = (counts >= max(min_repeats, MIN_REPEATS)) & ~uneven & (first + counts * period <= n)
+    ok = (counts >= max(min_repeats, MIN_REPEATS)) & ~uneven & (period > 0)
     best: tuple[int, int, int] | None = None
     tried: set[tuple[int, int]] = set()  # (period, start): a block found, its rotations need no check
     for g in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
         p, start, k = int(period[g]), int(first[g]), int(counts[g])
+        if start + k * p > n:
+            # the code sits late in the block (the block starts with ops it repeats, e.g. a layer's): the
+            # block starts up to p − 1 ops before it
+            start = next((s for s in range(start - 1, max(start - p, -1), -1) if s + k * p <= n
+                          and (codes[s:s + k * p].reshape(k, p) == codes[s:s + p]).all()), -1)
+            if start < 0:
+                continue
         if any((p, s) in tried for s in range(max(start - p + 1, 0), start + 1)):
             continue
         stretch = codes[start:start + k * p].reshape(k, p)
