@@ -11,6 +11,7 @@ import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import hostside as H
 from tracekit.pipeline.local import analyse_file
+from tracekit.report.meta import d2h_words
 from tracekit.suggestions import rules_host
 from tracekit.suggestions.rules import RULES_BY_ID
 from tracekit.suggestions.snippets import PINNED_D2H
@@ -127,12 +128,17 @@ def test_bare_fit_runs_stretched_copies_at_one_rate(tmp_path):
     # the 1000 µs copy already ran faster than that rate: its step stays 4008 + 1000 + 40
     assert spans[1] == pytest.approx(5048.0, abs=0.5)
     assert spans[3] == pytest.approx(4008 + d * (1 + 40 / 5000), rel=1e-3)
+    # the correction is said with the projection: the rate on the Unprofiled totals and the text line
+    u = result.analysis.unprofiled
+    assert u is not None and u.d2h_gbps == pytest.approx(MIB16 / d / 1e3, rel=2e-3)
+    assert d2h_words(u) == "; bulk pageable device-to-host copies at ≥ 8.5 GB/s (fitted to the unprofiled steps)"
 
 
 def test_bare_fit_keeps_copies_that_reach_the_bare_step(tmp_path):
     """The same steps timed at their traced length (bare 9050 µs ≥ every step): nothing to shrink."""
     result = analyse_file(stretched_trace(tmp_path, (3000.0, 1000.0, 3000.0, 5000.0), 9050.0))
     assert result.models[0].overhead.d2h_gbps is None
+    assert result.analysis.unprofiled is not None and d2h_words(result.analysis.unprofiled) == ""
 
 
 HELDOUT4 = SAMPLE_TRACES / "heldout4"

@@ -81,7 +81,8 @@ class Unprofiled:
     step the trace itself carries (tracekit profile's bare run), summed over the ranks that have
     one (`measured_ranks`); `measured_low_us` / `measured_high_us` the fastest and slowest of those
     steady steps, summed the same way. `source`: where the profiler's cost came from (SOURCE_WORDS);
-    `per_event_us`: the cost per recorded CPU event removed (rank mean)."""
+    `per_event_us`: the cost per recorded CPU event removed (rank mean); `d2h_gbps`: the rate
+    bulk pageable device-to-host copies were projected at, at least (0: as traced; the slowest rank's)."""
 
     traced: LaunchTotals
     projected: LaunchTotals
@@ -96,6 +97,7 @@ class Unprofiled:
     replay_error: float = 0.0  # the trust gate's median replay error, the worst trusted rank's
     measured_low_us: float = 0.0
     measured_high_us: float = 0.0
+    d2h_gbps: float = 0.0
 
     def __add__(self, other: Unprofiled) -> Unprofiled:
         return Unprofiled(
@@ -108,7 +110,8 @@ class Unprofiled:
             per_event_us=_mean(self.per_event_us, self.trusted_ranks, other.per_event_us, other.trusted_ranks),
             replay_error=max(self.replay_error, other.replay_error),
             measured_low_us=self.measured_low_us + other.measured_low_us,
-            measured_high_us=self.measured_high_us + other.measured_high_us)
+            measured_high_us=self.measured_high_us + other.measured_high_us,
+            d2h_gbps=min((x for x in (self.d2h_gbps, other.d2h_gbps) if x > 0), default=0.0))
 
     @property
     def trusted(self) -> bool:

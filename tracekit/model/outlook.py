@@ -266,7 +266,8 @@ def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead =
         high=sum(high, LaunchTotals()), trusted_ranks=1, measured_step_us=measured or 0.0,
         measured_ranks=int(measured is not None), source=overhead.source,
         per_event_us=float(np.mean([o.per_event_us(launches) for o in per_step])), replay_error=gate.median_error,
-        measured_low_us=spread[0], measured_high_us=spread[1])
+        measured_low_us=spread[0], measured_high_us=spread[1],
+        d2h_gbps=min((o.d2h_gbps for o in per_step if o.d2h_gbps is not None), default=0.0))
     return RankModel(rank=int(rank.rank), fidelity=gate, overhead=overhead, launches=launches, steps=tuple(steps),
                      unprofiled=unprofiled)
 
