@@ -35,11 +35,13 @@ SOURCE_WORDS = {
 }
 
 
-def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_launch_us: float) -> LaunchTotals:
+def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_launch_us: float,
+                copy_removed_us: float = 0.0) -> LaunchTotals:
     """`traced` (one step or a sum of steps) with its span, GPU busy time and launch-call time as
     projected: the GPU idle time the projection removes comes out of the CPU-side causes (launch
     gaps, CPU work, DataLoader waits) in proportion to their size, never below 0; sync, copy and
-    communication time are kept (the profiler does not lengthen them)."""
+    communication time are kept (the profiler does not lengthen them), but the pageable copies'
+    GPU time loses `copy_removed_us` (a bare timing showed the profiler stretched them)."""
     removed = max((traced.span_us - traced.gpu_busy_us) - max(span_us - gpu_busy_us, 0.0), 0.0)
     cpu_side = sum(getattr(traced, name) for name in CPU_SIDE)
     keep = max(1.0 - removed / cpu_side, 0.0) if cpu_side > 0 else 1.0
@@ -52,7 +54,7 @@ def shrink_idle(traced: LaunchTotals, span_us: float, gpu_busy_us: float, cpu_la
     return replace(traced, span_us=span_us, gpu_busy_us=gpu_busy_us, cpu_launch_us=cpu_launch_us,
                    launch_gap_us=traced.launch_gap_us * keep, cpu_wait_us=traced.cpu_wait_us * keep,
                    data_wait_us=traced.data_wait_us * keep, host_wait_us=max(traced.host_wait_us - removed, 0.0),
-                   **rest)
+                   pageable_copy_us=max(traced.pageable_copy_us - copy_removed_us, 0.0), **rest)
 
 
 def headline_totals(traced: LaunchTotals, unprofiled: Unprofiled | None, undetermined: str = "") -> LaunchTotals:
@@ -79,7 +81,8 @@ class Unprofiled:
     step the trace itself carries (tracekit profile's bare run), summed over the ranks that have
     one (`measured_ranks`); `measured_low_us` / `measured_high_us` the fastest and slowest of those
     steady steps, summed the same way. `source`: where the profiler's cost came from (SOURCE_WORDS);
-    `per_event_us`: the cost per recorded CPU event removed (rank mean)."""
+    `per_event_us`: the cost per recorded CPU event removed (rank mean); `d2h_gbps`: the rate
+    bulk pageable device-to-host copies were projected at, at least (0: as traced; the slowest rank's)."""
 
     traced: LaunchTotals
     projected: LaunchTotals
@@ -94,6 +97,7 @@ class Unprofiled:
     replay_error: float = 0.0  # the trust gate's median replay error, the worst trusted rank's
     measured_low_us: float = 0.0
     measured_high_us: float = 0.0
+    d2h_gbps: float = 0.0
 
     def __add__(self, other: Unprofiled) -> Unprofiled:
         return Unprofiled(
@@ -106,7 +110,8 @@ class Unprofiled:
             per_event_us=_mean(self.per_event_us, self.trusted_ranks, other.per_event_us, other.trusted_ranks),
             replay_error=max(self.replay_error, other.replay_error),
             measured_low_us=self.measured_low_us + other.measured_low_us,
-            measured_high_us=self.measured_high_us + other.measured_high_us)
+            measured_high_us=self.measured_high_us + other.measured_high_us,
+            d2h_gbps=min((x for x in (self.d2h_gbps, other.d2h_gbps) if x > 0), default=0.0))
 
     @property
     def trusted(self) -> bool:

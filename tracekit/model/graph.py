@@ -98,6 +98,7 @@ class StepGraph:
     gpu_gap_us: np.ndarray
     gpu_stream_bound: np.ndarray
     gpu_collective: np.ndarray
+    gpu_d2h_bytes: np.ndarray  # bytes of a bulk pageable device-to-host copy node, else 0 (rank_tables)
     gpu_pin_us: np.ndarray  # earliest start of a node with no launch call in the step: its traced start, or -inf
     order: np.ndarray
     traced_gpu_busy_us: float  # union of the nodes' traced intervals inside the window
@@ -288,7 +289,8 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         notes.append(f"{int(collective.sum())} collective kernels keep their recorded durations "
                      "(they include the wait for the other ranks)")
     waits: WaitPlan = plan_waits(
-        context, calls, ts, dur, role, launch, stream, g_ts, g_dur, g_prev, free, pinned=launch < 0)
+        context, calls, ts, dur, role, launch, stream, g_ts, g_dur, g_prev, free, pinned=launch < 0,
+        d2h=context.gpu_d2h_bytes[nodes] > 0)
     role = np.where(waits.queue, ROLE_QUEUE, role).astype(np.int8)
     notes.extend(waits.notes)
     if context.stream_waits:
@@ -306,7 +308,7 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         wait_nodes=waits.wait_nodes, call_wait_inherit=waits.inherit, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,
         gpu_dur_us=g_dur, gpu_latency_us=latency, gpu_gap_us=gap_after, gpu_stream_bound=stream_bound,
-        gpu_collective=collective, gpu_pin_us=pin, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
+        gpu_collective=collective, gpu_d2h_bytes=context.gpu_d2h_bytes[nodes], gpu_pin_us=pin, order=order, traced_gpu_busy_us=busy_in(g_ts, g_ts + g_dur, w0, w1),
         launch_latency_us=typical,
         notes=tuple(notes),
     )

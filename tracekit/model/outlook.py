@@ -34,6 +34,7 @@ FREE_RUN_GAP_US = 1.5
 MAX_SCALE = 2.0
 BARE_SPREAD = 0.15
 FIT_ROUNDS = 14
+FIT_TOL = 1e-3  # a fitted stage reached the bare step when the median is within this share of it (the bisection's own precision)
 STEP_FIT = 0.02  # a step's own fit must reach its bare time within this share (else one fit for all)
 STEP_SPREAD = 1.1  # ... and the bare steps must agree within this factor (slowest / fastest)
 
@@ -135,11 +136,27 @@ def _bisect(span_at: Callable[[float], float], lo: float, hi: float, target_us: 
     return 0.5 * (lo + hi)
 
 
+def d2h_rates(graphs: tuple[StepGraph, ...]) -> tuple[float, float] | None:
+    """(slowest, fastest) rate in GB/s of the bulk pageable device-to-host copies of `graphs` as
+    traced (None when they hold none)."""
+    nbytes = np.concatenate([g.gpu_d2h_bytes for g in graphs]) if graphs else np.empty(0)
+    dur = np.concatenate([g.gpu_dur_us for g in graphs]) if graphs else np.empty(0)
+    bulk = (nbytes > 0) & (dur > 0)
+    if not bulk.any():
+        return None
+    rate = nbytes[bulk] / dur[bulk] / 1e3
+    return float(rate.min()), float(rate.max())
+
+
 def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches: LaunchProfile | None,
                 target_us: float) -> ProfilerOverhead:
     """The overhead that makes the median projected step equal `target_us` (the measured bare
     median): first its per-event scale (bisection over [0, MAX_SCALE × base]); when even that leaves
-    the step too long, the profiler also slowed the Python between recorded events, and the host gaps
+    the step too long and it holds bulk pageable device-to-host copies, the profiler stretched those
+    (their GPU side waits for the CPU to drain each staged chunk, docs/model.md), and they run at one
+    rate at least (d2h_gbps, bisection between the slowest and the fastest copy as traced: no copy
+    faster than one of them ran under the profiler); when even that leaves
+    it too long, the profiler also slowed the Python between recorded events, and the host gaps
     left after their events' cost shrink by one factor (gap_scale, bisection over [0, 1]); when even
     no per-event cost leaves it too short and `base` shrinks the gaps (gap_scale < 1), they shrink
     less (bisection over [base.gap_scale, 1]). Range of the scale ± BARE_SPREAD."""
@@ -147,10 +164,25 @@ def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches:
         return float(np.median(_spans(graphs, o, launches)))
 
     hi = MAX_SCALE * base.per_event_scale
+
+    def at_scale(o: ProfilerOverhead, x: float) -> ProfilerOverhead:
+        return dataclasses.replace(o, per_event_scale=x, source=SOURCE_BARE,
+                                   scale_range=(x * (1 - BARE_SPREAD), x * (1 + BARE_SPREAD)))
+
     scale = _bisect(lambda x: median_at(base.at(x)), 0.0, hi, target_us)
-    fitted = dataclasses.replace(base, per_event_scale=scale, source=SOURCE_BARE,
-                                 scale_range=(scale * (1 - BARE_SPREAD), scale * (1 + BARE_SPREAD)))
-    if scale >= hi and median_at(fitted) > target_us:
+    fitted = at_scale(base, scale)
+    rates = d2h_rates(graphs)
+    if scale >= hi and rates is not None and median_at(fitted) > target_us:
+        # the per-event cost cannot explain it and the step copies to pageable memory: the copies
+        # were stretched, at the base's per-event cost (raised again only if the copies at their
+        # fastest rate still leave the step too long)
+        fitted = at_scale(base, base.per_event_scale)
+        gbps = _bisect(lambda x: median_at(dataclasses.replace(fitted, d2h_gbps=x)), *rates, target_us)
+        fitted = dataclasses.replace(fitted, d2h_gbps=gbps)
+        if median_at(fitted) > target_us * (1 + FIT_TOL):
+            scale = _bisect(lambda x: median_at(fitted.at(x)), base.per_event_scale, hi, target_us)
+            fitted = at_scale(fitted, scale)
+    if scale >= hi and median_at(fitted) > target_us * (1 + (FIT_TOL if fitted.d2h_gbps is not None else 0.0)):
         keep = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0, 1.0, target_us)
         fitted = dataclasses.replace(fitted, gap_scale=1.0 - keep)
     elif scale <= 0.0 and base.gap_scale < 1.0 and median_at(fitted) < target_us:
@@ -223,17 +255,19 @@ def rank_model(rank: RankTrace, lo: LaunchOverhead, overhead: ProfilerOverhead =
         new_dur = costs.call_dur_us if costs.call_dur_us is not None else graph.call_dur_us
         launch_us = max(t.cpu_launch_us - (_launch_time(graph, graph.call_dur_us) - _launch_time(graph, new_dur)), 0.0)
         busy = result.gpu_busy_us
-        projected.append(shrink_idle(t, result.span_us, busy, launch_us))
+        shrunk = 0.0 if costs.gpu_dur_us is None else float((graph.gpu_dur_us - costs.gpu_dur_us).sum())
+        projected.append(shrink_idle(t, result.span_us, busy, launch_us, shrunk))
         for end, into in ((low_o, low), (high_o, high)):
             span = replay(graph, projected_costs(graph, end, launches), critical_path=False).span_us
-            into.append(shrink_idle(t, span, busy, launch_us))
+            into.append(shrink_idle(t, span, busy, launch_us, shrunk))
         steps.append(StepModel(graph=graph, costs=costs, projected=result, traced=t))
     unprofiled = Unprofiled(
         traced=traced, projected=sum(projected, LaunchTotals()), low=sum(low, LaunchTotals()),
         high=sum(high, LaunchTotals()), trusted_ranks=1, measured_step_us=measured or 0.0,
         measured_ranks=int(measured is not None), source=overhead.source,
         per_event_us=float(np.mean([o.per_event_us(launches) for o in per_step])), replay_error=gate.median_error,
-        measured_low_us=spread[0], measured_high_us=spread[1])
+        measured_low_us=spread[0], measured_high_us=spread[1],
+        d2h_gbps=min((o.d2h_gbps for o in per_step if o.d2h_gbps is not None), default=0.0))
     return RankModel(rank=int(rank.rank), fidelity=gate, overhead=overhead, launches=launches, steps=tuple(steps),
                      unprofiled=unprofiled)
 

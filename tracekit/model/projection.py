@@ -70,6 +70,10 @@ class ProfilerOverhead:
     # What is left of the host gaps after their events' cost, × this: 1 unless a bare timing showed the
     # profiler slowed the Python between recorded events too (outlook.fit_to_bare)
     gap_scale: float = 1.0
+    # Bulk pageable device-to-host copies run at no less than this rate (GB/s; each copy's bytes / it,
+    # at most its traced duration): None (as traced) unless a bare timing showed the profiler stretched
+    # them (outlook.fit_to_bare; docs/model.md, "Pageable device-to-host copies")
+    d2h_gbps: float | None = None
 
     def at(self, per_event_scale: float) -> ProfilerOverhead:
         """The same overhead with per_event_scale set to `per_event_scale` (a bound of the range)."""
@@ -131,7 +135,8 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead,
     launch calls lose overhead.launch_excess_us(launches) down to launch_floor_us (never above the
     recorded duration), and the latency from a launch call to its GPU start loses what the call lost;
     other runtime calls lose the same excess (floor 0); blocking calls keep their waits, which the
-    replay recomputes, and their non-waiting part shrinks like a launch. GPU durations are kept."""
+    replay recomputes, and their non-waiting part shrinks like a launch. GPU durations are kept, but
+    bulk pageable device-to-host copies' run at overhead.d2h_gbps at least (when a bare timing fitted it)."""
     launches = launches if launches is not None else launch_profile((graph,))
     c, c_launch = overhead.per_event_us(launches), overhead.launch_excess_us(launches)
     floor = overhead.launch_floor_us
@@ -153,8 +158,26 @@ def projected_costs(graph: StepGraph, overhead: ProfilerOverhead,
     lat_new = np.where(lat > 0, np.maximum(lat - lost, 0.0), lat)
     tail = graph.tail_us
     tail_new = max(tail - c * graph.tail_events, 0.0) * keep if tail > 0 else tail
+    g_dur, call_tail = _d2h_at_rate(graph, overhead.d2h_gbps)
+    if call_tail is not None:  # those calls' non-waiting part is their tail (waits.plan_waits)
+        own_new = np.where(graph.call_tail_us != call_tail, np.minimum(own_new, call_tail), own_new)
     return ReplayCosts(call_gap_us=gap_new, call_anchor_gap_us=wait_new, call_dur_us=dur_new, call_own_us=own_new, gpu_latency_us=lat_new,
-                       tail_us=tail_new)
+                       tail_us=tail_new, gpu_dur_us=g_dur, call_tail_us=call_tail)
+
+
+def _d2h_at_rate(graph: StepGraph, gbps: float | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(GPU durations, call tails) with the bulk pageable device-to-host copies at `gbps` at least,
+    and the part of their calls after the copy (the CPU draining the last staged chunk) shrunk in
+    the same proportion as the copy ((None, None): as traced)."""
+    d2h = graph.gpu_d2h_bytes > 0
+    if gbps is None or gbps <= 0 or not d2h.any():
+        return None, None
+    g_dur = np.where(d2h, np.minimum(graph.gpu_dur_us, graph.gpu_d2h_bytes / gbps / 1e3), graph.gpu_dur_us)
+    ratio = np.where(graph.gpu_dur_us > 0, g_dur / np.where(graph.gpu_dur_us > 0, graph.gpu_dur_us, 1.0), 1.0)
+    tail = graph.call_tail_us.copy()
+    mine = d2h & (graph.gpu_launch >= 0)
+    tail[graph.gpu_launch[mine]] *= ratio[mine]
+    return g_dur, tail
 
 
 def project(graph: StepGraph, overhead: ProfilerOverhead = DEFAULT_OVERHEAD, *, critical_path: bool = True,

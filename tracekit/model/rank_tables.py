@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.hostside import D2H_MIN_BYTES, PAGEABLE_D2H
 from tracekit.analyzers.kernel_patterns import CLASS_RULES
 from tracekit.analyzers.kernels import COMMUNICATION, classify_name
 from tracekit.trace import tables
@@ -42,6 +43,7 @@ class RankTables:
     gpu_stream: np.ndarray
     gpu_free: np.ndarray  # end of the latest earlier activity on the same stream (-inf: none)
     gpu_collective: np.ndarray
+    gpu_d2h_bytes: np.ndarray  # bytes of a bulk pageable device-to-host copy (hostside.D2H_MIN_BYTES), else 0
     event_starts: dict[int, np.ndarray]  # thread code -> sorted start times of its ops and annotations
     step_thread: dict[int, int]  # ProfilerStep number -> thread code of its mark
     stream_waits: bool  # the trace holds cudaStreamWaitEvent calls
@@ -107,6 +109,14 @@ def rank_tables(rank: RankTrace) -> RankTables:
     comm_names = {n for n in kernel_names if _COMM_HINT.search(str(n)) and classify_name(str(n))[0] == COMMUNICATION}
     if comm_names:
         collective = np.isin(names, list(comm_names)) & (kinds == tables.KIND_KERNEL)
+    d2h = np.zeros(len(gpu))
+    if len(gpu):
+        copy = kinds == tables.KIND_MEMCPY
+        nbytes = gpu[tables.GPU_BYTES].to_numpy(dtype=float)
+        bulk = copy & (nbytes >= D2H_MIN_BYTES)
+        if bulk.any():
+            bulk[bulk] = [bool(PAGEABLE_D2H.search(str(n))) for n in names[bulk]]
+            d2h = np.where(bulk, nbytes, 0.0)
     rt_names = runtime[tables.RT_NAME].to_numpy(dtype=object) if len(runtime) else np.empty(0, dtype=object)
     return RankTables(
         rt_thread=np.asarray(rt_code, dtype=np.int64),
@@ -118,6 +128,6 @@ def rank_tables(rank: RankTrace) -> RankTables:
         gpu_ts=gpu[tables.GPU_TS].to_numpy(dtype=float), gpu_dur=gpu[tables.GPU_DUR].to_numpy(dtype=float),
         gpu_stream=np.asarray(stream, dtype=np.int64),
         gpu_free=_stream_free(gpu, np.asarray(stream)) if len(gpu) else np.empty(0),
-        gpu_collective=collective, event_starts=event_starts, step_thread=step_thread,
+        gpu_collective=collective, gpu_d2h_bytes=d2h, event_starts=event_starts, step_thread=step_thread,
         stream_waits=bool(np.isin(rt_names, STREAM_WAIT_APIS).any()),
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.model.chains import PATH_CPU, PATH_GPU, PATH_LAUNCH, PATH_SYNC, chain_timeline
-from tracekit.model.graph import ROLE_QUEUE, ROLE_SYNC, StepGraph, busy_in
+from tracekit.model.graph import ROLE_SYNC, StepGraph, busy_in
 from tracekit.model.path import step_end, walk
 
 
@@ -42,6 +42,7 @@ class ReplayCosts:
     gpu_dur_us: np.ndarray | None = None
     gpu_latency_us: np.ndarray | None = None
     tail_us: float | None = None
+    call_tail_us: np.ndarray | None = None  # a waiting call's part after the end it awaited
     call_nowait: np.ndarray | None = None  # bool per call: a waiting call that no longer waits (ends at start + call_dur_us)
 
 
@@ -133,7 +134,7 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
     lat = pick(costs.gpu_latency_us, graph.gpu_latency_us)
     origin = graph.origin_us
     prev, role, waits = graph.call_prev.tolist(), graph.call_role.tolist(), call_waits.tolist()
-    tail, floor = graph.call_tail_us.tolist(), graph.call_wait_floor_us.tolist()
+    tail, floor = pick(costs.call_tail_us, graph.call_tail_us), graph.call_wait_floor_us.tolist()
     ptr, wnodes = graph.wait_ptr.tolist(), graph.wait_nodes.tolist()
     inherit = graph.call_wait_inherit.tolist()
     got: dict[int, tuple[float, int]] = {}  # device sync -> (latest end it awaits, that point)
@@ -188,7 +189,7 @@ def replay_points(graph: StepGraph, costs: ReplayCosts | None = None, *, critica
             got[i] = awaited, last  # also when its own wait is removed: a later sync still waits for that work
             if not waits[i]:
                 continue  # its wait was removed: it ended at its start + its duration
-            mine = own[i] if role[i] in (ROLE_SYNC, ROLE_QUEUE) else dur[i]
+            mine = own[i]  # a sync's or a queue's non-waiting part; a launch waiting for its own copy: its tail
             by_self, by_gpu = start[i] + mine, awaited + tail[i]
             pt = n_calls + i
             if by_self >= by_gpu:

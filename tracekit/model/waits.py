@@ -98,8 +98,11 @@ def _latest_end_before(order: np.ndarray, ends_sorted: np.ndarray, g_ts: np.ndar
 
 def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.ndarray, role: np.ndarray,
                launch: np.ndarray, stream: np.ndarray, g_ts: np.ndarray, g_dur: np.ndarray, g_prev: np.ndarray,
-               free: np.ndarray, *, pinned: np.ndarray) -> WaitPlan:
-    """The waits of a step's calls, given their roles (ROLE_*)."""
+               free: np.ndarray, *, pinned: np.ndarray, d2h: np.ndarray | None = None) -> WaitPlan:
+    """The waits of a step's calls, given their roles (ROLE_*). `d2h` (bool per GPU node): bulk
+    pageable device-to-host copies; the call that launched one returns when it ends (a copy into
+    pageable memory is synchronous: the driver drains it through a staging buffer), so it waits for
+    its own copy like a synchronous copy does."""
     n = len(calls)
     end = ts + dur
     g_end = g_ts + g_dur
@@ -148,7 +151,15 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
             tail[i] = max(stop - awaited, 0.0)
             own[i] = min(float(dur[i]), tail[i])
             early += int(stop + SYNC_SLACK_US < awaited)
-    launches = role == ROLE_LAUNCH
+    if d2h is not None and d2h.any():
+        for i in np.unique(launch[d2h & (launch >= 0)]).tolist():
+            copy = by_call[np.searchsorted(launch_sorted, i):np.searchsorted(launch_sorted, i, side="right")]
+            awaited = float(g_end[copy].max())
+            lists[i], waits[i] = copy.tolist(), True
+            if awaited > ts[i]:
+                tail[i] = max(float(end[i]) - awaited, 0.0)
+                own[i] = min(float(dur[i]), tail[i])
+    launches = (role == ROLE_LAUNCH) & ~waits
     if launches.any():
         typical = float(np.median(dur[launches]))
         long_calls = launches & (dur > max(QUEUE_FACTOR * typical, typical + QUEUE_EXTRA_US))

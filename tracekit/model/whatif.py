@@ -211,7 +211,8 @@ def scale_host(rows: np.ndarray, factor: float) -> Transform:
 
 
 def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: np.ndarray | None = None) -> Transform:
-    """Copies from pinned memory: the copy nodes at `rows` × `factor` (the pinned bandwidth's time),
+    """Copies from pinned memory: the copy nodes at `rows` × `factor` of their traced duration (the
+    pinned bandwidth's time; never longer than the projection left them),
     and the calls that issued them return after `call_us` instead of blocking for the copy (a
     pageable cudaMemcpyAsync is synchronous: its recorded call holds the copy); the sync calls at
     `sync_rows` (bool per rank.runtime row: the pageable copy's own stream syncs) return after their
@@ -228,7 +229,8 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: n
             sync = (g.call_role == ROLE_SYNC) & sync_rows[g.call_row]
             own = step.costs.call_own_us if step.costs.call_own_us is not None else g.call_own_us
             dur, waiting = np.where(sync, own, dur), waiting | sync
-        return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, g_dur * factor, g_dur),
+        pinned = np.minimum(g_dur, g.gpu_dur_us * factor)
+        return dataclasses.replace(step.costs, gpu_dur_us=np.where(mine, pinned, g_dur),
                                    call_dur_us=dur, call_nowait=_nowait(step, waiting))
 
     return apply

@@ -10,7 +10,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.launch import LaunchTotals
 from tracekit.analyzers.tracefacts import TraceFacts, device_label
 from tracekit.jsonsafe import plain
-from tracekit.report.meta import noisy_words, threads_text
+from tracekit.report.meta import d2h_words, noisy_words, threads_text
 from tracekit.report.tables import Bar
 from tracekit.units import DASH, fmt_gbps, fmt_int, fmt_pct, fmt_tflops, fmt_time
 
@@ -123,7 +123,7 @@ def unprofiled_tile(a: Analysis) -> Tile | None:
     measured = f" · measured {fmt_time(u.measured_us)}{noisy_words(u, fmt_time)}" if u.measured_us is not None else ""
     title = (f"Each steady step's dependency graph replayed without the profiler's cost: "
              f"{u.per_event_us:.1f} µs per recorded CPU event and the launch calls' excess removed, from "
-             f"{u.source_words}. Range {fmt_time(u.low.span_us / n)} – {fmt_time(u.high.span_us / n)}; the replay "
+             f"{u.source_words}{d2h_words(u)}. Range {fmt_time(u.low.span_us / n)} – {fmt_time(u.high.span_us / n)}; the replay "
              f"of the traced steps is within {fmt_pct(u.replay_error)} of them.")
     label = "" if a.headline.undetermined else f" · {u.label}"  # no model verdict beside an undetermined one
     return Tile("Step without profiler", fmt_time(u.step_us), f"{fmt_time(u.traced_step_us)} traced{measured}{label}",

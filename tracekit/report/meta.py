@@ -125,6 +125,14 @@ def threads_text(cpu: CpuOps) -> str:
     return f"on {plural(cpu.threads, 'thread')}"
 
 
+def d2h_words(u: Unprofiled) -> str:
+    """"; bulk pageable device-to-host copies at ≥ N GB/s (fitted to the unprofiled steps)" when the
+    projection ran them faster than traced, else ""."""
+    if u.d2h_gbps <= 0:
+        return ""
+    return f"; bulk pageable device-to-host copies at ≥ {u.d2h_gbps:.1f} GB/s (fitted to the unprofiled steps)"
+
+
 def noisy_words(u: Unprofiled, fmt: Callable[[float], str]) -> str:
     """' (steps 33.2 ms – 64.1 ms: the unprofiled run's speed varied)' when the measured steps spread
     past NOISY_MEASUREMENT, else ''."""

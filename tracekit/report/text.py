@@ -9,7 +9,7 @@ from tracekit.analyzers.per_step import PER_STEP_FIELDS
 from tracekit.analyzers.steady import excluded_lines
 from tracekit.jsonsafe import plain
 from tracekit.report.memory_view import memory_lines
-from tracekit.report.meta import noisy_words
+from tracekit.report.meta import d2h_words, noisy_words
 from tracekit.report.names import demangle, short_name
 from tracekit.report.tables import fmt_shapes
 from tracekit.terminal import visible
@@ -109,7 +109,7 @@ def unprofiled_lines(summary: AnalysisSummary) -> list[str]:
                      f"({fmt_us(u.low.span_us / n)}–{fmt_us(u.high.span_us / n)}){measured}"
                      + ("" if summary.headline.undetermined else f"; {safe(u.label)}"))  # no verdict beside undetermined
         lines.append(f"          profiler cost removed: {u.per_event_us:.1f} µs per recorded CPU event and the launch "
-                     f"calls' excess, from {safe(u.source_words)}")
+                     f"calls' excess, from {safe(u.source_words)}{d2h_words(u)}")
     for rank, why in u.abstained[:3]:
         who = f"rank {rank}: " if len(summary.ranks) > 1 else ""
         lines.append(f"          model abstains ({who}{safe(why, 160)}): numbers as traced")

@@ -42,7 +42,8 @@ from tracekit.suggestions.whatif import price
 class Rule:
     """One rule over an `Analysis`, everything about it in one row.
 
-    `check` finds the problem (a Suggestion without its snippet, or None); `snippet` is the code the
+    `check` finds the problem (a Suggestion without its snippet, or None; one with its own snippet
+    when the problem has a variant this row's does not cover); `snippet` is the code the
     suggestion shows; `target` the part of the step the change acts on (what `tracekit diff`
     measures before and after); `knobs` the `tracekit profile --try` knobs that apply the change
     (names in tracekit.profile.knobs.KNOBS); `reads` the analyzer results the check reads, as
@@ -60,7 +61,7 @@ class Rule:
     def run(self, analysis: Analysis) -> Suggestion | None:
         """The check's suggestion with this row's snippet, or None."""
         found = self.check(analysis)
-        return None if found is None else dataclasses.replace(found, snippet=self.snippet)
+        return None if found is None else dataclasses.replace(found, snippet=found.snippet or self.snippet)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class CrossRankRule:
     def run(self, view: CrossRank) -> Suggestion | None:
         """The check's suggestion with this row's snippet, or None."""
         found = self.check(view)
-        return None if found is None else dataclasses.replace(found, snippet=self.snippet)
+        return None if found is None else dataclasses.replace(found, snippet=found.snippet or self.snippet)
 
 
 # In report order (ties of equal savings keep it); a knob's first row is the one `--try` names

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -17,12 +19,15 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.snippets import PINNED_D2H
 
 SYNC_LOOP_MIN = 1  # syncs of one origin per headline step that make a per-step stall
 PINNED_STEP_SHARE = 0.5  # pageable copies must recur in this share of the headline steps
 # Host-to-device bandwidth from pinned memory the pinned_memory estimate assumes: measured on the
 # H200 this project records on (PCIe Gen5: 54.0 GB/s for 64 MiB, pageable 6.2 GB/s;
-# docs/validation.md); devices not listed get the PCIe Gen4 x16 figure.
+# docs/validation.md); devices not listed get the PCIe Gen4 x16 figure. Device-to-host copies into
+# pinned memory are priced at the same rate (a PCIe link moves DMA at the same speed both ways; no
+# separate device-to-host figure was measured).
 PINNED_H2D_GBPS = {"h200": 54.0, "h100": 54.0, "b200": 54.0}
 PINNED_H2D_DEFAULT_GBPS = 24.0
 DATALOADER_MIN_PCT = 5.0  # "dominating": the GPU waits on loading for at least this share of the span
@@ -100,13 +105,17 @@ def _copy_sync_waits(r: RankAnalysis) -> dict[int, float]:
 
 
 def pinned_memory(analysis: Analysis) -> Suggestion | None:
-    """Pageable host-to-device copies that recur in the headline steps. Pinned + non_blocking, a copy
-    no longer blocks the CPU (its call and its own syncs: the CPU keeps launching) and runs at the
-    pinned bandwidth, so per step: span − max(CPU time outside those calls, GPU busy time with the
-    copies at pinned speed); at least the copies' GPU time − their bytes at pinned speed."""
+    """Pageable copies that recur in the headline steps: host-to-device, and bulk device-to-host
+    (.cpu() / .to('cpu') / .numpy() of big tensors, hostside.D2H_MIN_BYTES). Pinned + non_blocking
+    (preallocated pinned host buffers filled by copy_(..., non_blocking=True) on a side stream for
+    device-to-host), a copy no longer blocks the CPU (its call and its own syncs: the CPU keeps
+    launching) and runs at the pinned bandwidth, so per step: span − max(CPU time outside those
+    calls, GPU busy time with the copies at pinned speed); at least the copies' GPU time − their bytes
+    at pinned speed."""
     scope = Scope.of(analysis)
     gbps = pinned_bandwidth(analysis.device)
     rows, total, nbytes, count = [], 0.0, 0.0, 0
+    directions: dict[str, int] = {}
     for r, table in rank_tables(analysis, "copies"):
         t = table[in_headline(r, table[hostside.CP_STEP].to_numpy())]
         steady = len(r.launch.steady_steps)
@@ -129,7 +138,10 @@ def pinned_memory(analysis: Analysis) -> Suggestion | None:
             total += saving
             nbytes += b
             count += len(g)
-            rows.append({"rank": r.rank, "step": int(step), "copies": len(g), "bytes": b,
+            for d, n in g[hostside.CP_DIRECTION].value_counts().items():
+                directions[str(d)] = directions.get(str(d), 0) + int(n)
+            rows.append({"rank": r.rank, "step": int(step), "copies": len(g),
+                         "direction": "+".join(sorted(set(g[hostside.CP_DIRECTION].astype(str)))), "bytes": b,
                          "copy_us": copy_us, "pinned_copy_us": pinned_us, "blocked_us": blocked,
                          "cpu_after_us": cpu_us, "gpu_after_us": gpu_us,
                          "gbps": b / copy_us / 1e3 if copy_us > 0 else None, "saving_us": saving})
@@ -140,9 +152,17 @@ def pinned_memory(analysis: Analysis) -> Suggestion | None:
                f"with the copies at pinned speed, {gbps:.0f} GB/s), at least the copies' GPU time − their "
                f"bytes at pinned speed = {fmt_us(saving)}; pinned + non_blocking copies run at full link "
                "speed and let the CPU keep launching")
-    title = (f"Pin host memory and copy with non_blocking=True: {count} pageable host-to-device copies "
-             f"({fmt_bytes(nbytes / scope.ranks)}) block the CPU and crawl at pageable speed")
-    return suggestion("pinned_memory", title, saving, scope, formula, rows)
+    if not directions.get(hostside.DIR_D2H, 0):  # host-to-device only: no direction column
+        rows = [{k: v for k, v in row.items() if k != "direction"} for row in rows]
+    if directions.get(hostside.DIR_H2D, 0) >= directions.get(hostside.DIR_D2H, 0):
+        title = (f"Pin host memory and copy with non_blocking=True: {count} pageable host-to-device copies "
+                 f"({fmt_bytes(nbytes / scope.ranks)}) block the CPU and crawl at pageable speed")
+        return suggestion("pinned_memory", title, saving, scope, formula, rows)
+    title = (f"Copy to the host into preallocated pinned buffers (copy_(..., non_blocking=True) on a side "
+             f"stream), or keep the copy on the GPU: {count} blocking .cpu() copies "
+             f"({fmt_bytes(nbytes / scope.ranks)}) into fresh pageable memory stall every step")
+    found = suggestion("pinned_memory", title, saving, scope, formula, rows)
+    return None if found is None else dataclasses.replace(found, snippet=PINNED_D2H)
 
 
 def dataloader_workers(analysis: Analysis) -> Suggestion | None:

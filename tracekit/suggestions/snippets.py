@@ -360,3 +360,21 @@ gc.set_threshold(50_000, 50, 100)                # fewer automatic collections (
 # or collect at a point that does not hold the GPU back (between epochs, at checkpoints)
 ''',
 }
+
+# pinned_memory's device-to-host variant: a bulk .cpu() every step (a rollback snapshot, a checkpoint,
+# logged activations) into fresh pageable memory, blocking the CPU while the copy crawls.
+PINNED_D2H = '''\
+# Allocate the host copies once, in pinned memory, and fill them without blocking:
+side = torch.cuda.Stream()
+host = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in model.state_dict().items()}
+def snapshot():
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for k, v in model.state_dict().items():
+            host[k].copy_(v, non_blocking=True)   # DMA at full link speed, overlaps the next step
+# before the next optimizer.step() (or before reading `host`): torch.cuda.current_stream().wait_stream(side)
+# A snapshot only ever restored onto the GPU can stay there (no host copy at all):
+gpu = [torch.empty_like(v) for v in model.state_dict().values()]
+with torch.no_grad():
+    torch._foreach_copy_(gpu, list(model.state_dict().values()))
+'''

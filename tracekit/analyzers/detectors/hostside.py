@@ -17,6 +17,14 @@ from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_interv
 from tracekit.trace.model import RankTrace
 
 PAGEABLE_H2D = re.compile(r"^(?=.*Pageable)(?=.*(?:HtoD|->\s*Device))")  # lookaheads: linear time
+PAGEABLE_D2H = re.compile(r"^(?=.*Pageable)(?=.*(?:DtoH|Device\s*->))")  # "Memcpy DtoH (Device -> Pageable)"
+# A device-to-host copy into pageable memory counts as a bulk copy (pinned_memory's) from this many
+# bytes: a tensor read back with .cpu() / .to('cpu') / .numpy() (the H200 held-out weight snapshot:
+# 4-16 MiB weight matrices). The scalar reads of .item() / float(t) / bool(t) copy 1-8 bytes each
+# (Memcpy DtoH in the sample traces' loss logging and decode loops) and stay avoid_sync's, as do the
+# copies of small tensors below it (biases, norms: their sync, not their bytes, is the cost).
+D2H_MIN_BYTES = 1 << 20
+DIR_H2D, DIR_D2H = "h2d", "d2h"
 SINGLE_PROCESS = re.compile(r"_SingleProcessDataLoaderIter")
 ORIGIN_DEPTH = 4  # ancestors searched for the user-facing op behind a sync (aten::item, aten::to...)
 # User-facing ops that sync, most specific first: the first found among a sync's ancestors names it.
@@ -54,10 +62,12 @@ SY_API = "api"  # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchro
 SY_ORIGIN = "origin"  # the user-facing op that synced (SYNC_ORIGINS), the innermost op, or "" (explicit)
 SY_WAIT_US = "wait_us"  # the call's duration: CPU time spent waiting
 SY_BUBBLE_US = "bubble_us"  # GPU idle from the call's end to the next GPU activity's start
-SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable host-to-device copy
+SY_PAGEABLE = "pageable_copy"  # the same op call also issued a pageable copy (Patterns.copies' rows)
 
-# --- columns of Patterns.copies (one row per pageable host-to-device memcpy) ---------------------
+# --- columns of Patterns.copies (one row per pageable host-to-device memcpy, and per pageable
+# device-to-host memcpy of at least D2H_MIN_BYTES) ---------------------------------------------------
 CP_STEP = "step"
+CP_DIRECTION = "direction"  # DIR_H2D | DIR_D2H
 CP_BYTES = "bytes"
 CP_COPY_US = "copy_us"  # GPU-side duration
 CP_CALL_US = "call_us"  # the cudaMemcpy* call's duration (the CPU is blocked for pageable copies)
@@ -154,8 +164,13 @@ def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
 
 
 def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) -> pd.DataFrame:
-    """Launch rows (runtime) of pageable host-to-device copies, with the GPU row's fields."""
-    keep = (gpu[tables.GPU_KIND] == tables.KIND_MEMCPY).to_numpy() & matches(gpu[tables.GPU_NAME], PAGEABLE_H2D)
+    """Launch rows (runtime) of pageable host-to-device copies and of pageable device-to-host copies
+    of at least D2H_MIN_BYTES, with the GPU row's fields (CP_DIRECTION says which)."""
+    is_copy = (gpu[tables.GPU_KIND] == tables.KIND_MEMCPY).to_numpy()
+    h2d = is_copy & matches(gpu[tables.GPU_NAME], PAGEABLE_H2D)
+    big = gpu[tables.GPU_BYTES].to_numpy(dtype=float) >= D2H_MIN_BYTES
+    d2h = is_copy & ~h2d & matches(gpu[tables.GPU_NAME], PAGEABLE_D2H) & big
+    keep = h2d | d2h
     sel = gpu[keep]
     launch = sel[tables.GPU_LAUNCH].to_numpy()
     linked = launch >= 0
@@ -166,12 +181,13 @@ def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) ->
         op[linked] = rt[tables.RT_OP].to_numpy()[launch[linked]]
     return pd.DataFrame({CP_STEP: gpu_steps[keep], CP_BYTES: sel[tables.GPU_BYTES].to_numpy(),
                          CP_COPY_US: sel[tables.GPU_DUR].to_numpy(dtype=float), CP_CALL_US: call,
+                         CP_DIRECTION: np.where(d2h[keep], DIR_D2H, DIR_H2D).astype(object),
                          tables.RT_OP: op})
 
 
 def find_copy_syncs(rank: RankTrace, steps: StepsOf | None = None) -> np.ndarray:
-    """Per rank.runtime row: a sync call issued by the op call of a pageable host-to-device copy (the
-    copy's own wait for its staged chunks and the stream; SY_PAGEABLE's rows)."""
+    """Per rank.runtime row: a sync call issued by the op call of a pageable copy of Patterns.copies
+    (the copy's own wait for its staged chunks and the stream; SY_PAGEABLE's rows)."""
     rt = rank.runtime
     if not len(rt):
         return np.zeros(0, dtype=bool)
@@ -181,7 +197,8 @@ def find_copy_syncs(rank: RankTrace, steps: StepsOf | None = None) -> np.ndarray
 
 
 def find_copies(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
-    """Pageable host-to-device copies (the source tensor is not in pinned memory)."""
+    """Pageable copies: host-to-device (the source tensor is not in pinned memory) and bulk
+    device-to-host (.cpu() / .to('cpu') / .numpy() of at least D2H_MIN_BYTES into fresh pageable memory)."""
     steps = steps or StepsOf.of(rank)
     return _pageable_h2d(rank.gpu, rank.runtime, steps.gpu).drop(columns=[tables.RT_OP])
 

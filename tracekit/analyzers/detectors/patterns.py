@@ -63,7 +63,7 @@ class Patterns:
     loops: pd.DataFrame  # sequences.LOOP_COLUMNS: same-shape GEMM loops
     attention: pd.DataFrame  # attention.ATTENTION_COLUMNS: unfused attention
     syncs: pd.DataFrame  # hostside.SY_*: host synchronisation calls
-    copies: pd.DataFrame  # hostside.CP_*: pageable host-to-device copies
+    copies: pd.DataFrame  # hostside.CP_*: pageable host-to-device and bulk device-to-host copies
     dataloader: pd.DataFrame  # hostside.DL_*: DataLoader time per step
     comm: pd.DataFrame  # hostside.CM_*: communication vs compute per step
     training: bool = False  # the trace runs a backward pass or an optimizer step
@@ -133,7 +133,7 @@ class Patterns:
     # rank.gpu row, their forward and backward kernels
     sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    # per rank.runtime row: a sync issued by a pageable host-to-device copy's op call (hostside.find_copy_syncs)
+    # per rank.runtime row: a sync issued by the op call of a copy of `copies` (hostside.find_copy_syncs)
     copy_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a kernel of an unfused attention (Patterns.attention), forward or backward
     in_attention: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
