@@ -83,3 +83,26 @@ def test_a_failing_record_never_breaks_the_script():
     finally:
         pauses.restore()
     assert pauses.collections == 0 and gc.callbacks.count(pauses._callback) == 0
+
+
+def test_a_collection_imports_nothing():
+    """A collection can start while importlib holds a module lock; an import inside the callback then
+    fails the script's import (KeyError from the lock's bookkeeping: tests/data/profile/triton_kernels.py
+    under TRITON_INTERPRET=1, whose first record_function in a collection imported
+    torch.profiler._cupti_monitor). After install() a collection imports no module. In a fresh
+    interpreter, where torch has not entered a record_function yet."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys, torch\n"
+        "from tracekit.profile.pauses import GcPauses\n"
+        "p = GcPauses(torch); p.install()\n"
+        "before = set(sys.modules); gc.collect(); new = sorted(set(sys.modules) - before)\n"
+        "p.restore(); print(p.collections, new)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["1", "[]"]  # one collection recorded, no module imported by it

@@ -46,6 +46,11 @@ class GcPauses:
                 pauses._explicit.on = False
 
         collect.__doc__ = original.__doc__
+        # One range entered and left here first: torch imports modules on its first record_function
+        # (torch.profiler._cupti_monitor in torch 2.13), and an import inside a collection that started
+        # while importlib held a module lock fails that import (KeyError from the lock's bookkeeping).
+        with suppress(Exception), self._torch.autograd.profiler.record_function(f"{GC_ANNOTATION} warm-up"):
+            pass
         gc.collect = collect
         gc.callbacks.append(self._callback)
 
