@@ -67,8 +67,8 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
     those forward or backward passes launched it (the optimizer step after them is left out)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     in_passes = np.zeros(len(gpu), dtype=bool)
-    if not len(ops) or not len(rt) or not len(gpu):
-        return empty(), in_passes
+    if not len(ops) or not len(rt) or not len(gpu) or not matches(ops[tables.OP_NAME].to_numpy(dtype=object), BACKWARD).any():
+        return empty(), in_passes  # no backward pass: no accumulation
     top = top_ops(ops)
     rt_op = rt[tables.RT_OP].to_numpy(dtype=np.int64)
     rt_top = np.where(rt_op >= 0, top[np.maximum(rt_op, 0)], -1)

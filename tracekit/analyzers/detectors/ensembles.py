@@ -79,6 +79,13 @@ def top_level(rank: RankTrace, classes: np.ndarray) -> tuple[np.ndarray, ...]:
     return rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur
 
 
+def has_accumulate_grad(rank: RankTrace) -> bool:
+    """Whether any op of the rank is the autograd engine's AccumulateGrad node (a backward with weights
+    of their own: what the ensemble and per-head detectors need; inference traces have none)."""
+    names = rank.ops[tables.OP_NAME]
+    return bool(len(names)) and bool((names.to_numpy(dtype=object) == ACCUMULATE_GRAD).any())
+
+
 def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
                    skip: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
     """One row per step and direction whose forward repeats one independent block with GEMMs k ≥
@@ -88,7 +95,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     the call (launches and runtime queries). GPU rows of `skip` (another pattern's: batch-1 requests) keep a stretch out."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     members_of = np.zeros(len(gpu), dtype=np.int64)
-    if not len(ops) or not len(rt) or not len(gpu):
+    if not len(ops) or not len(rt) or not len(gpu) or not has_accumulate_grad(rank):
         return empty(), members_of, np.full(len(gpu), np.nan), np.zeros(len(rt), dtype=bool)
     rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level(rank, classes)
     rows: list[dict[str, object]] = []

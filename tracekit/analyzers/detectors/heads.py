@@ -23,6 +23,7 @@ from tracekit.analyzers.detectors.ensembles import (
     KIND_HEADS,
     TEXT_CHARS,
     empty,
+    has_accumulate_grad,
     input_dims,
     top_level,
 )
@@ -111,7 +112,7 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     holds no such stretch (inference, shared weights) give nothing; GPU rows of `skip` keep a stretch out."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     heads_of = np.zeros(len(gpu), dtype=np.int64)
-    if not len(ops) or not len(rt) or not len(gpu):
+    if not len(ops) or not len(rt) or not len(gpu) or not has_accumulate_grad(rank):
         return (empty(), heads_of, np.full(len(gpu), np.nan), np.zeros(len(gpu), dtype=bool),
                 np.zeros(len(rt), dtype=bool))
     rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level(rank, classes)
