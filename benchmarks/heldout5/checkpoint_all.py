@@ -8,9 +8,9 @@ block's forward. Variant `no_checkpoint`: the blocks called directly.
 
 import torch
 import torch.nn.functional as F
+from _common import CUDA, DEVICE, AttnBlock, adamw, options, train
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from _common import CUDA, DEVICE, AttnBlock, adamw, options, train
 
 VARIANTS = ("no_checkpoint",)
 DIM, HEADS, LAYERS, BATCH, SEQ = (1024, 16, 8, 8, 1024) if CUDA else (64, 4, 2, 2, 16)

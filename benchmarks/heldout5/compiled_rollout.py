@@ -7,8 +7,8 @@ with `mode="reduce-overhead"` (CUDA graphs).
 """
 
 import torch
-from torch import nn
 from _common import CUDA, DEVICE, StepTimer, options
+from torch import nn
 
 VARIANTS = ("reduce_overhead",)
 ENVS, HORIZON, HIDDEN = (4096, 128, 256) if CUDA else (64, 8, 32)

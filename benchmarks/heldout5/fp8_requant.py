@@ -9,8 +9,8 @@ once at load; the activations still quantised per call), `bf16` (plain bf16 `F.l
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from _common import CUDA, DEVICE, StepTimer, options
+from torch import nn
 
 VARIANTS = ("prequant", "bf16")
 DIM, FFN, BLOCKS, TOKENS, CALLS = (4096, 14336, 4, 512, 16) if CUDA else (64, 128, 2, 32, 3)

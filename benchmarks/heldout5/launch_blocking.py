@@ -12,7 +12,7 @@ script prints whether CUDA was already initialised when it set the variable.
 import os
 import sys
 
-_OFF = "--variant=off" in sys.argv or any(a == "--variant" and b == "off" for a, b in zip(sys.argv, sys.argv[1:]))
+_OFF = "--variant=off" in sys.argv or any(a == "--variant" and b == "off" for a, b in zip(sys.argv, sys.argv[1:], strict=False))
 if not _OFF:
     os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # left over from debugging an illegal memory access
 else:  # the fix: no blocking launches, whatever the caller's environment says
@@ -21,7 +21,6 @@ _CUDA_WAS_ON = "torch" in sys.modules and sys.modules["torch"].cuda.is_initializ
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
 from _common import CUDA, DEVICE, adamw, encoder, options, train  # noqa: E402
 
 VARIANTS = ("off",)

@@ -11,9 +11,9 @@ sampler of all the steps' index lists, 8 workers kept and prefetching).
 
 import torch
 import torch.nn.functional as F
+from _common import CUDA, DEVICE, adamw, options, train
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
-from _common import CUDA, DEVICE, adamw, options, train
 
 VARIANTS = ("main_thread", "persistent")
 BATCH, WORKERS, WIDTHS = (256, 8, (64, 128, 256, 512)) if CUDA else (16, 2, (8, 8, 16, 16))

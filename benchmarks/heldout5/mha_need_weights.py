@@ -7,8 +7,8 @@ Variant `no_weights`: `self.attn(h, h, h, need_weights=False)`. 6 pre-norm block
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from _common import CUDA, DEVICE, adamw, options, train
+from torch import nn
 
 VARIANTS = ("no_weights",)
 DIM, HEADS, LAYERS, BATCH, SEQ = (1024, 16, 6, 8, 2048) if CUDA else (64, 4, 2, 2, 32)

@@ -9,8 +9,8 @@ per token attending to the cache.
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from _common import CUDA, DEVICE, StepTimer, options
+from torch import nn
 
 VARIANTS = ("kv_cache",)
 DIM, HEADS, LAYERS, BATCH, PROMPT, NEW = (2048, 16, 8, 8, 512, 32) if CUDA else (64, 4, 2, 2, 16, 6)

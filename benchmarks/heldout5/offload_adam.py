@@ -6,8 +6,8 @@ fp32 master copies, and copies every updated weight back. Variant `gpu_fused`: t
 """
 
 import torch
-from torch import nn
 from _common import CUDA, DEVICE, adamw, options, train
+from torch import nn
 
 VARIANTS = ("gpu_fused",)
 DIM, BLOCKS, TOKENS = (1024, 12, 16384) if CUDA else (64, 2, 128)
@@ -26,11 +26,11 @@ class OffloadAdamW:
             p.grad = None
 
     def step(self) -> None:
-        for p, m in zip(self.params, self.masters):
+        for p, m in zip(self.params, self.masters, strict=True):
             m.grad = p.grad.to("cpu")  # type: ignore[union-attr]
         self.opt.step()
         with torch.no_grad():
-            for p, m in zip(self.params, self.masters):
+            for p, m in zip(self.params, self.masters, strict=True):
                 p.copy_(m)
 
 

@@ -9,8 +9,8 @@ each padded to its own longest; the chunks' summed losses back-propagated once).
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from _common import CUDA, DEVICE, adamw, encoder, options, train
+from torch import nn
 
 VARIANTS = ("pad_longest", "sorted_chunks")
 DIM, HEADS, LAYERS, BATCH, MAX_LEN, MEAN_LEN = (768, 12, 6, 64, 1024, 160) if CUDA else (64, 4, 2, 8, 64, 12)

@@ -11,13 +11,12 @@ tiles of the channel-first tensor, loads contiguous along T, reduction over C).
 import os
 
 import torch
-
 from _common import CUDA, DEVICE, StepTimer, options
 
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"  # the CPU check runs the kernels in Triton's interpreter
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import triton
+import triton.language as tl
 
 VARIANTS = ("contiguous", "token_tiles")
 BATCH, CHANNELS, TOKENS, LAYERS = (16, 1024, 16384, 4) if CUDA else (2, 64, 48, 2)
@@ -81,7 +80,7 @@ def main() -> None:
         for _ in range(args.steps):
             timer.tick()
             x = feats.clone()
-            for w_norm, w_mix in zip(norms, mixes):
+            for w_norm, w_mix in zip(norms, mixes, strict=True):
                 h = rms_channels(x, w_norm, args.variant)  # (B, T, C)
                 x.add_(torch.matmul(w_mix, h.transpose(1, 2)))  # (B, C, T), a 1x1 conv
             total += x.float().abs().mean()
