@@ -6,9 +6,5 @@ from pathlib import Path
 _fourth = runpy.run_path(str(Path(__file__).resolve().parent.parent / "heldout4" / "_common.py"))
 CUDA: bool = _fourth["CUDA"]
 DEVICE: str = _fourth["DEVICE"]
-options = _fourth["options"]
-StepTimer = _fourth["StepTimer"]
-adamw = _fourth["adamw"]
-train = _fourth["train"]
-encoder = _fourth["encoder"]
-AttnBlock = _fourth["AttnBlock"]
+options, StepTimer, adamw, train, encoder, AttnBlock = (
+    _fourth[k] for k in ("options", "StepTimer", "adamw", "train", "encoder", "AttnBlock"))
