@@ -101,7 +101,11 @@ def test_estimates_are_marked_in_json_and_text(capsys):
     from tracekit.cli import main
 
     assert main(["analyze", "--json", str(B200)]) == 0
-    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    doc = json.loads(capsys.readouterr().out)
+    kernels = doc["kernels"]
+    by_op = {r["key"]: r for r in doc["operators"][0]["groupings"][0]["rows"]}
+    assert by_op["vllm::moe_forward"].get("estimated") is True  # the op view's FLOPs hold the estimate
+    assert "estimated" not in by_op["aten::linear"]
     marked = {k["name"].split("_")[1] for k in kernels if k.get("estimated")}
     assert {"MxE4m3", "Bfloat16"} <= marked  # the two MoE GEMMs (bmm_<output type>_...)
     assert all(k.get("estimated") in (None, True) for k in kernels)  # the key only where true
@@ -110,3 +114,6 @@ def test_estimates_are_marked_in_json_and_text(capsys):
     text = capsys.readouterr().out
     row = next(x for x in text.splitlines() if "bmm_MxE4m3" in x)
     assert " ~" in row  # its TFLOP/s
+    assert main(["analyze", "--by", "op", str(B200)]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.endswith("vllm::moe_forward"))
+    assert " ~" in row  # its FLOPs
