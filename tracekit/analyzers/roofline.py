@@ -142,11 +142,14 @@ def roofline(rank: RankTrace, classification: KernelClassification | None, costs
         TIME_US: gpu[tables.GPU_DUR].to_numpy(dtype=float),
         FLOPS: costs.table[attribution.FLOPS].to_numpy(dtype=float),
         BYTES: costs.table[attribution.BYTES].to_numpy(dtype=float),
-        ESTIMATED: costs.table[attribution.SOURCE].to_numpy(dtype=object) == attribution.SOURCE_ESTIMATE,
     })
+    if costs.estimated:  # (the column only where some cost is an estimate: no cost on the others)
+        frame[ESTIMATED] = costs.table[attribution.SOURCE].to_numpy(dtype=object) == attribution.SOURCE_ESTIMATE
     if rows is not None:
         frame = frame[rows].reset_index(drop=True)
     table = roofline_rows(group_rows(frame), device)
+    if ESTIMATED not in table:
+        table[ESTIMATED] = False
     notes = _notes(table, device, rank.meta.device_name, cuda=rank.meta.platform == "cuda") + _coverage_notes(costs)
     return Roofline(rank=rank.rank, device=device, device_name=rank.meta.device_name,
                     table=table, notes=notes)
