@@ -281,7 +281,7 @@ def _left_out(a: np.ndarray, b: np.ndarray, plan: StepPlan | None, r: int) -> li
         return []
     us, n = float(outside[left].sum()), int(left.sum())
     return [Finding(IDLE_RECORDING, INFO, f"{'an idle wait' if n == 1 else f'{n} idle waits'} of {fmt_us(us)} "
-                    f"(the GPU idle, nothing launched: a host stall or a server waiting for requests) "
+                    f"(the GPU idle with nothing launched) "
                     f"{'lies' if n == 1 else 'lie'} outside the analysed steps, which leave {'it' if n == 1 else 'them'} out",
                     us, r)]
 
