@@ -160,7 +160,11 @@ def test_block_scaled_gemm_roofs_on_b200():
     assert roof_for("gemm", "fp4", "nvjet_sm100_nvfp4_gemm", b200) == ("fp4", "kernel-name")  # name agrees
     assert roof_for("gemm", "fp4", "some_gemm", b200) == ("fp4", "dtype")
     assert roof_for("gemm", None, "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "fp8"
-    assert roof_for("gemm", None, "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "bf16"
+    # bmm_<C>_<A><B>: the B200 trace's second MoE GEMM writes bf16 (its op allocates a bf16 [5472, 3072]
+    # output) from the same MxE2m1 x MxE4m3 inputs as the first: the fp8 rate, not bf16's
+    assert roof_for("gemm", None, "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3", b200)[0] == "fp8"
+    assert roof_for("gemm", None, "bmm_Bfloat16_E2m1E2m1_Fp32_t128x8x512u2_s3", b200)[0] == "fp4"
+    assert roof_for("gemm", None, "bmm_Bfloat16_Bfloat16Bfloat16_Fp32_t128x8x64", b200)[0] == "bf16"
 
 
 def test_flash_attn_varlen_forward_two_equal_sequences():

@@ -137,6 +137,26 @@ def test_450_ms_wait_inside_the_only_window_is_undetermined(tmp_path):
     assert "idle wait" in a.evidence
 
 
+def test_150_ms_wait_before_three_steps_of_900_is_named_as_left_out(tmp_path):
+    # a recording that is mostly work (the wait is 150 of 1,050 ms): no warning, but the note says
+    # the steps leave the wait out (the SGLang prefill+decode trace with a 450 ms wait before it: 31 %)
+    b = TraceBuilder()
+    b.launch(0.0, 5.0, "kernel_a", 10.0, 100.0)
+    b.launch(20.0, 150_000.0, None, 0.0, 0.0, api="cudaStreamSynchronize")  # returns at 150,020
+    for i in range(3):
+        t = 150_200.0 + 300_000.0 * i
+        b.annotation(f"ProfilerStep#{i + 1}", t, 300_000.0)
+        b.launch(t, 5.0, f"kernel_{i}", t + 10.0, 299_980.0)
+    a = analyze(load_trace(b.write(tmp_path / "wait.json")))
+    finding = next(f for f in a.integrity.findings if f.code == it.IDLE_RECORDING)
+    assert finding.severity == it.INFO
+    # the GPU idles from kernel_a's end (110) to the first step's kernel (150,210); the first step's
+    # window [150,200, ...] covers its last 10 µs when that step is analysed, none of it otherwise
+    assert finding.value_us in (pytest.approx(150_090.0), pytest.approx(150_100.0))
+    assert "outside the analysed steps" in finding.message
+    assert a.verdict != UNDETERMINED
+
+
 def test_queued_kernel_with_nothing_running_is_unexplained_not_gpu_time(tmp_path):
     b = TraceBuilder()
     b.launch(0.0, 5.0, "kernel_a", 10.0, 100.0)

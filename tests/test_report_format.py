@@ -77,6 +77,18 @@ def test_demangle_itanium_names():
     assert demangle("_ZN2at6native4gemmIfEEvPf") == "at::native::gemm<…>(…)"
     assert demangle("_ZN7rocprim6detail11scan_kernelILb1ENS0_19wrapped_scan_configINS_14default_configEiEEPiS5_EEvT0_") == "rocprim::detail::scan_kernel<…>(…)"
     assert demangle("_ZNK3foo3barEv") == "foo::bar(…)"  # const member function
+    # TraceLens SGLang / MI300X kernels, demangled by hand: DF16b is std::bfloat16_t (a builtin, not a
+    # 16-character name); J...E an argument pack; F...E a function type; L_Z...E the address of a function
+    aiter = "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib"
+    assert demangle(aiter) == "aiter::add_rmsnorm_quant_kernel<…>(…)"
+    sgl = "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i"
+    assert demangle(sgl) == "sgl_hip::activation::act_and_mul_kernel<…>(…)"
+    # a CK name the profiler cut short (1,611 characters in the MI300X ResNet trace), cut here too;
+    # LNS1_18GemmSpecializationE7E is an enum literal, _GLOBAL__N_1 the anonymous namespace
+    ck = ("_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_34GridwiseGemm"
+          "MultiD_xdl_cshuffle_v3INS_13tensor_layout4gemm8RowMajorENS6_11ColumnMajorENS_5TupleIJEEES7_DF16bDF16bf"
+          "DF16bSA_DF16bNS0_12element_wise11PassThroughESC_SC_LNS1_18GemmSpecializationE7ELi256ELi128E")
+    assert demangle(ck) == "ck::tensor_operation::device::(anonymous namespace)::kernel_grouped_conv_fwd_xdl_cshuffle_v3<…>(…)"
     assert short_name("_ZN2at6native4gemmIfEEvPf") == "gemm"
     assert demangle("triton_poi_fused_0") == "triton_poi_fused_0" and demangle("_Zoops") == "_Zoops"
 

@@ -243,7 +243,7 @@ def _idle_checks(rank: RankTrace, plan: StepPlan | None, r: int) -> list[Finding
     wait = ((b - a) >= WAIT_US) & (part < 0.5 * (b - a))  # host-side waits: nothing launched yet
     wait_us = float((b - a)[wait].sum())
     if window <= 0 or wait_us < IDLE_SHARE * window:
-        return []
+        return _left_out(a[wait], b[wait], plan, r)
     n = int(wait.sum())
     text = (f"the recording is mostly idle waits: the GPU idles {fmt_us(wait_us)} of {fmt_us(window)} "
             f"({100 * wait_us / window:.0f} %) in {n} wait{'s' if n > 1 else ''} of {fmt_us(WAIT_US)} or more "
@@ -266,6 +266,24 @@ def _idle_checks(rank: RankTrace, plan: StepPlan | None, r: int) -> list[Finding
     left = max(window - span, 0.0)
     return [Finding(IDLE_RECORDING, INFO, f"{text}; the analysis covers {plural(int(sel.sum()), 'step')} "
                     f"({fmt_us(span)}) and leaves out {fmt_us(left)}", wait_us, r)]
+
+
+def _left_out(a: np.ndarray, b: np.ndarray, plan: StepPlan | None, r: int) -> list[Finding]:
+    """In a recording that is mostly work: the idle waits [a, b) of WAIT_US or more that lie outside
+    the analysed steps (a note: the numbers stand, and leave them out)."""
+    if plan is None or not len(plan) or not len(a):
+        return []
+    sel = plan.selected
+    covered = busy_in_windows(*merge_intervals(plan.windows.ts[sel], plan.windows.end[sel]), a, b)
+    outside = (b - a) - covered
+    left = outside >= WAIT_US
+    if not left.any():
+        return []
+    us, n = float(outside[left].sum()), int(left.sum())
+    return [Finding(IDLE_RECORDING, INFO, f"{'an idle wait' if n == 1 else f'{n} idle waits'} of {fmt_us(us)} "
+                    f"(the GPU idle with nothing launched) "
+                    f"{'lies' if n == 1 else 'lie'} outside the analysed steps, which leave {'it' if n == 1 else 'them'} out",
+                    us, r)]
 
 
 def _active_windows(a: np.ndarray, b: np.ndarray, wait: np.ndarray, end: float) -> int:

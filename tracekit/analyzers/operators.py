@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.costs.attribution import FLOPS, KernelCosts
+from tracekit.analyzers.costs.attribution import FLOPS, SOURCE, SOURCE_ESTIMATE, KernelCosts
 from tracekit.analyzers.step_plan import StepPlan
 from tracekit.analyzers.windows import SCOPE_INFERRED, StepWindows
 from tracekit.trace import tables
@@ -44,11 +44,12 @@ class OperatorRow:
     gpu_us: float  # GPU time of the kernels, copies and memsets launched inside it
     launches: int  # GPU activities launched inside it
     flops: float | None  # estimated FLOPs of those activities (None: none known)
+    estimated: bool = False  # some of them from the kernels' names and grids (costs.estimates)
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "calls": self.calls, "cpu_total_us": self.cpu_total_us,
                 "cpu_self_us": self.cpu_self_us, "gpu_us": self.gpu_us, "launches": self.launches,
-                "flops": self.flops}
+                "flops": self.flops, **({"estimated": True} if self.estimated else {})}
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def _sum_up(parent: np.ndarray, depth: np.ndarray, columns: Sequence[np.ndarray]
 
 
 def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarray, in_steps: np.ndarray,
-          gpu_of: np.ndarray, gpu_us: np.ndarray, gpu_flops: np.ndarray, inclusive: bool) -> tuple[list[OperatorRow], float]:
+          gpu_of: np.ndarray, gpu_us: np.ndarray, gpu_flops: np.ndarray, inclusive: bool,
+          gpu_est: np.ndarray | None = None) -> tuple[list[OperatorRow], float]:
     """Rows of the intervals `keys` (per interval) from the GPU activities each launched (`gpu_of`: the
     innermost interval of each activity, -1 none): inclusive gives an activity to every enclosing key."""
     parent = _parents(ts, end, thread)
@@ -194,9 +196,12 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     known = fl == fl
     np.add.at(sub_fl, owner[known], fl[known])
     np.add.at(sub_fn, owner[known], 1)
+    sub_est = np.zeros(n, dtype=np.int64)
+    if gpu_est is not None:
+        np.add.at(sub_est, owner, gpu_est[own])
     counted = np.ones(n, dtype=bool)
     if inclusive:
-        _sum_up(parent, depth_of(parent), (sub_us, sub_n, sub_fl, sub_fn))
+        _sum_up(parent, depth_of(parent), (sub_us, sub_n, sub_fl, sub_fn) + ((sub_est,) if gpu_est is not None else ()))
         counted = ~_under_same_key(codes, parent)  # an activity counts once per key on its ancestor chain
     got = np.flatnonzero(counted & (sub_n > 0))
     gc = codes[got]
@@ -206,9 +211,10 @@ def _rows(keys: Sequence[str], ts: np.ndarray, end: np.ndarray, thread: np.ndarr
     flops = np.bincount(gc, weights=sub_fl[got], minlength=k)
     known_n = np.zeros(k, dtype=np.int64)
     np.add.at(known_n, gc, sub_fn[got])
+    est_n = np.bincount(gc, weights=sub_est[got], minlength=k)
     present = (calls > 0) | (np.bincount(gc, minlength=k) > 0)
     rows = [OperatorRow(str(names[c]), int(calls[c]), float(cpu_total[c]), float(cpu_self[c]), float(gpu_total[c]),
-                        int(launches[c]), float(flops[c]) if known_n[c] else None)
+                        int(launches[c]), float(flops[c]) if known_n[c] else None, bool(est_n[c] > 0))
             for c in np.flatnonzero(present).tolist()]
     rows.sort(key=lambda r: (-r.gpu_us, -r.cpu_total_us, r.key))
     return rows[:MAX_ROWS], attributed
@@ -260,6 +266,8 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
     gpu_us = np.where(gpu_rows, gpu[tables.GPU_DUR].to_numpy(dtype=float), 0.0)
     flops = (costs.table[FLOPS].to_numpy(dtype=float) if costs is not None and len(costs.table) == len(gpu)
              else np.full(len(gpu), np.nan))
+    est = ((costs.table[SOURCE].to_numpy(dtype=object) == SOURCE_ESTIMATE).astype(np.int64)
+           if costs is not None and costs.estimated and len(costs.table) == len(gpu) else None)
     total = float(gpu_us.sum())
     launch = gpu[tables.GPU_LAUNCH].to_numpy() if len(gpu) else np.zeros(0, dtype=np.int64)
     ok = (launch >= 0) & gpu_rows
@@ -275,7 +283,7 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
         op_step = step_of(op_ts, _step_frame(plan.windows))  # no step marks: the loader gave the ops none
     in_op = _in_steps(plan, op_step)
     rows, attributed = _rows(ops[tables.OP_NAME].astype(str).tolist(), op_ts, op_end, ops[tables.OP_TID].to_numpy(),
-                             in_op, op_of, gpu_us, flops, inclusive=True)
+                             in_op, op_of, gpu_us, flops, inclusive=True, gpu_est=est)
     views.append(OperatorView(BY_OP, tuple(rows), total, attributed, "" if rows else "the trace has no CPU ops"))
     op_name_arr = ops[tables.OP_NAME].astype(str).to_numpy() if len(ops) else np.zeros(0, dtype=object)
     launched_by = np.array([op_name_arr[o] if o >= 0 else "" for o in op_of.tolist()], dtype=object)
@@ -284,7 +292,7 @@ def operator_views(rank: RankTrace, plan: StepPlan | None = None, costs: KernelC
     for by, keyed, what in ((BY_MODULE, module_name, "nn.Module names (record with with_stack=True or "
                              "with_modules=True)"), (BY_LINE, source_line, "Python stacks (record with with_stack=True)")):
         views.append(_frames_view(by, keyed, what, py, names, plan, ok, q_ts, q_tid, gpu_us, flops, total,
-                                  gpu[tables.GPU_NAME].to_numpy(), launched_by))
+                                  gpu[tables.GPU_NAME].to_numpy(), launched_by, est))
     return tuple(views)
 
 
@@ -298,7 +306,8 @@ def _in_steps(plan: StepPlan | None, step_numbers: np.ndarray) -> np.ndarray:
 
 def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.DataFrame, names: list[str],
                  plan: StepPlan | None, ok: np.ndarray, q_ts: np.ndarray, q_tid: np.ndarray, gpu_us: np.ndarray,
-                 flops: np.ndarray, total: float, gpu_names: np.ndarray, gpu_ops: np.ndarray) -> OperatorView:
+                 flops: np.ndarray, total: float, gpu_names: np.ndarray, gpu_ops: np.ndarray,
+                 est: np.ndarray | None = None) -> OperatorView:
     """A grouping over the python_function frames whose name `keyed` maps to a key."""
     keys = [keyed(n) for n in names]
     pick = np.array([k is not None for k in keys], dtype=bool)
@@ -313,7 +322,7 @@ def _frames_view(by: str, keyed: Callable[[str], str | None], what: str, py: pd.
     numbers = step_of(ts, _step_frame(steps)) if steps is not None else np.zeros(len(ts), dtype=np.int64)
     in_steps = _in_steps(plan, numbers)
     kept = [k for k in keys if k is not None]
-    rows, attributed = _rows(kept, ts, end, tid, in_steps, inner, gpu_us, flops, inclusive=by == BY_MODULE)
+    rows, attributed = _rows(kept, ts, end, tid, in_steps, inner, gpu_us, flops, inclusive=by == BY_MODULE, gpu_est=est)
     return OperatorView(by, tuple(rows), total, attributed, kernels=_kernel_keys(kept, inner, gpu_us, gpu_names),
                         launching_ops=_kernel_keys(kept, inner, gpu_us, gpu_ops))
 

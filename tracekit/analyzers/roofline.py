@@ -8,7 +8,7 @@ hint); every other kernel uses the fp32 (vector) roof. Memory ceiling: the devic
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -48,9 +48,10 @@ MEMORY_PCT = "memory_pct"  # achieved GB/s / device bandwidth, in %
 ROOF = "roof"  # precision whose peak is the ceiling ("bf16", "tf32", "fp32", ...)
 ROOF_SOURCE = "roof_source"  # "kernel-name" | "dtype" | "assumed"
 PEAK_TFLOPS = "peak_tflops"  # that ceiling
+ESTIMATED = "estimated"  # True: FLOPs/bytes estimated from the kernels' names and grids (costs.estimates)
 COLUMNS = (NAME, CLASS, LIBRARY, OP, SHAPES, DTYPE, COUNT, TIME_US, FLOPS, BYTES, INTENSITY,
            ACHIEVED_TFLOPS, ACHIEVED_GBPS, BOUND, ROOFLINE_PCT, MEMORY_PCT, ROOF, ROOF_SOURCE,
-           PEAK_TFLOPS)
+           PEAK_TFLOPS, ESTIMATED)
 
 MEMORY, COMPUTE = "memory", "compute"
 FROM_NAME, FROM_DTYPE, ASSUMED = "kernel-name", "dtype", "assumed"
@@ -61,10 +62,13 @@ FROM_NAME, FROM_DTYPE, ASSUMED = "kernel-name", "dtype", "assumed"
 # ROCm Tensile/hipBLASLt names (Cijk_...) carry input/output/compute letters (BBS = bf16, HHS = fp16).
 KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (r"tf32|xf32|s1688gemm|s16816gemm|tensorop_s\d", "tf32"),
-    # Blackwell block-scaled GEMMs: fp4 x fp4 runs at the fp4 rate; mixed fp8 x fp4 (MxE4m3 with
-    # MxE2m1, TraceLens B200 vLLM bmm_MxE4m3_MxE2m1MxE4m3_*) at the fp8 rate; bf16 x fp4 at bf16's
-    (r"^bmm_(?:Mx)?E2m1_(?:Mx)?E2m1|nvfp4|mxf4nvf4|_e2m1e2m1", "fp4"),
-    (r"^bmm_Bfloat16_", "bf16"),
+    # Blackwell block-scaled GEMMs. trtllm-gen names are bmm_<C>_<A><B>_<accumulator>: the first type
+    # is the output (TraceLens B200 vLLM: the MoE's second GEMM, bmm_Bfloat16_MxE2m1MxE4m3_*, writes
+    # the bf16 [5472, 3072] buffer its op allocates), the next two the inputs. fp4 x fp4 runs at
+    # the fp4 rate, mixed fp8 x fp4 (MxE2m1 weights, MxE4m3 activations) at the fp8 rate.
+    (r"^bmm_[A-Za-z0-9]+_(?:Mx)?E2m1(?:Mx)?E2m1_|nvfp4|mxf4nvf4|_e2m1e2m1", "fp4"),
+    (r"^bmm_[A-Za-z0-9]+_(?:Mx)?E[245]m\d(?:Mx)?E[245]m\d_", "fp8"),
+    (r"^bmm_[A-Za-z0-9]+_Bfloat16Bfloat16_", "bf16"),
     (r"e4m3|E4m3|e5m2|fp8|f8f8", "fp8"),
     (r"bf16|bfloat16|BFloat16|nvjet_(?:sm\d+_)?t[a-z]t_|^Cijk_\w+?_BBS_", "bf16"),
     (r"f16f16|fp16|c10::Half|__half|nvjet_(?:sm\d+_)?h[a-z]h_|_h\d{3,5}gemm|hgemm|^Cijk_\w+?_HHS_",
@@ -96,8 +100,24 @@ class Roofline:
             "device_name": self.device_name,
             "device": self.device.to_dict() if self.device else None,
             "notes": list(self.notes),
-            "kernels": records(self.table, {SHAPES: format_shapes}),
+            "kernels": kernel_records(self.table, COLUMNS, {SHAPES: format_shapes}),
         }
+
+
+def flagged(rows: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """`columns`, and ESTIMATED where `rows` carry it (JSON rows show it only where true)."""
+    return [*columns, ESTIMATED] if ESTIMATED in rows else list(columns)
+
+
+def kernel_records(rows: pd.DataFrame, columns: Sequence[str], text: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kernel rows as JSON (jsonsafe.records): `estimated: true` on rows whose FLOPs/bytes are
+    estimates, no such key on the others."""
+    out = records(rows[flagged(rows, [c for c in columns if c != ESTIMATED])], text)
+    for row in out:
+        if not row.pop(ESTIMATED, False):
+            continue
+        row[ESTIMATED] = True
+    return out
 
 
 def roofline(rank: RankTrace, classification: KernelClassification | None, costs: attribution.KernelCosts,
@@ -123,9 +143,13 @@ def roofline(rank: RankTrace, classification: KernelClassification | None, costs
         FLOPS: costs.table[attribution.FLOPS].to_numpy(dtype=float),
         BYTES: costs.table[attribution.BYTES].to_numpy(dtype=float),
     })
+    if costs.estimated:  # (the column only where some cost is an estimate: no cost on the others)
+        frame[ESTIMATED] = costs.table[attribution.SOURCE].to_numpy(dtype=object) == attribution.SOURCE_ESTIMATE
     if rows is not None:
         frame = frame[rows].reset_index(drop=True)
     table = roofline_rows(group_rows(frame), device)
+    if ESTIMATED not in table:
+        table[ESTIMATED] = False
     notes = _notes(table, device, rank.meta.device_name, cuda=rank.meta.platform == "cuda") + _coverage_notes(costs)
     return Roofline(rank=rank.rank, device=device, device_name=rank.meta.device_name,
                     table=table, notes=notes)
@@ -141,8 +165,9 @@ def group_rows(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*keys, CLASS, LIBRARY, COUNT, TIME_US, FLOPS, BYTES])
     filled = frame.assign(**{k: frame[k].fillna(_NONE) for k in keys})
     g = filled.groupby(keys, sort=False)
+    extra = {ESTIMATED: (ESTIMATED, "any")} if ESTIMATED in frame else {}
     out = g.agg(**{CLASS: (CLASS, "first"), LIBRARY: (LIBRARY, "first"), COUNT: (TIME_US, "size"),
-                   TIME_US: (TIME_US, "sum"), FLOPS: (FLOPS, "sum"), BYTES: (BYTES, "sum")})
+                   TIME_US: (TIME_US, "sum"), FLOPS: (FLOPS, "sum"), BYTES: (BYTES, "sum"), **extra})
     unknown = g[[FLOPS, BYTES]].agg(lambda s: s.isna().any())
     out[FLOPS] = out[FLOPS].where(~unknown[FLOPS])
     out[BYTES] = out[BYTES].where(~unknown[BYTES])
@@ -242,6 +267,11 @@ def _coverage_notes(costs: attribution.KernelCosts) -> tuple[str, ...]:
     if total and costs.unshaped_us / total >= 0.01:
         notes.append(f"{costs.unshaped_us / total:.0%} of GPU time ran under ops recorded without "
                      "shapes: record with record_shapes=True to get FLOPs and bytes")
+    guessed = [(name, us) for name, us in costs.estimated if total and us / total >= 0.01]
+    if guessed:
+        listed = ", ".join(f"{name} ({us / total:.0%} of GPU time)" for name, us in guessed[:3])
+        notes.append(f"FLOPs/bytes of {listed} are estimates (marked ~): the op does not record the counts, "
+                     "its kernels' names and launch grids give them (docs/model.md, estimated costs)")
     big = [(name, us) for name, us in costs.unmodeled if total and us / total >= 0.05]
     if big:
         listed = ", ".join(f"{name} ({us / total:.0%} of GPU time)" for name, us in big[:3])

@@ -31,7 +31,7 @@ from tracekit.analyzers.kernels import (
 from tracekit.analyzers.launch import A_DUR, A_QUEUE_US, LaunchTotals, QueueStats, steady_mask
 from tracekit.analyzers.per_step import per_step
 from tracekit.analyzers.rank_views import RankViews, views_dict
-from tracekit.analyzers.roofline import roofline_rows
+from tracekit.analyzers.roofline import ESTIMATED, flagged, kernel_records, roofline_rows
 from tracekit.analyzers.steady import StepPhase
 from tracekit.analyzers.unprofiled import Unprofiled, combine_unprofiled, headline_totals
 from tracekit.jsonsafe import plain, records
@@ -59,6 +59,7 @@ def regroup_kernel_rows(both: pd.DataFrame, device: Device | None) -> pd.DataFra
     summed = both[_SUMMED].groupby(by, sort=False).sum(min_count=1)
     unknown = both[["flops", "bytes"]].isna().groupby(by, sort=False).any()
     summed[["flops", "bytes"]] = summed[["flops", "bytes"]].mask(unknown)
+    summed[ESTIMATED] = both[ESTIMATED].eq(True).groupby(by, sort=False).any() if ESTIMATED in both else False
     out = summed.reset_index()
     for k in _GROUP_KEYS:
         col = out[k].astype(object)
@@ -324,7 +325,7 @@ class AnalysisSummary:
             "steps": [s.to_dict() for s in self.steps],
             "classes": self.classes.to_records("class"), "libraries": self.libraries.to_records("library"),
         })
-        doc["kernels"] = records(self.kernels[list(KERNEL_COLUMNS)], {"shapes": format_shapes})  # JSON-safe
+        doc["kernels"] = kernel_records(self.kernels, KERNEL_COLUMNS, {"shapes": format_shapes})  # JSON-safe
         doc.update(plain({"graphs": [g.to_dict() for g in self.graphs], "warnings": list(self.warnings),
                           **views_dict(self.views)}))
         return doc
@@ -361,13 +362,13 @@ def rank_summary(analysis: Analysis, r: RankAnalysis) -> AnalysisSummary:
     mask = steady_mask(lo)
     if len(analysis.ranks) == 1:  # the analysis's own tables are this rank's
         classes, libraries = KeyTotals.of_table(analysis.classes), KeyTotals.of_table(analysis.libraries)
-        kernels = analysis.kernels[list(KERNEL_COLUMNS)]
+        kernels = analysis.kernels[flagged(analysis.kernels, KERNEL_COLUMNS)]
     else:
         table = r.classification.table
         dur = pd.Series(lo.activities[A_DUR].to_numpy(dtype=float)[mask])
         classes = KeyTotals.of_table(summarize(pd.Series(table[CLASS].to_numpy()[mask]), dur))
         libraries = KeyTotals.of_table(summarize(pd.Series(table[LIBRARY].to_numpy()[mask]), dur))
-        kernels = sort_kernel_rows(r.roofline.table)[list(KERNEL_COLUMNS)]
+        kernels = sort_kernel_rows(r.roofline.table)[flagged(r.roofline.table, KERNEL_COLUMNS)]
     phases: Sequence[StepPhase | None] = lo.phases or (None,) * len(lo.step_totals)
     queue_cols = {k: lo.steps[k].tolist() for k in ("queue_p50_us", "queue_p90_us", "queue_max_us")}
     steps = tuple(

@@ -28,7 +28,8 @@ def _source_name(s: str, i: int) -> tuple[str, int] | None:
 
 
 def _skip_args(s: str, i: int) -> int:
-    """Position after a template-argument list 'I ... E' that starts at i (s[i] == 'I')."""
+    """Position after the group that opens at i: a template-argument list 'I ... E', a nested name
+    'N ... E', an argument pack 'J ... E', a function type 'F ... E' or an expression 'X ... E'."""
     depth, i = 0, i
     while i < len(s):
         c = s[i]
@@ -47,11 +48,34 @@ def _skip_args(s: str, i: int) -> int:
                 j += 1
             i = j + 1
             continue
-        if c == "L":  # literal: L <type> <value> E
-            end = s.find("E", i)
-            i = len(s) if end < 0 else end + 1
+        if c == "D":  # builtin types DF16b (std::bfloat16_t), DF16_, Dh, Dn, ...; Dt/DT decltype(...) E
+            if s[i + 1:i + 2] in ("t", "T"):
+                depth += 1
+                i += 2
+                continue
+            j = i + 2
+            if s[i + 1:i + 2] == "F":
+                while j < len(s) and s[j].isdigit():
+                    j += 1
+                j += 1 if s[j:j + 1] in ("b", "_", "x") else 0
+            i = j
             continue
-        if c in "INX":
+        if c == "L":  # literal: L <type> <value> E, or L _Z <encoding> E (an address)
+            if s[i + 1:i + 3] == "_Z":
+                depth += 1
+                i += 3
+                continue
+            j = i + 1
+            if s[j:j + 1] == "N":
+                j = _skip_args(s, j)
+            elif s[j:j + 1].isdigit():
+                j = (_source_name(s, j) or ("", len(s)))[1]
+            end = s.find("E", j)
+            i = len(s) if end < 0 else end + 1
+            if depth == 0:
+                return i
+            continue
+        if c in "INXJF":
             depth += 1
         elif c == "E":
             depth -= 1
@@ -99,6 +123,7 @@ def demangle(name: str) -> str:
         templated = i < len(name) and name[i] == "I"
     if not parts:
         return name
+    parts = ["(anonymous namespace)" if p.startswith("_GLOBAL__N") else p for p in parts]
     return "::".join(parts) + ("<…>" if templated else "") + "(…)"
 
 

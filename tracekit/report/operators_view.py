@@ -14,8 +14,9 @@ TITLES = {BY_OP: "op", BY_MODULE: "module", BY_LINE: "source line"}
 MAX_REPORT_ROWS = 60
 
 
-def _flops(x: float | None) -> str:
-    return DASH if x is None else fmt_si(x)
+def _flops(x: float | None, estimated: bool = False) -> str:
+    """FLOPs; "~" before a total that holds estimates (costs.estimates)."""
+    return DASH if x is None else ("~" if estimated else "") + fmt_si(x)
 
 
 def operator_lines(views: Sequence[RankViews], by: str, top: int = 25,
@@ -36,7 +37,7 @@ def operator_lines(views: Sequence[RankViews], by: str, top: int = 25,
                   f"{'FLOPs':>8s}  {TITLES[by]}"]
         for r in g.rows[:top]:
             lines.append(f"  {fmt_time(r.gpu_us):>10s} {fmt_time(r.cpu_total_us):>10s} {fmt_time(r.cpu_self_us):>10s} "
-                         f"{r.calls:7d} {r.launches:8d} {_flops(r.flops):>8s}  {visible(r.key[:100])}")
+                         f"{r.calls:7d} {r.launches:8d} {_flops(r.flops, r.estimated):>8s}  {visible(r.key[:100])}")
         if len(g.rows) > top:
             lines.append(f"  ... {len(g.rows) - top} more (--top, or --json)")
     return lines
@@ -60,7 +61,7 @@ def operator_cards(views: Sequence[OperatorView]) -> tuple[OperatorCard, ...]:
             continue
         rows = tuple(((fmt_time(r.gpu_us), r.gpu_us), (fmt_time(r.cpu_total_us), r.cpu_total_us),
                       (fmt_time(r.cpu_self_us), r.cpu_self_us), (fmt_int(r.calls), float(r.calls)),
-                      (fmt_int(r.launches), float(r.launches)), (_flops(r.flops), r.flops if r.flops is not None else -1.0),
+                      (fmt_int(r.launches), float(r.launches)), (_flops(r.flops, r.estimated), r.flops if r.flops is not None else -1.0),
                       (r.key, r.key.lower()))
                      for r in g.rows[:MAX_REPORT_ROWS])
         more = f" Showing {MAX_REPORT_ROWS} of {len(g.rows)}." if len(g.rows) > MAX_REPORT_ROWS else ""

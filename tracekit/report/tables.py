@@ -131,6 +131,13 @@ def _numcell(value: object, fmt: Callable[[object], str]) -> Cell:
     return Cell(fmt(v), float(f"{v:.6g}") if v is not None else -1.0)
 
 
+def _estimated(cell: Cell, estimated: object) -> Cell:
+    """A FLOPs / TFLOP/s cell of a row whose counts are estimates (costs.estimates): "~" before it."""
+    if estimated is not True or cell.text == DASH:
+        return cell
+    return Cell("~" + cell.text, cell.sort, "estimated from the kernels' names and launch grids")
+
+
 def name_cell(name: str) -> Cell:
     """The short kernel name, with the full one (demangled, capped) as hover text."""
     short = short_name(name)
@@ -166,6 +173,7 @@ def kernel_table(kernels: pd.DataFrame) -> KernelTable:
     rows, row_classes = [], []
     for k in shown.itertuples(index=False):
         t = num(k.time_us)
+        guess = getattr(k, "estimated", False)
         share = (t / total_time) if (t is not None and total_time) else None
         rows.append(
             (
@@ -178,10 +186,10 @@ def kernel_table(kernels: pd.DataFrame) -> KernelTable:
                 _numcell(k.count, fmt_int),
                 _numcell(t, fmt_time),
                 _numcell(share, fmt_pct),
-                _numcell(k.flops, fmt_si),
-                _numcell(k.bytes, fmt_bytes),
+                _estimated(_numcell(k.flops, fmt_si), guess),
+                _estimated(_numcell(k.bytes, fmt_bytes), guess),
                 _numcell(k.intensity, fmt_ratio),
-                _numcell(k.achieved_tflops, fmt_ratio),
+                _estimated(_numcell(k.achieved_tflops, fmt_ratio), guess),
                 _numcell(k.achieved_gbps, _gbps_plain),
                 _textcell(k.bound),
                 _numcell(k.roofline_pct, _pct_auto),

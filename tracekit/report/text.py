@@ -151,6 +151,12 @@ def _count(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
 
+def _tflops(row: dict) -> str:
+    """Achieved TFLOP/s; "~" before an estimate (costs.estimates: from the kernels' names and grids)."""
+    text = _num(row['achieved_tflops'], '{:.2f}')
+    return "~" + text if row.get("estimated") is True and text != _num(None, '{:.2f}') else text
+
+
 def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
     kernels = summary.kernels
     over = f"the {plural(summary.totals.steps, 'steady step')}" if summary.scope != "trace" else "the whole trace"
@@ -162,7 +168,7 @@ def _kernel_rows(summary: AnalysisSummary, top: int) -> list[str]:
         row = {k: plain(v) for k, v in r.items()}
         lines.append(
             f"  {fmt_us(row['time_us']):>12s} {100 * row['time_us'] / total:5.1f}% {int(row['count']):7d} "
-            f"{safe(row['class']):13s} {safe(row['library']):10s} {_num(row['achieved_tflops'], '{:.2f}'):>8s} "
+            f"{safe(row['class']):13s} {safe(row['library']):10s} {_tflops(row):>8s} "
             f"{_num(row['achieved_gbps'], '{:.0f}'):>8s} {_text(row['bound']):7s} "
             f"{safe(short_name(demangle(str(row['name']))), 40):40s} {safe(_text(row.get('op')), 22):22s} "
             f"{safe(fmt_shapes(row.get('shapes')), 48)}")

@@ -3,7 +3,9 @@
 Each op call is costed once per distinct (name, shapes, types, strides, concrete inputs) by the
 models in costs.models; its cost goes to the kernel(s) of that call doing the op's work (the GEMM,
 attention or conv kernel: `OpCost.work`), the others are helpers with unknown cost. memcpy and
-memset rows carry the bytes the trace records. NaN / None = unknown, never a guess."""
+memset rows carry the bytes the trace records. NaN / None = unknown, never a guess; the calls no
+model costs but whose kernels name the counts (costs.estimates) get per-kernel estimates, SOURCE
+`estimate`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.costs.estimates import estimate_calls
 from tracekit.analyzers.costs.models import TRITON_PREFIX, model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
@@ -40,6 +43,7 @@ SOURCE_MODEL = "op-model"
 SOURCE_INDUCTOR = "inductor"
 SOURCE_TRITON = "triton"
 SOURCE_TRANSFER = "transfer"
+SOURCE_ESTIMATE = "estimate"  # from the kernels' names and grids (costs.estimates): an estimate
 SOURCE_NONE = ""
 
 # Element size of TensorList ops (cat, _foreach_*, fused optimizers) from the kernel name:
@@ -66,6 +70,7 @@ class KernelCosts:
     bytes_known_us: float  # ... of those with known bytes
     unmodeled: tuple[tuple[str, float], ...]  # (op name, GPU µs): shapes recorded, cost unknown
     unshaped_us: float = 0.0  # kernel time under ops without recorded shapes (record_shapes=False)
+    estimated: tuple[tuple[str, float], ...] = ()  # (op name, GPU µs) costed by costs.estimates
 
     @property
     def flops_known_share(self) -> float:
@@ -115,6 +120,8 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
     unshaped_us = 0.0
     costs: dict[int, tuple[OpCost, str]] = {}
     unmodeled: dict[str, float] = {}
+    estimated: dict[str, float] = {}
+    calls = op
     if linked.any():
         rows = np.unique(op[linked])
         names = ops[tables.OP_NAME].to_numpy()[rows]
@@ -129,6 +136,11 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
         shaped[uncosted] = [info.get(r) is not None for r in op[uncosted]]
         unshaped_us = float(dur[uncosted & ~shaped].sum())
         uncosted &= shaped
+        calls = _op_calls(gpu, op, len(ops))
+        for i, (f, b, d) in estimate_calls(gpu, ops, op, calls, uncosted).items():
+            flops[i], nbytes[i], dtype[i], role[i], source[i] = f, b, d, ROLE_MAIN, SOURCE_ESTIMATE
+            uncosted[i] = False
+            estimated[op_name[i]] = estimated.get(op_name[i], 0.0) + float(dur[i])
         if uncosted.any():
             s = pd.Series(dur[uncosted]).groupby(op_name[uncosted]).sum()
             unmodeled = {str(k): float(v) for k, v in s.sort_values(ascending=False).items()}
@@ -136,7 +148,7 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
     _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
     cls = _classes(classification, n)
     _assign(costs, op, dur, kind, cls, gpu[tables.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
-            calls=_op_calls(gpu, op, len(ops)))
+            calls=calls)
 
     table = pd.DataFrame({FLOPS: flops, BYTES: nbytes, **{
         col: pd.Series(values, dtype=object)  # None stays None (pandas 3 infers str and NaN)
@@ -151,6 +163,7 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
         bytes_known_us=float(dur[~np.isnan(nbytes)].sum()),
         unmodeled=tuple(list(unmodeled.items())[:20]),
         unshaped_us=unshaped_us,
+        estimated=tuple(sorted(estimated.items(), key=lambda kv: -kv[1])),
     )
 
 
