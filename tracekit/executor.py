@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import threading
 import time
@@ -194,6 +193,8 @@ def _dial(where: str, host: str, port: int, *, handshake: bool) -> None:
     """One TCP connection to host:port within CONNECT_S seconds, else TracekitError saying why.
     With `handshake` (plain tcp://), the peer must also speak first within CONNECT_S, as a Dask
     scheduler does (its handshake message): a silent server (HTTP, anything else) is refused."""
+    import socket  # only to check a scheduler's address
+
     try:
         with socket.create_connection((host, port), timeout=CONNECT_S) as conn:
             if handshake:

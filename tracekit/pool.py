@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.connection import wait as wait_ready
-from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # multiprocessing is imported only when a pool starts (-j 1 never does)
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,6 +34,8 @@ def _context() -> Any:  # a multiprocessing context (BaseContext's stub lacks Pr
     """How workers start: fork while this process runs one thread (a worker is ready in
     milliseconds, with tracekit already imported), else forkserver (no thread state copied;
     tracekit.pipeline preloaded once in the server), else spawn."""
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -88,6 +90,8 @@ def pool_tasks(fn: Callable[[T], R], items: Sequence[T], workers: int,
                 on_lost: Callable[[int, str], R]) -> Iterator[tuple[int, R]]:
     """A pool of `workers` processes, one task at a time each (memory stays per-rank). A worker's
     death is seen at once (its sentinel): its task goes to `on_lost`, a fresh worker takes its place."""
+    from multiprocessing.connection import wait as wait_ready
+
     ctx = _context()
     queue: Iterator[tuple[int, T]] = iter(enumerate(items))
     unsent: list[tuple[int, T]] = []  # a task whose worker died before it got it

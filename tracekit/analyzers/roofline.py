@@ -163,14 +163,15 @@ def group_rows(frame: pd.DataFrame) -> pd.DataFrame:
     keys = [NAME, OP, SHAPES, DTYPE]
     if not len(frame):
         return pd.DataFrame(columns=[*keys, CLASS, LIBRARY, COUNT, TIME_US, FLOPS, BYTES])
-    filled = frame.assign(**{k: frame[k].fillna(_NONE) for k in keys})
+    unknown = {f"{_NONE}{c}": frame[c].isna() for c in (FLOPS, BYTES)}  # per group: any unknown (one groupby)
+    filled = frame.assign(**{k: frame[k].fillna(_NONE) for k in keys}, **unknown)
     g = filled.groupby(keys, sort=False)
     extra = {ESTIMATED: (ESTIMATED, "any")} if ESTIMATED in frame else {}
     out = g.agg(**{CLASS: (CLASS, "first"), LIBRARY: (LIBRARY, "first"), COUNT: (TIME_US, "size"),
-                   TIME_US: (TIME_US, "sum"), FLOPS: (FLOPS, "sum"), BYTES: (BYTES, "sum"), **extra})
-    unknown = g[[FLOPS, BYTES]].agg(lambda s: s.isna().any())
-    out[FLOPS] = out[FLOPS].where(~unknown[FLOPS])
-    out[BYTES] = out[BYTES].where(~unknown[BYTES])
+                   TIME_US: (TIME_US, "sum"), FLOPS: (FLOPS, "sum"), BYTES: (BYTES, "sum"), **extra},
+                **{u: (u, "any") for u in unknown})
+    for c in (FLOPS, BYTES):
+        out[c] = out[c].where(~out.pop(f"{_NONE}{c}"))
     out = out.reset_index()
     for k in keys:
         out[k] = _objects((None if v == _NONE else v for v in out[k]), out.index)

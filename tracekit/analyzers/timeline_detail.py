@@ -84,11 +84,14 @@ def timeline_detail(rank: RankTrace, plan: StepPlan | None, t0: float, stream_ro
     gpu_op = np.array([names.setdefault(str(op_names[o]), len(names)) if o >= 0 else -1 for o in op_row.tolist()],
                       dtype=np.int64)
     gpu_shape = np.full(len(g), -1, dtype=np.int64)
-    for j, o in enumerate(op_row.tolist()):
-        if o >= 0:
-            text = _shape_text(rank.op_inputs(int(o)).get(tables.OP_INPUT_DIMS))
-            if text:
-                gpu_shape[j] = shapes.setdefault(text, len(shapes))
+    linked = np.flatnonzero(op_row >= 0)
+    texts: dict[int, str] = {}  # by the identity of the dims (equal recorded values are one object)
+    for j, dims in zip(linked.tolist(), rank.input_values(op_row[linked], tables.OP_INPUT_DIMS), strict=True):
+        text = texts.get(id(dims))
+        if text is None:
+            text = texts[id(dims)] = _shape_text(dims)
+        if text:
+            gpu_shape[j] = shapes.setdefault(text, len(shapes))
     launch = g[tables.GPU_LAUNCH].to_numpy()
     rt_end = rt[tables.RT_END].to_numpy(float) if len(rt) else np.zeros(0)
     start = g[tables.GPU_TS].to_numpy(float)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,4 +87,6 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         kb = f" ({written.stat().st_size / 1e3:,.0f} kB)" if written.is_file() else ""  # not /dev/null
         say(f"wrote {written}{kb}{verdict}{straggler}{top}")
     if open_:
+        import webbrowser  # only for --open (its import pulls in subprocess)
+
         webbrowser.open(written.resolve().as_uri())

@@ -39,18 +39,23 @@ def critical_segments(graph: StepGraph, costs: ReplayCosts | None = None) -> tup
     end = step_end(graph, points.call_end, points.gpu_end, points.tail_us, points.origin_pt)
     segments: list[Segment] = []
     walk(graph, points.times(graph), points.pred, points.label, points.blocked, end, points.origin_pt, segments)
-    return merge_segments(PathSegment(lo, hi, PATH_KINDS[kind]) for lo, hi, kind in reversed(segments))
+    return tuple(PathSegment(lo, hi, PATH_KINDS[kind]) for lo, hi, kind in _runs(reversed(segments)))
+
+
+def _runs(segments: Iterable[tuple[float, float, object]]) -> list[list]:
+    """[start, end, kind] per run of segments of one kind that touch end to start, in time order."""
+    runs: list[list] = []
+    for lo, hi, kind in segments:
+        if runs and runs[-1][2] == kind and runs[-1][1] == lo:
+            runs[-1][1] = hi
+        else:
+            runs.append([lo, hi, kind])
+    return runs
 
 
 def merge_segments(segments: Iterable[PathSegment]) -> tuple[PathSegment, ...]:
     """Segments in time order with each run of one kind that touches end to start made one."""
-    out: list[PathSegment] = []
-    for s in segments:
-        if out and out[-1].kind == s.kind and out[-1].end_us == s.start_us:
-            out[-1] = PathSegment(out[-1].start_us, s.end_us, s.kind)
-        else:
-            out.append(s)
-    return tuple(out)
+    return tuple(PathSegment(lo, hi, kind) for lo, hi, kind in _runs((s.start_us, s.end_us, s.kind) for s in segments))
 
 
 def path_parts(segments: Iterable[PathSegment]) -> dict[str, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tracekit.trace import tables
@@ -64,6 +65,12 @@ class RankTrace:
             return self.op_input_store.row(row)
         cols = (tables.OP_INPUT_DIMS, tables.OP_INPUT_TYPES, tables.OP_INPUT_STRIDES, tables.OP_CONCRETE_INPUTS)
         return {col: self.ops[col].iat[row] for col in cols}
+
+    def input_values(self, rows: np.ndarray, column: str) -> list[Any]:
+        """op_inputs(r)[column] for each of `rows`, without decoding the other columns."""
+        if self.op_input_store is not None:
+            return self.op_input_store.values(rows, column)
+        return self.ops[column].to_numpy()[rows].tolist()
 
     @property
     def kernels(self) -> pd.DataFrame:

@@ -68,6 +68,9 @@ _TOP = msgspec.json.Decoder(TopLevel | list[msgspec.Raw])
 _EVENTS = msgspec.json.Decoder(list[Event])
 _TYPED_EVENTS: msgspec.json.Decoder = msgspec.json.Decoder(list[_TypedEvent])  # type: ignore[valid-type]
 _TS = operator.attrgetter("ts")
+_ARGS = operator.attrgetter("args")
+_LAUNCH_MARKS = operator.attrgetter("kernel_file", "kernel_backend", "kernel_hash")
+_NO_MARKS = (None, None, None)
 _RAW_ARGS = msgspec.json.Decoder(list[_RawArgsEvent])
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 
@@ -170,6 +173,9 @@ def _with_text_ts(typed: msgspec.Struct) -> Event:
 
 def _launch_op_args(piece: bytes, events: list[Event]) -> dict[int, bytes]:
     """Inductor / Triton launch ops keep all their args: decode those once more, raw."""
+    marks = list(map(_LAUNCH_MARKS, filter(None, map(_ARGS, events))))  # (file, backend, hash) per args
+    if marks.count(_NO_MARKS) == len(marks):  # no launch op in the piece (most pieces): no per-event loop
+        return {}
     wanted = [i for i, e in enumerate(events) if e.args is not None and (
         e.args.kernel_file is not None or e.args.kernel_backend is not None or e.args.kernel_hash is not None)]
     if not wanted:

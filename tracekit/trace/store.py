@@ -88,31 +88,23 @@ class OpInputStore:
         values decode once and share one object (steps repeat the same shapes): treat them as
         read-only."""
         out = {}
-        view = memoryview(self._buf)
+        buf = self._buf if isinstance(self._buf, bytes) else bytes(self._buf)
         for j, col in enumerate(INPUT_COLUMNS):
             starts, ends = self.starts[rows, j].tolist(), self.ends[rows, j].tolist()
-            slot: dict[memoryview, int] = {}
-            uniques: list[memoryview] = []
-            index = []
-            for s, e in zip(starts, ends, strict=True):
-                if e <= s:
-                    index.append(-1)
-                    continue
-                key = view[s:e]
-                k = slot.get(key)
-                if k is None:
-                    k = slot[key] = len(uniques)
-                    uniques.append(key)
-                index.append(k)
+            keys = [buf[s:e] for s, e in zip(starts, ends, strict=True)]  # b"": the op recorded none
+            slot = dict.fromkeys(keys)  # the distinct raw values, in order of first appearance
+            slot.pop(b"", None)
+            uniques = list(slot)
             values = self._decode(uniques)
             for i, v in enumerate(values):
                 if not valid_input(col, v):
                     values[i] = None
                     self.rejected += 1
-            out[col] = [values[k] if k >= 0 else None for k in index]
+            by_raw = dict(zip(uniques, values, strict=True))
+            out[col] = [by_raw.get(k) for k in keys]
         return out
 
-    def _decode(self, raws: list[memoryview]) -> list[Any]:
+    def _decode(self, raws: list[bytes] | list[memoryview]) -> list[Any]:
         """Decoded raw values; one that msgspec cannot hold (a 400-digit number) becomes None."""
         if not raws:
             return []
@@ -138,24 +130,29 @@ class OpInputStore:
     def row(self, row: int) -> dict[str, Any]:
         """The decoded values of one row (as decode_rows of that row alone). Values decode once per
         distinct raw text and are shared between calls: treat them as read-only."""
-        out: dict[str, Any] = {}
-        view = memoryview(self._buf)
-        seen = self._by_raw
-        for col, s, e in zip(INPUT_COLUMNS, self.starts[row].tolist(), self.ends[row].tolist(), strict=True):
-            if e <= s:
-                out[col] = None
-                continue
-            key = (col, bytes(view[s:e]))
-            got = seen.get(key)
-            if got is None:
-                before = self.rejected
-                value = self._decode([view[s:e]])[0]
-                valid = valid_input(col, value)
-                got = seen[key] = (value if valid else None, self.rejected - before + (not valid))
-                self.rejected = before
-            self.rejected += got[1]  # counted on every call, as when each call decoded
-            out[col] = got[0]
-        return out
+        buf = self._buf if isinstance(self._buf, bytes) else bytes(self._buf)
+        return {col: self._value(col, buf[s:e]) if e > s else None
+                for col, s, e in zip(INPUT_COLUMNS, self.starts[row].tolist(), self.ends[row].tolist(), strict=True)}
+
+    def values(self, rows: np.ndarray, column: str) -> list[Any]:
+        """The decoded values of `column` for `rows`, as row(r)[column] of each (shared objects)."""
+        j = INPUT_COLUMNS.index(column)
+        buf = self._buf if isinstance(self._buf, bytes) else bytes(self._buf)
+        return [self._value(column, buf[s:e]) if e > s else None
+                for s, e in zip(self.starts[rows, j].tolist(), self.ends[rows, j].tolist(), strict=True)]
+
+    def _value(self, column: str, raw: bytes) -> Any:
+        """One decoded value, decoded once per distinct raw text and shared between calls."""
+        key = (column, raw)
+        got = self._by_raw.get(key)
+        if got is None:
+            before = self.rejected
+            value = self._decode([raw])[0]
+            valid = valid_input(column, value)
+            got = self._by_raw[key] = (value if valid else None, self.rejected - before + (not valid))
+            self.rejected = before
+        self.rejected += got[1]  # counted on every call, as when each call decoded
+        return got[0]
 
     def raw_values(self, rows: np.ndarray, column: str) -> list[bytes]:
         """The raw JSON bytes of `column` for `rows` (b"" where the op recorded nothing)."""

@@ -196,6 +196,27 @@ def _triton_arg_names(rank: RankTrace) -> list[object]:
     return [k.get(tables.ARG_NAMES_KEY) if isinstance(k, dict) else None for k in table]
 
 
+def _signatures(rows: np.ndarray, names: np.ndarray, parents: np.ndarray, all_names: np.ndarray,
+                columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(first position, group per position) of `rows` grouped by what _op_info reads of a row: its
+    name, the identities of its input/extra objects, and its parent's name and input objects (the
+    loader decodes equal values into one shared object, so a group is one set of arguments)."""
+    parent = parents[rows]
+    none = parent < 0
+    up = np.where(none, 0, parent)
+
+    def of_parent(column: np.ndarray) -> list:
+        values = column[up].astype(object)
+        values[none] = None
+        return values.tolist()
+
+    keys = zip(names.tolist(), *(map(id, c[rows].tolist()) for c in columns),
+               *(map(id, of_parent(c)) for c in (all_names, *columns[:4])), strict=True)
+    index: dict[tuple, int] = {}
+    group = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(rows))
+    return np.unique(group, return_index=True)[1], group
+
+
 def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
              costs: dict[int, tuple[OpCost, str]], arg_names: list[object]) -> dict[int, Shapes | None]:
     """Cost each linked op row (once per distinct signature); return op row -> its Shapes."""
@@ -206,27 +227,24 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
     extra = ops[tables.OP_EXTRA].to_numpy()
     parents = ops[tables.OP_PARENT].to_numpy()
     all_names = ops[tables.OP_NAME].to_numpy()
+    first, group = _signatures(rows, names, parents, all_names, (dims, types, strides, concrete, extra))
     cache: dict[bytes, tuple[OpCost, str] | None] = {}
-    shapes: dict[int, Shapes | None] = {}
     by_dims: dict[bytes, Shapes | None] = {}
-    # the loader decodes equal input values once into one shared object: keyed by identity first
-    # (the objects live as long as `ops`), by their JSON text where they are different objects
-    dkeys: dict[int, bytes] = {}
-    by_ids: dict[tuple, tuple[OpCost, str] | None] = {}
     encode = msgspec.json.encode
-    for r, name in zip(rows.tolist(), names.tolist(), strict=True):
+    group_shapes: list[Shapes | None] = []
+    group_costs: list[tuple[OpCost, str] | None] = []
+    for r, name in zip(rows[first].tolist(), names[first].tolist(), strict=True):
         d = dims[r]
-        dkey = dkeys.get(id(d))
-        if dkey is None:
-            dkey = dkeys[id(d)] = encode(d)
+        dkey = encode(d)
         if dkey not in by_dims:
             by_dims[dkey] = shapes_of(d)
-        shapes[r] = by_dims[dkey]
+        group_shapes.append(by_dims[dkey])
+        group_costs.append(None)
         p = parents[r]
         if p >= 0 and name.removeprefix("aten::") in PARENT_MODELS and dims[p]:
             cost = parent_cost(name, all_names[p], dims[p], types[p], strides[p], concrete[p])
             if cost is not None:
-                costs[r] = (cost, SOURCE_MODEL)
+                group_costs[-1] = (cost, SOURCE_MODEL)
                 continue
         ex: dict[str, Any] | None = extra[r] if isinstance(extra[r], dict) else None
         user = ex.get(tables.USER_TRITON_KEY) if ex else None
@@ -235,18 +253,17 @@ def _op_info(ops: pd.DataFrame, rows: np.ndarray, names: np.ndarray,
         if not d or (ex is None and not name.startswith(TRITON_PREFIX) and _model(name) is None):
             continue
         arg_key = ex.get(tables.ARG_NAMES_KEY) if ex else None
-        ids = (name, id(d), id(types[r]), id(strides[r]), id(concrete[r]), id(arg_key), id(extra[r]))
-        if ids in by_ids:
-            found = by_ids[ids]
-        else:
-            key = encode((name, dkey, types[r], strides[r], concrete[r], arg_key))
-            if key not in cache:
-                cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
-                cache[key] = None if cost is None else (cost, _source(name, ex))
-            found = by_ids[ids] = cache[key]
+        key = encode((name, dkey, types[r], strides[r], concrete[r], arg_key))
+        if key not in cache:
+            cost = op_cost(name, d, types[r], strides[r], concrete[r], ex)
+            cache[key] = None if cost is None else (cost, _source(name, ex))
+        group_costs[-1] = cache[key]
+    row_list, group_list = rows.tolist(), group.tolist()
+    for r, g in zip(row_list, group_list, strict=True):
+        found = group_costs[g]
         if found is not None:
             costs[r] = found
-    return shapes
+    return dict(zip(row_list, [group_shapes[g] for g in group_list], strict=True))
 
 
 @lru_cache(maxsize=4096)

@@ -153,15 +153,20 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
     excluded = _in_ranges(rank, ts[depth0], tid[depth0])
     runs: list[list[int]] = []
     current: list[int] = []
-    for row, out in zip(depth0.tolist(), excluded.tolist(), strict=True):
-        name = names[row]
-        if not out and launches[row] == 0 and syncs[row] == 0:
-            continue  # launches nothing: part of no run, ends none
-        joins = not out and ((name in FOREACH_OPS and launches[row] > 0) or (name in LOOP_SYNC_OPS and current))
-        if current and (not joins or tid[row] != tid[current[0]] or steps.ops[row] != steps.ops[current[0]]):
+    # a call that launches nothing (and is not excluded) is part of no run and ends none: passed over
+    seen = excluded | (launches[depth0] != 0) | (syncs[depth0] != 0)
+    rows = depth0[seen]
+    thread = step = None  # of the current run's first call
+    for row, out, name, launching, row_tid, row_step in zip(
+            rows.tolist(), excluded[seen].tolist(), names[rows].tolist(), (launches[rows] > 0).tolist(),
+            tid[rows].tolist(), steps.ops[rows].tolist(), strict=True):
+        joins = not out and ((name in FOREACH_OPS and launching) or (name in LOOP_SYNC_OPS and current))
+        if current and (not joins or row_tid != thread or row_step != step):
             runs.append(current)
             current = []
         if joins:  # a per-tensor op, or a sync inside a run
+            if not current:
+                thread, step = row_tid, row_step
             current.append(row)
     if current:
         runs.append(current)

@@ -62,6 +62,18 @@ def _ints(value: object) -> Iterator[int]:
             yield from _ints(v)
 
 
+def _flat_dims(rank: RankTrace, rows: list[int], memo: dict[int, list[int]]) -> list[list[int]]:
+    """Per op row, the integers of its Input Dims (_ints), flattened once per distinct value (`memo`,
+    by identity: equal recorded values are one shared object, kept alive by the rank)."""
+    out = []
+    for dims in rank.input_values(np.asarray(rows, dtype=np.int64), tables.OP_INPUT_DIMS):
+        got = memo.get(id(dims))
+        if got is None:
+            got = memo[id(dims)] = list(_ints(dims))
+        out.append(got)
+    return out
+
+
 def varying_size(shapes: list[list[int]]) -> list[int] | None:
     """Per repetition, the one size in which their shapes differ (every differing position takes that
     value in its repetition); None when the shapes are the same in all (a fixed-shape loop), differ in
@@ -103,6 +115,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     ts, end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    memo: dict[int, list[int]] = {}
     rows = []
     for step_ops in seqs:
         step = step_ops.step
@@ -116,8 +129,9 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
                 continue
             start, period, repeats = found
             body = seq[start:start + period * repeats].reshape(repeats, period)
-            shapes = [[v for r in rep.tolist() for v in _ints(rank.op_inputs(int(r)).get(tables.OP_INPUT_DIMS))]
-                      [:MAX_LEN_VALUES] for rep in body]
+            flat = _flat_dims(rank, body.ravel().tolist(), memo)
+            shapes = [[v for i in range(k * period, (k + 1) * period) for v in flat[i]][:MAX_LEN_VALUES]
+                      for k in range(repeats)]
             sizes = varying_size(shapes)
             if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist())
                                      and not any(shapes)):
