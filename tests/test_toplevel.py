@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors.hostside import StepsOf
@@ -11,9 +12,10 @@ from tracekit.analyzers.detectors.toplevel import (
     repeated_block,
     step_sequences,
     text_codes,
+    top_ops,
 )
 from tracekit.trace.load import load_trace
-from tracekit.trace.tables import GPU_NAME, OP_NAME
+from tracekit.trace.tables import GPU_NAME, OP_NAME, OP_PARENT
 
 
 def _block(text: str, min_repeats: int = 2) -> tuple[int, int, int] | None:
@@ -22,6 +24,15 @@ def _block(text: str, min_repeats: int = 2) -> tuple[int, int, int] | None:
 
 def test_text_codes_number_by_first_appearance():
     assert text_codes(["b", "a", "b", "c", "a"]).tolist() == [0, 1, 0, 2, 1]
+
+
+def test_top_ops_at_any_depth():
+    # by construction: rows 0..199 are one chain (row i's parent is i - 1), rows 200..202 a root and
+    # its child and grandchild, row 203 names a later row as its parent (malformed: kept as its own top)
+    parent = np.r_[-1, np.arange(199), -1, 200, 201, 205, -1, -1]
+    top = top_ops(pd.DataFrame({OP_PARENT: parent}))
+    assert top[:200].tolist() == [0] * 200  # 200 deep: an up-by-one walk capped at 64 levels stopped at 135
+    assert top[200:].tolist() == [200, 200, 200, 203, 204, 205]
 
 
 def test_repeated_block_finds_the_longest_stretch():

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tracekit.analyzers.costs.op_args import DTYPES
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.toplevel import repeated_block, text_codes, top_ops
+from tracekit.analyzers.detectors.toplevel import dims_texts, repeated_block, text_codes, top_ops
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -19,9 +19,6 @@ from tracekit.trace.model import RankTrace
 MIN_MICRO_BATCHES = 2  # forward+backward passes per optimizer step: fewer is no accumulation
 
 
-def _signature(rank: RankTrace, row: int, name: str) -> str:
-    """An op as a repeated block compares it: its name and its input shapes."""
-    return f"{name}{rank.op_inputs(row).get(tables.OP_INPUT_DIMS)}"
 # A backward pass as torch.autograd records it: one evaluate_function range per graph node, on the
 # autograd engine's device thread (CUDA) or on the calling thread (CPU).
 BACKWARD = re.compile(r"^autograd::engine::evaluate_function")
@@ -83,6 +80,7 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
     gpu_top = np.where(gpu_launch >= 0, rt_top[np.maximum(gpu_launch, 0)], -1)
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     rows = []
+    texts: dict[bytes, str] = {}  # an op as a repeated block compares it: its name and its input shapes
     for step in np.unique(steps.ops[forward]).tolist():
         if step < 0:
             continue
@@ -90,7 +88,8 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
         thread = Counter(tid[mine].tolist()).most_common(1)[0][0]
         seq = mine[tid[mine] == thread]
         seq = seq[np.argsort(ts[seq], kind="stable")]
-        found = repeated_block(text_codes([_signature(rank, int(r), str(names[r])) for r in seq.tolist()]), MIN_MICRO_BATCHES)
+        sigs = [f"{names[r]}{d}" for r, d in zip(seq.tolist(), dims_texts(rank, seq, texts), strict=True)]
+        found = repeated_block(text_codes(sigs), MIN_MICRO_BATCHES)
         if found is None:
             continue
         start, period, repeats = found
@@ -111,7 +110,7 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
         one = seq[start:start + period]
         rows.append({AC_STEP: int(step), AC_THREAD: int(thread), AC_MICRO_BATCHES: repeats,
                      AC_OPS: " → ".join(str(names[r]).removeprefix("aten::") for r in one.tolist())[:TEXT_CHARS],
-                     AC_FIRST: _signature(rank, int(one[0]), str(names[one[0]]))[:TEXT_CHARS],
+                     AC_FIRST: sigs[start][:TEXT_CHARS],
                      AC_LAUNCHES: round(float(launches[covered].sum()) / repeats),
                      AC_GPU_US: float(gpu_dur[hit].sum()),
                      AC_INPUT_BYTES: _known_sum([_first_input_bytes(rank, int(r)) for r in one.tolist()])})

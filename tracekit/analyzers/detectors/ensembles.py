@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.toplevel import repeated_block, text_codes, top_ops
+from tracekit.analyzers.detectors.toplevel import dims_texts, repeated_block, text_codes, top_ops
 from tracekit.analyzers.kernels import GEMM
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -44,6 +44,13 @@ def empty() -> pd.DataFrame:
 def input_dims(rank: RankTrace, row: int) -> list[tuple[int, ...]]:
     dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
     return [tuple(d) for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+
+
+def block_signatures(rank: RankTrace, seq: np.ndarray, names: np.ndarray, launches: np.ndarray,
+                     texts: dict[bytes, str]) -> list[str]:
+    """Per op row of `seq`, what a repeated member compares: its name, its input shapes and its launch
+    count (`texts`: the shapes formatted so far, see toplevel.dims_texts)."""
+    return [f"{names[r]}{d}#{launches[r]}" for r, d in zip(seq.tolist(), dims_texts(rank, seq, texts), strict=True)]
 
 
 def independent(rank: RankTrace, block: list[int]) -> bool:
@@ -100,6 +107,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level(rank, classes)
     rows: list[dict[str, object]] = []
     calls = np.zeros(len(rt), dtype=bool)
+    texts: dict[bytes, str] = {}
     for step in np.unique(steps.ops[depth0]).tolist():
         if step < 0:
             continue
@@ -110,7 +118,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
             seq = seq[np.argsort(ts[seq], kind="stable")]
             # the launch count tells apart calls the backward records without shapes (AddmmBackward0 of
             # the first layer launches fewer kernels than of a hidden one: no input gradient)
-            sigs = [f"{names[r]}{rank.op_inputs(int(r)).get(tables.OP_INPUT_DIMS)}#{launches[r]}" for r in seq.tolist()]
+            sigs = block_signatures(rank, seq, names, launches, texts)
             block = repeated_block(text_codes(sigs), MIN_MEMBERS)
             if block is None:
                 continue

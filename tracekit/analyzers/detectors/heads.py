@@ -22,6 +22,7 @@ from tracekit.analyzers.detectors.ensembles import (
     FORWARD,
     KIND_HEADS,
     TEXT_CHARS,
+    block_signatures,
     empty,
     has_accumulate_grad,
     input_dims,
@@ -120,6 +121,7 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     rows: list[dict[str, object]] = []
     calls = np.zeros(len(rt), dtype=bool)
     shared = np.zeros(len(gpu), dtype=bool)
+    texts: dict[bytes, str] = {}
     for step in np.unique(steps.ops[depth0]).tolist():
         if step < 0:
             continue
@@ -129,7 +131,7 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
         for thread in np.unique(tid[mine]).tolist():
             seq = mine[tid[mine] == thread]
             seq = seq[np.argsort(ts[seq], kind="stable")]
-            sigs = [f"{names[r]}{rank.op_inputs(int(r)).get(tables.OP_INPUT_DIMS)}#{launches[r]}" for r in seq.tolist()]
+            sigs = block_signatures(rank, seq, names, launches, texts)
             codes = np.unique(np.asarray(sigs, dtype=object), return_inverse=True)[1].astype(np.int64)
             for start, period, reps in runs(codes, MAX_FORWARD_PERIOD, MIN_HEADS):
                 # the block starts at its first GEMM (the first head's first projection)

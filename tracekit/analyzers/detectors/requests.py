@@ -11,6 +11,7 @@ from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.toplevel import (
     StepOps,
     TopLevel,
+    dims_texts,
     repeated_block,
     step_sequences,
     text_codes,
@@ -41,21 +42,6 @@ def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(REQUEST_COLUMNS))
 
 
-def _dims_texts(rank: RankTrace, rows: np.ndarray, texts: dict[bytes, str]) -> list[str]:
-    """Per row, str() of its decoded Input Dims (None when it recorded none), formatted once per
-    distinct raw value (steps repeat the same shapes): `texts` holds those formatted so far."""
-    store = rank.op_input_store
-    if store is None:
-        return [str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS)) for r in rows.tolist()]
-    out = []
-    for r, raw in zip(rows.tolist(), store.raw_values(rows, tables.OP_INPUT_DIMS), strict=True):
-        text = texts.get(raw)
-        if text is None:
-            text = texts[raw] = str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS))
-        out.append(text)
-    return out
-
-
 def _batch_one(rank: RankTrace, row: int) -> bool:
     dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
     return any(isinstance(d, list) and len(d) >= 2 and d[0] == 1 for d in dims)
@@ -83,7 +69,7 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
         step, mine = step_ops.step, step_ops.rows
         thread = Counter(tid[mine].tolist()).most_common(1)[0][0]
         seq = dict(step_ops.threads)[thread]
-        dims = _dims_texts(rank, seq, texts)
+        dims = dims_texts(rank, seq, texts)
         sigs = [f"{name}{d}" for name, d in zip(names[seq].tolist(), dims, strict=True)]
         found = repeated_block(text_codes(sigs))
         if found is None:

@@ -1,4 +1,4 @@
-"""Top-level ops of a rank, computed once for the loop and request detectors: each op's outermost ancestor, the launches under it, and per step and thread the top-level ops that issue work, in time order."""
+"""Top-level ops of a rank, computed once for the loop and request detectors: each op's outermost ancestor, the launches under it, per step and thread the top-level ops that issue work in time order, and their shapes as text."""
 
 from __future__ import annotations
 
@@ -18,13 +18,15 @@ MIN_REPEATS = 2  # a block seen once is no repetition
 def top_ops(ops: pd.DataFrame) -> np.ndarray:
     """Per op row: the row of its outermost ancestor (itself at depth 0)."""
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    top = np.arange(len(parent))
-    for _ in range(64):  # depth is bounded; parent rows come before their children
-        up = parent[top]
-        if not (up >= 0).any():
-            break
-        top = np.where(up >= 0, up, top)
-    return top
+    rows = np.arange(len(parent))
+    # pointer jumping: each pass doubles how far up `top` reaches, so ops nested d deep take
+    # log2(d) passes; a parent row comes before its child (anything else is cut: no cycle)
+    top = np.where((parent >= 0) & (parent < rows), parent, rows)
+    while True:
+        up = top[top]
+        if np.array_equal(up, top):
+            return top
+        top = up
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,21 @@ def step_sequences(rank: RankTrace, steps: StepsOf, top: TopLevel) -> tuple[Step
             out.append(StepOps(step_list[a], np.sort(np.concatenate([s for _, s in threads])), tuple(threads)))
             threads = []
     return tuple(out)
+
+
+def dims_texts(rank: RankTrace, rows: np.ndarray, texts: dict[bytes, str]) -> list[str]:
+    """Per op row, str() of its decoded Input Dims (None when it recorded none), formatted once per
+    distinct raw value (steps repeat the same shapes): `texts` holds those formatted so far."""
+    store = rank.op_input_store
+    if store is None:
+        return [str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS)) for r in rows.tolist()]
+    out = []
+    for r, raw in zip(rows.tolist(), store.raw_values(rows, tables.OP_INPUT_DIMS), strict=True):
+        text = texts.get(raw)
+        if text is None:
+            text = texts[raw] = str(rank.op_inputs(r).get(tables.OP_INPUT_DIMS))
+        out.append(text)
+    return out
 
 
 def text_codes(texts: list[str] | np.ndarray) -> np.ndarray:
