@@ -644,7 +644,8 @@ BAD_SCHEDULERS = {
     "port_out_of_range": "tcp://127.0.0.1:99999", "port_zero": "127.0.0.1:0", "ws_closed": "ws://127.0.0.1:{port}",
     "wss": "wss://127.0.0.1:{port}", "tls": "tls://127.0.0.1:{port}", "unknown_scheme": "foo://127.0.0.1:1",
     "no_host": "tcp://", "bad_port": "tcp://127.0.0.1:abc", "ipv6_unbracketed": ":::",
-    "esc_in_address": "tcp://\x1b[31mred:{port}",
+    "esc_in_address": "tcp://\x1b[31mred:{port}", "inproc_elsewhere": "inproc://192.0.2.1/1/1",
+    "inproc_no_pid": "inproc://x",
 }
 
 
