@@ -807,6 +807,22 @@ def test_corpus_is_large_enough() -> None:
     assert len(ci_corpus()) >= 500
 
 
+def test_op_thread_ids_that_do_not_compare(tmp_path: Path) -> None:
+    """Op tids of mixed types (a string and a null beside numbers) once raised TypeError in analyze
+    and report (the foreach pass sorted ops by tid); CI's share ran only `info` on those cases."""
+    doc = base_doc()
+    ops = [e for e in doc["traceEvents"] if e["cat"] == "cpu_op"]
+    ops[0]["tid"], ops[1]["tid"] = "", None
+    trace = tmp_path / "t.json"
+    trace.write_text(dumps(doc))
+    code, out, err, _ = run_cli(["analyze", "--json", str(trace)])
+    assert code == 0 and err == "", err
+    # base_doc: 4 kernels of 30 us and 2 copies of 5 us, whichever op they are attributed to
+    assert sum(k["time_us"] for k in json.loads(out)["kernels"]) == 4 * 30 + 2 * 5
+    code, _, err, _ = run_cli(["report", str(trace), "-o", str(tmp_path / "r.html")])
+    assert code == 0 and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("shard", range(4))
 def test_corpus_never_breaks_a_promise(shard: int, tmp_path: Path) -> None:
     """The CI share, in four shards; the failure message lists every broken promise at once."""
