@@ -30,12 +30,12 @@ def deep_nesting(n: int) -> dict:
     return b.document()
 
 
-def many_streams(n: int) -> dict:
-    """n/4 kernels (each with its op and launch) spread round-robin over n/40 streams, overlapping;
-    after every 10 kernels a cudaDeviceSynchronize and a synchronous cudaMemcpy."""
+def many_streams(n: int, events_per_stream: int = 40) -> dict:
+    """n/4 kernels (each with its op and launch) spread round-robin over n/events_per_stream streams,
+    overlapping; after every 10 kernels a cudaDeviceSynchronize and a synchronous cudaMemcpy."""
     b = TraceBuilder()
     kernels = n // 4
-    streams = max(1, n // 40)
+    streams = max(1, n // events_per_stream)
     for k in range(kernels):
         t = 1000.0 + 10 * k
         ext = b.op("aten::mm", t, 4.0)
@@ -47,6 +47,11 @@ def many_streams(n: int) -> dict:
             b.launch(t + 9, 0.5, "Memcpy DtoH (Device -> Pageable)", t + 9.1, 0.3, api="cudaMemcpy",
                      kind="memcpy", bytes=64)
     return b.document()
+
+
+def streams_n10(n: int) -> dict:
+    """many_streams over n/10 streams (2.5 kernels per stream), the audit's shape (25x for 10x)."""
+    return many_streams(n, events_per_stream=10)
 
 
 def synced_streams(n: int) -> dict:
@@ -152,6 +157,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("same_timestamps", _analyze(same_timestamps), 3000),
     Shape("deep_nesting", _analyze(deep_nesting), 3000),
     Shape("many_streams", _analyze(many_streams), 2000),
+    Shape("streams_n10", _analyze(streams_n10), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("capture_alignment", _capture(50, False), 2000),

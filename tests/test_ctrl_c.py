@@ -2,8 +2,8 @@
 one line (`tracekit: interrupted...`), exit 130, never a traceback; also when the signal lands
 where Python cannot raise it (a weakref callback during an import) or in the interpreter's shutdown.
 
-The moments before the first line of tracekit runs (the interpreter's own start-up: its site module,
-runpy for -m, the console script's `import re`) are Python's: a signal there is classified
+The moments before the first line of tracekit runs (the interpreter's own start-up: its standard
+streams, its site module, runpy for -m, the console script's `import re`) are Python's: a signal there is classified
 "before", not checked (benchmarks/fuzz_corpus.py counts them)."""
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def _env() -> dict[str, str]:
 
 def _before_tracekit(err: str) -> bool:
     """Whether a traceback on stderr comes from before any tracekit code ran: the interpreter's
-    site module, runpy locating `-m tracekit`, or the console script's lines above its import."""
-    if "Fatal Python error: init_import_site" in err or "Could not import runpy module" in err:
+    own start-up (a fatal init_* error: its standard streams, then its site module), runpy locating
+    `-m tracekit`, or the console script's lines above its import."""
+    if "Fatal Python error: init_" in err or "Could not import runpy module" in err:
         return True
     frames = err.split("Traceback")[-1]
     return "/tracekit/" not in frames and ("<frozen runpy>" in frames or f'"{CONSOLE}"' in frames)

@@ -644,7 +644,8 @@ BAD_SCHEDULERS = {
     "port_out_of_range": "tcp://127.0.0.1:99999", "port_zero": "127.0.0.1:0", "ws_closed": "ws://127.0.0.1:{port}",
     "wss": "wss://127.0.0.1:{port}", "tls": "tls://127.0.0.1:{port}", "unknown_scheme": "foo://127.0.0.1:1",
     "no_host": "tcp://", "bad_port": "tcp://127.0.0.1:abc", "ipv6_unbracketed": ":::",
-    "esc_in_address": "tcp://\x1b[31mred:{port}",
+    "esc_in_address": "tcp://\x1b[31mred:{port}", "inproc_elsewhere": "inproc://192.0.2.1/1/1",
+    "inproc_no_pid": "inproc://x",
 }
 
 
@@ -804,6 +805,22 @@ def test_corpus_is_large_enough() -> None:
     assert len(cases) >= 500, len(cases)
     assert len({c.name for c in cases}) == len(cases)
     assert len(ci_corpus()) >= 500
+
+
+def test_op_thread_ids_that_do_not_compare(tmp_path: Path) -> None:
+    """Op tids of mixed types (a string and a null beside numbers) once raised TypeError in analyze
+    and report (the foreach pass sorted ops by tid); CI's share ran only `info` on those cases."""
+    doc = base_doc()
+    ops = [e for e in doc["traceEvents"] if e["cat"] == "cpu_op"]
+    ops[0]["tid"], ops[1]["tid"] = "", None
+    trace = tmp_path / "t.json"
+    trace.write_text(dumps(doc))
+    code, out, err, _ = run_cli(["analyze", "--json", str(trace)])
+    assert code == 0 and err == "", err
+    # base_doc: 4 kernels of 30 us and 2 copies of 5 us, whichever op they are attributed to
+    assert sum(k["time_us"] for k in json.loads(out)["kernels"]) == 4 * 30 + 2 * 5
+    code, _, err, _ = run_cli(["report", str(trace), "-o", str(tmp_path / "r.html")])
+    assert code == 0 and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("shard", range(4))

@@ -156,7 +156,7 @@ def test_diff_html_onto_a_capture_of_either_side_is_refused_before_loading(tmp_p
     code, _, err = _cli(["diff", str(tmp_path / "nowhere.json"), str(run), "--html", str(cap), "--force"])
     assert code == 2 and err.count("\n") == 1 and "nowhere.json: no such file" in err
     code, _, err = _cli(["diff", str(run / "rank0.json"), str(run), "--html", str(cap), "--force"])
-    assert code == 2 and err == f"tracekit: error: {cap}: is the input trace {cap}; choose another output with -o\n"
+    assert code == 2 and err == f"tracekit: error: {cap}: is the input trace {cap}; choose another output with --html\n"
     assert cap.read_text() == TEXT
 
 

@@ -147,7 +147,8 @@ def bad_addresses() -> dict[str, tuple[str, str]]:
         "bad_port": ("tcp://127.0.0.1:abc", "bad host:port"),
         "ipv6_unbracketed": (":::", "bad host:port"),
         "unknown_host": ("tcp://no-such-host.invalid:8786", "unknown host"),
-        "inproc_elsewhere": ("inproc://192.0.2.1/1/1", "cannot reach the Dask scheduler"),
+        "inproc_elsewhere": ("inproc://192.0.2.1/1/1", "reachable only inside the Python process that started it"),
+        "inproc_no_pid": ("inproc://x", "(inproc://HOST/PID/N; this is process"),
     }
 
 
@@ -157,8 +158,17 @@ def test_scheduler_address_checked_before_work(kind: str) -> None:
     address, words = bad_addresses()[kind]
     start = time.perf_counter()
     with pytest.raises(TracekitError, match=re.escape(words)):
-        executor._connect(address) if kind == "inproc_elsewhere" else check_address(address)
+        check_address(address)
     assert time.perf_counter() - start < 5.0
+
+
+def test_an_inproc_scheduler_of_this_process_passes_the_check() -> None:
+    """inproc:// names a scheduler of this process (LocalCluster(processes=False)): accepted as is."""
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("inproc://") and f"/{os.getpid()}/" in address
+        assert check_address(address) == address
 
 
 def test_ucx_without_ucx_py_is_one_line() -> None:

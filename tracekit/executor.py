@@ -164,6 +164,11 @@ def check_address(address: str) -> str:
         known = ", ".join(f"{k}://" for k in sorted(registry.backends))
         raise TracekitError(f"{where}: unknown scheme {scheme!r} (Dask knows {known})")
     if scheme == "inproc":  # a scheduler in this very process (LocalCluster(processes=False))
+        parts = loc.split("/")  # HOST/PID/N, as distributed's inproc transport names it
+        if len(parts) != 3 or parts[1] != str(os.getpid()):
+            raise TracekitError(f"{where}: an inproc:// scheduler is reachable only inside the Python process "
+                                f"that started it (inproc://HOST/PID/N; this is process {os.getpid()}); "
+                                "give its tcp:// address")
         return f"inproc://{loc}"
     if scheme == "ucx":
         import importlib.util

@@ -66,22 +66,23 @@ def special_kind(path: Path) -> str | None:
     raise OutputError(f"{path}: is {kind}; not written (choose a file name with -o)")
 
 
-def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False) -> None:
+def check_target(path: Path, *, inputs: Iterable[Path] = (), force: bool = False, option: str = "-o") -> None:
     """Fail early (OutputError, one line) when `path` cannot be written: it is an input (even with
-    force), a directory, or its folder is missing or not writable. Run before the long work."""
+    force), a directory, or its folder is missing or not writable. Run before the long work; the
+    line names `option`, the one that gave the path (diff's is --html)."""
     path = Path(path)
     source = is_input(path, inputs)
     if source is not None:
-        raise OutputError(f"{path}: is the input trace {source}; choose another output with -o")
+        raise OutputError(f"{path}: is the input trace {source}; choose another output with {option}")
     if special_kind(path) is not None:
         return  # written in place (open_special), never renamed or replaced
     if path.is_dir():
-        raise OutputError(f"{path}: is a directory; give a file name with -o")
+        raise OutputError(f"{path}: is a directory; give a file name with {option}")
     parent = path.parent
     if not parent.is_dir():
         raise OutputError(f"{path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{path}: directory {parent} is not writable; choose another path with -o")
+        raise OutputError(f"{path}: directory {parent} is not writable; choose another path with {option}")
 
 
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])}

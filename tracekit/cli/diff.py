@@ -45,7 +45,7 @@ def command(before: str, after: str, as_json: bool, html: Path | None, force: bo
 
     inputs = diff_inputs(before, after)  # every file read, collected before anything is written
     if html is not None:
-        check_target(html, inputs=inputs, force=force)  # one line, before the long work
+        check_target(html, inputs=inputs, force=force, option="--html")  # one line, before the long work
     try:
         result = compare_files(before, after, rank=rank, steps=steps, show_load=not (quiet or as_json),
                                warn=None if quiet or as_json else echo_warning)

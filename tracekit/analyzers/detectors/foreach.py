@@ -134,6 +134,15 @@ def optimizer_rows(rank: RankTrace, loops: pd.DataFrame, call_loop: np.ndarray) 
     return (gpu_launch >= 0) & mine[np.clip(gpu_launch, 0, len(mine) - 1)]
 
 
+def _by_thread_then_time(ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """The order of rows by thread id, then time; thread ids that do not compare (a string and a
+    number, a null: a hostile trace) are taken in order of first appearance instead."""
+    try:
+        return np.lexsort((ts, tid))
+    except TypeError:
+        return np.lexsort((ts, pd.factorize(tid, use_na_sentinel=False)[0]))
+
+
 def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per run of per-tensor calls (FOREACH_COLUMNS) and, per rank.runtime row, the index of
     the run whose op issued it (-1: none). A run is a thread's consecutive top-level FOREACH_OPS calls
@@ -149,7 +158,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
     depth0 = np.flatnonzero(ops[tables.OP_DEPTH].to_numpy() == 0)
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     ts, tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()
-    depth0 = depth0[np.lexsort((ts[depth0], tid[depth0]))] if len(depth0) else depth0
+    depth0 = depth0[_by_thread_then_time(ts[depth0], tid[depth0])] if len(depth0) else depth0
     excluded = _in_ranges(rank, ts[depth0], tid[depth0])
     runs: list[list[int]] = []
     current: list[int] = []
