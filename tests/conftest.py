@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,13 @@ import pytest
 
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (setup.cfg's addopts): one worker per CPU this process may run on. xdist's own
+    count asks psutil for the host's physical cores, which a CPU-pinned container exceeds and a
+    2-vCPU VM can report as 1."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 PEEK_BYTES = 1 << 16  # Kineto writes "traceEvents" after a few KB of metadata (deviceProperties)
