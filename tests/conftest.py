@@ -5,13 +5,37 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (setup.cfg's addopts): one worker per CPU this process may run on. xdist's own
+    count asks psutil for the host's physical cores, which a CPU-pinned container exceeds and a
+    2-vCPU VM can report as 1."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_as_in_a_terminal() -> Iterator[None]:
+    """Ctrl-C as a terminal delivers it. An xdist worker (execnet) ignores SIGINT, and an ignored
+    signal stays ignored across exec: the child processes of the Ctrl-C tests ran on to exit 0, and
+    their own interpreters installed no KeyboardInterrupt handler. Python's own handler here makes
+    every child start with SIGINT at its default again."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, before)
 
 
 PEEK_BYTES = 1 << 16  # Kineto writes "traceEvents" after a few KB of metadata (deviceProperties)

@@ -70,9 +70,9 @@ def worst_time(rx: re.Pattern, n: int) -> tuple[float, str]:
     worst, which = 0.0, ""
     for name in adversarial(rx.pattern if isinstance(rx.pattern, str) else rx.pattern.decode("latin-1"), n):
         text: str | bytes = name if isinstance(rx.pattern, str) else name.encode("latin-1", "replace")
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: the search's own cost, not time waiting for a core
         rx.search(text)
-        took = time.perf_counter() - start
+        took = time.process_time() - start
         if took > worst:
             worst, which = took, name[:30]
     return worst, which
@@ -106,9 +106,9 @@ def test_every_pattern_is_linear_on_adversarial_names() -> None:
     "cutlass" * 50_000,
 ])
 def test_classifying_adversarial_kernel_names_is_fast(name: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: unchanged by the other test workers sharing the cores
     classify_name(name, op="aten::" + "index" * 10_000 + "!")
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 @pytest.mark.parametrize(("name", "klass"), [

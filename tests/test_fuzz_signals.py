@@ -127,9 +127,9 @@ def test_force_never_replaces_an_input(tmp_path: Path) -> None:
 
 def test_output_checked_before_the_trace_is_loaded(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`-o` naming a directory fails at once, even on a trace that would take long to load."""
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time (every thread's): loading the trace would cost seconds of it
     assert main(["report", str(BIG), "-o", str(tmp_path)]) == 2
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
     assert "is a directory" in capsys.readouterr().err
 
 
