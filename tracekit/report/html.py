@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
+import sys
 from pathlib import Path
 
 import jinja2
@@ -26,6 +28,34 @@ def _loader() -> jinja2.BaseLoader:
     return jinja2.PackageLoader("tracekit.templates", ".")
 
 
+class TemplateCache(jinja2.FileSystemBytecodeCache):
+    """jinja2's compiled templates kept between runs, as Python keeps its bytecode: jinja2's per-user
+    0700 folder in the temp directory (it refuses one another user owns), each entry used only while
+    its template's source is unchanged. A cache that cannot be read or written costs a compile, never
+    the report."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # a truncated or foreign file: compile as without a cache
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):  # a full or read-only temp directory
+            super().dump_bytecode(bucket)
+
+
+def template_cache(directory: str | None = None) -> jinja2.BytecodeCache | None:
+    """The compiled-template cache, or None when Python is told not to write bytecode
+    (PYTHONDONTWRITEBYTECODE, -B) or no safe folder can be had."""
+    if sys.dont_write_bytecode:
+        return None
+    try:
+        return TemplateCache(directory, pattern="tracekit-%s.cache")
+    except (OSError, RuntimeError):
+        return None
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     """The one jinja2 environment: package templates, autoescape everywhere, strict undefined."""
@@ -36,6 +66,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=False,
+        bytecode_cache=template_cache(),
     )
     env.policies["json.dumps_kwargs"] = {"separators": (",", ":"), "allow_nan": False}
     return env
