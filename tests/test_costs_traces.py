@@ -92,3 +92,20 @@ def test_rocm_memcpy_without_bytes_takes_the_copy_source_size():
     memcpy = costs.table[(rank.gpu["kind"] == "memcpy").to_numpy()]
     assert len(memcpy) == 2 and (memcpy[BYTES] == 5 * 128 * 4).all()
     assert match_device(rank.meta).key == "mi250"
+
+
+def test_collectives_are_not_listed_as_ops_without_a_cost_model():
+    # sample_traces/ddp_balanced/rank0 (recorded by tracekit): its ncclDevKernel_* kernels run under
+    # record_param_comms (47 % of GPU time, read from the raw events); a collective moves data, it has no
+    # FLOPs to model, so neither the unmodeled list nor the roofline's notes may name it
+    from conftest import SAMPLE_TRACES
+
+    rank = tracekit.load_trace(SAMPLE_TRACES / "ddp_balanced" / "rank0.trace.json.gz").rank()
+    kc = classify(rank)
+    costs = estimate_costs(rank, kc)
+    comm = kc.table["class"].to_numpy() == "communication"
+    ops = set(costs.table[OP].to_numpy()[comm])
+    assert "record_param_comms" in ops  # the collectives are there, under that op
+    assert not ops & {name for name, _ in costs.unmodeled}
+    notes = roofline(rank, kc, costs, match_device(rank.meta.device_name)).notes
+    assert not [n for n in notes if "record_param_comms" in n]

@@ -22,7 +22,7 @@ from tracekit.analyzers.costs.estimates import estimate_calls
 from tracekit.analyzers.costs.models import TRITON_PREFIX, model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
-from tracekit.analyzers.kernels import CLASS, KernelClassification
+from tracekit.analyzers.kernels import CLASS, COMMUNICATION, KernelClassification
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -141,6 +141,8 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
             flops[i], nbytes[i], dtype[i], role[i], source[i] = f, b, d, ROLE_MAIN, SOURCE_ESTIMATE
             uncosted[i] = False
             estimated[op_name[i]] = estimated.get(op_name[i], 0.0) + float(dur[i])
+        # a collective moves data between ranks: it has bytes on a link, no FLOPs to model
+        uncosted &= _classes(classification, n) != COMMUNICATION
         if uncosted.any():
             s = pd.Series(dur[uncosted]).groupby(op_name[uncosted]).sum()
             unmodeled = {str(k): float(v) for k, v in s.sort_values(ascending=False).items()}
