@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -167,6 +168,19 @@ def test_totals_add_up():
     c = a + b
     assert (c.steps, c.kernels, c.launches) == (3, 8, 10)
     assert c.gpu_util == pytest.approx(67.0 / 150.0)
+
+
+def test_totals_verdict_kept_through_pickle_and_out_of_equality():
+    # by hand: a 100 µs span with 27 µs busy and the other 73 µs waiting for launches is launch-bound
+    a = LaunchTotals(steps=1, kernels=3, gpu_ops=4, launches=4, span_us=100.0, gpu_busy_us=27.0, launch_gap_us=73.0)
+    b = LaunchTotals(steps=1, kernels=3, gpu_ops=4, launches=4, span_us=100.0, gpu_busy_us=27.0, launch_gap_us=73.0)
+    text = a.evidence  # asked first: the verdict is computed (and kept) before it
+    assert (a.verdict, a.cause) == ("launch-bound", "launch") and text
+    assert a == b and hash(a) == hash(b)  # the kept verdict is no field
+    c = pickle.loads(pickle.dumps(a))  # a worker's totals travel to the merge with their verdict
+    assert (c.verdict, c.evidence) == (a.verdict, text) and "_evidence_text" in vars(c)
+    assert b.cause == "launch"  # b asked its cause first, a its evidence: their kept values in one order
+    assert list(vars(b)) == list(vars(a))[:-1]
 
 
 def test_merge_and_windows_helpers():
