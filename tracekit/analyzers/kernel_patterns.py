@@ -83,6 +83,11 @@ LIBRARY_RULES: tuple[Rule, ...] = (
 # Class: what the kernel does. Ordered; first match wins. Op-restricted rows come first so that
 # ambiguous names (a GEMM kernel that cuDNN runs for a convolution) take the op's meaning.
 CLASS_RULES: tuple[Rule, ...] = (
+    # --- busy-waits: a sleep is a sleep under whatever op launched it -------------------------
+    Rule(r"^(void )?(at::cuda::\(anonymous namespace\)::)?(spin_kernel|busy_wait_for_flag_kernel)\(", "sleep",
+         source="torch.cuda._sleep(cycles) spins one thread on clock64 in ATen's at::cuda spin_kernel (HTA "
+                "cuda_event_sync: at::cuda::(anonymous namespace)::spin_kernel(long); THC's was a global "
+                "spin_kernel(long)); torch.cuda._busy_wait_for_flag's kernel sits beside it in ATen/cuda/Sleep.cu"),
     # --- ambiguous names decided by the launching op ---------------------------------------
     Rule(r"gemm|gemv|nvjet_|xmma|cutlass|Cijk_|fft|winograd", "conv", op=_CONV_OP,
          source="cuDNN runs GEMM/FFT kernels for convolutions (HTA alexnet ampere_gcgemm under aten::cudnn_convolution)"),

@@ -27,12 +27,19 @@ COPY = "copy"
 MEMCPY = "memcpy"
 MEMSET = "memset"
 COMMUNICATION = "communication"
+SLEEP = "sleep"  # GPU busy-wait that does no work: torch.cuda._sleep's spin_kernel
 OTHER = "other"
 CLASSES: tuple[str, ...] = (
     GEMM, ATTENTION, CONV, ELEMENTWISE, REDUCTION, NORMALIZATION, SOFTMAX, EMBEDDING, COPY,
-    MEMCPY, MEMSET, COMMUNICATION, OTHER,
+    MEMCPY, MEMSET, COMMUNICATION, SLEEP, OTHER,
 )
-NOT_COMPUTE = (COMMUNICATION, MEMCPY, MEMSET)  # classes of GPU time that is not computation
+# classes of GPU time that is not computation. SLEEP is not in it: the program waits on a sleep
+# as on a kernel that computes (GPU busy, and work beside it, e.g. a collective, is hidden by it),
+# and HTA's temporal breakdown counts it as computation too.
+NOT_COMPUTE = (COMMUNICATION, MEMCPY, MEMSET)
+# kernel classes no FLOPs/bytes model describes: their time is neither `unmodeled` work nor a reason
+# to ask for shapes (a collective moves data between GPUs; a sleep spins on the clock)
+NO_COST_MODEL = (COMMUNICATION, SLEEP)
 MATMUL_CLASSES = frozenset({GEMM, ATTENTION, CONV})  # tensor-core work
 LIB_TRITON = "triton"
 LIB_INDUCTOR = "inductor"

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.devices import Device
-from tracekit.analyzers.kernels import COMMUNICATION, MEMCPY, MEMSET
+from tracekit.analyzers.kernels import COMMUNICATION, MEMCPY, MEMSET, SLEEP
 from tracekit.analyzers.tracefacts import CpuOps, GpuInfo, TraceFacts
 from tracekit.analyzers.unprofiled import Unprofiled
 from tracekit.report.tables import Bar, bars
@@ -23,7 +23,7 @@ from tracekit.units import (
 )
 
 SHAPES_WARNING = "No input shapes in this trace: record with record_shapes=True to get FLOPs, bytes and the roofline."
-NO_COST_KINDS = (MEMCPY, MEMSET, COMMUNICATION)  # kernel classes that never get FLOPs
+NO_COST_KINDS = (MEMCPY, MEMSET, COMMUNICATION, SLEEP)  # kernel classes that never get FLOPs
 
 
 # trace version fields -> label; CUDA/CUPTI numbers are 1000 * major + 10 * minor (13000 -> 13.0)

@@ -16,6 +16,7 @@ CLASS_COLORS: dict[str, str] = {
     "memcpy": "#a3a8b0",
     "memset": "#c2c6cc",
     "communication": "#3a9a6a",
+    "sleep": "#d9d3e6",  # a pale lilac: busy but idle-like, apart from the greys of copies and `other`
     "other": "#b8bcc4",
 }
 OTHER = CLASS_COLORS["other"]

@@ -22,7 +22,7 @@ from tracekit.analyzers.costs.estimates import estimate_calls
 from tracekit.analyzers.costs.models import TRITON_PREFIX, model_for, op_cost, parent_cost
 from tracekit.analyzers.costs.models_matmul import PARENT_MODELS
 from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, OpCost, Shapes, shapes_of
-from tracekit.analyzers.kernels import CLASS, COMMUNICATION, KernelClassification
+from tracekit.analyzers.kernels import CLASS, NO_COST_MODEL, SLEEP, KernelClassification
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -116,6 +116,7 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
     role[transfer] = ROLE_TRANSFER
     source[transfer] = SOURCE_TRANSFER
 
+    cls = _classes(classification, n)
     linked = op >= 0
     unshaped_us = 0.0
     costs: dict[int, tuple[OpCost, str]] = {}
@@ -131,7 +132,8 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
         for r, value in info.items():
             by_row[r] = value
         shapes[linked] = by_row[op[linked]]
-        uncosted = linked & ~transfer & ~np.isin(op, list(costs))
+        # a sleep (torch.cuda._sleep) does no work: no shapes or model would give it FLOPs or bytes
+        uncosted = linked & ~transfer & ~np.isin(op, list(costs)) & (cls != SLEEP)
         shaped = np.zeros(n, dtype=bool)
         shaped[uncosted] = [info.get(r) is not None for r in op[uncosted]]
         unshaped_us = float(dur[uncosted & ~shaped].sum())
@@ -141,14 +143,13 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
             flops[i], nbytes[i], dtype[i], role[i], source[i] = f, b, d, ROLE_MAIN, SOURCE_ESTIMATE
             uncosted[i] = False
             estimated[op_name[i]] = estimated.get(op_name[i], 0.0) + float(dur[i])
-        # a collective moves data between ranks: it has bytes on a link, no FLOPs to model
-        uncosted &= _classes(classification, n) != COMMUNICATION
+        # a collective moves data between ranks (bytes on a link), a sleep spins: no FLOPs to model
+        uncosted &= ~np.isin(cls, NO_COST_MODEL)
         if uncosted.any():
             s = pd.Series(dur[uncosted]).groupby(op_name[uncosted]).sum()
             unmodeled = {str(k): float(v) for k, v in s.sort_values(ascending=False).items()}
 
     _transfer_bytes(ops, op, transfer & np.isnan(nbytes) & linked, nbytes)
-    cls = _classes(classification, n)
     _assign(costs, op, dur, kind, cls, gpu[tables.GPU_NAME].to_numpy(), flops, nbytes, dtype, role, source,
             calls=calls)
 
@@ -308,7 +309,7 @@ def _assign(costs: dict[int, tuple[OpCost, str]], op: np.ndarray, dur: np.ndarra
     """Give each costed op call's cost to its working kernel(s); the rest become helpers.
     `calls` tells op calls apart where one op row runs several times (graph replays)."""
     keys = np.fromiter(costs, dtype=np.int64, count=len(costs))
-    idx = np.flatnonzero((kind == tables.KIND_KERNEL) & np.isin(op, keys))
+    idx = np.flatnonzero((kind == tables.KIND_KERNEL) & np.isin(op, keys) & (cls != SLEEP))  # a sleep does no work
     if not len(idx):
         return
     order = np.argsort(keys)
