@@ -256,7 +256,7 @@ def test_every_rule_with_a_row_has_a_check() -> None:
                         "preprocess_off_thread", "channels_last", "quantize_weights", "fused_llm_kernels",
                         "graph_breaks", "triton_config", "align_dims", "cudnn_rnn", "concat_embeddings",
                         "foreach_loops", "batch_requests", "batch_samples", "preallocate_kv_cache",
-                        "anomaly_mode", "empty_cache", "gc_collect", "recompiles",
+                        "anomaly_mode", "launch_blocking", "empty_cache", "gc_collect", "recompiles",
                         "larger_batch"}
     assert set(APPLIED) <= {r.id for r in RULES}
     assert applied("batch_decode", None, None).applied is None  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from tracekit.analyzers.detectors import (
     compiled,
     embeddings,
     foreach,
+    launch_blocking,
     layers,
     mask_build,
     optimizer,
@@ -275,3 +276,9 @@ def cache_release_time(analysis: Analysis, sel: Selection) -> float:
 def gc_time(analysis: Analysis, sel: Selection) -> float:
     """Recorded garbage-collection pauses (patterns.cleanup, traces from tracekit profile), per step."""
     return per_step(_in_selection(analysis, sel, "cleanup", cleanup.CL_STEP, cleanup.CL_GC_US), sel.steps)
+
+
+def launch_wait_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time the synchronous kernel launches spent past a normal launch (patterns.launch_blocking), per step."""
+    return per_step(_in_selection(analysis, sel, "launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_WAIT_US),
+                    sel.steps)

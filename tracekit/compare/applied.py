@@ -22,6 +22,7 @@ from tracekit.analyzers.detectors import (
     ensembles,
     foreach,
     hostside,
+    launch_blocking,
     layers,
     optimizer,
     recompiles,
@@ -347,6 +348,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # releases (cudaFree bursts outside ops) vanish; no per-step gc.collect(): the recorded pauses halve.
     "anomaly_mode": (Signal("anomaly NaN checks per step", _steps_sum("anomaly", anomaly.AN_STEP, anomaly.AN_CHECKS),
                             FALLS, 1.0),),
+    # no synchronous launches: the kernel launch calls that return after their kernel vanish
+    "launch_blocking": (Signal("kernel launches returning after their kernel per step",
+                               _steps_sum("launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_BLOCKED),
+                               FALLS, 1.0),),
     "empty_cache": (Signal("CUDA cache releases per step", _steps_sum("cleanup", cleanup.CL_STEP, cleanup.CL_RELEASES),
                            FALLS, 1.0),),
     "gc_collect": (Signal("garbage-collection pause per step", _steps_sum("cleanup", cleanup.CL_STEP, cleanup.CL_GC_US),

@@ -77,6 +77,7 @@ class StepGraph:
     call_anchor_events: np.ndarray  # recorded events of this call's thread inside that stretch
     call_role: np.ndarray
     call_kernel: np.ndarray  # bool: a kernel launch call (not a copy, a memset or a graph launch)
+    call_blocking: np.ndarray  # bool: a kernel launch that returned after its kernel (synchronous launches)
     call_waits: np.ndarray  # bool: the call's end is computed from the GPU work it awaits
     call_own_us: np.ndarray
     call_tail_us: np.ndarray
@@ -288,9 +289,13 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
     if collective.any():
         notes.append(f"{int(collective.sum())} collective kernels keep their recorded durations "
                      "(they include the wait for the other ranks)")
+    blocking = context.rt_blocking[calls] & (role == ROLE_LAUNCH)
+    if blocking.any():
+        notes.append(f"{int(blocking.sum())} kernel launch calls return after their kernel ends (synchronous "
+                     "launches, CUDA_LAUNCH_BLOCKING=1): modelled as waiting for it")
     waits: WaitPlan = plan_waits(
         context, calls, ts, dur, role, launch, stream, g_ts, g_dur, g_prev, free, pinned=launch < 0,
-        d2h=context.gpu_d2h_bytes[nodes] > 0)
+        d2h=context.gpu_d2h_bytes[nodes] > 0, blocking=blocking)
     role = np.where(waits.queue, ROLE_QUEUE, role).astype(np.int8)
     notes.extend(waits.notes)
     if context.stream_waits:
@@ -303,7 +308,8 @@ def step_graph(rank: RankTrace, plan: StepPlan, step_index: int, context: RankTa
         gpu_side=gpu_side, call_row=calls, call_thread=thread, call_prev=prev, call_ts_us=ts, call_dur_us=dur,
         call_gap_us=gap, call_gap_events=events, call_anchor=anchor, call_anchor_gap_us=anchor_gap,
         call_anchor_events=anchor_events, call_role=role,
-        call_kernel=np.asarray(kinds == tables.KIND_KERNEL, dtype=bool), call_waits=waits.waits, call_own_us=waits.own_us,
+        call_kernel=np.asarray(kinds == tables.KIND_KERNEL, dtype=bool), call_blocking=blocking & waits.waits,
+        call_waits=waits.waits, call_own_us=waits.own_us,
         call_tail_us=waits.tail_us, call_wait_floor_us=waits.floor_us, wait_ptr=waits.wait_ptr,
         wait_nodes=waits.wait_nodes, call_wait_inherit=waits.inherit, main_last_call=main_last, tail_us=float(tail_us), tail_events=tail_events,
         gpu_row=nodes, gpu_launch=launch, gpu_stream=stream, gpu_prev=g_prev, gpu_free_us=free, gpu_ts_us=g_ts,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit.analyzers.detectors.launch_blocking import DEFAULT_FAST_LAUNCH_US, DEFAULT_LAUNCH_US
 from tracekit.analyzers.step_plan import StepPlan
 from tracekit.model.graph import (
     ROLE_LAUNCH,
@@ -39,10 +40,14 @@ class LaunchProfile:
 
 
 def launch_profile(graphs: tuple[StepGraph, ...]) -> LaunchProfile | None:
-    """The kernel launch calls of `graphs` pooled (None when they hold none)."""
-    durations = np.concatenate([g.call_dur_us[g.call_kernel] for g in graphs]) if graphs else np.empty(0)
+    """The kernel launch calls of `graphs` pooled (None when they hold none). Synchronous launches
+    (StepGraph.call_blocking: their duration holds their kernel's) are left out; when every launch
+    is one, the profiled H200 launch of detectors/launch_blocking.py (DEFAULT_LAUNCH_US) stands in."""
+    durations = np.concatenate([g.call_dur_us[g.call_kernel & ~g.call_blocking] for g in graphs]) if graphs \
+        else np.empty(0)
     if not len(durations):
-        return None
+        blocked = sum(int(g.call_blocking.sum()) for g in graphs)
+        return LaunchProfile(fast_us=DEFAULT_FAST_LAUNCH_US, median_us=DEFAULT_LAUNCH_US, count=0) if blocked else None
     return LaunchProfile(fast_us=float(np.percentile(durations, FAST_LAUNCH_PERCENTILE)),
                          median_us=float(np.median(durations)), count=len(durations))
 

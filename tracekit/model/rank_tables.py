@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.detectors.hostside import D2H_MIN_BYTES, PAGEABLE_D2H
+from tracekit.analyzers.detectors.launch_blocking import blocking_calls
 from tracekit.analyzers.kernel_patterns import CLASS_RULES
 from tracekit.analyzers.kernels import COMMUNICATION, classify_name
 from tracekit.trace import tables
@@ -47,6 +48,7 @@ class RankTables:
     event_starts: dict[int, np.ndarray]  # thread code -> sorted start times of its ops and annotations
     step_thread: dict[int, int]  # ProfilerStep number -> thread code of its mark
     stream_waits: bool  # the trace holds cudaStreamWaitEvent calls
+    rt_blocking: np.ndarray  # per runtime call: a kernel launch that returned after its kernel (launch_blocking.blocking_calls)
 
     def events_between(self, threads: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Number of recorded CPU events (ops, annotations) of thread `threads[i]` starting in [start, end)."""
@@ -130,4 +132,5 @@ def rank_tables(rank: RankTrace) -> RankTables:
         gpu_free=_stream_free(gpu, np.asarray(stream)) if len(gpu) else np.empty(0),
         gpu_collective=collective, gpu_d2h_bytes=d2h, event_starts=event_starts, step_thread=step_thread,
         stream_waits=bool(np.isin(rt_names, STREAM_WAIT_APIS).any()),
+        rt_blocking=blocking_calls(rank),
     )

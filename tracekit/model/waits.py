@@ -98,11 +98,14 @@ def _latest_end_before(order: np.ndarray, ends_sorted: np.ndarray, g_ts: np.ndar
 
 def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.ndarray, role: np.ndarray,
                launch: np.ndarray, stream: np.ndarray, g_ts: np.ndarray, g_dur: np.ndarray, g_prev: np.ndarray,
-               free: np.ndarray, *, pinned: np.ndarray, d2h: np.ndarray | None = None) -> WaitPlan:
+               free: np.ndarray, *, pinned: np.ndarray, d2h: np.ndarray | None = None,
+               blocking: np.ndarray | None = None) -> WaitPlan:
     """The waits of a step's calls, given their roles (ROLE_*). `d2h` (bool per GPU node): bulk
     pageable device-to-host copies; the call that launched one returns when it ends (a copy into
     pageable memory is synchronous: the driver drains it through a staging buffer), so it waits for
-    its own copy like a synchronous copy does."""
+    its own copy like a synchronous copy does. `blocking` (bool per call): kernel launches that
+    returned after their kernel ended (synchronous launches, detectors/launch_blocking.py): each
+    waits for its own kernels the same way."""
     n = len(calls)
     end = ts + dur
     g_end = g_ts + g_dur
@@ -151,9 +154,14 @@ def plan_waits(context: RankTables, calls: np.ndarray, ts: np.ndarray, dur: np.n
             tail[i] = max(stop - awaited, 0.0)
             own[i] = min(float(dur[i]), tail[i])
             early += int(stop + SYNC_SLACK_US < awaited)
-    if d2h is not None and d2h.any():
-        for i in np.unique(launch[d2h & (launch >= 0)]).tolist():
+    own_work = np.unique(launch[d2h & (launch >= 0)]).tolist() if d2h is not None and d2h.any() else []
+    if blocking is not None and blocking.any():
+        own_work = sorted(set(own_work) | set(np.flatnonzero(blocking & ~waits).tolist()))
+    if own_work:
+        for i in own_work:
             copy = by_call[np.searchsorted(launch_sorted, i):np.searchsorted(launch_sorted, i, side="right")]
+            if not len(copy):
+                continue
             awaited = float(g_end[copy].max())
             lists[i], waits[i] = copy.tolist(), True
             if awaited > ts[i]:

@@ -1,9 +1,10 @@
-"""Rules about work a step does for debugging or tidiness: autograd anomaly mode, per-step empty_cache() and gc.collect()."""
+"""Rules about work a step does for debugging or tidiness: autograd anomaly mode, synchronous kernel launches, per-step empty_cache() and gc.collect()."""
 
 from __future__ import annotations
 
 from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import anomaly, cleanup
+from tracekit.analyzers.detectors import launch_blocking as lb
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 
@@ -50,6 +51,54 @@ def anomaly_mode(analysis: Analysis) -> Suggestion | None:
         title = (f"Turn off autograd anomaly detection: a Python stack stored for each of {nodes:.0f} forward "
                  "autograd nodes per step")
     return suggestion("anomaly_mode", title, saving, scope, formula, rows)
+
+
+def launch_blocking(analysis: Analysis) -> Suggestion | None:
+    """Synchronous kernel launches (patterns.launch_blocking, CUDA_LAUNCH_BLOCKING=1): per step, the
+    host time the launches spent past a normal launch, at most what the GPU's own kernel time leaves
+    of the step (the host and the GPU overlap again, the step no shorter than its kernels). Read from
+    the trace alone; the setting tracekit profile recorded only names the cause."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total, recorded = 0.0, set()
+    span = scope.span_us / scope.steps  # the traced step (per rank)
+    for r, table in rank_tables(analysis, "launch_blocking"):
+        modes = dict(r.patterns.debug_modes) if r.patterns is not None else {}
+        if "cuda_launch_blocking" in modes:
+            recorded.add(bool(modes["cuda_launch_blocking"]))
+        t = table[in_headline(r, table[lb.LB_STEP].to_numpy())]
+        for e in t.to_dict("records"):
+            wait, kernels = float(e[lb.LB_WAIT_US]), float(e[lb.LB_KERNEL_US])
+            saving = min(wait, max(span - kernels, 0.0))
+            total += saving
+            telling = int(e[lb.LB_TELLING])
+            rows.append({"rank": r.rank, "step": int(e[lb.LB_STEP]), "launches": int(e[lb.LB_LAUNCHES]),
+                         "telling_launches": telling, "ending_after_kernel": int(e[lb.LB_BLOCKED]),
+                         "share_after_kernel": float(e[lb.LB_BLOCKED]) / telling if telling else 0.0,
+                         "blocked_host_us": wait, "kernel_us": kernels,
+                         "normal_launch_us": float(e[lb.LB_LAUNCH_US]), "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    n = scope.steps * scope.ranks
+    launches = sum(int(str(x["launches"])) for x in rows) / n
+    telling = sum(int(str(x["telling_launches"])) for x in rows)
+    after = sum(int(str(x["ending_after_kernel"])) for x in rows)
+    share = 100.0 * after / telling if telling else 0.0
+    wait = sum(float(str(x["blocked_host_us"])) for x in rows) / n
+    formula = (f"Σ per step of min(the kernel launch calls' time past a normal launch ({fmt_us(float(str(rows[0]['normal_launch_us'])))}: "
+               "the rank's launches that returned before their kernel, else the H200 samples' median), the step − "
+               f"those launches' kernel time) = {fmt_us(saving)}: {after} of {telling} launches whose kernel is long "
+               "enough to tell return after it ends")
+    if True in recorded:
+        formula += "; tracekit profile recorded CUDA_LAUNCH_BLOCKING=1 in the run's environment"
+    elif False in recorded:
+        formula += ("; tracekit profile recorded no CUDA_LAUNCH_BLOCKING: another setting or tool made the "
+                    "launches synchronous (a debugger, compute-sanitizer, a launcher's environment)")
+    title = (f"Unset CUDA_LAUNCH_BLOCKING: {share:.0f} % of the kernel launches wait for their kernel to end "
+             f"({launches:.0f} launches per step, {fmt_us(wait)} of host time blocked per step), so the CPU and "
+             "the GPU take turns")
+    return suggestion("launch_blocking", title, saving, scope, formula, rows)
 
 
 def empty_cache(analysis: Analysis) -> Suggestion | None:

@@ -339,6 +339,18 @@ if step % 100 == 0 and bad.item():              # one sync per 100 steps
 with torch.autograd.detect_anomaly():
     loss.backward()
 ''',
+    "launch_blocking": '''\
+# CUDA_LAUNCH_BLOCKING=1 is a debugging setting: every kernel launch waits for its kernel to
+# finish, so the CPU and the GPU take turns instead of overlapping. Remove it from the script
+# (before anything initialises CUDA) and from the shell / launcher / job environment:
+import os
+os.environ.pop("CUDA_LAUNCH_BLOCKING", None)    # or delete os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+import torch
+#   shell:  unset CUDA_LAUNCH_BLOCKING    (check `env | grep CUDA_LAUNCH_BLOCKING`, .bashrc, the
+#           Dockerfile's ENV, the SLURM/torchrun launcher, an IDE run configuration)
+# Still hunting an asynchronous CUDA error? Set it for that one debugging run only, or use
+# TORCH_USE_CUDA_DSA / compute-sanitizer, which find the faulting kernel without slowing every run.
+''',
     "empty_cache": '''\
 # torch.cuda.empty_cache() hands every cached block back to the driver (cudaFree, which syncs);
 # the next step allocates them again (cudaMalloc). Memory it frees is reused by PyTorch anyway.

@@ -1,4 +1,4 @@
-"""What-if transforms of the rules that take a stretch of host work out of the step: anomaly mode off, no per-step empty_cache() or gc.collect(), no recompiles."""
+"""What-if transforms of the rules that take a stretch of host work out of the step: anomaly mode off, no synchronous launches, no per-step empty_cache() or gc.collect(), no recompiles."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tracekit.model.outlook import StepModel, Transform
 from tracekit.model.replay import ReplayCosts
 from tracekit.model.whatif import Breaks, compose, merge_breaks, shorter_gaps
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.whatif_evidence import BARE_LAUNCH_US
 
 
 def _shorter_tail(breaks: Breaks) -> Transform:
@@ -61,6 +62,26 @@ def anomaly_off(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | 
     return compose(parts) if parts else None
 
 
+def unblocked_launches(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The synchronous kernel launches (StepGraph.call_blocking) return after an unprofiled launch
+    (BARE_LAUNCH_US: the projection takes any profiled launch of the rank down to that floor) and
+    wait for nothing: the GPU runs behind the host again."""
+    p = r.patterns
+    if p is None or not len(p.launch_blocking):
+        return None
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        if not g.call_blocking.any():
+            return step.costs
+        dur = step.costs.call_dur_us if step.costs.call_dur_us is not None else g.call_dur_us
+        nowait = g.call_blocking if step.costs.call_nowait is None else step.costs.call_nowait | g.call_blocking
+        return dataclasses.replace(step.costs, call_dur_us=np.where(g.call_blocking, BARE_LAUNCH_US, dur),
+                                   call_nowait=nowait)
+
+    return apply
+
+
 def _cleanup(r: RankAnalysis, kinds: tuple[str, ...]) -> Transform | None:
     p = r.patterns
     if p is None or not len(p.cleanup_spans):
@@ -92,5 +113,5 @@ def no_recompiles(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform 
     return compose(parts) if parts else None
 
 
-TRANSFORMS = {"anomaly_mode": anomaly_off, "empty_cache": no_empty_cache, "gc_collect": no_gc,
+TRANSFORMS = {"anomaly_mode": anomaly_off, "launch_blocking": unblocked_launches, "empty_cache": no_empty_cache, "gc_collect": no_gc,
               "recompiles": no_recompiles}

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py) and end-of-step cleanup (cleanup.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from tracekit.analyzers.detectors import (
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
+from tracekit.analyzers.detectors import launch_blocking as sync_launch
 from tracekit.analyzers.detectors import recompiles as dynamo_compiles
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
@@ -157,6 +158,10 @@ class Patterns:
     gc_recorded: bool = False
     runtime_tids: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.runtime row: its thread
     debug_modes: tuple[tuple[str, bool], ...] = ()  # anomaly.debug_settings: what tracekit profile read
+    # launch_blocking.LB_COLUMNS per step with kernel launches that return after their kernel (a rank
+    # whose launches block); per rank.runtime row: such a launch (launch_blocking.blocking_calls)
+    launch_blocking: pd.DataFrame = field(default_factory=sync_launch.empty)
+    blocking_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -206,6 +211,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
     anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
     cleanup_steps, cleanup_spans = step_cleanup.find_cleanup(rank, steps)
+    blocking = sync_launch.blocking_calls(rank)
     is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
         else np.zeros(0, dtype=bool)
     in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
@@ -287,4 +293,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         gc_recorded=step_cleanup.gc_recorded(rank),
         runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) or len(compile_spans) else np.zeros(0),
         debug_modes=anomaly_mode.debug_settings(rank),
+        launch_blocking=sync_launch.find_launch_blocking(rank, steps, blocking),
+        blocking_calls=blocking,
     )
