@@ -219,9 +219,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 # before: masters = [p.detach().cpu() for p in model.parameters()]; AdamW(masters) on the CPU,
 #         p.grad.to("cpu") for every grad, then p.copy_(master) for every weight, each step
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)   # the same hyper-parameters
-loss.backward()
-optimizer.step()
-optimizer.zero_grad(set_to_none=True)
+loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
 # Offload only where the model + its fp32 Adam state (16 B per parameter) does not fit in GPU memory.
 ''',
     "rank_imbalance": '''\
@@ -390,14 +388,10 @@ with torch.no_grad():
     torch._foreach_copy_(gpu, list(model.state_dict().values()))
 '''
 
-# optimizer_on_gpu's DeepSpeed variant: DeepSpeedCPUAdam (ZeRO-Offload) steps on the host; the
-# ZeRO config, not the code, puts the optimizer back on the GPU.
+# optimizer_on_gpu's DeepSpeed variant (DeepSpeedCPUAdam, ZeRO-Offload): the config moves the optimizer.
 OPTIMIZER_ON_GPU_DEEPSPEED = '''\
 # ds_config.json: keep the optimizer state on the GPU (FusedAdam steps there) when it fits
-"zero_optimization": {
-    "stage": 2,
-    "offload_optimizer": {"device": "none"}       # was {"device": "cpu", "pin_memory": true}
-},
+"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}},  # was {"device": "cpu", ...}
 "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}
 # Keep "device": "cpu" only if the model + its fp32 Adam state (16 B per parameter) does not fit;
 # then pin_memory: true at least makes the gradient and weight copies DMA at full link speed.
