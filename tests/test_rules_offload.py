@@ -51,7 +51,7 @@ def _copies(b: TraceBuilder, cpu: float, name: str, tensors: int) -> float:
 
 
 def offload_trace(path: Path, *, tensors: int = 4, host_us: float = 6000.0, step_us: float = 10000.0,
-                  name: str = "AdamW", variant: str = "host", used_gb: float | None = None) -> Path:
+                  name: str = "AdamW", variant: str = "host", used_gb: float | None = None, ranges: int = 1) -> Path:
     """Three steps of `step_us`. Each: forward+backward as 10 GEMMs of 100 µs (ops every 10 µs from +10,
     the GPU busy +20 → +1020); then from +1020, `variant`:
     host: `tensors` gradient copies down (_copies), Optimizer.step#<name>.step on the host for `host_us`
@@ -59,7 +59,8 @@ def offload_trace(path: Path, *, tensors: int = 4, host_us: float = 6000.0, step
     +1020 + 2 × 220 × tensors + host_us + 10 (+8790 with the defaults), then nothing to the step's end.
     fused: the range (100 µs) launches 3 fused AdamW kernels (4 µs call, 50 µs kernel), no copies.
     per_parameter: the range (2000 µs) launches 20 lerp kernels (a GPU optimizer, not fused), no copies.
-    used_gb: memory events putting that much in use on the 150 GB device at each step's peak."""
+    used_gb: memory events putting that much in use on the 150 GB device at each step's peak.
+    ranges: the host step split into that many back-to-back ranges (two optimizers over the same copies)."""
     b = TraceBuilder()
     for step in (1, 2, 3):
         t = step_us * (step - 1)
@@ -83,7 +84,8 @@ def offload_trace(path: Path, *, tensors: int = 4, host_us: float = 6000.0, step
                 b.launch(cpu + 12 + 90 * k, 6, PER_PARAM, cpu + 20 + 90 * k, 30, ext=op)
             continue
         cpu = _copies(b, cpu, D2H, tensors)
-        b.annotation(f"Optimizer.step#{name}.step", cpu, host_us)
+        for k in range(ranges):
+            b.annotation(f"Optimizer.step#{name}.step", cpu + k * host_us / ranges, host_us / ranges)
         for j in range(20):
             b.op("aten::_foreach_mul_", cpu + 10 + j * host_us / 20, host_us / 40)
         _copies(b, cpu + host_us + 10, H2D, tensors)
@@ -143,6 +145,18 @@ def test_what_if_replay_by_hand(tmp_path):
     assert 7765.0 - (10000.0 - projected) <= first.per_step_us <= 7765.0
     ids = {s.id for s in result.suggestions}
     assert "fused_optimizer" not in ids
+
+
+def test_two_host_optimizers_share_the_copies(tmp_path):
+    """Two host ranges of 3000 µs in a step around the same copies: each copy is counted once (by the
+    first range), so the step's saving is the one range's: 6000 + 1680 − the fused step."""
+    a = analyze(tracekit.load_trace(offload_trace(tmp_path / "t.json", ranges=2)))
+    t = a.ranks[0].patterns.offload
+    assert t[of.OF_STEP].tolist() == [1, 1, 2, 2, 3, 3]
+    assert t[of.OF_D2H].tolist() == [4, 0] * 3 and t[of.OF_H2D].tolist() == [4, 0] * 3
+    assert t[of.OF_CALL_US].tolist() == pytest.approx([1680.0, 0.0] * 3)
+    s = RULE.run(a)
+    assert s is not None and s.per_step_us == pytest.approx(6000.0 + 1680.0 - FUSED_US)
 
 
 def test_silent_on_the_fused_step(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,26 @@ def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(OFFLOAD_COLUMNS))
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """Recorded CPU events (ops, runtime calls, annotations) per thread, their start times sorted."""
+
+    by_thread: dict[object, np.ndarray]
+
+    @classmethod
+    def of(cls, *columns: pd.Series) -> _Counts:
+        ts = np.concatenate([c.to_numpy(dtype=float) for c in columns[0::2]])
+        tid = np.concatenate([c.to_numpy() for c in columns[1::2]])
+        return cls({t: np.sort(ts[tid == t]) for t in pd.unique(tid).tolist()})
+
+    def events(self, tid: object, start: float, end: float) -> int:
+        """Events of thread `tid` starting in [start, end] (the range's own annotation among them)."""
+        ts = self.by_thread.get(tid.item() if isinstance(tid, np.generic) else tid)
+        if ts is None:
+            return 0
+        return int(np.searchsorted(ts, end, side="right") - np.searchsorted(ts, start, side="left"))
+
+
 def _matched(down: np.ndarray, up: np.ndarray) -> int:
     """Copies (both directions) whose byte size is matched by one the other way, pair by pair."""
     pairs = Counter(down.tolist()) & Counter(up.tolist())
@@ -108,39 +129,41 @@ def find_host_steps(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np.n
     h2d = is_copy & ~d2h & matches(gpu_names, H2D) & (nbytes > SCALAR_BYTES)
     pageable = matches(gpu_names, PAGEABLE)
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
-    op_ts, op_tid = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_TID].to_numpy()
-    an_ts, an_tid = an[tables.AN_TS].to_numpy(dtype=float), an[tables.AN_TID].to_numpy()
+    counts = _Counts.of(ops[tables.OP_TS], ops[tables.OP_TID], rt[tables.RT_TS], rt[tables.RT_TID],
+                        an[tables.AN_TS], an[tables.AN_TID])
+    an_ts, an_end, an_tid = (an[tables.AN_TS].to_numpy(dtype=float), an[tables.AN_END].to_numpy(dtype=float),
+                             an[tables.AN_TID].to_numpy())
     rows = []
     for row in picked.tolist():
-        start, end = float(an_ts[row]), float(an[tables.AN_END].iat[row])
+        start, end = float(an_ts[row]), float(an_end[row])
         tid, step = an_tid[row], int(steps.annotations[row])
-        inside = (call_tid == tid) & (call_ts >= start) & (call_ts <= end)
-        kernels = int((is_kernel & inside).sum())
-        events = (int(((op_tid == tid) & (op_ts >= start) & (op_ts <= end)).sum())
-                  + int(((rt_tid == tid) & (rt_ts >= start) & (rt_ts <= end)).sum())
-                  + int(((an_tid == tid) & (an_ts >= start) & (an_ts <= end)).sum()) - 1)
-        in_step = steps.gpu == step
-        outside = int((is_kernel & in_step & ~inside).sum())
-        if kernels > HOST_KERNEL_SHARE * max(events, 1) or not outside:
+        in_step = np.flatnonzero(steps.gpu == step)  # the step's GPU rows
+        inside = (call_tid[in_step] == tid) & (call_ts[in_step] >= start) & (call_ts[in_step] <= end)
+        kernels = int((is_kernel[in_step] & inside).sum())
+        outside = int((is_kernel[in_step] & ~inside).sum())
+        if kernels > HOST_KERNEL_SHARE * max(counts.events(tid, start, end) - 1, 1) or not outside:
             continue  # a GPU optimizer (fused_optimizer's), or no model on the GPU
-        down, up = in_step & d2h & (call_ts < end), in_step & h2d & (call_ts >= start)
+        down = in_step[d2h[in_step] & (call_ts[in_step] < end)]
+        up = in_step[h2d[in_step] & (call_ts[in_step] >= start)]
         low, high = sorted((float(nbytes[down].sum()), float(nbytes[up].sum())))
         if low < MIN_COPY_BYTES or high > MAX_BYTES_RATIO * low:
             continue
-        mine = down | up
+        down, up = down[~copies[down]], up[~copies[up]]  # a copy an earlier range of the step claimed counts once
+        mine = np.concatenate([down, up])
         ops_of = np.unique(rt_op[launch[mine]])
         own = np.isin(rt_op, ops_of[ops_of >= 0])
         own[launch[mine]] = True
+        own &= ~calls
         in_range = (rt_tid == tid) & (rt_ts >= start) & (rt_ts <= end)
-        copies |= mine
+        copies[mine] = True
         calls |= own
         thread |= rt_tid == tid
         found = STEP_RANGE.match(str(names[row]))
         rows.append({OF_STEP: step, OF_OPTIMIZER: found.group(1) if found else "", OF_OP: str(names[row]),
                      OF_TS: start, OF_END: end, OF_HOST_US: end - start, OF_KERNELS: kernels,
-                     OF_STEP_KERNELS: outside, OF_D2H: int(down.sum()), OF_D2H_BYTES: float(nbytes[down].sum()),
-                     OF_H2D: int(up.sum()), OF_H2D_BYTES: float(nbytes[up].sum()),
-                     OF_MATCHED: _matched(nbytes[down], nbytes[up]), OF_PAGEABLE: int((mine & pageable).sum()),
+                     OF_STEP_KERNELS: outside, OF_D2H: len(down), OF_D2H_BYTES: float(nbytes[down].sum()),
+                     OF_H2D: len(up), OF_H2D_BYTES: float(nbytes[up].sum()),
+                     OF_MATCHED: _matched(nbytes[down], nbytes[up]), OF_PAGEABLE: int(pageable[mine].sum()),
                      OF_COPY_US: float(gpu_dur[mine].sum()), OF_CALL_US: float(rt_dur[own & ~in_range].sum()),
                      OF_PARAMS: _params(rank, rt_op[launch[up]], nbytes[up])})
     return (pd.DataFrame(rows, columns=list(OFFLOAD_COLUMNS)) if rows else empty()), copies, calls, thread
