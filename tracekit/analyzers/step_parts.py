@@ -29,6 +29,7 @@ from tracekit.analyzers.detectors import (
     launch_blocking,
     layers,
     mask_build,
+    offload,
     optimizer,
     recompiles,
     recurrent,
@@ -187,6 +188,13 @@ def optimizer_time(analysis: Analysis, sel: Selection) -> float:
     """Wall time of the Optimizer.step ranges (on their CPU thread) in the selected steps, per step."""
     frames = _selected(analysis, sel, "optimizer", optimizer.OS_STEP)
     return per_step(sum(float(t[optimizer.OS_CPU_US].sum()) for t in frames), sel.steps)
+
+
+def offload_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time of the optimizer steps run on the host (patterns.offload) plus their gradient and
+    weight copies' calls and syncs outside them, in the selected steps, per step."""
+    frames = _selected(analysis, sel, "offload", offload.OF_STEP)
+    return per_step(sum(float((t[offload.OF_HOST_US] + t[offload.OF_CALL_US]).sum()) for t in frames), sel.steps)
 
 
 def foreach_loop_time(analysis: Analysis, sel: Selection) -> float:

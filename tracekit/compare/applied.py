@@ -24,6 +24,7 @@ from tracekit.analyzers.detectors import (
     hostside,
     launch_blocking,
     layers,
+    offload,
     optimizer,
     recompiles,
     recurrent,
@@ -276,6 +277,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # (detectors/optimizer.py OS_KERNELS, OS_KIND): kernels per optimizer step fall 4×, or the kind is fused.
     "fused_optimizer": (Signal("kernels per optimizer step", optimizer_kernels, FALLS, 0.75),
                         Signal("optimizer update", optimizer_kind, BECOMES, target=optimizer.FUSED_KIND, unit=WORD)),
+    # rules_offload.optimizer_on_gpu: the optimizer steps on the GPU's parameters: no Optimizer.step range
+    # runs on the host between gradient and weight copies any more (detectors/offload.py).
+    "optimizer_on_gpu": (Signal("optimizer steps run on the host per step", _steps_sum("offload", offload.OF_STEP),
+                                FALLS, 1.0),),
     # rules_kernels.lower_precision: TF32 / bf16 autocast: the GEMMs run other kernels (tf32/bf16 names or
     # input dtype in Analysis.kernels), or GEMM time falls by 30 %.
     "lower_precision": (Signal("GEMM precision (by time)", gemm_precision, CHANGES, unit=WORD),

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import optimizer
+from tracekit.analyzers.detectors import offload, optimizer
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import plural
@@ -77,10 +77,13 @@ def fused_optimizer(analysis: Analysis) -> Suggestion | None:
         if table is None or not len(table):
             continue
         picked = table[in_headline(r, table[optimizer.OS_STEP].to_numpy())]
+        hosted = r.patterns.offload if r.patterns is not None else None
+        on_host = set() if hosted is None else set(zip(hosted[offload.OF_STEP], hosted[offload.OF_OP], strict=True))
         for row in picked.to_dict("records"):
             if (row[optimizer.OS_KIND] == optimizer.FUSED_KIND or row[optimizer.OS_KERNELS] == 0
-                    or row[optimizer.OS_OPTIMIZER] not in HAS_FUSED):
-                continue
+                    or row[optimizer.OS_OPTIMIZER] not in HAS_FUSED
+                    or (row[optimizer.OS_STEP], row[optimizer.OS_OP]) in on_host):
+                continue  # fused already, nothing on the GPU, or a host step (optimizer_on_gpu's)
             times = step_times(row, bandwidth)
             if times["saving_us"] <= 0:
                 continue

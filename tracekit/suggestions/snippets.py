@@ -213,6 +213,15 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)   # Adam,
 # where fused is not available (some dtypes or devices): the multi-tensor path, a few launches per op
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 ''',
+    "optimizer_on_gpu": '''\
+# The optimizer runs where the parameters are: no fp32 host masters, no gradient copies down and
+# no weight copies up, one fused kernel per group of tensors updates params, exp_avg and exp_avg_sq.
+# before: masters = [p.detach().cpu() for p in model.parameters()]; AdamW(masters) on the CPU,
+#         p.grad.to("cpu") for every grad, then p.copy_(master) for every weight, each step
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)   # the same hyper-parameters
+loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
+# Offload only where the model + its fp32 Adam state (16 B per parameter) does not fit in GPU memory.
+''',
     "rank_imbalance": '''\
 # A rank that arrives late at every collective makes all the others wait.
 # If its DataLoader is the cause: load in worker processes, like the other ranks.
@@ -389,4 +398,13 @@ def snapshot():
 gpu = [torch.empty_like(v) for v in model.state_dict().values()]
 with torch.no_grad():
     torch._foreach_copy_(gpu, list(model.state_dict().values()))
+'''
+
+# optimizer_on_gpu's DeepSpeed variant (DeepSpeedCPUAdam, ZeRO-Offload): the config moves the optimizer.
+OPTIMIZER_ON_GPU_DEEPSPEED = '''\
+# ds_config.json: keep the optimizer state on the GPU (FusedAdam steps there) when it fits
+"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}},  # was {"device": "cpu", ...}
+"optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}
+# Keep "device": "cpu" only if the model + its fp32 Adam state (16 B per parameter) does not fit;
+# then pin_memory: true at least makes the gradient and weight copies DMA at full link speed.
 '''

@@ -62,6 +62,7 @@ from tracekit.suggestions.whatif_loops import (
     larger_batch_transform,
     preallocate_transform,
 )
+from tracekit.suggestions.whatif_offload import offload_transform
 from tracekit.units import fmt_us
 
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
@@ -283,6 +284,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "dataloader_workers": _dataloader,
     "preprocess_off_thread": _dataloader,  # the same change: the main thread's longest gap shorter
     "fused_optimizer": _fused_optimizer,
+    "optimizer_on_gpu": offload_transform,  # the host step and its copies gone, a fused AdamW instead
     "pinned_memory": _pinned,
     "batch_bmm": batch_bmm_transform,
     "lower_precision": _lower_precision,

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     hostside,
     layers,
     mask_build,
+    offload,
     optimizer,
     recurrent,
     requests,
@@ -71,6 +72,12 @@ class Patterns:
     # optimizer.OPTIMIZER_COLUMNS: one row per Optimizer.step range
     optimizer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(optimizer.OPTIMIZER_COLUMNS)))
     in_optimizer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
+    # offload.OFFLOAD_COLUMNS per optimizer step run on the host; per rank.gpu row, one of its parameter
+    # or gradient copies; per rank.runtime row, a call of those copies' ops, or on such a step's thread
+    offload: pd.DataFrame = field(default_factory=offload.empty)
+    offload_copies: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    offload_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    offload_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # attention_mask.MASKED_COLUMNS: SDPA calls with a square mask and is_causal=False
     masked_attention: pd.DataFrame = field(default_factory=attention_mask.empty)
     # mask_build.BUILD_COLUMNS per mask built in a step for those calls; per rank.gpu row, launched by a
@@ -195,6 +202,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         attention_rows = (in_steps if rows is None else rows) & ~in_fallback
     unfused, covered = attention.find_attention(rank, classes, costs, rows=attention_rows)
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
+    hosted, hosted_copies, hosted_calls, hosted_thread = offload.find_host_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
     compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
     compile_spans = dynamo_compiles.find_recompiles(rank, steps)
@@ -242,6 +250,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
         optimizer=optimizer_steps,
         in_optimizer=in_optimizer,
+        offload=hosted,
+        offload_copies=hosted_copies,
+        offload_calls=hosted_calls,
+        offload_thread=hosted_thread,
         masked_attention=masked,
         mask_builds=builds,
         in_mask_build=in_build,
