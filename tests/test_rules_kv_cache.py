@@ -38,10 +38,11 @@ def forward(q: int, kv: int, rows: int) -> list[tuple[str, list, list, str, floa
 
 
 def trace(tmp_path: Path, forwards: list[list[tuple[str, list, list, str, float]]], before_us: float = 0.0,
-          backward: bool = False) -> Path:
+          backward: bool = False, blocked: range = range(0)) -> Path:
     """One step: the forwards' ops one after another on the main thread every 10 µs (8 µs each), each
     launching its kernel 1 µs in (a 1 µs call); kernels start 5 µs after their launch or when the one
-    before ends; a device sync after the last op waits for the GPU. `before_us`: a kernel of that length before the loop; `backward`: an autograd node."""
+    before ends; a device sync after the last op waits for the GPU. The launch calls of the ops at
+    `blocked` (indices) take 5 µs (a full launch queue). `before_us`: a kernel of that length before the loop; `backward`: an autograd node."""
     b = TraceBuilder()
     cpu, free = 10.0, 0.0
     ops = [op for f in forwards for op in f]
@@ -49,10 +50,10 @@ def trace(tmp_path: Path, forwards: list[list[tuple[str, list, list, str, float]
         ops = [("aten::mm", [[4096, 4096], [4096, 4096]], [BF16] * 2, GEMM, before_us), *ops]
     if backward:
         ops.append(("autograd::engine::evaluate_function: MmBackward0", [], [], GEMM, 1.0))
-    for name, dims, types, kernel, dur in ops:
+    for i, (name, dims, types, kernel, dur) in enumerate(ops):
         ext = b.op(name, cpu, 8, **{"Input Dims": dims, "Input type": types})
         start = max(cpu + 6, free)
-        b.launch(cpu + 1, 1, kernel, start, dur, ext=ext)
+        b.launch(cpu + 1, 5 if i in blocked else 1, kernel, start, dur, ext=ext)
         free, cpu = start + dur, cpu + 10
     end = max(cpu, free)  # a torch.cuda.synchronize() at the end of the step waits for the GPU
     b.launch(cpu, end - cpu + 1, None, 0, 0, api="cudaDeviceSynchronize")
@@ -98,6 +99,14 @@ def test_fires_on_generation_without_a_cache(tmp_path):
     assert (row["forwards_per_step"], row["lengths"], row["stride"], row["launches_per_forward"]) == (6, "512–517", 1, 6)
     assert row["weight_bytes_per_forward"] == pytest.approx(2 * 2.0 * N * D)
     assert "Use a KV cache" in s.title and "past_key_values" in s.snippet and "= 222 µs per step" in s.formula
+
+
+def test_the_launch_path_leaves_out_a_full_queue(tmp_path):
+    """The third forward's 6 launch calls take 5 µs instead of 1 (blocked on a full launch queue): the
+    loop's fast launch (10th percentile of its 36 calls) is 1 µs, so 6 × 4 µs are the GPU's time, not
+    the launch path: 298 − 24 = 274 µs."""
+    a = _analysis(trace(tmp_path, no_cache([512, 513, 514, 515, 516, 517]), blocked=range(12, 18)))
+    assert a.ranks[0].patterns.generation[gn.GN_HOST_US].iat[0] == pytest.approx(274.0)
 
 
 def test_host_bound_after_the_gpu_work_is_gone(tmp_path):
