@@ -16,6 +16,8 @@ one-position forward keeps (stride / the repetition's length, 1 for an op whose 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -147,6 +149,27 @@ def _loop(rank: RankTrace, names: np.ndarray, body: np.ndarray) -> tuple[np.ndar
     return share, first, last, stride, growing
 
 
+@dataclass(frozen=True)
+class _Issued:
+    """Rows of rank.gpu or rank.runtime grouped by the top-level op that issued them (sorted once: a
+    trace with a generation loop in every one of many steps stays linear)."""
+
+    order: np.ndarray
+    keys: np.ndarray  # the issuing op of each row of `order`, ascending
+
+    @classmethod
+    def of(cls, top_of_row: np.ndarray) -> _Issued:
+        order = np.argsort(top_of_row, kind="stable")
+        return cls(order, top_of_row[order])
+
+    def rows(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows the ops `cells` issued, per row the index of its op in `cells`)."""
+        lo = np.searchsorted(self.keys, cells, "left")
+        counts = np.searchsorted(self.keys, cells, "right") - lo
+        offsets = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        return self.order[offsets + np.arange(int(counts.sum()))], np.repeat(np.arange(len(cells)), counts)
+
+
 def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
                     seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """GENERATION_COLUMNS rows, one per step and thread whose launching top-level ops are one forward
@@ -167,6 +190,8 @@ def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None
     rt_dur = rt[tables.RT_DUR].to_numpy(dtype=float)
     is_sync, is_launch = np.isin(kinds, tables.SYNC_KINDS), np.isin(kinds, tables.LAUNCH_KINDS)
     rows = []
+    kernels_of: _Issued | None = None
+    calls_of: _Issued | None = None
     for step_ops in seqs:
         for thread, working in step_ops.threads:
             seq = working[launches[working] > 0]
@@ -181,14 +206,16 @@ def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None
             if loop is None:
                 continue
             kept, first, last, stride, gemms = loop
+            if kernels_of is None or calls_of is None:
+                kernels_of, calls_of = _Issued.of(gpu_top), _Issued.of(top.rt_top)
             later = body[1:].ravel()
-            order = np.argsort(later)
-            at = np.minimum(np.searchsorted(later[order], gpu_top), len(later) - 1)
-            hit = later[order][at] == gpu_top
-            share[hit] = kept[1:].ravel()[order][at[hit]]
-            calls = np.isin(top.rt_top, later)
-            fast = float(np.percentile(rt_dur[np.isin(top.rt_top, body.ravel()) & is_launch], FAST_PERCENTILE))
-            waited = float(rt_dur[calls & is_sync].sum() + np.maximum(rt_dur[calls & is_launch] - fast, 0.0).sum())
+            hit, cell = kernels_of.rows(later)
+            share[hit] = kept[1:].ravel()[cell]
+            issued, cell = calls_of.rows(body.ravel())
+            fast = float(np.percentile(rt_dur[issued[is_launch[issued]]], FAST_PERCENTILE))
+            calls = issued[cell >= period]  # the forwards after the first
+            waited = float(rt_dur[calls[is_sync[calls]]].sum()
+                           + np.maximum(rt_dur[calls[is_launch[calls]]] - fast, 0.0).sum())
             rows.append({GN_STEP: int(step_ops.step), GN_THREAD: int(thread), GN_FORWARDS: int(repeats),
                          GN_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[body[0]])[:OPS_CHARS],
                          GN_FIRST: first, GN_LAST: last, GN_STRIDE: stride, GN_GEMMS: gemms,
