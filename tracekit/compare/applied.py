@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     embeddings,
     ensembles,
     foreach,
+    generation,
     hostside,
     launch_blocking,
     layers,
@@ -336,6 +337,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # a cache a few positions per call any more (patterns.cache_growth).
     "preallocate_kv_cache": (Signal("cache-growing torch.cat calls per step",
                                     _steps_sum("cache_growth", cache_growth.CG_STEP, cache_growth.CG_CALLS), FALLS, 1.0),),
+    # rules_cache.use_kv_cache: a KV cache: no forward re-runs the growing sequence per token (patterns.generation).
+    "use_kv_cache": (Signal("forwards over the whole sequence per step",
+                            _steps_sum("generation", generation.GN_STEP, generation.GN_FORWARDS), FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
     # of the loops (patterns.foreach_loops) fall to a quarter.
     "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),

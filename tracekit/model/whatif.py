@@ -168,6 +168,16 @@ def scale_nodes(rows: np.ndarray, saving_per_step_us: float) -> Transform:
     return apply
 
 
+def scale_rows(factor: np.ndarray) -> Transform:
+    """Each GPU node × `factor` at its rank.gpu row (1: as it is; a one-position forward's kernels)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        _, _, g_dur, _ = step_costs(step)
+        return dataclasses.replace(step.costs, gpu_dur_us=g_dur * factor[step.graph.gpu_row])
+
+    return apply
+
+
 def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int, launch_us: float,
                 extra_calls: np.ndarray | None = None) -> Transform:
     """The region of `rows` (bool per rank.gpu row; e.g. the optimizer step) done by `launches` fused

@@ -335,6 +335,20 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, 
 # Hugging Face: model.generate(..., cache_implementation="static") (transformers.StaticCache), which
 # also lets torch.compile(mode="reduce-overhead") capture the decode step in a CUDA graph.
 ''',
+    "use_kv_cache": '''\
+# model(seq)[:, -1] re-runs every layer over the whole sequence for each new token.
+# Keep each layer's keys and values: prefill the prompt once, then run one position per token.
+# Hugging Face:
+out = model.generate(input_ids, max_new_tokens=n, use_cache=True)   # or, stepping by hand:
+out = model(input_ids, use_cache=True)                  # prefill
+for _ in range(n):
+    nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+    out = model(nxt, past_key_values=out.past_key_values, use_cache=True)   # one position
+# A hand-written decoder: a K/V buffer per layer allocated once, position t written in place
+k_cache = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)   # and v_cache
+k_cache[:, :, t : t + 1], v_cache[:, :, t : t + 1] = k, v          # x: (batch, 1, dim) after the prefill
+out = F.scaled_dot_product_attention(q, k_cache[:, :, : t + 1], v_cache[:, :, : t + 1])
+''',
     "anomaly_mode": '''\
 # Anomaly detection is a debugging tool: every backward node's outputs are checked for NaN
 # (a kernel, a copy to the host and a sync each) and every forward op stores a Python stack.

@@ -61,6 +61,7 @@ from tracekit.suggestions.whatif_loops import (
     foreach_transform,
     larger_batch_transform,
     preallocate_transform,
+    use_kv_cache_transform,
 )
 from tracekit.suggestions.whatif_offload import offload_transform
 from tracekit.units import fmt_us
@@ -304,6 +305,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "use_sdpa": _use_sdpa,
     "causal_mask": causal_mask_transform,  # the attention kernels, and the mask built every step gone
     "preallocate_kv_cache": preallocate_transform,
+    "use_kv_cache": use_kv_cache_transform,  # the forwards after the prefill at one position each
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }

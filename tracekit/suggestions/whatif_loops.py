@@ -1,4 +1,4 @@
-"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, accumulated micro-batches, RNN cells, embedding tables, caches grown by torch.cat)."""
+"""What-if transforms of the rules about work done one item at a time (per-tensor loops, batch-1 requests, accumulated micro-batches, RNN cells, embedding tables, caches grown by torch.cat, tokens generated without a KV cache)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tracekit.model.whatif import (
     fuse_region,
     scale_host,
     scale_nodes,
+    scale_rows,
     scale_step,
 )
 from tracekit.suggestions.model import Suggestion
@@ -24,6 +25,7 @@ from tracekit.suggestions.rules_batching import (
     ensemble_factor,
     padded_roof,
 )
+from tracekit.suggestions.rules_cache import cached_times
 from tracekit.suggestions.whatif_evidence import (
     BARE_LAUNCH_US,
     class_rows,
@@ -138,6 +140,21 @@ def preallocate_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Tr
     if mask is None or len(mask) != len(r.classification.table) or not mask.any():
         return None
     return scale_nodes(mask, per_step)
+
+
+def use_kv_cache_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each forward after the first of a cache-less generation loop at one position: its kernels ×
+    their one-position time / their time now (rules_cache.cached_times), the host as it is (every
+    forward still launches its kernels)."""
+    p = r.patterns
+    if p is None or r.roofline.device is None or len(p.generation_share) != len(r.classification.table):
+        return None
+    after = cached_times(r, r.roofline.device)
+    dur = p.generation_gpu_us
+    mine = ~np.isnan(after) & (np.nan_to_num(dur) > 0)
+    if not mine.any():
+        return None
+    return scale_rows(np.where(mine, np.nan_to_num(after) / np.where(mine, dur, 1.0), 1.0))
 
 
 def batch_bmm_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     ensembles,
     foreach,
     gemm_layout,
+    generation,
     heads,
     hostside,
     layers,
@@ -137,6 +138,11 @@ class Patterns:
     sample_loops: pd.DataFrame = field(default_factory=samples.empty)
     sample_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sample_gpu_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.gpu row: its µs in a loop, NaN outside
+    # generation.GENERATION_COLUMNS per step × thread re-running the forward over a growing sequence per
+    # token; per rank.gpu row the share of its work a one-position forward keeps (0: none of those forwards)
+    generation: pd.DataFrame = field(default_factory=generation.empty)
+    generation_share: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    generation_gpu_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.gpu row: its µs there, NaN outside
     # sdpa_fallback.FALLBACK_COLUMNS: SDPA calls with a misaligned head dim on a slow backend; per
     # rank.gpu row, their forward and backward kernels
     sdpa_fallback: pd.DataFrame = field(default_factory=sdpa_fallback.empty)
@@ -235,6 +241,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_calls = ensemble_calls | head_calls
         ensemble_shared = ensemble_shared & free
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps, top, seqs)
+    regenerated, generation_share, generation_gpu_us = generation.find_generation(rank, steps, top, seqs)
     return Patterns(
         rank=int(rank.rank),
         num_sms=_num_sms(rank.meta),
@@ -289,6 +296,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         sample_loops=sample_loops,
         sample_sizes=sample_sizes,
         sample_gpu_us=sample_gpu_us,
+        generation=regenerated,
+        generation_share=generation_share,
+        generation_gpu_us=generation_gpu_us,
         sdpa_fallback=fallback,
         in_sdpa_fallback=in_fallback,
         reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
