@@ -43,6 +43,7 @@ from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.suggestions.whatif_attention import causal_mask_transform
+from tracekit.suggestions.whatif_convert import convert_once_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_evidence import (
     BARE_LAUNCH_US,
@@ -302,6 +303,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "use_sdpa": _use_sdpa,
     "causal_mask": causal_mask_transform,  # the attention kernels, and the mask built every step gone
     "preallocate_kv_cache": preallocate_transform,
+    "convert_weights_once": convert_once_transform,  # the conversions' calls and kernels gone
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }
