@@ -14,6 +14,7 @@ from test_whatif import launch_loop
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import weight_convert as wc
+from tracekit.compare.applied import Applied, applied
 from tracekit.model.whatif import remove_calls
 from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_convert
@@ -201,3 +202,5 @@ def test_held_out_int8_dequant_first_silent_after():
     assert "quantize_weights" not in {s.id for s in b.suggestions}
     assert len(a.analysis.ranks[0].patterns.weight_converts) == 0
     assert "convert_weights_once" not in {s.id for s in a.suggestions}
+    assert applied("convert_weights_once", b.analysis, a.analysis) \
+        == Applied(True, "GEMM calls converting their weight per step 512.0 → 0.0")

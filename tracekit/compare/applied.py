@@ -30,6 +30,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sequences,
     triton_launch,
+    weight_convert,
 )
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.suggestions.rules_align import misaligned_calls
@@ -330,6 +331,11 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # a cache a few positions per call any more (patterns.cache_growth).
     "preallocate_kv_cache": (Signal("cache-growing torch.cat calls per step",
                                     _steps_sum("cache_growth", cache_growth.CG_STEP, cache_growth.CG_CALLS), FALLS, 1.0),),
+    # rules_convert.convert_weights_once: the weights converted once at load: no GEMM call's weight is
+    # quantised to float8 or dequantised from int8 per call any more (patterns.weight_converts).
+    "convert_weights_once": (Signal("GEMM calls converting their weight per step",
+                                    _steps_sum("weight_converts", weight_convert.WC_STEP, weight_convert.WC_CALLS),
+                                    FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
     # of the loops (patterns.foreach_loops) fall to a quarter.
     "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),
