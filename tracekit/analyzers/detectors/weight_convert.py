@@ -126,14 +126,18 @@ def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tup
     source dtype, the destination dtype), from the `aten::copy_` under it (or itself)."""
     names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     out: dict[int, tuple[tuple[int, ...], str, str]] = {}
-    for row in np.flatnonzero(names == COPY).tolist():
-        dims, types = inputs(row)
-        if len(dims) < 2 or len(types) < 2:
+    copies = np.flatnonzero(names == COPY)
+    for row, types in zip(copies.tolist(), rank.input_values(copies, tables.OP_INPUT_TYPES), strict=True):
+        if not isinstance(types, list) or len(types) < 2:
             continue
-        dst, src, shape = str(types[0]), str(types[1]), _dims(dims[1])
-        if shape is None or len(shape) != 2 or _dims(dims[0]) != shape:
+        dst, src = str(types[0]), str(types[1])
+        if not (("Float8" in dst and src in FLOATING) or (src in INT8 and dst in FLOATING)):
             continue
-        if ("Float8" in dst and src in FLOATING) or (src in INT8 and dst in FLOATING):
+        dims = inputs(row)[0]
+        if len(dims) < 2:
+            continue
+        shape = _dims(dims[1])
+        if shape is not None and len(shape) == 2 and _dims(dims[0]) == shape:
             out.setdefault(int(top[row]), (shape, src, dst))
     return out
 
