@@ -37,6 +37,7 @@ from tracekit.analyzers.detectors import (
     sdpa_fallback,
     sequences,
     triton_launch,
+    weight_convert,
 )
 from tracekit.analyzers.totals import LaunchTotals
 
@@ -268,6 +269,14 @@ def cache_growth_time(analysis: Analysis, sel: Selection) -> float:
     """Copy kernel time of the torch.cat calls growing a cache (Patterns.cache_growth), per step."""
     return per_step(_in_selection(analysis, sel, "cache_growth", cache_growth.CG_STEP, cache_growth.CG_TIME_US),
                     sel.steps)
+
+
+def weight_convert_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the static weights' conversions done every GEMM call (Patterns.weight_converts), per step."""
+    return per_step(_in_selection(analysis, sel, "weight_converts", weight_convert.WC_STEP, weight_convert.WC_TIME_US),
+                    sel.steps)
+
+
 def anomaly_time(analysis: Analysis, sel: Selection) -> float:
     """Autograd anomaly mode's host time (patterns.anomaly): the backward NaN checks + the forward's
     stack capture, per step."""

@@ -33,6 +33,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sequences,
     triton_launch,
+    weight_convert,
 )
 from tracekit.analyzers.kernels import SUM_COUNT, SUM_KEY, SUM_TIME
 from tracekit.suggestions.rules_align import misaligned_calls
@@ -340,6 +341,11 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_cache.use_kv_cache: a KV cache: no forward re-runs the growing sequence per token (patterns.generation).
     "use_kv_cache": (Signal("forwards over the whole sequence per step",
                             _steps_sum("generation", generation.GN_STEP, generation.GN_FORWARDS), FALLS, 1.0),),
+    # rules_convert.convert_weights_once: the weights converted once at load: no GEMM call's weight is
+    # quantised to float8 or dequantised from int8 per call any more (patterns.weight_converts).
+    "convert_weights_once": (Signal("GEMM calls converting their weight per step",
+                                    _steps_sum("weight_converts", weight_convert.WC_STEP, weight_convert.WC_CALLS),
+                                    FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
     # of the loops (patterns.foreach_loops) fall to a quarter.
     "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),

@@ -1,4 +1,4 @@
-"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region (runs of launches: whatif_runs.py), per-tensor loops as multi-tensor ops, DataLoader workers, batched requests, merged compiled regions)."""
+"""What-if transforms of a modelled step: the graph's projected costs as a change would leave them (CUDA graph, no sync, faster kernels, a fused region (runs of launches: whatif_runs.py), calls removed, per-tensor loops as multi-tensor ops, DataLoader workers, batched requests, merged compiled regions)."""
 
 from __future__ import annotations
 
@@ -203,6 +203,28 @@ def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int,
         dur[first] = launches * launch_us
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur,
                                    gpu_dur_us=np.where(mine, g_dur * factor, g_dur))
+
+    return apply
+
+
+def remove_calls(calls: np.ndarray, floor_us: np.ndarray | None = None) -> Transform:
+    """The work of `calls` (bool per rank.runtime row: ops the change no longer runs) gone: each call
+    costs nothing and waits for nothing, the host gap before it (≤ LONG_GAP_US: the op's Python and
+    dispatch) goes with it, and the GPU nodes it launched take no time. `floor_us` (per rank.gpu row,
+    NaN none): the nodes there take at least that long (a kernel that now reads more bytes)."""
+
+    def apply(step: StepModel) -> ReplayCosts:
+        g = step.graph
+        mine = calls[g.call_row] if len(calls) else np.zeros(g.n_calls, dtype=bool)
+        floor = floor_us[g.gpu_row] if floor_us is not None and len(floor_us) else np.full(g.n_gpu, np.nan)
+        if not mine.any() and np.isnan(floor).all():
+            return step.costs
+        gap, dur, g_dur, _ = step_costs(step)
+        gone = (g.gpu_launch >= 0) & mine[np.maximum(g.gpu_launch, 0)]
+        g_dur = np.where(gone, 0.0, np.where(np.isnan(floor), g_dur, np.maximum(g_dur, np.nan_to_num(floor))))
+        return dataclasses.replace(step.costs, call_gap_us=np.where(mine & (g.call_gap_us <= LONG_GAP_US), 0.0, gap),
+                                   call_dur_us=np.where(mine, 0.0, dur), gpu_dur_us=g_dur,
+                                   call_nowait=_nowait(step, mine & g.call_waits))
 
     return apply
 

@@ -18,6 +18,7 @@ from tracekit.suggestions import (
     rules_batching,
     rules_cache,
     rules_compile,
+    rules_convert,
     rules_debug,
     rules_decode,
     rules_host,
@@ -163,6 +164,10 @@ RULES: tuple[Rule, ...] = (
     Rule("use_kv_cache", rules_cache.use_kv_cache, SNIPPETS["use_kv_cache"], step_parts.WHOLE_STEP, (),
          ("device", "patterns.generation", "patterns.generation_share", "patterns.generation_gpu_us",
           "patterns.training")),
+    Rule("convert_weights_once", rules_convert.convert_weights_once, SNIPPETS["convert_weights_once"],
+         StepPart("kernels of the weight conversions done every GEMM call", step_parts.weight_convert_time), (),
+         ("patterns.training", "patterns.weight_converts", "patterns.weight_convert_calls",
+          "patterns.weight_consumers")),
     Rule("larger_batch", rules_memory.larger_batch, SNIPPETS["larger_batch"], step_parts.WHOLE_STEP, (),
          ("memory", "launch", "device", "patterns.accumulation", "patterns.in_accumulation")),
     Rule("anomaly_mode", rules_debug.anomaly_mode, SNIPPETS["anomaly_mode"],
@@ -188,7 +193,10 @@ RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 # break (mode="reduce-overhead" captures each compiled region; the `.item()` sync, the eager code and
 # the guard checks between them stay). On the H200 pair compile_graph_breaks (sample_traces/bare/)
 # removing the breaks was the measured fix; once made, cuda_graphs fires on the fixed trace.
-WAITS_FOR: dict[str, str] = {"cuda_graphs": "graph_breaks"}
+# quantize_weights waits for convert_weights_once: weights already int8 (dequantised every call) are
+# quantized; what is left is to stop converting them per call (ho4_int8_dequant: quantize_weights
+# priced the bf16 copy's GEMVs of weights stored in int8).
+WAITS_FOR: dict[str, str] = {"cuda_graphs": "graph_breaks", "quantize_weights": "convert_weights_once"}
 
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
     CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],

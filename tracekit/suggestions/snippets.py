@@ -349,6 +349,27 @@ k_cache = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtyp
 k_cache[:, :, t : t + 1], v_cache[:, :, t : t + 1] = k, v          # x: (batch, 1, dim) after the prefill
 out = F.scaled_dot_product_attention(q, k_cache[:, :, : t + 1], v_cache[:, :, : t + 1])
 ''',
+    "convert_weights_once": '''\
+# The weights do not change between calls: quantise (or dequantise) them once, at load time,
+# and keep only the activation's per-call quantisation.
+class Fp8Linear(nn.Module):
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach()
+        scale = (w.abs().amax().float() / 448.0).clamp(min=1e-12)          # once
+        self.register_buffer("w_fp8", (w / scale.to(w.dtype)).to(torch.float8_e4m3fn))
+        self.register_buffer("w_scale", scale)
+    def forward(self, x):
+        x_scale = (x.abs().amax().float() / 448.0).clamp(min=1e-12)         # the activation, per call
+        x_fp8 = (x / x_scale.to(x.dtype)).to(torch.float8_e4m3fn)
+        return torch._scaled_mm(x_fp8, self.w_fp8.t(), scale_a=x_scale, scale_b=self.w_scale,
+                                out_dtype=torch.bfloat16)
+# int8 weight-only: `F.linear(x, w_int8.to(torch.bfloat16)) * scale` writes and re-reads a bf16 copy
+# of the weight every call. Dequantise once (`w_bf16 = w_int8.to(torch.bfloat16) * scale[:, None]`,
+# twice the int8 bytes for the GEMM to read), or keep int8 and let one fused kernel read it:
+from torchao.quantization import int8_weight_only, quantize_
+quantize_(model, int8_weight_only())     # then torch.compile(model): int8 loads fused into the GEMV
+''',
     "anomaly_mode": '''\
 # Anomaly detection is a debugging tool: every backward node's outputs are checked for NaN
 # (a kernel, a copy to the host and a sync each) and every forward op stores a Python stack.

@@ -43,6 +43,7 @@ from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
 from tracekit.suggestions.whatif_attention import causal_mask_transform
+from tracekit.suggestions.whatif_convert import convert_once_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_evidence import (
     BARE_LAUNCH_US,
@@ -306,6 +307,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "causal_mask": causal_mask_transform,  # the attention kernels, and the mask built every step gone
     "preallocate_kv_cache": preallocate_transform,
     "use_kv_cache": use_kv_cache_transform,  # the forwards after the prefill at one position each
+    "convert_weights_once": convert_once_transform,  # the conversions' calls and kernels gone
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }

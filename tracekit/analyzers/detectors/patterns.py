@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     toplevel,
     triton_launch,
+    weight_convert,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -157,6 +158,13 @@ class Patterns:
     # per rank.gpu row, a kernel of those cats
     cache_growth: pd.DataFrame = field(default_factory=cache_growth.empty)
     in_cache_growth: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # weight_convert.CONVERT_COLUMNS per step × static weight converted (to float8, from int8) every GEMM
+    # call; per rank.gpu row a kernel of those conversions / of the GEMMs reading them; per rank.runtime
+    # row a call the conversions issued
+    weight_converts: pd.DataFrame = field(default_factory=weight_convert.empty)
+    in_weight_convert: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    weight_consumers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    weight_convert_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # anomaly.ANOMALY_COLUMNS per step with autograd anomaly checks, anomaly.CHECK_COLUMNS per check;
     # per rank.runtime row: issued by a forward op (its host gap holds the stack capture)
     anomaly: pd.DataFrame = field(default_factory=anomaly_mode.empty)
@@ -221,6 +229,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     served, in_requests = requests.find_requests(rank, steps, top, seqs)
     accumulating, in_accumulation = accumulation.find_accumulation(rank, steps)
     grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
+    converts = weight_convert.find_weight_converts(rank, steps, top, seqs, rows)
     masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
     anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
@@ -305,6 +314,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         else np.zeros(0, dtype=bool),
         cache_growth=grown,
         in_cache_growth=in_grown,
+        weight_converts=converts.table,
+        in_weight_convert=converts.in_convert,
+        weight_consumers=converts.consumers,
+        weight_convert_calls=converts.calls,
         anomaly=anomaly_steps,
         anomaly_checks=anomaly_checks,
         forward_calls=forward_calls,

@@ -1,0 +1,88 @@
+"""Rule about static weights converted on every call: quantise to float8 (or dequantise from int8) once, at load time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import weight_convert as wc
+from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
+    Scope,
+    fmt_bytes,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
+from tracekit.suggestions.model import Suggestion
+from tracekit.units import plural
+
+
+def convert_weights_once(analysis: Analysis) -> Suggestion | None:
+    """A GEMM's static weight converted every call (patterns.weight_converts), in every headline step of
+    an inference trace (a trained weight changes every step: it is converted once per step anyway).
+    Traced estimate: the conversions' kernel time; the what-if also removes their launches and the
+    dispatch before them, and keeps each GEMM at least at its roof for the bytes it reads (an
+    int8 weight dequantised once is read as bf16: twice the int8 bytes). Silent below SILENT_BELOW_PCT."""
+    if any(getattr(r.patterns, "training", False) for r in analysis.ranks):
+        return None
+    scope = Scope.of(analysis)
+    groups: dict[tuple[int, str, str, str, str], _Group] = {}
+    for r, table in rank_tables(analysis, "weight_converts"):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[wc.WC_STEP].to_numpy())]
+        for row in t.to_dict("records"):
+            key = (r.rank, str(row[wc.WC_CONSUMER]), str(row[wc.WC_WEIGHT]), str(row[wc.WC_SOURCE]), str(row[wc.WC_TO]))
+            groups.setdefault(key, _Group(str(row[wc.WC_OPS]), float(row[wc.WC_WEIGHT_BYTES]),
+                                          len(r.launch.steady_steps))).add(row)
+    kept = {k: g for k, g in groups.items() if len(g.steps) >= max(g.headline, 1)}  # every headline step
+    if not kept:
+        return None
+    n = scope.steps
+    rows = [{"rank": rank, "op": consumer, "weight": weight, "source": source, "to": to, "ops": g.ops,
+             "calls_per_step": g.calls / n, "launches_per_step": g.launches / n,
+             "output_scales_per_step": g.scales / n, "kernel_us_per_step": g.time_us / n,
+             "gemm_us_per_step": g.gemm_us / n, "weight_bytes": g.weight_bytes, "saving_us": g.time_us}
+            for (rank, consumer, weight, source, to), g in kept.items()]
+    rows.sort(key=lambda x: -float(str(x["saving_us"])))
+    saving = sum(g.time_us for g in kept.values()) / scope.ranks
+    calls = sum(g.calls for g in kept.values()) / n / scope.ranks
+    launches = sum(g.launches for g in kept.values()) / n / scope.ranks
+    to_fp8 = any("Float8" in str(x["to"]) for x in rows)
+    from_int = any(str(x["source"]).endswith(("signed char", "unsigned char")) for x in rows)
+    what = " and ".join(w for w, on in (("quantise them to float8", to_fp8), ("dequantise them from int8", from_int)) if on)
+    formula = (f"Σ over {plural(len(rows), 'weight shape')} of the conversion kernels' time (each GEMM call's weight "
+               f"chain: {rows[0]['ops']}) = {fmt_us(saving)} ({fmt_us(saving / n)} per step); their "
+               f"{launches:.0f} launches per step go too; the GEMMs stay, each at least at its roof for the "
+               f"bytes it reads ({fmt_bytes(float(str(rows[0]['weight_bytes'])))} of weight per call for {rows[0]['weight']})")
+    if from_int:
+        formula += ("; an int8 weight dequantised once is kept in bf16: the GEMM reads 2 B per weight, twice the "
+                    "int8 bytes (a fused int8 GEMM reads 1 B)")
+    title = (f"Convert the weights once at load time: {plural(round(calls), 'GEMM call')} per step {what} "
+             f"every call ({plural(round(launches), 'launch', 'launches')}, {fmt_us(saving / n)} of kernels per step)")
+    return suggestion("convert_weights_once", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+@dataclass
+class _Group:
+    """One weight shape's conversions over the headline steps (rows of patterns.weight_converts added up)."""
+
+    ops: str
+    weight_bytes: float
+    headline: int
+    steps: set[int] = field(default_factory=set)
+    calls: int = 0
+    launches: float = 0.0
+    scales: int = 0
+    time_us: float = 0.0
+    gemm_us: float = 0.0
+
+    def add(self, row: dict[str, object]) -> None:
+        self.steps.add(int(str(row[wc.WC_STEP])))
+        self.calls += int(str(row[wc.WC_CALLS]))
+        self.launches += float(str(row[wc.WC_LAUNCHES]))
+        self.scales += int(str(row[wc.WC_OUTPUT_SCALE]))
+        self.time_us += float(str(row[wc.WC_TIME_US]))
+        self.gemm_us += float(str(row[wc.WC_GEMM_US]))
