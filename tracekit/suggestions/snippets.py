@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from tracekit.suggestions.snippets_debug import DEBUG_SNIPPETS
+from tracekit.suggestions.snippets_inference import INFERENCE_SNIPPETS
+
 SNIPPETS: dict[str, str] = {
     "cuda_graphs": '''\
 # Capture the step once and replay it: one launch instead of one per kernel.
@@ -335,86 +338,8 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, 
 # Hugging Face: model.generate(..., cache_implementation="static") (transformers.StaticCache), which
 # also lets torch.compile(mode="reduce-overhead") capture the decode step in a CUDA graph.
 ''',
-    "use_kv_cache": '''\
-# model(seq)[:, -1] re-runs every layer over the whole sequence for each new token.
-# Keep each layer's keys and values: prefill the prompt once, then run one position per token.
-# Hugging Face:
-out = model.generate(input_ids, max_new_tokens=n, use_cache=True)   # or, stepping by hand:
-out = model(input_ids, use_cache=True)                  # prefill
-for _ in range(n):
-    nxt = out.logits[:, -1].argmax(-1, keepdim=True)
-    out = model(nxt, past_key_values=out.past_key_values, use_cache=True)   # one position
-# A hand-written decoder: a K/V buffer per layer allocated once, position t written in place
-k_cache = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)   # and v_cache
-k_cache[:, :, t : t + 1], v_cache[:, :, t : t + 1] = k, v          # x: (batch, 1, dim) after the prefill
-out = F.scaled_dot_product_attention(q, k_cache[:, :, : t + 1], v_cache[:, :, : t + 1])
-''',
-    "convert_weights_once": '''\
-# The weights do not change between calls: quantise (or dequantise) them once, at load time,
-# and keep only the activation's per-call quantisation.
-class Fp8Linear(nn.Module):
-    def __init__(self, linear: nn.Linear):
-        super().__init__()
-        w = linear.weight.detach()
-        scale = (w.abs().amax().float() / 448.0).clamp(min=1e-12)          # once
-        self.register_buffer("w_fp8", (w / scale.to(w.dtype)).to(torch.float8_e4m3fn))
-        self.register_buffer("w_scale", scale)
-    def forward(self, x):
-        x_scale = (x.abs().amax().float() / 448.0).clamp(min=1e-12)         # the activation, per call
-        x_fp8 = (x / x_scale.to(x.dtype)).to(torch.float8_e4m3fn)
-        return torch._scaled_mm(x_fp8, self.w_fp8.t(), scale_a=x_scale, scale_b=self.w_scale,
-                                out_dtype=torch.bfloat16)
-# int8 weight-only: `F.linear(x, w_int8.to(torch.bfloat16)) * scale` writes and re-reads a bf16 copy
-# of the weight every call. Dequantise once (`w_bf16 = w_int8.to(torch.bfloat16) * scale[:, None]`,
-# twice the int8 bytes for the GEMM to read), or keep int8 and let one fused kernel read it:
-from torchao.quantization import int8_weight_only, quantize_
-quantize_(model, int8_weight_only())     # then torch.compile(model): int8 loads fused into the GEMV
-''',
-    "anomaly_mode": '''\
-# Anomaly detection is a debugging tool: every backward node's outputs are checked for NaN
-# (a kernel, a copy to the host and a sync each) and every forward op stores a Python stack.
-torch.autograd.set_detect_anomaly(False)        # or delete the set_detect_anomaly(True) call
-# still want to catch a NaN loss? check once per step, without a sync, and read it rarely:
-bad = torch.zeros((), dtype=torch.bool, device="cuda")
-bad |= ~torch.isfinite(loss.detach())           # no .item(): stays on the GPU
-if step % 100 == 0 and bad.item():              # one sync per 100 steps
-    raise FloatingPointError("non-finite loss")
-# hunting one NaN: turn it on around a single step only
-with torch.autograd.detect_anomaly():
-    loss.backward()
-''',
-    "launch_blocking": '''\
-# CUDA_LAUNCH_BLOCKING=1 is a debugging setting: every kernel launch waits for its kernel to
-# finish, so the CPU and the GPU take turns instead of overlapping. Remove it from the script
-# (before anything initialises CUDA) and from the shell / launcher / job environment:
-import os
-os.environ.pop("CUDA_LAUNCH_BLOCKING", None)    # or delete os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
-import torch
-#   shell:  unset CUDA_LAUNCH_BLOCKING    (check `env | grep CUDA_LAUNCH_BLOCKING`, .bashrc, the
-#           Dockerfile's ENV, the SLURM/torchrun launcher, an IDE run configuration)
-# Still hunting an asynchronous CUDA error? Set it for that one debugging run only, or use
-# TORCH_USE_CUDA_DSA / compute-sanitizer, which find the faulting kernel without slowing every run.
-''',
-    "empty_cache": '''\
-# torch.cuda.empty_cache() hands every cached block back to the driver (cudaFree, which syncs);
-# the next step allocates them again (cudaMalloc). Memory it frees is reused by PyTorch anyway.
-for batch in loader:
-    loss = step(batch)
-    del loss                                     # dropping references is enough
-    # gc.collect(); torch.cuda.empty_cache()    # <- remove from the loop
-# fragmentation OOMs: let the allocator grow segments instead of emptying the cache
-#   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py
-# memory for another process: empty the cache once, between phases (after training, before eval)
-''',
-    "gc_collect": '''\
-# Python's collector walks every tracked object; with a model and its tensors that takes
-# milliseconds to seconds. Reference counting frees the step's tensors without it.
-import gc
-# gc.collect()                                   # <- remove the per-step call from the loop
-gc.freeze()            # after building the model/optimizer: move them out of the collector's view
-gc.set_threshold(50_000, 50, 100)                # fewer automatic collections (defaults 700, 10, 10)
-# or collect at a point that does not hold the GPU back (between epochs, at checkpoints)
-''',
+    **INFERENCE_SNIPPETS,
+    **DEBUG_SNIPPETS,
 }
 
 # pinned_memory's device-to-host variant: a bulk .cpu() every step (a rollback snapshot, a checkpoint,

@@ -1,0 +1,41 @@
+"""Code snippets of the rules about inference loops (a KV cache for generation, weights converted once), keyed by rule id."""
+
+from __future__ import annotations
+
+INFERENCE_SNIPPETS: dict[str, str] = {
+    "use_kv_cache": '''\
+# model(seq)[:, -1] re-runs every layer over the whole sequence for each new token.
+# Keep each layer's keys and values: prefill the prompt once, then run one position per token.
+# Hugging Face:
+out = model.generate(input_ids, max_new_tokens=n, use_cache=True)   # or, stepping by hand:
+out = model(input_ids, use_cache=True)                  # prefill
+for _ in range(n):
+    nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+    out = model(nxt, past_key_values=out.past_key_values, use_cache=True)   # one position
+# A hand-written decoder: a K/V buffer per layer allocated once, position t written in place
+k_cache = torch.empty(batch, heads, max_len, head_dim, device=device, dtype=dtype)   # and v_cache
+k_cache[:, :, t : t + 1], v_cache[:, :, t : t + 1] = k, v          # x: (batch, 1, dim) after the prefill
+out = F.scaled_dot_product_attention(q, k_cache[:, :, : t + 1], v_cache[:, :, : t + 1])
+''',
+    "convert_weights_once": '''\
+# The weights do not change between calls: quantise (or dequantise) them once, at load time,
+# and keep only the activation's per-call quantisation.
+class Fp8Linear(nn.Module):
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach()
+        scale = (w.abs().amax().float() / 448.0).clamp(min=1e-12)          # once
+        self.register_buffer("w_fp8", (w / scale.to(w.dtype)).to(torch.float8_e4m3fn))
+        self.register_buffer("w_scale", scale)
+    def forward(self, x):
+        x_scale = (x.abs().amax().float() / 448.0).clamp(min=1e-12)         # the activation, per call
+        x_fp8 = (x / x_scale.to(x.dtype)).to(torch.float8_e4m3fn)
+        return torch._scaled_mm(x_fp8, self.w_fp8.t(), scale_a=x_scale, scale_b=self.w_scale,
+                                out_dtype=torch.bfloat16)
+# int8 weight-only: `F.linear(x, w_int8.to(torch.bfloat16)) * scale` writes and re-reads a bf16 copy
+# of the weight every call. Dequantise once (`w_bf16 = w_int8.to(torch.bfloat16) * scale[:, None]`,
+# twice the int8 bytes for the GEMM to read), or keep int8 and let one fused kernel read it:
+from torchao.quantization import int8_weight_only, quantize_
+quantize_(model, int8_weight_only())     # then torch.compile(model): int8 loads fused into the GEMV
+''',
+}
