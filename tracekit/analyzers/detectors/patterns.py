@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     heads,
     hostside,
     layers,
+    loader_respawn,
     mask_build,
     offload,
     optimizer,
@@ -41,7 +42,6 @@ from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.detectors import launch_blocking as sync_launch
-from tracekit.analyzers.detectors import loader_respawn
 from tracekit.analyzers.detectors import recompiles as dynamo_compiles
 from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
