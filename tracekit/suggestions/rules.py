@@ -25,6 +25,7 @@ from tracekit.suggestions import (
     rules_kernels,
     rules_launch,
     rules_llm,
+    rules_loader,
     rules_loops,
     rules_memory,
     rules_offload,
@@ -114,6 +115,9 @@ RULES: tuple[Rule, ...] = (
     Rule("avoid_sync", rules_host.avoid_sync, SNIPPETS["avoid_sync"],
          StepPart("GPU idle after host syncs", step_parts.total("sync_wait_us")), (),
          ("launch", "patterns.syncs", "patterns.sync_in_loop", "patterns.sync_in_anomaly")),
+    Rule("reuse_dataloader", rules_loader.reuse_dataloader, SNIPPETS["reuse_dataloader"],
+         StepPart("GPU idle while the main thread loads data", step_parts.total("data_wait_us")),
+         (), ("launch", "patterns.loader_respawn")),
     Rule("dataloader_workers", rules_host.dataloader_workers, SNIPPETS["dataloader_workers"],
          StepPart("GPU idle while the main thread loads data", step_parts.total("data_wait_us")),
          ("dataloader",), ("launch", "patterns.dataloader")),
@@ -201,6 +205,10 @@ RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 # (H200, ho5_launch_blocking: measured 29.3 -> 18.0 ms unprofiled with the setting off; cuda_graphs
 # then fires on the fixed trace with its own saving).
 WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch_blocking"),
+                                         # more workers or a preprocessing thread do not stop a new
+                                         # iterator forking its workers every step
+                                         "dataloader_workers": ("reuse_dataloader",),
+                                         "preprocess_off_thread": ("reuse_dataloader",),
                                          "quantize_weights": ("convert_weights_once",)}
 
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (

@@ -188,6 +188,21 @@ for x, y in loader:
     y = y.to("cuda", non_blocking=True)
 # for your own host buffers: buf = torch.empty(shape, pin_memory=True)
 ''',
+    "reuse_dataloader": '''\
+# Build the DataLoader and its iterator once, outside the loop: the workers fork once and keep
+# prefetching, instead of `next(iter(DataLoader(Subset(ds, idx), ...)))` forking and joining them per step.
+index_lists = [choose_indices(step) for step in range(steps)]   # each step's sample indices
+loader = torch.utils.data.DataLoader(
+    dataset, batch_sampler=index_lists,   # any iterable of index lists (or a Sampler yielding them)
+    num_workers=8, pin_memory=True,
+    persistent_workers=True,              # workers survive the end of an epoch
+    prefetch_factor=4,                    # batches prepared ahead per worker
+)
+batches = iter(loader)                    # once
+for step in range(steps):
+    x, y = next(batches)
+    x = x.to("cuda", non_blocking=True)
+''',
     "dataloader_workers": '''\
 # Load and collate batches in worker processes while the GPU runs the previous step.
 loader = torch.utils.data.DataLoader(

@@ -42,6 +42,7 @@ from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
+from tracekit.suggestions.rules_loader import reuse_transform
 from tracekit.suggestions.whatif_attention import causal_mask_transform
 from tracekit.suggestions.whatif_convert import convert_once_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
@@ -285,6 +286,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "avoid_sync": _avoid_sync,
     "dataloader_workers": _dataloader,
     "preprocess_off_thread": _dataloader,  # the same change: the main thread's longest gap shorter
+    "reuse_dataloader": reuse_transform,  # the new iterator's start-up, wait and shutdown gone from that gap
     "fused_optimizer": _fused_optimizer,
     "optimizer_on_gpu": offload_transform,  # the host step and its copies gone, a fused AdamW instead
     "pinned_memory": _pinned,

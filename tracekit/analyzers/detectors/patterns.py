@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py) and synchronous kernel launches (launch_blocking.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py) and multi-process DataLoader iterators created per step (loader_respawn.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     heads,
     hostside,
     layers,
+    loader_respawn,
     mask_build,
     offload,
     optimizer,
@@ -183,6 +184,8 @@ class Patterns:
     # whose launches block); per rank.runtime row: such a launch (launch_blocking.blocking_calls)
     launch_blocking: pd.DataFrame = field(default_factory=sync_launch.empty)
     blocking_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # loader_respawn.LR_COLUMNS per step whose multi-process DataLoader iterator is created in it
+    loader_respawn: pd.DataFrame = field(default_factory=loader_respawn.empty)
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -329,5 +332,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) or len(compile_spans) else np.zeros(0),
         debug_modes=anomaly_mode.debug_settings(rank),
         launch_blocking=sync_launch.find_launch_blocking(rank, steps, blocking),
+        loader_respawn=loader_respawn.find_loader_respawn(rank, steps),
         blocking_calls=blocking,
     )
