@@ -255,7 +255,7 @@ def test_every_rule_with_a_row_has_a_check() -> None:
                         "lower_precision", "batch_bmm", "fuse_elementwise", "use_sdpa", "overlap_comm", "causal_mask",
                         "preprocess_off_thread", "channels_last", "quantize_weights", "fused_llm_kernels",
                         "graph_breaks", "triton_config", "align_dims", "cudnn_rnn", "concat_embeddings",
-                        "foreach_loops", "batch_requests", "batch_samples", "preallocate_kv_cache", "convert_weights_once", "use_kv_cache", "optimizer_on_gpu",
+                        "foreach_loops", "batch_requests", "batch_samples", "preallocate_kv_cache", "convert_weights_once", "drop_checkpointing", "use_kv_cache", "optimizer_on_gpu",
                         "anomaly_mode", "launch_blocking", "empty_cache", "gc_collect", "recompiles",
                         "larger_batch"}
     assert set(APPLIED) <= {r.id for r in RULES}

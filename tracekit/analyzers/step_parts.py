@@ -32,6 +32,7 @@ from tracekit.analyzers.detectors import (
     offload,
     optimizer,
     recompiles,
+    recompute,
     recurrent,
     samples,
     sdpa_fallback,
@@ -275,6 +276,11 @@ def weight_convert_time(analysis: Analysis, sel: Selection) -> float:
     """Kernel time of the static weights' conversions done every GEMM call (Patterns.weight_converts), per step."""
     return per_step(_in_selection(analysis, sel, "weight_converts", weight_convert.WC_STEP, weight_convert.WC_TIME_US),
                     sel.steps)
+
+
+def recompute_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the forwards re-run in backward by activation checkpointing (Patterns.recompute), per step."""
+    return per_step(_in_selection(analysis, sel, "recompute", recompute.RC_STEP, recompute.RC_TIME_US), sel.steps)
 
 
 def anomaly_time(analysis: Analysis, sel: Selection) -> float:

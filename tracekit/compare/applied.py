@@ -28,6 +28,7 @@ from tracekit.analyzers.detectors import (
     offload,
     optimizer,
     recompiles,
+    recompute,
     recurrent,
     requests,
     samples,
@@ -346,6 +347,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "convert_weights_once": (Signal("GEMM calls converting their weight per step",
                                     _steps_sum("weight_converts", weight_convert.WC_STEP, weight_convert.WC_CALLS),
                                     FALLS, 1.0),),
+    # rules_recompute.drop_checkpointing: no checkpointing: no forward op is re-run in backward any more
+    # (patterns.recompute).
+    "drop_checkpointing": (Signal("forward ops re-run in backward per step",
+                                  _steps_sum("recompute", recompute.RC_STEP, recompute.RC_OPS), FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
     # of the loops (patterns.foreach_loops) fall to a quarter.
     "foreach_loops": (Signal("per-tensor loop calls per step", _steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),

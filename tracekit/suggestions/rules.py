@@ -33,6 +33,7 @@ from tracekit.suggestions import (
     rules_precision,
     rules_python,
     rules_ranks,
+    rules_recompute,
     rules_triton,
 )
 from tracekit.suggestions.common import SILENT_BELOW_PCT
@@ -172,6 +173,10 @@ RULES: tuple[Rule, ...] = (
          StepPart("kernels of the weight conversions done every GEMM call", step_parts.weight_convert_time), (),
          ("patterns.training", "patterns.weight_converts", "patterns.weight_convert_calls",
           "patterns.weight_consumers")),
+    Rule("drop_checkpointing", rules_recompute.drop_checkpointing, SNIPPETS["drop_checkpointing"],
+         StepPart("kernels of the forwards re-run in backward (activation checkpointing)",
+                  step_parts.recompute_time), (),
+         ("memory", "patterns.recompute", "patterns.recompute_calls")),
     Rule("larger_batch", rules_memory.larger_batch, SNIPPETS["larger_batch"], step_parts.WHOLE_STEP, (),
          ("memory", "launch", "device", "patterns.accumulation", "patterns.in_accumulation")),
     Rule("anomaly_mode", rules_debug.anomaly_mode, SNIPPETS["anomaly_mode"],

@@ -353,6 +353,18 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, 
 # Hugging Face: model.generate(..., cache_implementation="static") (transformers.StaticCache), which
 # also lets torch.compile(mode="reduce-overhead") capture the decode step in a CUDA graph.
 ''',
+    "drop_checkpointing": '''\
+# Activation checkpointing re-runs each checkpointed block's forward during backward (its kernels
+# and, often the larger part, its Python and dispatch again) to save the block's activations.
+# When they fit in memory, call the blocks directly:
+for block in blocks:
+    x = block(x)                   # was: x = checkpoint(block, x, use_reentrant=False)
+# short of memory for all of them? checkpoint only every k-th block:
+for i, block in enumerate(blocks):
+    x = checkpoint(block, x, use_reentrant=False) if i % k == 0 else block(x)
+# or save the GEMM/attention outputs and recompute only the cheap ops:
+# torch.utils.checkpoint.create_selective_checkpoint_contexts (or torch.compile's memory budget)
+''',
     **INFERENCE_SNIPPETS,
     **DEBUG_SNIPPETS,
 }

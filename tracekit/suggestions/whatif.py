@@ -66,6 +66,7 @@ from tracekit.suggestions.whatif_loops import (
     use_kv_cache_transform,
 )
 from tracekit.suggestions.whatif_offload import offload_transform
+from tracekit.suggestions.whatif_recompute import drop_checkpointing_transform
 from tracekit.units import fmt_us
 
 COMBINED_TOP = 3  # the combined what-if replays the top suggestions together, at most this many
@@ -310,6 +311,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "preallocate_kv_cache": preallocate_transform,
     "use_kv_cache": use_kv_cache_transform,  # the forwards after the prefill at one position each
     "convert_weights_once": convert_once_transform,  # the conversions' calls and kernels gone
+    "drop_checkpointing": drop_checkpointing_transform,  # the forwards re-run in backward gone
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }
