@@ -15,8 +15,10 @@ a tiny model and batch (so tests can run it on a CPU).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
+import weakref
 
 # NVLink SHARP / multicast stay off (also in every child process: set before torch initialises NCCL)
 for _key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
@@ -102,9 +104,18 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP all-reduces the gradient buckets here: a late rank makes the others wait
         optimizer.step()
+    final = loss.item()
+    # Free the DDP model (its gradient reducer) while the process group is still registered, so the
+    # group's worker threads are joined by destroy_process_group, which releases the GIL: when the
+    # reducer held the last reference, freeing it joined them with the GIL held while a worker
+    # thread waited for the GIL to free a finished collective (a hang seen 1 run in ~13 on 2 cores).
+    model_ref = weakref.ref(model)
+    del model, optimizer, loss
+    gc.collect()
     dist.barrier()
     if rank == 0:
-        print(f"ranks {world}, loss {loss.item():.4f}, slowed rank: {args.slow_rank}")
+        print(f"ranks {world}, loss {final:.4f}, slowed rank: {args.slow_rank}"
+              + ("" if model_ref() is None else " (the DDP model is still referenced)"))
     dist.destroy_process_group()
 
 
