@@ -107,8 +107,11 @@ def main() -> None:
     final = loss.item()
     # Free the DDP model (its gradient reducer) while the process group is still registered, so the
     # group's worker threads are joined by destroy_process_group, which releases the GIL: when the
-    # reducer held the last reference, freeing it joined them with the GIL held while a worker
-    # thread waited for the GIL to free a finished collective (a hang seen 1 run in ~13 on 2 cores).
+    # reducer held the last reference, freeing it joined them with the GIL held while a gloo worker
+    # thread waited for the GIL to free a finished collective (its captured thread-local state holds
+    # the Python context torch's backward stashes there). Seen on torch 2.13 CPU in 1 of ~13 runs
+    # under `tracekit profile` on 2 busy cores (0 of 80 without the profiler, whose callbacks widen
+    # the window); 0 of 80 with this order.
     model_ref = weakref.ref(model)
     del model, optimizer, loss
     gc.collect()
