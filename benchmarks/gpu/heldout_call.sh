@@ -2,7 +2,8 @@
 # One device call for a held-out set: plain timings and recordings (run_all.py), tracekit's JSON
 # answer on each recording, and everything packed into at most 8 files under $OUT.
 #   bash benchmarks/gpu/heldout_call.sh N [run_all.py options]   (N: the set's number, e.g. 5)
-# Run from the repo root with `.whl` carried (msgspec wheel for the device's Python).
+# Run from the repo root with `.whl` carried (msgspec wheel for the device's Python), after
+# `bash benchmarks/gpu/slim_tree.sh out` here (the device takes 64 MiB of the tree; `back` after).
 set -u
 N=$1; shift
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
