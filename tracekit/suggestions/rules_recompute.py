@@ -20,7 +20,8 @@ from tracekit.units import plural
 def drop_checkpointing(analysis: Analysis) -> Suggestion | None:
     """Forward ops re-run inside backward nodes (patterns.recompute: `torch.utils.checkpoint`), in
     every headline step. Traced estimate: the re-runs' kernel time; the what-if also removes their
-    calls and the dispatch before them (the block's forward run a second time on the host).
+    calls and the dispatch before them (the block's forward run a second time on the host) and the
+    host time of entering each checkpointed region in the forward (detectors/checkpoint_entry.py).
     Checkpointing trades that for memory: the extra activations are estimated from the re-run ops'
     inputs; where the trace recorded memory and they do not fit in the device's memory free at the
     peak on some rank, silent; where memory was not recorded the title says "if memory allows".
@@ -57,8 +58,9 @@ def drop_checkpointing(analysis: Analysis) -> Suggestion | None:
                             "inputs; memory was not recorded)")
     formula = (f"the {plural(round(regions / n), 'checkpointed region')} per step re-run in backward "
                f"({ops / n:.0f} forward ops: {', '.join(names[:4])}): their kernels {fmt_us(saving)} "
-               f"({fmt_us(saving / scope.steps)} per step), and their {launches / n:.0f} launches per step and "
-               f"the host time between them go too; {memory}")
+               f"({fmt_us(saving / scope.steps)} per step), and their {launches / n:.0f} launches per step, "
+               f"the host time between them and the forward's own entry into each region (RNG state, "
+               f"saved-tensor hooks) go too; {memory}")
     short = (f"the activations fit (~{fmt_bytes(act)} more, {fmt_bytes(free)} free)" if known
              else f"if memory allows (~{fmt_bytes(act)} more activations)")
     title = (f"Drop activation checkpointing (or checkpoint fewer blocks), {short}: backward re-runs the forward "

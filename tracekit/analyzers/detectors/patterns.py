@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py) and multi-process DataLoader iterators created per step (loader_respawn.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py) and multi-process DataLoader iterators created per step (loader_respawn.py)."""
 
 from __future__ import annotations
 
@@ -172,6 +172,7 @@ class Patterns:
     recompute: pd.DataFrame = field(default_factory=recompute.empty)
     in_recompute: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     recompute_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    recompute_entry_us: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per rank.runtime row
     # anomaly.ANOMALY_COLUMNS per step with autograd anomaly checks, anomaly.CHECK_COLUMNS per check;
     # per rank.runtime row: issued by a forward op (its host gap holds the stack capture)
     anomaly: pd.DataFrame = field(default_factory=anomaly_mode.empty)
@@ -331,6 +332,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         recompute=recomputed.table,
         in_recompute=recomputed.in_recompute,
         recompute_calls=recomputed.calls,
+        recompute_entry_us=recomputed.entry_cut_us,
         anomaly=anomaly_steps,
         anomaly_checks=anomaly_checks,
         forward_calls=forward_calls,

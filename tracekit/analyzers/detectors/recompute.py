@@ -13,7 +13,8 @@ the node's start and the last one's end (the block's forward re-run at once, bef
 own formula; from the node's start: the checkpoint's unpack hook restoring the RNG and autocast
 state is the re-run's too): the runtime calls issued there and the GPU activities they launched. One row per step;
 per rank.gpu row whether a recompute launched it, per rank.runtime row whether a recompute issued it
-(the calls the rule's what-if removes). The activations checkpointing saves are estimated from the
+(the calls the rule's what-if removes), and per rank.runtime row the forward's checkpoint-entry time
+in the host gap before it (checkpoint_entry.py). The activations checkpointing saves are estimated from the
 recomputed forward ops' inputs (what autograd would keep for them without checkpointing): each op's
 first input (SDPA: query, key and value), bytes from the recorded dims and dtypes."""
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.checkpoint_entry import entry_cuts
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
@@ -63,6 +65,8 @@ class Recompute:
     table: pd.DataFrame = field(default_factory=empty)
     in_recompute: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.gpu row
     calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
+    # per rank.runtime row: µs of the forward's checkpoint entry in the host gap before it (checkpoint_entry.py)
+    entry_cut_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _regions(names: np.ndarray, parent: np.ndarray) -> dict[int, list[int]]:
@@ -170,4 +174,5 @@ def find_recompute(rank: RankTrace, steps: StepsOf, rows: np.ndarray | None = No
             for step, g in sorted(per_step.items())]
     kept = np.isin(g_region, [i for i in range(len(nodes)) if kernels[i]])
     return Recompute(pd.DataFrame(recs, columns=list(RECOMPUTE_COLUMNS)), kept & in_rc,
-                     calls & np.isin(region_of, np.flatnonzero(kernels > 0)))
+                     calls & np.isin(region_of, np.flatnonzero(kernels > 0)),
+                     entry_cuts(rank, matches(names, BACKWARD_NODE)))
