@@ -80,3 +80,16 @@ def test_one_new_iterator_is_an_epoch_not_a_step(tmp_path):
     b_path = loader_trace(tmp_path, steps=8, fresh=False)
     a = analyze(tracekit.load_trace(b_path))
     assert RULES_BY_ID["reuse_dataloader"].run(a) is None
+
+
+def test_diff_credits_the_loader_built_once(tmp_path):
+    """`tracekit diff` reads the change from the traces: a fresh iterator in each of the 4 steps
+    (one row per step in patterns.loader_respawn) → none with the persistent one: made."""
+    from tracekit.compare.applied import applied
+
+    before = analyse_file(loader_trace(tmp_path), with_suggestions=False).analysis
+    after = analyse_file(loader_trace(tmp_path, fresh=False, name="after.json"), with_suggestions=False).analysis
+    made = applied("reuse_dataloader", before, after)
+    assert made.applied is True
+    assert "DataLoader iterators created per step" in made.evidence and "1.0 → 0.0" in made.evidence
+    assert applied("reuse_dataloader", before, before).applied is False

@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     hostside,
     launch_blocking,
     layers,
+    loader_respawn,
     offload,
     optimizer,
     recompiles,
@@ -331,8 +332,7 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
                                  FALLS, 0.75),),
     # rules_loops.cudnn_rnn: nn.LSTM / nn.GRU over the sequence: no RNN cell call is left (patterns.rnn_cells).
     "cudnn_rnn": (Signal("RNN cell calls per step", _pattern_sum("rnn_cells", recurrent.RC_CALLS), FALLS, 1.0),),
-    # rules_loops.concat_embeddings: one concatenated table: the lookup calls (forward and backward,
-    # patterns.embedding_lookups) fall to a quarter.
+    # rules_loops.concat_embeddings: one table: lookup calls (patterns.embedding_lookups) fall to a quarter.
     "concat_embeddings": (Signal("embedding lookup calls per step", _pattern_sum("embedding_lookups", embeddings.EL_CALLS),
                                  FALLS, 0.75),),
     # rules_cache.preallocate_kv_cache: a buffer allocated once and written in place: no torch.cat grows
@@ -342,13 +342,11 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_cache.use_kv_cache: a KV cache: no forward re-runs the growing sequence per token (patterns.generation).
     "use_kv_cache": (Signal("forwards over the whole sequence per step",
                             _steps_sum("generation", generation.GN_STEP, generation.GN_FORWARDS), FALLS, 1.0),),
-    # rules_convert.convert_weights_once: the weights converted once at load: no GEMM call's weight is
-    # quantised to float8 or dequantised from int8 per call any more (patterns.weight_converts).
+    # rules_convert.convert_weights_once: no GEMM call converts its weight per call (patterns.weight_converts).
     "convert_weights_once": (Signal("GEMM calls converting their weight per step",
                                     _steps_sum("weight_converts", weight_convert.WC_STEP, weight_convert.WC_CALLS),
                                     FALLS, 1.0),),
-    # rules_recompute.drop_checkpointing: no checkpointing: no forward op is re-run in backward any more
-    # (patterns.recompute).
+    # rules_recompute.drop_checkpointing: no forward op is re-run in backward any more (patterns.recompute).
     "drop_checkpointing": (Signal("forward ops re-run in backward per step",
                                   _steps_sum("recompute", recompute.RC_STEP, recompute.RC_OPS), FALLS, 1.0),),
     # rules_batching.foreach_loops: torch._foreach_* ops instead of the Python loops: the per-tensor calls
@@ -369,6 +367,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "anomaly_mode": (Signal("anomaly NaN checks per step", _steps_sum("anomaly", anomaly.AN_STEP, anomaly.AN_CHECKS),
                             FALLS, 1.0),),
     # no synchronous launches: the kernel launch calls that return after their kernel vanish
+    # rules_loader.reuse_dataloader: the loader built once: no multi-process iterator is created per step.
+    "reuse_dataloader": (Signal("DataLoader iterators created per step",
+                                _steps_sum("loader_respawn", loader_respawn.LR_STEP), FALLS, 1.0),),
     "launch_blocking": (Signal("kernel launches returning after their kernel per step",
                                _steps_sum("launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_BLOCKED),
                                FALLS, 1.0),),
