@@ -87,6 +87,26 @@ def aperiodic(n: int) -> dict:
     return b.document()
 
 
+def checkpoint_entries(n: int) -> dict:
+    """n/6 checkpoint entries on the main thread (an op with its launch, the checkpoint's tiny
+    aten::empty, a cudaStreamIsCapturing, `_NoopSaveInputs`), and one backward node re-running a
+    forward op on the autograd thread, so the recompute detector prices every entry."""
+    b = TraceBuilder()
+    blocks = n // 6
+    for k in range(blocks):
+        t = 1000.0 + 100 * k
+        ext = b.op("aten::add", t, 20.0)
+        b.launch(t + 5, 2.0, "vectorized_elementwise_kernel<4, add>", t + 10, 5.0, ext=ext)
+        b.op("aten::empty", t + 30, 2.0)
+        b.launch(t + 40, 1.0, None, 0.0, 0.0, api="cudaStreamIsCapturing")
+        b.op("_NoopSaveInputs", t + 50, 10.0)
+    t = 1000.0 + 100 * blocks
+    b.op("autograd::engine::evaluate_function: AddmmBackward0", t, 50.0, tid=2)
+    ext = b.op("aten::linear", t + 5, 20.0, tid=2)
+    b.launch(t + 10, 2.0, "ampere_sgemm_128x64_nn", t + 15, 10.0, ext=ext, tid=2)
+    return b.document()
+
+
 def _capture_pair(n: int, drop_every: int, interleave: bool) -> tuple[dict, dict]:
     """(execution trace, capture trace): one graph of ~n/4 nodes replayed 3 times; the capture has no
     warm-up (no kernel names: aligned by kinds alone); every drop_every-th node made no GPU work."""
@@ -159,6 +179,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("many_streams", _analyze(many_streams), 2000),
     Shape("streams_n10", _analyze(streams_n10), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
+    Shape("checkpoint_entries", _analyze(checkpoint_entries), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),

@@ -15,7 +15,10 @@ with its calls."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
+import pandas as pd
 
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -23,6 +26,7 @@ from tracekit.trace.model import RankTrace
 ENTRY_OP = "_NoopSaveInputs"
 TINY_US = 10.0  # a sibling op shorter than this before the entry is the checkpoint's own (RNG state)
 MAX_DEPTH = 256  # ancestors walked at most
+MAX_CALLS = 16  # runtime calls inside one entry's stretch at most (the RNG-state capture makes one or two)
 
 
 def _in_backward(row: int, parent: list[int], is_node: np.ndarray) -> bool:
@@ -34,56 +38,72 @@ def _in_backward(row: int, parent: list[int], is_node: np.ndarray) -> bool:
     return False
 
 
+def _groups(keys: tuple[np.ndarray, ...], ts: np.ndarray, rows: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+    """`rows` split by their integer `keys` (one array per key level, per row of the whole table),
+    each group sorted by `ts`: one sort, not a scan per group."""
+    if not len(rows):
+        return {}
+    cols = [k[rows] for k in keys]
+    order = np.lexsort((ts[rows], *reversed(cols)))
+    rows, cols = rows[order], [c[order] for c in cols]
+    change = np.flatnonzero(np.any([c[1:] != c[:-1] for c in cols], axis=0)) + 1
+    bounds = np.concatenate([[0], change, [len(rows)]])
+    return {tuple(int(c[a]) for c in cols): rows[a:b] for a, b in pairwise(bounds.tolist())}
+
+
 def entry_cuts(rank: RankTrace, is_node: np.ndarray) -> np.ndarray:
     """µs per rank.runtime row to cut from the host gap before it (module docstring); `is_node`:
-    per op row, a backward node."""
+    per op row, a backward node. Linear in the ops and calls (one sort each; a stretch holding more
+    than MAX_CALLS calls is no checkpoint's entry)."""
     ops, rt = rank.ops, rank.runtime
     cut = np.zeros(len(rt))
     if not len(ops) or not len(rt):
         return cut
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
-    entries = np.flatnonzero(names == ENTRY_OP)
-    if not len(entries):
+    par = ops[tables.OP_PARENT].to_numpy(dtype=np.int64).tolist()
+    entries = [e for e in np.flatnonzero(names == ENTRY_OP).tolist() if not _in_backward(e, par, is_node)]
+    if not entries:
         return cut
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    par = parent.tolist()
     ts, end = ops[tables.OP_TS].to_numpy(dtype=float), ops[tables.OP_END].to_numpy(dtype=float)
-    tid = ops[tables.OP_TID].to_numpy()
-    rt_ts, rt_tid = rt[tables.RT_TS].to_numpy(dtype=float), rt[tables.RT_TID].to_numpy()
-    rt_end = rt[tables.RT_END].to_numpy(dtype=float)
-    calls: dict[object, tuple[np.ndarray, np.ndarray]] = {}
-    groups: dict[tuple[int, object], tuple[np.ndarray, float]] = {}
-    for e in entries.tolist():
-        if _in_backward(e, par, is_node):
-            continue
-        key = (int(parent[e]), tid[e])
-        if key not in groups:
-            sib = np.flatnonzero((parent == key[0]) & (tid == key[1]))
-            sib = sib[np.argsort(ts[sib], kind="stable")]
+    codes, _ = pd.factorize(np.concatenate([ops[tables.OP_TID].to_numpy(dtype=object),
+                                            rt[tables.RT_TID].to_numpy(dtype=object)]))
+    tid, rt_tid = codes[:len(ops)], codes[len(ops):]
+    rt_ts, rt_end = rt[tables.RT_TS].to_numpy(dtype=float), rt[tables.RT_END].to_numpy(dtype=float)
+    wanted = np.isin(parent, np.unique(parent[entries])) & np.isin(tid, np.unique(tid[entries]))
+    siblings = _groups((parent, tid), ts, np.flatnonzero(wanted))
+    calls = _groups((rt_tid,), rt_ts, np.flatnonzero(np.isin(rt_tid, np.unique(tid[entries]))))
+    keys = list(siblings)
+    group, position = np.full(len(ops), -1), np.full(len(ops), -1)
+    for g, key in enumerate(keys):
+        group[siblings[key]], position[siblings[key]] = g, np.arange(len(siblings[key]))
+    prep: dict[tuple[int, ...], tuple[np.ndarray, float]] = {}
+    sorted_ts: dict[int, np.ndarray] = {}
+    for e in entries:
+        key, k = keys[group[e]], int(position[e])
+        sib = siblings[key]
+        if key not in prep:
+            long = np.where(end[sib] - ts[sib] >= TINY_US, np.arange(len(sib)), -1)
             gaps = ts[sib[1:]] - end[sib[:-1]]
-            groups[key] = (sib, float(np.median(np.maximum(gaps, 0.0))) if len(gaps) else 0.0)
-        sib, usual = groups[key]
-        k = int(np.searchsorted(ts[sib], ts[e], "left"))
-        while k < len(sib) and sib[k] != e:
-            k += 1
-        if k + 1 >= len(sib):
+            prep[key] = (np.maximum.accumulate(long), float(np.median(np.maximum(gaps, 0.0))) if len(gaps) else 0.0)
+        last_long, usual = prep[key]
+        if k == 0 or k + 1 >= len(sib) or last_long[k - 1] < 0:
             continue
-        before = [int(s) for s in sib[:k] if end[s] - ts[s] >= TINY_US]
-        if not before:
+        t0, t1 = float(end[sib[last_long[k - 1]]]), float(ts[sib[k + 1]])
+        mine = calls.get((int(tid[e]),))
+        if t1 - t0 <= usual or mine is None:
             continue
-        t0, t1 = float(end[before[-1]]), float(ts[sib[k + 1]])
-        if t1 - t0 <= usual:
-            continue
-        if tid[e] not in calls:
-            mine = np.flatnonzero(rt_tid == tid[e])
-            mine = mine[np.argsort(rt_ts[mine], kind="stable")]
-            calls[tid[e]] = (mine, np.concatenate([[-np.inf], rt_end[mine][:-1]]))
-        mine, gap_from = calls[tid[e]]
-        first = int(np.searchsorted(rt_ts[mine], t1, "left"))
-        if first >= len(mine):
+        if int(tid[e]) not in sorted_ts:
+            sorted_ts[int(tid[e])] = rt_ts[mine]
+        call_ts = sorted_ts[int(tid[e])]
+        first = int(np.searchsorted(call_ts, t1, "left"))
+        lo = int(np.searchsorted(call_ts, t0, "right"))
+        if first >= len(mine) or first - lo > MAX_CALLS:
             continue
         # the stretch's time lies in the gaps before the calls inside it and the first one after it
-        span = slice(int(np.searchsorted(rt_ts[mine], t0, "right")), first + 1)
-        inside = np.minimum(rt_ts[mine[span]], t1) - np.maximum(gap_from[span], t0)
-        cut[mine[span]] += np.maximum(inside, 0.0) * (1.0 - usual / (t1 - t0))
+        span = mine[lo:first + 1]
+        gap_from = np.where(np.arange(lo, first + 1) > 0, rt_end[mine[np.maximum(np.arange(lo, first + 1) - 1, 0)]],
+                            -np.inf)
+        inside = np.minimum(rt_ts[span], t1) - np.maximum(gap_from, t0)
+        cut[span] += np.maximum(inside, 0.0) * (1.0 - usual / (t1 - t0))
     return cut
