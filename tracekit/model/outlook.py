@@ -149,6 +149,12 @@ def d2h_rates(graphs: tuple[StepGraph, ...]) -> tuple[float, float] | None:
     return float(rate.min()), float(rate.max())
 
 
+def _at_scale(o: ProfilerOverhead, x: float) -> ProfilerOverhead:
+    """`o` at per-event scale `x`, fitted to bare steps (range ± BARE_SPREAD)."""
+    return dataclasses.replace(o, per_event_scale=x, source=SOURCE_BARE,
+                               scale_range=(x * (1 - BARE_SPREAD), x * (1 + BARE_SPREAD)))
+
+
 def _gpu_floor_fit(median_at: Callable[[ProfilerOverhead], float], base: ProfilerOverhead, hi: float,
                    floor: float) -> ProfilerOverhead:
     """The fit when no host cost reaches the bare step (the step at its least host, `floor`, is still
@@ -159,8 +165,7 @@ def _gpu_floor_fit(median_at: Callable[[ProfilerOverhead], float], base: Profile
     side (H200 heldout5 no_kv_cache, its cached variant host-bound)."""
     goal = floor * (1 + PLATEAU_TOL)
     scale = _bisect(lambda x: median_at(base.at(x)), base.per_event_scale, hi, goal)
-    fitted = dataclasses.replace(base.at(scale), source=SOURCE_BARE,
-                                 scale_range=(scale * (1 - BARE_SPREAD), scale * (1 + BARE_SPREAD)))
+    fitted = _at_scale(base, scale)
     if median_at(fitted) > goal:
         keep = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0, 1.0, goal)
         fitted = dataclasses.replace(fitted, gap_scale=1.0 - keep)
@@ -184,27 +189,23 @@ def fit_to_bare(graphs: tuple[StepGraph, ...], base: ProfilerOverhead, launches:
 
     hi = MAX_SCALE * base.per_event_scale
 
-    def at_scale(o: ProfilerOverhead, x: float) -> ProfilerOverhead:
-        return dataclasses.replace(o, per_event_scale=x, source=SOURCE_BARE,
-                                   scale_range=(x * (1 - BARE_SPREAD), x * (1 + BARE_SPREAD)))
-
     rates = d2h_rates(graphs)
     if rates is None:
         floor = median_at(dataclasses.replace(base.at(hi), gap_scale=0.0))
         if target_us < floor * (1 + FIT_TOL):
             return _gpu_floor_fit(median_at, base, hi, floor)
     scale = _bisect(lambda x: median_at(base.at(x)), 0.0, hi, target_us)
-    fitted = at_scale(base, scale)
+    fitted = _at_scale(base, scale)
     if scale >= hi and rates is not None and median_at(fitted) > target_us:
         # the per-event cost cannot explain it and the step copies to pageable memory: the copies
         # were stretched, at the base's per-event cost (raised again only if the copies at their
         # fastest rate still leave the step too long)
-        fitted = at_scale(base, base.per_event_scale)
+        fitted = _at_scale(base, base.per_event_scale)
         gbps = _bisect(lambda x: median_at(dataclasses.replace(fitted, d2h_gbps=x)), *rates, target_us)
         fitted = dataclasses.replace(fitted, d2h_gbps=gbps)
         if median_at(fitted) > target_us * (1 + FIT_TOL):
             scale = _bisect(lambda x: median_at(fitted.at(x)), base.per_event_scale, hi, target_us)
-            fitted = at_scale(fitted, scale)
+            fitted = _at_scale(fitted, scale)
     if scale >= hi and median_at(fitted) > target_us * (1 + (FIT_TOL if fitted.d2h_gbps is not None else 0.0)):
         keep = _bisect(lambda k: median_at(dataclasses.replace(fitted, gap_scale=1.0 - k)), 0.0, 1.0, target_us)
         fitted = dataclasses.replace(fitted, gap_scale=1.0 - keep)
