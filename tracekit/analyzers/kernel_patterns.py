@@ -158,8 +158,10 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"direct_copy_kernel|copy_device_to_device|CatArrayBatchedCopy|cat_array|CatArray|"
          r"copy_kernel|CopyKernel|_copy_|contiguous|transpose|Transpose|permute|nchwToNhwc|nhwcToNchw|"
          r"index_elementwise_kernel|indexSelect|index_select|indexFunc|index_put|IndexPut|gather|"
-         r"scatter|Scatter|Gather|take_kernel|masked_scatter|recat_copy|cast_kernel|_to_copy|copy|Copy",
-         "copy", source="direct_copy_kernel_cuda, CatArrayBatchedCopy, nchwToNhwcKernel, indexSelectLargeIndex"),
+         r"scatter|Scatter|Gather|take_kernel|masked_scatter|recat_copy|cast_kernel|_to_copy|copy|Copy|"
+         r"indexing_backward_kernel",
+         "copy", source="direct_copy_kernel_cuda, CatArrayBatchedCopy, nchwToNhwcKernel, indexSelectLargeIndex; "
+                        "indexing_backward_kernel: index_put_(accumulate=True), the backward of x[idx] (H100, heldout6 moe_loop)"),
     Rule(r"reshape_and_cache|store_kvcache|concat_and_cache|copy_blocks|swap_blocks", "copy",
          source="KV-cache writes scatter the new keys/values into cache pages: vLLM _C_cache_ops::reshape_and_cache_flash, "
                 "SGLang store_kvcache (TraceLens SGLang MI300X)"),

@@ -38,6 +38,7 @@ from tracekit.analyzers.detectors import (
     sdpa_fallback,
     sequences,
     triton_launch,
+    underfilled,
     weight_convert,
 )
 from tracekit.analyzers.totals import LaunchTotals
@@ -131,6 +132,11 @@ def layout_transposes(analysis: Analysis, sel: Selection) -> float:
         return 0.0
     hit = names.matches(k["name"].to_numpy(dtype=object), layers.LAYOUT_TRANSPOSE)
     return per_step(float(k.loc[hit, "time_us"].sum()), sel.steps)
+
+
+def underfilled_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the under-filled launch runs (Patterns.underfilled), µs per step."""
+    return per_step(_patterns_total(analysis, "underfilled", underfilled.UF_BUSY_US), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

@@ -21,6 +21,7 @@ from tracekit.suggestions import (
     rules_convert,
     rules_debug,
     rules_decode,
+    rules_grid,
     rules_host,
     rules_kernels,
     rules_launch,
@@ -194,6 +195,9 @@ RULES: tuple[Rule, ...] = (
     Rule("triton_config", rules_triton.triton_config, SNIPPETS["triton_config"],
          StepPart("user Triton kernel time", step_parts.user_triton_time), (),
          ("kernels", "patterns.triton_launches")),
+    Rule("merge_launches", rules_grid.merge_launches, SNIPPETS["merge_launches"],
+         StepPart("kernel time of the launches that fill a fraction of the SMs", step_parts.underfilled_time), (),
+         ("patterns.underfilled", "patterns.num_sms")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -18,6 +18,8 @@ from tracekit.suggestions.common import (
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import plural
 
+LOOKUP = "aten::embedding"  # a consumer that reads rows of the converted table, not all of it
+
 
 def convert_weights_once(analysis: Analysis) -> Suggestion | None:
     """A GEMM's static weight converted every call (patterns.weight_converts), in every headline step of
@@ -57,11 +59,21 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
                f"chain: {rows[0]['ops']}) = {fmt_us(saving)} ({fmt_us(saving / n)} per step); their "
                f"{launches:.0f} launches per step go too; the GEMMs stay, each at least at its roof for the "
                f"bytes it reads ({fmt_bytes(float(str(rows[0]['weight_bytes'])))} of weight per call for {rows[0]['weight']})")
-    if from_int:
+    if all(str(x["op"]) == LOOKUP for x in rows):
+        formula = (f"Σ over {plural(len(rows), 'table shape')} of the conversion kernels' time (each lookup's table "
+                   f"chain: {rows[0]['ops']}, over the whole {rows[0]['weight']} table) = {fmt_us(saving)} "
+                   f"({fmt_us(saving / n)} per step); their {launches:.0f} launches per step go too; the lookups stay")
+    elif from_int:
         formula += ("; an int8 weight dequantised once is kept in bf16: the GEMM reads 2 B per weight, twice the "
                     "int8 bytes (a fused int8 GEMM reads 1 B)")
-    title = (f"Convert the weights once at load time: {plural(round(calls), 'GEMM call')} per step {what} "
-             f"every call ({plural(round(launches), 'launch', 'launches')}, {fmt_us(saving / n)} of kernels per step)")
+    kernels = f"({plural(round(launches), 'launch', 'launches')}, {fmt_us(saving / n)} of kernels per step)"
+    if all(str(x["op"]) == LOOKUP for x in rows):  # an embedding table converted whole to read a few rows
+        title = (f"Convert only the rows you look up: {plural(round(calls), 'embedding lookup')} per step {what} "
+                 f"(the whole table) every call {kernels}; gather first, `table[ids].to(dtype) * scale[ids, None]`, "
+                 "or convert the table once at load time")
+    else:
+        title = (f"Convert the weights once at load time: {plural(round(calls), 'GEMM call')} per step {what} "
+                 f"every call {kernels}")
     return suggestion("convert_weights_once", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracekit.suggestions.snippets_debug import DEBUG_SNIPPETS
+from tracekit.suggestions.snippets_grid import GRID_SNIPPETS
 from tracekit.suggestions.snippets_inference import INFERENCE_SNIPPETS
 
 SNIPPETS: dict[str, str] = {
@@ -366,6 +367,7 @@ for i, block in enumerate(blocks):
 # torch.utils.checkpoint.create_selective_checkpoint_contexts (or torch.compile's memory budget)
 ''',
     **INFERENCE_SNIPPETS,
+    **GRID_SNIPPETS,
     **DEBUG_SNIPPETS,
 }
 

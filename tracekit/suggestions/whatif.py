@@ -9,11 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
-from tracekit.analyzers.detectors import (
-    compiled,
-    sequences,
-    triton_launch,
-)
+from tracekit.analyzers.detectors import compiled, sequences, triton_launch
 from tracekit.analyzers.kernels import (
     ATTENTION,
     COMMUNICATION,
@@ -42,6 +38,7 @@ from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
+from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_loader import reuse_transform
 from tracekit.suggestions.whatif_attention import causal_mask_transform
 from tracekit.suggestions.whatif_convert import convert_once_transform
@@ -312,6 +309,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "use_kv_cache": use_kv_cache_transform,  # the forwards after the prefill at one position each
     "convert_weights_once": convert_once_transform,  # the conversions' calls and kernels gone
     "drop_checkpointing": drop_checkpointing_transform,  # the forwards re-run in backward gone
+    "merge_launches": merge_launches_transform,  # each under-filled run as one launch over all its blocks
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
 }

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py) and multi-process DataLoader iterators created per step (loader_respawn.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py) and kernels launched piece by piece with grids far smaller than the GPU (underfilled.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     toplevel,
     triton_launch,
+    underfilled,
     weight_convert,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
@@ -193,6 +194,9 @@ class Patterns:
     blocking_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # loader_respawn.LR_COLUMNS per step whose multi-process DataLoader iterator is created in it
     loader_respawn: pd.DataFrame = field(default_factory=loader_respawn.empty)
+    # underfilled.UNDERFILLED_COLUMNS per kernel and grid launched in under-filled runs; per rank.gpu row, in one
+    underfilled: pd.DataFrame = field(default_factory=underfilled.empty)
+    in_underfilled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -262,9 +266,11 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_shared = ensemble_shared & free
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps, top, seqs)
     regenerated, generation_share, generation_gpu_us = generation.find_generation(rank, steps, top, seqs)
+    num_sms = _num_sms(rank.meta)
+    under, in_under = underfilled.find_underfilled(rank, classes, num_sms, rows)
     return Patterns(
         rank=int(rank.rank),
-        num_sms=_num_sms(rank.meta),
+        num_sms=num_sms,
         chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered | in_fallback, rows=rows),
         loops=sequences.find_loops(rank, classes, costs, rows=rows),
         attention=unfused,
@@ -346,4 +352,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         launch_blocking=sync_launch.find_launch_blocking(rank, steps, blocking),
         loader_respawn=loader_respawn.find_loader_respawn(rank, steps),
         blocking_calls=blocking,
+        underfilled=under,
+        in_underfilled=in_under,
     )

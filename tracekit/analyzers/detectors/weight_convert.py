@@ -41,8 +41,11 @@ from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 # The weight operand's position per GEMM op (linear: weight; mm/matmul/_scaled_mm: B; addmm: mat2)
-WEIGHT_ARG = {"aten::linear": 1, "aten::mm": 1, "aten::matmul": 1, "aten::_scaled_mm": 1, "aten::addmm": 2}
-GEMM_OPS = re.compile(r"^aten::(linear|mm|matmul|addmm|_scaled_mm|bmm|baddbmm|addmv|mv|_int_mm)$")
+# (and an embedding lookup's table: F.embedding(ids, table_int8.to(bf16) * scale[:, None]) converts the
+# whole table to read a few rows of it)
+WEIGHT_ARG = {"aten::linear": 1, "aten::mm": 1, "aten::matmul": 1, "aten::_scaled_mm": 1, "aten::addmm": 2,
+              "aten::embedding": 0}
+GEMM_OPS = re.compile(r"^aten::(linear|mm|matmul|addmm|_scaled_mm|bmm|baddbmm|addmv|mv|_int_mm|embedding)$")
 CHAIN_OPS = re.compile(r"^aten::(abs|abs_|amax|amin|aminmax|max|min|div|div_|mul|mul_|reciprocal|clamp|clamp_|"
                        r"clamp_min|clamp_max|round|round_|sub|sub_|neg|to|_to_copy|copy_|float|half|bfloat16|"
                        r"type_as|contiguous|clone|fill_|maximum|minimum|where)$")

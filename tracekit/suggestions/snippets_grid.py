@@ -1,0 +1,16 @@
+"""Code snippets of the rules about how kernels fill the GPU (one launch over all the pieces), keyed by rule id."""
+
+from __future__ import annotations
+
+GRID_SNIPPETS: dict[str, str] = {
+    "merge_launches": '''\
+# One launch per piece (segment, head, sample) with a small grid leaves most SMs idle:
+#   for s in range(n): kernel[(blocks,)](x, out, starts[s], lengths[s], ...)
+# Launch once with the piece as a grid axis and read its offsets from a device tensor:
+cu_seqlens = torch.tensor(offsets, device="cuda", dtype=torch.int32)   # n + 1 start offsets
+kernel[(n, blocks)](x, out, cu_seqlens, ...)
+# in the kernel:
+#   piece = tl.program_id(0); start = tl.load(cu_ptr + piece); end = tl.load(cu_ptr + piece + 1)
+# For torch ops: pad the pieces to one shape (or use nested tensors / a varlen kernel) and call once.
+''',
+}
