@@ -18,12 +18,12 @@ SMS = 132  # tracebuilder's device (H200)
 
 
 def pieces_trace(tmp_path: Path, *, blocks: int = 8, kernel_us: float = 50.0, launches: int = 20,
-                 other_stream: bool = False, steps: int = 4) -> Path:
+                 other_stream: bool = False, steps: int = 4, gap_us: float = 0.0) -> Path:
     """`steps` steps; in each, `launches` launches of KERNEL every 2 µs of host time (1 µs calls), its
     kernels back to back on stream 7 from 5 µs after the first launch, each `kernel_us` long with a
-    grid of `blocks` × 1 × 1; with `other_stream`, one kernel on stream 9 over the whole run."""
+    grid of `blocks` × 1 × 1, `gap_us` apart; with `other_stream`, one kernel on stream 9 over the run."""
     b = TraceBuilder()
-    period = 10 + launches * kernel_us + 50
+    period = 10 + launches * (kernel_us + gap_us) + 50
     for step in range(1, steps + 1):
         t0 = (step - 1) * period
         b.annotation(f"ProfilerStep#{step}", t0, period)
@@ -32,7 +32,7 @@ def pieces_trace(tmp_path: Path, *, blocks: int = 8, kernel_us: float = 50.0, la
             b.launch(t0 + 1, 1, "other_kernel", gpu, launches * kernel_us, stream=9, grid=[512, 1, 1])
         for i in range(launches):
             b.launch(t0 + 2 + 2 * i, 1, KERNEL, gpu, kernel_us, grid=[blocks, 1, 1])
-            gpu += kernel_us
+            gpu += kernel_us + gap_us
     return b.write(tmp_path / "pieces.json")
 
 
@@ -56,6 +56,7 @@ def test_fires_with_the_waves_of_one_launch(tmp_path):
     {"kernel_us": 5.0},  # short kernels: the launches set the pace (cuda_graphs' ground)
     {"launches": 15},  # under MIN_RUN launches in a row
     {"other_stream": True},  # another stream's kernel runs beside the whole run
+    {"gap_us": 60.0},  # 50 µs kernels 60 µs apart: busy 45 % of the run's wall, the launches set the pace
 ])
 def test_silent_where_the_gpu_is_filled_or_the_loop_short(tmp_path, kw):
     a = analyze(tracekit.load_trace(pieces_trace(tmp_path, **kw)))

@@ -26,6 +26,7 @@ from tracekit.analyzers.detectors import (
     compiled,
     embeddings,
     foreach,
+    gqa_expand,
     launch_blocking,
     layers,
     mask_build,
@@ -137,6 +138,12 @@ def layout_transposes(analysis: Analysis, sel: Selection) -> float:
 def underfilled_time(analysis: Analysis, sel: Selection) -> float:
     """Kernel time of the under-filled launch runs (Patterns.underfilled), µs per step."""
     return per_step(_patterns_total(analysis, "underfilled", underfilled.UF_BUSY_US), sel.steps)
+
+
+def gqa_expand_time(analysis: Analysis, sel: Selection) -> float:
+    """K/V expansion copies + the attention kernels they feed (Patterns.gqa_expand), µs per step."""
+    return per_step(_patterns_total(analysis, "gqa_expand", gqa_expand.GQ_COPY_US)
+                    + _patterns_total(analysis, "gqa_expand", gqa_expand.GQ_ATTN_US), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

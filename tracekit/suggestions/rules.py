@@ -198,6 +198,9 @@ RULES: tuple[Rule, ...] = (
     Rule("merge_launches", rules_grid.merge_launches, SNIPPETS["merge_launches"],
          StepPart("kernel time of the launches that fill a fraction of the SMs", step_parts.underfilled_time), (),
          ("patterns.underfilled", "patterns.num_sms")),
+    Rule("enable_gqa", rules_attention.enable_gqa, SNIPPETS["enable_gqa"],
+         StepPart("K/V expansion copies + the attention kernels they feed", step_parts.gqa_expand_time), (),
+         ("patterns.gqa_expand",)),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

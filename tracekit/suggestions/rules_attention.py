@@ -1,12 +1,17 @@
-"""Rules about fused attention calls: is_causal=True instead of a square attention mask (and the mask built every step)."""
+"""Rules about fused attention calls: is_causal=True instead of a square attention mask (and the mask built every step), enable_gqa=True instead of K/V expanded to every query head."""
 
 from __future__ import annotations
 
 import math
 
-from tracekit.analyzers.analysis import Analysis
+import numpy as np
+
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import attention_mask as am
+from tracekit.analyzers.detectors import gqa_expand as gq
 from tracekit.analyzers.detectors import mask_build as mb
+from tracekit.model.outlook import Transform
+from tracekit.model.whatif import compose, remove_calls, scale_rows
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF, MATMUL_DTYPES
@@ -104,3 +109,51 @@ def _builds(analysis: Analysis, scope: Scope) -> list[dict[str, object]]:
             x["saving_us_per_step"] = float(str(x["saving_us_per_step"])) + (host + gpu) / scope.steps
             x["saving_us"] = float(str(x["saving_us"])) + host + gpu
     return list(out.values())
+
+
+def enable_gqa(analysis: Analysis) -> Suggestion | None:
+    """SDPA fed keys and values expanded from fewer heads (patterns.gqa_expand): the expansion copies'
+    time, plus in decode (≤ DECODE_QUERIES query positions: the kernel is bound by the K/V bytes it
+    reads) the attention kernels' time × (1 − 1/g); a longer query is bound by its FLOPs, which
+    `enable_gqa=True` does not change."""
+    scope = Scope.of(analysis)
+    rows, total = [], 0.0
+    for r, table in rank_tables(analysis, "gqa_expand"):
+        t = table[in_headline(r, table[gq.GQ_STEP].to_numpy())]
+        for shape, g in t.groupby(gq.GQ_SHAPE, sort=False):
+            group = int(g[gq.GQ_GROUP].iat[0])
+            decode = int(g[gq.GQ_QUERIES].max()) <= gq.DECODE_QUERIES
+            copy_us, attn_us = float(g[gq.GQ_COPY_US].sum()), float(g[gq.GQ_ATTN_US].sum())
+            saving = copy_us + (attn_us * (1.0 - 1.0 / group) if decode else 0.0)
+            total += saving
+            rows.append({"rank": r.rank, "shape": shape, "group": group, "queries": int(g[gq.GQ_QUERIES].max()),
+                         "kv_len": f"{int(g[gq.GQ_MIN_LEN].min())}–{int(g[gq.GQ_MAX_LEN].max())}",
+                         "calls_per_step": float(g[gq.GQ_CALLS].sum()) / scope.steps,
+                         "copy_us_per_step": copy_us / scope.steps, "attention_us_per_step": attn_us / scope.steps,
+                         "attention_share_saved": (1.0 - 1.0 / group) if decode else 0.0, "saving_us": saving})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: -float(str(x["saving_us"])))
+    saving = total / scope.ranks
+    top = rows[0]
+    formula = (f"the expansion copies' kernel time ({fmt_us(float(str(top['copy_us_per_step'])))} per step) + in decode "
+               f"the attention kernels' time × (1 − 1/g), the K/V bytes a grouped kernel no longer reads g times "
+               f"({fmt_us(float(str(top['attention_us_per_step'])))} per step × {float(str(top['attention_share_saved'])):.2f}) "
+               f"= {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
+    title = (f"Pass enable_gqa=True to scaled_dot_product_attention instead of expanding K/V: "
+             f"{top['calls_per_step']:.0f} calls per step ({top['shape']}) copy the keys and values {top['group']}× "
+             f"first ({fmt_us(float(str(top['copy_us_per_step'])))} per step) and the attention reads them {top['group']}×")
+    return suggestion("enable_gqa", title, saving, scope, formula, rows)
+
+
+def enable_gqa_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The expansion copies' launches and kernels gone (model/whatif.py remove_calls over the calls
+    that launched them); in decode the matched attention kernels × 1/g."""
+    p = r.patterns
+    if p is None or len(p.gqa_copies) != len(r.classification.table) or not p.gqa_copies.any():
+        return None
+    table = p.gqa_expand
+    group = float(table[gq.GQ_GROUP].max())
+    decode = int(table[gq.GQ_QUERIES].max()) <= gq.DECODE_QUERIES
+    factor = np.where(p.gqa_attention & decode, 1.0 / group, 1.0)
+    return compose([remove_calls(p.gqa_calls), scale_rows(factor)])

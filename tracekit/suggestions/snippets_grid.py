@@ -1,4 +1,4 @@
-"""Code snippets of the rules about how kernels fill the GPU (one launch over all the pieces), keyed by rule id."""
+"""Code snippets of the rules about how kernels use the GPU (one launch over all the pieces; grouped-query attention without expanded K/V), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -12,5 +12,12 @@ kernel[(n, blocks)](x, out, cu_seqlens, ...)
 # in the kernel:
 #   piece = tl.program_id(0); start = tl.load(cu_ptr + piece); end = tl.load(cu_ptr + piece + 1)
 # For torch ops: pad the pieces to one shape (or use nested tensors / a varlen kernel) and call once.
+''',
+    "enable_gqa": '''\
+# Grouped-query attention: k, v have Hkv heads, q has H = g * Hkv. Expanding k and v first,
+#   k = k.repeat_interleave(g, dim=1); v = v.repeat_interleave(g, dim=1)   # or HF repeat_kv
+# copies the whole K/V (cache) g times every call and makes the kernel read it g times.
+out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)   # torch >= 2.5
+# Hugging Face models: attn_implementation="sdpa" or "flash_attention_2" handle GQA natively.
 ''',
 }

@@ -19,6 +19,9 @@ MAX_FILL = 0.5
 # Kernels shorter than this are launch-bound territory (cuda_graphs' ground): the gap between two
 # launches, not the kernel, sets the pace.
 MIN_KERNEL_US = 10.0
+# The run's kernels busy for at least this share of its wall time (first start to last end): the GPU
+# sets its pace. A loop whose kernels wait for their launches is launch-bound (cuda_graphs' ground).
+MIN_BUSY_SHARE = 0.5
 # Another stream's kernels overlapping the run for at most this share of its wall time: the run
 # alone leaves the SMs idle (concurrent streams could fill them).
 MAX_OTHER_SHARE = 0.25
@@ -92,7 +95,7 @@ def find_underfilled(rank: RankTrace, classes: np.ndarray, num_sms: int | None,
         t0, t1 = float(ts[run].min()), float(end[run].max())
         wall = t1 - t0
         inside = cum[np.searchsorted(starts_sorted, t1, side="left")] - cum[np.searchsorted(starts_sorted, t0, side="left")]
-        if wall <= 0 or inside - float(durs.sum()) > MAX_OTHER_SHARE * wall:
+        if wall <= 0 or float(durs.sum()) < MIN_BUSY_SHARE * wall or inside - float(durs.sum()) > MAX_OTHER_SHARE * wall:
             continue
         b = float(blocks[s])
         mask[run] = True
