@@ -168,3 +168,33 @@ def test_applied_when_the_idle_while_the_cpu_works_halves(tmp_path):
     got = applied("preprocess_off_thread", before, after)
     assert got.applied is True and got.evidence == "GPU idle while the CPU works per step 5.00 ms → 0 µs"
     assert applied("preprocess_off_thread", before, before).applied is False
+
+
+def two_gap_trace(tmp_path):
+    """Two steps of 10000 µs, each (t0 = its start) preparing two batches on the training thread: a
+    launch at t0 (5 µs) of a 1000 µs kernel (t0+10 → t0+1010) and cudaDeviceSynchronize until t0+1010;
+    3000 µs of host work with no call (→ t0+4010); the same again from t0+4010 (kernel t0+4030 → t0+5030,
+    synchronised), 3000 µs of host work (→ t0+8030), then a launch of a kernel until 10 µs before the end."""
+    b = TraceBuilder()
+    for step in (1, 2):
+        t0 = 10000.0 * (step - 1)
+        b.annotation(f"ProfilerStep#{step}", t0, 10000.0)
+        for k, at in enumerate((t0, t0 + 4010)):
+            b.launch(at, 5, GEMM, at + (10 if k == 0 else 20), 1000)
+            end = at + (1010 if k == 0 else 1020)
+            b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": b.pid, "tid": b.tid,
+                   "ts": at + 20, "dur": end - at - 20, "args": {"correlation": 99000 + 10 * step + k}})
+        b.launch(t0 + 8030, 5, GEMM, t0 + 8050, 10000.0 - 10 - 8050)
+    return b.write(tmp_path / "two_gaps.json")
+
+
+def test_whatif_shortens_every_gap_the_gpu_waits_in(tmp_path):
+    """Two 3000 µs host gaps per step, the GPU idle through both: the traced saving is 6000 µs per step;
+    the what-if shortens the longest gap by what it holds (3000 µs, nothing recorded in it: the projection
+    leaves it whole) and the next by the rest (3000 µs): 6000 µs per step (it stopped at the longest
+    gap's 3000 µs before)."""
+    from tracekit.pipeline.local import analyse_file
+    s = {x.id: x for x in analyse_file(two_gap_trace(tmp_path)).suggestions}["preprocess_off_thread"]
+    assert s.traced_saving_us == pytest.approx(2 * 6000.0)
+    assert [(e["gaps"], e["gap_us"]) for e in s.evidence] == [(2, 6000.0), (2, 6000.0)]
+    assert s.per_step_us == pytest.approx(6000.0, abs=1.0)

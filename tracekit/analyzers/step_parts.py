@@ -26,6 +26,7 @@ from tracekit.analyzers.detectors import (
     compiled,
     embeddings,
     foreach,
+    full_logits,
     gqa_expand,
     launch_blocking,
     layers,
@@ -144,6 +145,12 @@ def gqa_expand_time(analysis: Analysis, sel: Selection) -> float:
     """K/V expansion copies + the attention kernels they feed (Patterns.gqa_expand), µs per step."""
     return per_step(_patterns_total(analysis, "gqa_expand", gqa_expand.GQ_COPY_US)
                     + _patterns_total(analysis, "gqa_expand", gqa_expand.GQ_ATTN_US), sel.steps)
+
+
+def full_logits_time(analysis: Analysis, sel: Selection) -> float:
+    """The whole-logits kernels read at the last position (Patterns.full_logits), µs per step."""
+    return per_step(_patterns_total(analysis, "full_logits", full_logits.FL_GEMM_US)
+                    + _patterns_total(analysis, "full_logits", full_logits.FL_OTHER_US), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

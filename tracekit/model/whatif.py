@@ -270,7 +270,9 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: n
 
 def shorter_longest_gap(traced_us: float) -> Transform:
     """The main thread's longest host gap (the DataLoader fetching the next batch in the step) shorter
-    by `traced_us` of traced time, shrunk as the projection shrank that gap (never below 0)."""
+    by `traced_us` of traced time, shrunk as the projection shrank that gap (never below 0); what the
+    longest gap cannot hold comes off the next longest, and so on (a step that fetches or preprocesses
+    several batches waits in several gaps)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -278,9 +280,16 @@ def shorter_longest_gap(traced_us: float) -> Transform:
         main = g.call_thread == (g.call_thread[g.main_last_call] if g.main_last_call >= 0 else -1)
         if not main.any() or traced_us <= 0:
             return step.costs
-        i = int(np.flatnonzero(main)[np.argmax(g.call_gap_us[main])])
-        ratio = gap[i] / g.call_gap_us[i] if g.call_gap_us[i] > 0 else 1.0  # what the projection left of it
-        gap[i] = max(gap[i] - traced_us * ratio, 0.0)
+        rows = np.flatnonzero(main)
+        left = traced_us
+        for i in rows[np.argsort(-g.call_gap_us[rows], kind="stable")].tolist():
+            traced = float(g.call_gap_us[i])
+            ratio = gap[i] / traced if traced > 0 else 1.0  # what the projection left of it
+            take = left if traced <= 0 else min(left, traced)
+            gap[i] = max(gap[i] - take * ratio, 0.0)
+            left -= take
+            if left <= 0 or traced <= 0:
+                break
         return dataclasses.replace(step.costs, call_gap_us=gap)
 
     return apply

@@ -201,6 +201,9 @@ RULES: tuple[Rule, ...] = (
     Rule("enable_gqa", rules_attention.enable_gqa, SNIPPETS["enable_gqa"],
          StepPart("K/V expansion copies + the attention kernels they feed", step_parts.gqa_expand_time), (),
          ("patterns.gqa_expand",)),
+    Rule("last_logits", rules_llm.last_logits, SNIPPETS["last_logits"],
+         StepPart("the vocabulary projection and the ops on the whole logits", step_parts.full_logits_time), (),
+         ("patterns.full_logits", "patterns.training")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
@@ -221,7 +224,10 @@ WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch
                                          # iterator forking its workers every step
                                          "dataloader_workers": ("reuse_dataloader",),
                                          "preprocess_off_thread": ("reuse_dataloader",),
-                                         "quantize_weights": ("convert_weights_once",)}
+                                         "quantize_weights": ("convert_weights_once",),
+                                         # a KV cache runs one position per token after the prefill: the
+                                         # logits of the others are gone with it (heldout5 no_kv_cache)
+                                         "last_logits": ("use_kv_cache",)}
 
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
     CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],

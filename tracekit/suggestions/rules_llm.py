@@ -1,10 +1,15 @@
-"""Rule about LLM training layers: Liger-style fused kernels for unfused RMSNorm, SwiGLU, RoPE and cross-entropy chains."""
+"""Rules about LLM layers: Liger-style fused kernels for unfused RMSNorm, SwiGLU, RoPE and cross-entropy chains in training; in inference, the logits of the last position only."""
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Analysis
+import numpy as np
+
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import full_logits as fl
 from tracekit.analyzers.detectors import layers
-from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.model.outlook import Transform
+from tracekit.model.whatif import scale_rows
+from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 
 # An LLM block: at least one of these chains besides the loss (a vision model's cross-entropy alone is
@@ -55,3 +60,40 @@ def fused_llm_kernels(analysis: Analysis) -> Suggestion | None:
     title = (f"Use fused LLM kernels (Liger Kernel, or torch.compile): unfused {', '.join(chains)} chains launch "
              f"{kernels:.0f} small kernels per step")
     return suggestion("fused_llm_kernels", title, saving, scope, formula, rows, min_pct=FUSED_MIN_PCT)
+
+
+def last_logits(analysis: Analysis) -> Suggestion | None:
+    """Inference steps that project every position to the vocabulary and read the last one
+    (patterns.full_logits): the projection's and the whole-logits ops' kernel time × (1 − 1/S)."""
+    if any(getattr(r.patterns, "training", False) for r in analysis.ranks):
+        return None
+    scope = Scope.of(analysis)
+    rows, total = [], 0.0
+    for r, table in rank_tables(analysis, "full_logits"):
+        t = table[in_headline(r, table[fl.FL_STEP].to_numpy())]
+        for shape, g in t.groupby(fl.FL_SHAPE, sort=False):
+            s = int(g[fl.FL_POSITIONS].iat[0])
+            gemm_us, other_us = float(g[fl.FL_GEMM_US].sum()), float(g[fl.FL_OTHER_US].sum())
+            saving = (gemm_us + other_us) * (1.0 - 1.0 / s)
+            total += saving
+            rows.append({"rank": r.rank, "logits": shape, "positions": s,
+                         "projection_us_per_step": gemm_us / scope.steps, "other_us_per_step": other_us / scope.steps,
+                         "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    top = rows[0]
+    formula = (f"the vocabulary projection's kernels ({fmt_us(float(str(top['projection_us_per_step'])))} per step) and "
+               f"the kernels of the ops on the whole logits ({fmt_us(float(str(top['other_us_per_step'])))} per step) "
+               f"× (1 − 1/{top['positions']}) = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
+    title = (f"Compute the logits of the last position only (logits_to_keep=1): each step projects all "
+             f"{top['positions']} positions to the vocabulary ({top['logits']}) and reads position −1")
+    return suggestion("last_logits", title, saving, scope, formula, rows)
+
+
+def last_logits_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The whole-logits kernels (patterns.in_full_logits) × 1/S, S their positions."""
+    p = r.patterns
+    if p is None or len(p.in_full_logits) != len(r.classification.table) or not p.in_full_logits.any():
+        return None
+    return scale_rows(np.where(p.in_full_logits, 1.0 / p.full_logits_positions, 1.0))

@@ -1,8 +1,15 @@
-"""Code snippets of the rules about inference loops (a KV cache for generation, weights converted once), keyed by rule id."""
+"""Code snippets of the rules about inference (a KV cache for generation, weights converted once, the last position's logits only), keyed by rule id."""
 
 from __future__ import annotations
 
 INFERENCE_SNIPPETS: dict[str, str] = {
+    "last_logits": '''\
+# Prefill: only the last position's logits pick the next token.
+h = model.model(input_ids).last_hidden_state          # [B, S, hidden]
+logits = model.lm_head(h[:, -1:, :]).float()           # [B, 1, V] instead of [B, S, V]
+next_token = logits[:, -1].argmax(-1)
+# Hugging Face: model(input_ids, logits_to_keep=1) (num_logits_to_keep in older versions); generate() does it.
+''',
     "use_kv_cache": '''\
 # model(seq)[:, -1] re-runs every layer over the whole sequence for each new token.
 # Keep each layer's keys and values: prefill the prompt once, then run one position per token.

@@ -37,11 +37,10 @@ from tracekit.model.whatif import (
 from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_attention import enable_gqa_transform
 from tracekit.suggestions.rules_decode import DECODE_BATCH
-from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_loader import reuse_transform
 from tracekit.suggestions.whatif_attention import causal_mask_transform
+from tracekit.suggestions.whatif_beside import BESIDE_TRANSFORMS
 from tracekit.suggestions.whatif_convert import convert_once_transform
 from tracekit.suggestions.whatif_debug import TRANSFORMS as DEBUG_TRANSFORMS
 from tracekit.suggestions.whatif_evidence import (
@@ -310,10 +309,9 @@ TRANSFORMS: dict[str, TransformFor] = {
     "use_kv_cache": use_kv_cache_transform,  # the forwards after the prefill at one position each
     "convert_weights_once": convert_once_transform,  # the conversions' calls and kernels gone
     "drop_checkpointing": drop_checkpointing_transform,  # the forwards re-run in backward gone
-    "enable_gqa": enable_gqa_transform,  # the K/V expansion copies gone, decode attention × 1/g
-    "merge_launches": merge_launches_transform,  # each under-filled run as one launch over all its blocks
     **{rule: _gpu_side for rule in GPU_CLASSES},
     **DEBUG_TRANSFORMS,
+    **BESIDE_TRANSFORMS,
 }
 
 
