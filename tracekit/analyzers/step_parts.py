@@ -26,6 +26,7 @@ from tracekit.analyzers.detectors import (
     compiled,
     embeddings,
     foreach,
+    frozen_grads,
     full_logits,
     gqa_expand,
     launch_blocking,
@@ -151,6 +152,11 @@ def full_logits_time(analysis: Analysis, sel: Selection) -> float:
     """The whole-logits kernels read at the last position (Patterns.full_logits), µs per step."""
     return per_step(_patterns_total(analysis, "full_logits", full_logits.FL_GEMM_US)
                     + _patterns_total(analysis, "full_logits", full_logits.FL_OTHER_US), sel.steps)
+
+
+def frozen_backward_time(analysis: Analysis, sel: Selection) -> float:
+    """Backward's GPU work past the last gradient the optimizer reads (Patterns.frozen_grads), µs per step."""
+    return per_step(_patterns_total(analysis, "frozen_grads", frozen_grads.FG_CUT_US), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

@@ -204,6 +204,9 @@ RULES: tuple[Rule, ...] = (
     Rule("last_logits", rules_llm.last_logits, SNIPPETS["last_logits"],
          StepPart("the vocabulary projection and the ops on the whole logits", step_parts.full_logits_time), (),
          ("patterns.full_logits", "patterns.training")),
+    Rule("freeze_params", rules_optimizer.freeze_params, SNIPPETS["freeze_params"],
+         StepPart("backward's GPU work past the last gradient the optimizer reads", step_parts.frozen_backward_time), (),
+         ("patterns.frozen_grads",)),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -1,13 +1,16 @@
-"""Rule about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace."""
+"""Rules about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace; parameters the optimizer does not train left requiring grad."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import frozen_grads as fg
 from tracekit.analyzers.detectors import offload, optimizer
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, suggestion
+from tracekit.model.outlook import Transform
+from tracekit.model.whatif import remove_calls
+from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
 from tracekit.units import plural
 
@@ -117,3 +120,38 @@ def fused_optimizer(analysis: Analysis) -> Suggestion | None:
     title = (f"Use the fused {'/'.join(sorted(names))} (fused=True): its step launches {kernels:.0f} "
              f"{'/'.join(kinds)} kernels per step, one fused kernel per group of tensors does the same update")
     return suggestion("fused_optimizer", title, saving, scope, formula, rows, min_pct=FUSED_MIN_PCT)
+
+
+def freeze_params(analysis: Analysis) -> Suggestion | None:
+    """Training steps whose backward accumulates gradients into ≥ MIN_UNREAD tensors the optimizer does
+    not update (patterns.frozen_grads), all after the last trainable one: the GPU work backward
+    launches after that last trainable accumulation. Interleaved ones are not priced (silent)."""
+    scope = Scope.of(analysis)
+    rows, total = [], 0.0
+    for r, table in rank_tables(analysis, "frozen_grads"):
+        t = table[in_headline(r, table[fg.FG_STEP].to_numpy())]
+        t = t[t[fg.FG_PREFIX].astype(bool)]
+        for rec in t.to_dict("records"):
+            total += float(rec[fg.FG_CUT_US])
+            rows.append({"rank": r.rank, "step": int(rec[fg.FG_STEP]), "accumulated": int(rec[fg.FG_ACCUMULATED]),
+                         "updated": int(rec[fg.FG_UPDATED]), "unread": int(rec[fg.FG_UNREAD]),
+                         "cut_backward_us": float(rec[fg.FG_CUT_US]), "saving_us": float(rec[fg.FG_CUT_US])})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    top = rows[0]
+    formula = (f"the GPU work backward launches after the last gradient the optimizer reads (the {top['unread']} "
+               f"unread ones all come after it: a prefix of the network) = {fmt_us(saving)} "
+               f"({fmt_us(saving / scope.steps)} per step)")
+    title = (f"Freeze what the optimizer does not train (requires_grad_(False)): each step's backward accumulates "
+             f"{top['accumulated']} gradients and the optimizer updates {top['updated']} tensors; the other "
+             f"{top['unread']} are computed for nothing, and backward runs through their layers")
+    return suggestion("freeze_params", title, saving, scope, formula, rows)
+
+
+def freeze_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The launches of the backward work past the last trainable gradient (patterns.frozen_calls) removed."""
+    p = r.patterns
+    if p is None or not len(p.frozen_calls) or not p.frozen_calls.any():
+        return None
+    return remove_calls(p.frozen_calls)

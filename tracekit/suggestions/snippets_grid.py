@@ -1,4 +1,4 @@
-"""Code snippets of the rules about how kernels use the GPU (one launch over all the pieces; grouped-query attention without expanded K/V), keyed by rule id."""
+"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -19,5 +19,12 @@ kernel[(n, blocks)](x, out, cu_seqlens, ...)
 # copies the whole K/V (cache) g times every call and makes the kernel read it g times.
 out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)   # torch >= 2.5
 # Hugging Face models: attn_implementation="sdpa" or "flash_attention_2" handle GQA natively.
+''',
+    "freeze_params": '''\
+# Fine-tuning part of a model: take the rest out of autograd, not only out of the optimizer.
+backbone.requires_grad_(False)          # no .grad for it, and backward stops at the first trained layer
+backbone.eval()                         # if it should not update batch-norm statistics or use dropout
+optimizer = torch.optim.AdamW(head.parameters(), lr=1e-3, fused=True)
+# (or run the frozen part under torch.no_grad() / torch.inference_mode() and train on its outputs)
 ''',
 }

@@ -1,14 +1,16 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
+from tracekit.suggestions.rules_optimizer import freeze_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
 BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "enable_gqa": enable_gqa_transform,  # the K/V expansion copies gone, decode attention × 1/g
     "merge_launches": merge_launches_transform,  # each under-filled run as one launch over all its blocks
     "last_logits": last_logits_transform,  # the whole-logits kernels × 1/S
+    "freeze_params": freeze_transform,  # backward past the last trained gradient gone
 }

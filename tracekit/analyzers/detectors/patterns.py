@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py) and prefill logits of every position read at the last (full_logits.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py) and gradients no optimizer reads (frozen_grads.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tracekit.analyzers.detectors import (
     embeddings,
     ensembles,
     foreach,
+    frozen_grads,
     full_logits,
     gemm_layout,
     generation,
@@ -208,6 +209,9 @@ class Patterns:
     full_logits: pd.DataFrame = field(default_factory=full_logits.empty)
     in_full_logits: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     full_logits_positions: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # frozen_grads.FROZEN_COLUMNS per step; per rank.runtime row, a launch of backward past the last trained gradient
+    frozen_grads: pd.DataFrame = field(default_factory=frozen_grads.empty)
+    frozen_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
@@ -281,6 +285,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     under, in_under = underfilled.find_underfilled(rank, classes, num_sms, rows)
     gqa = gqa_expand.find_gqa_expand(rank, steps.ops, rows)
     logits = full_logits.find_full_logits(rank, steps.ops, rows)
+    frozen = frozen_grads.find_frozen_grads(rank, steps.ops)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -374,4 +379,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         full_logits=logits.table,
         in_full_logits=logits.rows,
         full_logits_positions=logits.positions,
+        frozen_grads=frozen.table,
+        frozen_calls=frozen.calls,
     )
