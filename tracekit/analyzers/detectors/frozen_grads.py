@@ -90,10 +90,20 @@ def find_frozen_grads(rank: RankTrace, steps_of_ops: np.ndarray) -> FrozenGrads:
     gpu_of_call = pd.Series(dur[launch >= 0]).groupby(launch[launch >= 0]).sum()
     calls = np.zeros(len(rt), dtype=bool)
     recs = []
+    # op and runtime rows grouped by step once (a pass per step over every row would be quadratic)
+    op_order = np.argsort(steps_of_ops, kind="stable")
+    op_keys, op_first = np.unique(steps_of_ops[op_order], return_index=True)
+    op_bounds = dict(zip(op_keys.tolist(), zip(op_first.tolist(), [*op_first[1:].tolist(), len(op_order)], strict=True),
+                         strict=True))
+    rt_order = np.argsort(rt_step, kind="stable")
+    rt_keys, rt_first = np.unique(rt_step[rt_order], return_index=True)
+    rt_bounds = dict(zip(rt_keys.tolist(), zip(rt_first.tolist(), [*rt_first[1:].tolist(), len(rt_order)], strict=True),
+                         strict=True))
     for step in np.unique(steps_of_ops[is_acc]).tolist():
         if step < 0:
             continue
-        in_step = np.flatnonzero(steps_of_ops == step)
+        lo, hi = op_bounds[step]
+        in_step = op_order[lo:hi]
         updated, n_updated = _updated(rank, in_step, names)
         if not updated:
             continue
@@ -112,9 +122,11 @@ def find_frozen_grads(rank: RankTrace, steps_of_ops: np.ndarray) -> FrozenGrads:
         cut = 0.0
         if prefix:
             t_cut, thread = float(ts[acc[last]]), tid[acc[last]]
-            mine = (rt_step == step) & (rt_tid == thread) & (rt_ts > t_cut) & (rt_ts <= float(ts[acc[-1]]))
-            calls |= mine
-            cut = float(gpu_of_call.reindex(np.flatnonzero(mine)).fillna(0.0).sum())
+            lo, hi = rt_bounds.get(step, (0, 0))
+            rows = rt_order[lo:hi]
+            mine = rows[(rt_tid[rows] == thread) & (rt_ts[rows] > t_cut) & (rt_ts[rows] <= float(ts[acc[-1]]))]
+            calls[mine] = True
+            cut = float(gpu_of_call.reindex(mine).fillna(0.0).sum())
         recs.append({FG_STEP: int(step), FG_ACCUMULATED: len(acc), FG_UPDATED: n_updated,
                      FG_UNREAD: unread, FG_PREFIX: prefix, FG_CUT_US: cut})
     if not recs:

@@ -134,19 +134,24 @@ def find_gqa_expand(rank: RankTrace, steps_of_ops: np.ndarray, rows: np.ndarray 
         grp["lens"].add(s)  # type: ignore[attr-defined]
     if not groups:
         return none
-    attention = np.zeros(len(gpu), dtype=bool)
     recs = []
     call_of_row = np.where(linked, sdpa_top[op_of], -1)
-    for (step, b, h, d), grp in sorted(groups.items()):
+    group_of_call = np.full(len(ops), -1, dtype=np.int64)  # one pass over the rows, not one per group
+    members: list[list[int]] = []
+    for gi, ((step, b, h, d), grp) in enumerate(sorted(groups.items())):
         lens = sorted(grp["lens"])  # type: ignore[call-overload]
-        mine = [c for s in lens for c in calls.get((step, b, h, s, d), [])]
-        kernels = np.isin(call_of_row, mine) & ~copies
-        attention |= kernels
+        members.append([c for s in lens for c in calls.get((step, b, h, s, d), [])])
+        group_of_call[members[-1]] = gi
+    row_group = np.where(call_of_row >= 0, group_of_call[np.maximum(call_of_row, 0)], -1)
+    attention = (row_group >= 0) & ~copies
+    attn_us = np.bincount(row_group[attention], weights=dur[attention], minlength=len(members))
+    for gi, ((step, b, h, d), grp) in enumerate(sorted(groups.items())):
+        mine, lens = members[gi], sorted(grp["lens"])  # type: ignore[call-overload]
         queries = max((_dims((rank.op_inputs(c).get(tables.OP_INPUT_DIMS) or [[0]])[0]) or (0, 0, 0))[2] for c in mine)
         recs.append({GQ_STEP: step, GQ_SHAPE: f"B={b}, H={h} from Hkv={grp['hkv']} (g={grp['g']}), D={d}",
                      GQ_GROUP: grp["g"], GQ_CALLS: len(mine), GQ_QUERIES: queries, GQ_MIN_LEN: lens[0],
                      GQ_MAX_LEN: lens[-1], GQ_COPIES: grp["copies"], GQ_COPY_US: grp["copy_us"],
-                     GQ_ATTN_US: float(dur[kernels].sum())})
+                     GQ_ATTN_US: float(attn_us[gi])})
     launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
     launching = np.zeros(len(rank.runtime), dtype=bool)
     launching[launch[copies & (launch >= 0)]] = True
