@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.gqa_expand import concrete_arg, dims_of
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -43,27 +44,19 @@ class FullLogits:
     positions: np.ndarray  # per rank.gpu row: S of its logits (1 elsewhere)
 
 
-def _dims(v: object) -> tuple[int, ...] | None:
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
-def _arg(concrete: object, i: int) -> str:
-    return str(concrete[i]).strip() if isinstance(concrete, list) and len(concrete) > i else ""
 
 
 def _last_position(name: str, shape: tuple[int, ...], concrete: object) -> bool:
     s = shape[1]
-    if _arg(concrete, 1) not in ("1", "-2"):
+    if concrete_arg(concrete, 1) not in ("1", "-2"):
         return False
-    at = _arg(concrete, 2)
+    at = concrete_arg(concrete, 2)
     return at in ("-1", str(s - 1))
 
 
 def _key_of(name: str, dims: list[object], keys: set[tuple[int, int, int]]) -> tuple[int, int, int] | None:
     """The (B, S, V) of `keys` whose full logits this op produces or reads, None when none."""
-    shapes = [_dims(d) for d in dims]
+    shapes = [dims_of(d) for d in dims]
     first = shapes[0] if shapes else None
     for b, s, v in keys:
         if first in ((b, s, v), (b * s, v)):
@@ -89,7 +82,7 @@ def find_full_logits(rank: RankTrace, steps_of_ops: np.ndarray, rows: np.ndarray
     for r in np.flatnonzero(np.isin(names, INDEX_OPS)).tolist():
         inputs = rank.op_inputs(r)
         dims = inputs.get(tables.OP_INPUT_DIMS) or []
-        shape = _dims(dims[0]) if dims else None
+        shape = dims_of(dims[0]) if dims else None
         if shape is None or len(shape) != 3 or shape[1] < 2 or shape[2] < MIN_VOCAB:
             continue
         if _last_position(str(names[r]), shape, inputs.get(tables.OP_CONCRETE_INPUTS)):

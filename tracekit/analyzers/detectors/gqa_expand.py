@@ -57,13 +57,15 @@ class GqaExpand:
     calls: np.ndarray
 
 
-def _dims(v: object) -> tuple[int, ...] | None:
+def dims_of(v: object) -> tuple[int, ...] | None:
+    """A recorded input's dims as a tuple of positive ints, None for anything else (untrusted text)."""
     if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
         return tuple(int(x) for x in v)
     return None
 
 
-def _arg(concrete: object, i: int) -> str:
+def concrete_arg(concrete: object, i: int) -> str:
+    """The i-th recorded concrete input as stripped text ('' when absent)."""
     return str(concrete[i]).strip() if isinstance(concrete, list) and len(concrete) > i else ""
 
 
@@ -71,16 +73,16 @@ def _expansion(rank: RankTrace, op: int, repeat: int) -> tuple[int, int, int, in
     """(B, Hkv, g, S, D) of the copy launched by op `op` (its outermost repeat_interleave: `repeat`)."""
     inputs = rank.op_inputs(op)
     dims = inputs.get(tables.OP_INPUT_DIMS) or []
-    first = _dims(dims[0]) if dims else None
+    first = dims_of(dims[0]) if dims else None
     if first is not None and len(first) == 5 and first[2] > 1:
         return first[0], first[1], first[2], first[3], first[4]
     if repeat < 0:
         return None
     outer = rank.op_inputs(repeat)
     odims = outer.get(tables.OP_INPUT_DIMS) or []
-    x = _dims(odims[0]) if odims else None
+    x = dims_of(odims[0]) if odims else None
     concrete = outer.get(tables.OP_CONCRETE_INPUTS)
-    g, dim = _arg(concrete, 1), _arg(concrete, 2)
+    g, dim = concrete_arg(concrete, 1), concrete_arg(concrete, 2)
     if x is None or len(x) != 4 or not g.isdigit() or int(g) < 2 or dim not in ("1", "-3"):
         return None
     return x[0], x[1], int(g), x[2], x[3]
@@ -107,10 +109,10 @@ def find_gqa_expand(rank: RankTrace, steps_of_ops: np.ndarray, rows: np.ndarray 
     for c in np.flatnonzero(is_sdpa).tolist():
         inputs = rank.op_inputs(c)
         dims = inputs.get(tables.OP_INPUT_DIMS) or []
-        q, k = (_dims(dims[0]), _dims(dims[1])) if len(dims) > 1 else (None, None)
+        q, k = (dims_of(dims[0]), dims_of(dims[1])) if len(dims) > 1 else (None, None)
         if q is None or k is None or len(k) != 4 or len(q) != 4 or q[1] != k[1]:
             continue
-        if _arg(inputs.get(tables.OP_CONCRETE_INPUTS), ENABLE_GQA_ARG) == "True":
+        if concrete_arg(inputs.get(tables.OP_CONCRETE_INPUTS), ENABLE_GQA_ARG) == "True":
             continue
         calls.setdefault((int(steps_of_ops[c]), *k), []).append(c)
     if not calls:
@@ -147,7 +149,7 @@ def find_gqa_expand(rank: RankTrace, steps_of_ops: np.ndarray, rows: np.ndarray 
     attn_us = np.bincount(row_group[attention], weights=dur[attention], minlength=len(members))
     for gi, ((step, b, h, d), grp) in enumerate(sorted(groups.items())):
         mine, lens = members[gi], sorted(grp["lens"])  # type: ignore[call-overload]
-        queries = max((_dims((rank.op_inputs(c).get(tables.OP_INPUT_DIMS) or [[0]])[0]) or (0, 0, 0))[2] for c in mine)
+        queries = max((dims_of((rank.op_inputs(c).get(tables.OP_INPUT_DIMS) or [[0]])[0]) or (0, 0, 0))[2] for c in mine)
         recs.append({GQ_STEP: step, GQ_SHAPE: f"B={b}, H={h} from Hkv={grp['hkv']} (g={grp['g']}), D={d}",
                      GQ_GROUP: grp["g"], GQ_CALLS: len(mine), GQ_QUERIES: queries, GQ_MIN_LEN: lens[0],
                      GQ_MAX_LEN: lens[-1], GQ_COPIES: grp["copies"], GQ_COPY_US: grp["copy_us"],
