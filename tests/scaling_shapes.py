@@ -107,6 +107,32 @@ def checkpoint_entries(n: int) -> dict:
     return b.document()
 
 
+def frozen_gqa_steps(n: int) -> dict:
+    """n/20 ProfilerSteps, each with a backward that accumulates a trained gradient and 4 unread ones
+    (AccumulateGrad on thread 2, two launches between them), a fused AdamW over the trained one, and a
+    K/V repeat_interleave (its copy kernel) feeding an SDPA call: the frozen-gradient and GQA detectors
+    run on every step."""
+    b = TraceBuilder()
+    for k in range(max(n // 20, 1)):
+        t = 600.0 * k
+        b.annotation(f"ProfilerStep#{k + 1}", t, 600.0)
+        b.op("torch::autograd::AccumulateGrad", t + 10, 5, tid=2, **{"Input Dims": [[8]]})
+        for i in range(2):
+            b.launch(t + 20 + 20 * i, 5, "vectorized_elementwise_kernel<4, add>", t + 100 + 100 * i, 90.0, tid=2)
+        for j in range(4):
+            b.op("torch::autograd::AccumulateGrad", t + 300 + 10 * j, 5, tid=2, **{"Input Dims": [[4, 4]]})
+        ext = b.op("aten::_fused_adamw_", t + 400, 10, **{"Input Dims": [[[8]], [[8]], [[8]], [[8]], [], [[]]]})
+        b.launch(t + 402, 3, "multi_tensor_apply_kernel", t + 410, 20.0, ext=ext)
+        b.op("aten::repeat_interleave", t + 450, 20, **{"Input Dims": [[2, 2, 100, 64], [], [], []],
+                                                     "Concrete Inputs": ["", "4", "1", ""]})
+        ext = b.op("aten::copy_", t + 455, 10, **{"Input Dims": [[2, 2, 4, 100, 64], [2, 2, 4, 100, 64]]})
+        b.launch(t + 457, 3, "direct_copy_kernel_cuda", t + 460, 30.0, ext=ext)
+        b.op("aten::scaled_dot_product_attention", t + 500, 20, **{
+            "Input Dims": [[2, 8, 1, 64], [2, 8, 100, 64], [2, 8, 100, 64], [], [], [], [], []],
+            "Concrete Inputs": ["", "", "", "", "0.", "False", "", "False"]})
+    return b.document()
+
+
 def _capture_pair(n: int, drop_every: int, interleave: bool) -> tuple[dict, dict]:
     """(execution trace, capture trace): one graph of ~n/4 nodes replayed 3 times; the capture has no
     warm-up (no kernel names: aligned by kinds alone); every drop_every-th node made no GPU work."""
@@ -180,6 +206,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("streams_n10", _analyze(streams_n10), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
     Shape("checkpoint_entries", _analyze(checkpoint_entries), 3000),
+    Shape("frozen_gqa_steps", _analyze(frozen_gqa_steps), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),
