@@ -46,7 +46,8 @@ class FullLogits:
 
 
 
-def _last_position(name: str, shape: tuple[int, ...], concrete: object) -> bool:
+def _last_position(shape: tuple[int, ...], concrete: object) -> bool:
+    """select(x, 1, -1) or slice(x, 1, -1, ...): dim 1 at its last position (both name dim then index/start)."""
     s = shape[1]
     if concrete_arg(concrete, 1) not in ("1", "-2"):
         return False
@@ -85,7 +86,7 @@ def find_full_logits(rank: RankTrace, steps_of_ops: np.ndarray, rows: np.ndarray
         shape = dims_of(dims[0]) if dims else None
         if shape is None or len(shape) != 3 or shape[1] < 2 or shape[2] < MIN_VOCAB:
             continue
-        if _last_position(str(names[r]), shape, inputs.get(tables.OP_CONCRETE_INPUTS)):
+        if _last_position(shape, inputs.get(tables.OP_CONCRETE_INPUTS)):
             keys_by_step.setdefault(int(steps_of_ops[r]), set()).add((shape[0], shape[1], shape[2]))
     if not keys_by_step:
         return none
