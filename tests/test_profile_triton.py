@@ -77,6 +77,9 @@ def test_vector_add_and_matmul_launch_metadata(interpreted: dict) -> None:
     assert table["add_kernel"]["constexpr_names"] == ["BLOCK_SIZE"]
     assert table["matmul_kernel"]["constexpr_names"] == ["BLOCK_M", "BLOCK_N", "BLOCK_K"]
     assert table["add_kernel"]["file"] == str(KERNELS)
+    # the fixture's source: matmul_kernel calls tl.dot, the other two do not
+    assert {k: v["uses_dot"] for k, v in table.items()} == {"add_kernel": False, "matmul_kernel": True,
+                                                            "scale_kernel": False}
 
     adds = launches(doc, "add_kernel")
     assert len(adds) == 2

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import kernel_patterns as kp
+from tracekit.analyzers.costs.op_args import OpArgs, user_gemm_flops
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
@@ -175,8 +176,10 @@ def _truthy_key(extra: object, keys: tuple[str, ...]) -> bool:
     return isinstance(extra, dict) and any(bool(extra.get(k)) for k in keys)
 
 
-def _uses_dot(extra: object, kernel_table: list[object]) -> bool:
-    """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry."""
+def _uses_dot(extra: object, kernel_table: list[object], ops: pd.DataFrame, row: int) -> bool:
+    """tl.dot flag of a user Triton launch: in its op args, or in the trace's kernel table entry;
+    where neither says (recordings before the table carried it), whether op row `row`'s arguments are
+    a matmul's (M, N, K matching A[M, K] and B[K, N]: op_args.user_gemm_flops)."""
     if _truthy_key(extra, tables.DOT_OP_KEYS):
         return True
     if not isinstance(extra, dict):
@@ -185,7 +188,13 @@ def _uses_dot(extra: object, kernel_table: list[object]) -> bool:
         entry = kernel_table[int(extra[tables.USER_TRITON_KEY]) - 1]
     except (KeyError, TypeError, ValueError, IndexError):
         return False
-    return isinstance(entry, dict) and any(bool(entry.get(k)) for k in tables.DOT_TABLE_KEYS)
+    if not isinstance(entry, dict):
+        return False
+    if any(k in entry for k in tables.DOT_TABLE_KEYS):
+        return any(bool(entry.get(k)) for k in tables.DOT_TABLE_KEYS)
+    args = OpArgs.of(ops[tables.OP_INPUT_DIMS].iat[row], ops[tables.OP_INPUT_TYPES].iat[row], None,
+                     ops[tables.OP_CONCRETE_INPUTS].iat[row])
+    return user_gemm_flops(args, entry.get(tables.ARG_NAMES_KEY)) is not None
 
 
 def _op_chains(ops: pd.DataFrame, rows: np.ndarray) -> dict[int, str]:
@@ -233,7 +242,7 @@ def classify(rank: RankTrace) -> KernelClassification:
         extra = op_extra[i]
         key = (chains[i], False, False, False) if extra is None else (
             chains[i], _truthy_key(extra, (tables.INDUCTOR_OP_KEY,)), _truthy_key(extra, (tables.USER_TRITON_KEY,)),
-            _uses_dot(extra, kernel_table))
+            _uses_dot(extra, kernel_table, ops, i))
         op_code[i] = op_keys.setdefault(key, len(op_keys))
     names = gpu[tables.GPU_NAME].astype(str).to_numpy()
     kinds = gpu[tables.GPU_KIND].astype(str).to_numpy()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any, SupportsInt, cast
 
-from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND
+from tracekit.trace.tables import ARG_NAMES_KEY, DOT_TABLE_KEYS, KERNEL_BACKEND_KEY, TRITON_BACKEND
 from tracekit.trace.tables import USER_TRITON_KEY as USER_KERNEL_KEY
 
 # Keys of the cpu_op args written for each user Triton launch (docs/triton-metadata.md), besides
@@ -25,6 +26,10 @@ _SKIP_FILE_MARKERS = ("torchinductor", "/torch/_inductor/")
 _SKIP_MODULE_PREFIXES = ("torch._inductor",)
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# A call of tl.dot / tl.dot_scaled (or a bare `dot(` imported from triton.language) in the kernel's
+# source: the kernel multiplies tiles on the tensor cores, so it is a GEMM (or attention) kernel.
+_DOT_CALL = re.compile(r"\bdot(?:_scaled)?\s*\(")
 
 # Kineto writes string args into the JSON unescaped: keep quotes, backslashes, controls out.
 _UNSAFE = {ord('"'): "'", ord("\\"): "/", **{c: " " for c in range(32)}}
@@ -44,7 +49,7 @@ class _KernelInfo:
 
     __slots__ = ("const_idx", "defaults", "index", "name", "params", "table_row", "user")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], source: object = None) -> None:
         code = getattr(fn, "__code__", None)
         self.name: str = safe_text(getattr(fn, "__name__", "triton_kernel"))
         file = code.co_filename if code is not None else ""
@@ -69,6 +74,20 @@ class _KernelInfo:
             ARG_NAMES_KEY: list(self.params),
             "constexpr_names": [self.params[i] for i in self.const_idx],
         }
+        if isinstance(source, str):  # the kernel's source as written (_source)
+            self.table_row[DOT_TABLE_KEYS[0]] = bool(_DOT_CALL.search(source))
+
+
+def _source(fn: object, py_fn: object) -> str | None:
+    """The kernel's source: Triton's JITFunction.src, else (the interpreter's InterpretedFunction has
+    none) the Python function's; None when neither can be read."""
+    src = getattr(fn, "src", None)
+    if isinstance(src, str):
+        return src
+    try:
+        return inspect.getsource(py_fn)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return None
 
 
 def _is_constexpr(annotation: object) -> bool:
@@ -162,7 +181,7 @@ class TritonRecorder:
     def _new_info(self, fn: object) -> _KernelInfo:
         py_fn = getattr(fn, "fn", None)
         try:
-            info = _KernelInfo(py_fn)  # type: ignore[arg-type]
+            info = _KernelInfo(py_fn, _source(fn, py_fn))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             info = _KernelInfo.__new__(_KernelInfo)
             info.user = False

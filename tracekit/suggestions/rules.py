@@ -100,7 +100,7 @@ RULES: tuple[Rule, ...] = (
          step_parts.WHOLE_STEP, (), ("device", "kernels", "patterns.training")),
     Rule("batch_requests", rules_batching.batch_requests, SNIPPETS["batch_requests"],
          step_parts.WHOLE_STEP, (), ("device", "patterns.requests", "patterns.in_requests", "patterns.training")),
-    Rule("batch_samples", rules_batching.batch_samples, SNIPPETS["batch_samples"],
+    Rule("batch_samples", rules_memory.samples_or_gradients, SNIPPETS["batch_samples"],
          StepPart("the per-sample loop (its host time)", step_parts.sample_loop_time), (),
          ("device", "patterns.sample_loops", "patterns.sample_sizes", "patterns.sample_gpu_us")),
     Rule("foreach_loops", rules_batching.foreach_loops, SNIPPETS["foreach_loops"],

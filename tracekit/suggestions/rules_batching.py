@@ -69,7 +69,7 @@ def foreach_loops(analysis: Analysis) -> Suggestion | None:
                f"{launched:.0f} launch calls per step become {after:.0f} (multi_tensor_apply: at most "
                f"{foreach.MAX_TENSORS[0]}–{foreach.MAX_TENSORS[-1]} tensors and {foreach.MAX_BLOCKS} chunks of "
                f"{foreach.CHUNK_ELEMENTS} elements per launch), the GPU work the same bytes"
-               + (f"; the {syncs:.0f} `.item()` syncs per step inside the loops go" if syncs else ""))
+               + (f"; the {syncs:.0f} host syncs per step inside the loops (`.item()`, `if` on a tensor) go" if syncs else ""))
     title = (f"Replace the per-tensor Python loops with torch._foreach_* ops: "
              f"{plural(round(per['loops_per_step']), 'loop')} per step over {max(x['tensors'] for x in rows)} "
              f"tensors ({', '.join(x['ops'] for x in rows)}) make {launched:.0f} launch calls"

@@ -19,7 +19,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.rules_batching import batched_roof
+from tracekit.suggestions.rules_batching import batch_samples, batched_roof
 
 # The causes whose time a step spends once per step whatever its batch: the launches of the same
 # kernels (with the Python and dispatch between them: gaps up to idle.LONG_GAP_US) and the same host
@@ -116,6 +116,62 @@ def larger_batch(analysis: Analysis) -> Suggestion | None:
 
 
 def micro_batches(analysis: Analysis, factor: float | None) -> Suggestion | None:
+    """larger_batch for gradient accumulation (accumulated_passes over the passes that do not clip
+    per-sample gradients: those are batch_samples' per_sample_gradients)."""
+    found = accumulated_passes(analysis, factor, per_sample=False)
+    if found is None:
+        return None
+    rows, saving, (k, m) = found
+    scope = Scope.of(analysis)
+    x = rows[0]
+    formula = (f"{k:.0f} forward+backward passes per optimizer step as {k / m:.0f} at {m:.0f}× the micro-batch: "
+               + _passes_formula(scope, m, x["batched_step_us"], saving))
+    size = x["forward_input_bytes"]
+    if factor is None:
+        memory = ("memory was not recorded (tracekit profile --memory, or profile_memory=True, records it "
+                  "to check the fit)")
+        if not math.isnan(size):
+            memory += (f"; the forward's op inputs are ~{fmt_bytes(size)} per micro-batch, ~{fmt_bytes(size * m)} at "
+                       f"{m:.0f}× (a rough size of the activations kept for the backward)")
+    else:
+        memory = f"the memory estimate allows ~{factor:.1f}× the batch"
+    formula += f"; {memory}"
+    title = (f"Accumulate fewer, larger micro-batches: each optimizer step runs the same forward+backward {k:.0f} "
+             f"times with the same shapes ({x['launches_per_micro_batch']} launches each); "
+             f"{m:.0f}× larger micro-batches ({k / m:.0f} per step, as memory allows) launch {m:.0f}× less often"
+             + (f" (memory not recorded; the forward's inputs ~{fmt_bytes(size)} per micro-batch)"
+                if factor is None and not math.isnan(size) else ""))
+    return suggestion("larger_batch", title, saving, scope, formula, rows)
+
+
+def per_sample_gradients(analysis: Analysis) -> Suggestion | None:
+    """batch_samples for a loop of batch-1 forward+backward passes that clip each sample's gradients
+    (accumulated_passes, per_sample: DP-SGD): one torch.func.vmap(torch.func.grad(...)) pass computes
+    all k per-sample gradients, priced like k micro-batches run as one."""
+    found = accumulated_passes(analysis, None, per_sample=True)
+    if found is None:
+        return None
+    rows, saving, (k, m) = found
+    scope = Scope.of(analysis)
+    x = rows[0]
+    formula = (f"{k:.0f} per-sample forward+backward passes per optimizer step as one vmapped pass over the {k:.0f} "
+               "samples: " + _passes_formula(scope, m, x["batched_step_us"], saving))
+    title = (f"Compute the per-sample gradients in one batched pass (torch.func.vmap(torch.func.grad(loss)) over "
+             f"functional_call, or Opacus): each optimizer step runs a batch-1 forward+backward {k:.0f} times and "
+             f"clips each sample's gradient ({x['launches_per_micro_batch']} launches each)")
+    return suggestion("batch_samples", title, saving, scope, formula, rows)
+
+
+def _passes_formula(scope: Scope, m: float, after_us: float, saving: float) -> str:
+    """How accumulated_passes prices m passes run as one, with its numbers."""
+    return (f"the step − max(the step / {m:.0f} (the passes' host work and launches {m:.0f}× less often), the "
+            f"passes' GPU time with each kernel once at max(its time, its roof for {m:.0f}× the work, weights read "
+            f"once) + the rest) = {fmt_us(scope.span_us / scope.steps)} − {fmt_us(after_us)} per step = "
+            f"{fmt_us(saving / scope.steps)}")
+
+
+def accumulated_passes(analysis: Analysis, factor: float | None, *,
+                       per_sample: bool) -> tuple[list[dict[str, Any]], float, tuple[float, float]] | None:
     """Gradient accumulation over k ≥ 2 micro-batches of the same shapes before one optimizer step: m
     times larger micro-batches (m = k, or the largest power of two within the memory estimate `factor`
     when memory was recorded) run the passes' host work and launches m× less often and each kernel once
@@ -130,6 +186,7 @@ def micro_batches(analysis: Analysis, factor: float | None) -> Suggestion | None
         if table is None or not len(table) or p is None or device is None:
             continue
         t = table[in_headline(r, table[accumulation.AC_STEP].to_numpy())]
+        t = t[t[accumulation.AC_PER_SAMPLE].astype(bool) == per_sample]
         if not len(t) or len(p.in_accumulation) != len(r.costs.table):
             continue
         k = float(np.median(t[accumulation.AC_MICRO_BATCHES].to_numpy(dtype=float)))
@@ -157,27 +214,10 @@ def micro_batches(analysis: Analysis, factor: float | None) -> Suggestion | None
                      "batched_step_us": after, "saving_us": saving})
     if not rows:
         return None
-    saving = total / scope.ranks
-    k, m = max(seen)
-    x = rows[0]
-    per = fmt_us(x["batched_step_us"])
-    formula = (f"{k:.0f} forward+backward passes per optimizer step as {k / m:.0f} at {m:.0f}× the micro-batch: the "
-               f"step − max(the step / {m:.0f} (the passes' host work and launches {m:.0f}× less often), the passes' "
-               f"GPU time with each kernel once at max(its time, its roof for {m:.0f}× the work, weights read once) + "
-               f"the rest) = {fmt_us(scope.span_us / scope.steps)} − {per} per step = {fmt_us(saving / scope.steps)}")
-    size = x["forward_input_bytes"]
-    if factor is None:
-        memory = ("memory was not recorded (tracekit profile --memory, or profile_memory=True, records it "
-                  "to check the fit)")
-        if not math.isnan(size):
-            memory += (f"; the forward's op inputs are ~{fmt_bytes(size)} per micro-batch, ~{fmt_bytes(size * m)} at "
-                       f"{m:.0f}× (a rough size of the activations kept for the backward)")
-    else:
-        memory = f"the memory estimate allows ~{factor:.1f}× the batch"
-    formula += f"; {memory}"
-    title = (f"Accumulate fewer, larger micro-batches: each optimizer step runs the same forward+backward {k:.0f} "
-             f"times with the same shapes ({x['launches_per_micro_batch']} launches each); "
-             f"{m:.0f}× larger micro-batches ({k / m:.0f} per step, as memory allows) launch {m:.0f}× less often"
-             + (f" (memory not recorded; the forward's inputs ~{fmt_bytes(size)} per micro-batch)"
-                if factor is None and not math.isnan(size) else ""))
-    return suggestion("larger_batch", title, saving, scope, formula, rows)
+    return rows, total / scope.ranks, max(seen)
+
+
+def samples_or_gradients(analysis: Analysis) -> Suggestion | None:
+    """batch_samples: a per-sample loop with a size from the data (rules_batching.batch_samples), else
+    per-sample gradients computed one sample at a time (per_sample_gradients)."""
+    return batch_samples(analysis) or per_sample_gradients(analysis)

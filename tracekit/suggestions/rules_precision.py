@@ -189,7 +189,8 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
                + (f"; BatchNorm unchanged (torch's native kernels run it on {fast} input)" if convs else
                   "" if autocast else " (bf16 autocast would halve the bytes too)"))
     fp64 = sum(x["count"] for x in rows if str(x["model"]).startswith("fp64"))
-    if fp64:
+    fp64_saving = sum(x["saving_us"] for x in rows if str(x["model"]).startswith("fp64"))
+    if fp64 and fp64_saving >= 0.5 * total:  # the title names what holds most of the saving
         title = (f"Compute in fp32 with TF32 (or bf16 autocast) instead of float64: {plural(fp64, 'float64 kernel call')} "
                  "run at the fp64 rate with twice the fp32 bytes")
     elif autocast:

@@ -84,6 +84,9 @@ def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> 
     """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
     Python between them gone but for one repetition's launches at the unprofiled launch cost, each
     kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time."""
+    m = max((evidence_number(e, "micro_batch_multiple") for e in rank_evidence(s, r)), default=0.0)
+    if m >= 2:  # per-sample gradients one sample at a time (rules_memory.per_sample_gradients)
+        return _micro_batches(r, m)
     k = max((evidence_number(e, "samples_per_step") for e in rank_evidence(s, r)), default=0.0)
     p = r.patterns
     if k < 2 or p is None or r.roofline.device is None or len(p.sample_sizes) != len(r.classification.table):

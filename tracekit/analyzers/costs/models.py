@@ -21,7 +21,15 @@ from tracekit.analyzers.costs.models_pointwise import (
     foreach,
 )
 from tracekit.analyzers.costs.models_serving import SERVING_MODELS
-from tracekit.analyzers.costs.op_args import SPLIT, Model, OpArgs, OpCost, Tensor, widest_float
+from tracekit.analyzers.costs.op_args import (
+    SPLIT,
+    Model,
+    OpArgs,
+    OpCost,
+    Tensor,
+    user_gemm_flops,
+    widest_float,
+)
 from tracekit.trace.tables import ARG_NAMES_KEY, KERNEL_BACKEND_KEY, TRITON_BACKEND, USER_TRITON_KEY
 
 ATEN_PREFIX = "aten::"
@@ -115,7 +123,7 @@ def triton_cost(name: str, a: OpArgs, extra: dict) -> OpCost | None:
     elif name.startswith(SAGE_QUANT_PREFIX):  # per 16-bit input element: |x| max, scale, convert
         flops = SAGE_QUANT_FLOPS * sum(t.numel for t in ts if t.dtype in ("bf16", "fp16"))
     elif extra.get(USER_TRITON_KEY):
-        flops = _user_gemm_flops(a, ts, extra.get(ARG_NAMES_KEY))
+        flops = user_gemm_flops(a, extra.get(ARG_NAMES_KEY))
     return OpCost(flops, total, widest_float([t.dtype for t in ts]), None, SPLIT)
 
 
@@ -142,23 +150,3 @@ def _attention_flops(ts: list[Tensor]) -> float | None:
     if k.dims[0] != b or k.dims[3] != d or v.dims[2] != k.dims[2]:
         return None
     return 2.0 * b * h * lq * k.dims[2] * (d + v.dims[3])
-
-
-def _user_gemm_flops(a: OpArgs, ts: list[Tensor], arg_names: object) -> float | None:
-    """2*M*N*K for a user kernel with integer arguments named M, N, K whose values match a pair of
-    2-D tensor arguments A[M, K] and B[K, N] (e.g. matmul_kernel(a, b, c, M, N, K, ...))."""
-    if not isinstance(arg_names, list):
-        return None
-    values = {}
-    for i, arg in enumerate(arg_names[: len(a.dims)]):
-        if isinstance(arg, str) and arg.upper() in ("M", "N", "K"):
-            v = a.value(i)
-            if isinstance(v, int) and not isinstance(v, bool):
-                values[arg.upper()] = v
-    if len(values) != 3:
-        return None
-    m, n, k = values["M"], values["N"], values["K"]
-    shapes = {t.dims for t in ts}
-    if (m, k) in shapes and (k, n) in shapes:
-        return 2.0 * m * n * k
-    return None

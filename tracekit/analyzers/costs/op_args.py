@@ -266,3 +266,24 @@ class OpCost:
 
 # The one signature of every per-op model: (op name without `aten::`, its recorded args) -> cost.
 Model = Callable[[str, OpArgs], "OpCost | None"]
+
+
+def user_gemm_flops(a: OpArgs, arg_names: object) -> float | None:
+    """2*M*N*K for a user kernel with integer arguments named M, N, K whose values match a pair of
+    2-D tensor arguments A[M, K] and B[K, N] (e.g. matmul_kernel(a, b, c, M, N, K, ...)); None for
+    any other kernel. `arg_names`: the kernel's parameter names, position by position."""
+    if not isinstance(arg_names, list):
+        return None
+    values = {}
+    for i, arg in enumerate(arg_names[: len(a.dims)]):
+        if isinstance(arg, str) and arg.upper() in ("M", "N", "K"):
+            v = a.value(i)
+            if isinstance(v, int) and not isinstance(v, bool):
+                values[arg.upper()] = v
+    if len(values) != 3:
+        return None
+    m, n, k = values["M"], values["N"], values["K"]
+    shapes = {t.dims for t in a.tensors()}
+    if (m, k) in shapes and (k, n) in shapes:
+        return 2.0 * m * n * k
+    return None

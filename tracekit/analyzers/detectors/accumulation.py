@@ -32,8 +32,14 @@ AC_FIRST = "first"  # the forward's first op with its input shapes, in words
 AC_LAUNCHES = "launches"  # launch calls of one forward+backward (the mean over the passes)
 AC_GPU_US = "gpu_us"  # GPU time of all the passes' activities
 AC_INPUT_BYTES = "input_bytes"  # bytes of the first inputs of one forward's launching ops (NaN unknown)
+AC_PER_SAMPLE = "per_sample"  # each pass takes the norm of its gradients: per-sample clipping (PER_SAMPLE_OPS)
 ACCUMULATION_COLUMNS = (AC_STEP, AC_THREAD, AC_MICRO_BATCHES, AC_OPS, AC_FIRST, AC_LAUNCHES, AC_GPU_US,
-                        AC_INPUT_BYTES)
+                        AC_INPUT_BYTES, AC_PER_SAMPLE)
+# A pass that takes vector norms on its launching thread after its loss reads its own gradients: DP-SGD's
+# per-sample clipping (norm of each sample's gradient, clip factor, scaled sum; heldout7 dp_per_sample, a
+# batch-1 forward + torch.autograd.grad per sample). Those gradients must stay apart, so the passes cannot
+# become one larger micro-batch; torch.func.vmap(torch.func.grad(...)) computes them in one batched pass.
+PER_SAMPLE_OPS = frozenset({"aten::linalg_vector_norm", "aten::norm", "aten::_foreach_norm"})
 TEXT_CHARS = 120  # of AC_OPS and AC_FIRST (trace names and shapes are untrusted text: kept short)
 
 
@@ -113,5 +119,6 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
                      AC_FIRST: sigs[start][:TEXT_CHARS],
                      AC_LAUNCHES: round(float(launches[covered].sum()) / repeats),
                      AC_GPU_US: float(gpu_dur[hit].sum()),
-                     AC_INPUT_BYTES: _known_sum([_first_input_bytes(rank, int(r)) for r in one.tolist()])})
+                     AC_INPUT_BYTES: _known_sum([_first_input_bytes(rank, int(r)) for r in one.tolist()]),
+                     AC_PER_SAMPLE: any(str(names[r]) in PER_SAMPLE_OPS for r in one.tolist())})
     return pd.DataFrame(rows, columns=list(ACCUMULATION_COLUMNS)), in_passes

@@ -16,8 +16,13 @@ from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 SCORE_GEMM_OPS = sdpa_fallback.MATMUL_OPS
-ATTN_LOOKBACK = 6  # GPU activities between the scores GEMM and the softmax (scale, mask, clone copy, cast...)
-ATTN_LOOKAHEAD = 3  # activities between the softmax and the probs @ V GEMM (dropout, cast)
+# How far (in GPU activities on the stream, memsets included) the scores GEMM may precede the softmax
+# and the probs @ V GEMM follow it. nanoGPT's masked path under bf16 autocast (heldout7 tril_attention)
+# puts 5 activities between the first pair (scale, mask == 0, the clone's DtoD memcpy, masked_fill,
+# the fp32 cast) and 3 between the second (the probs' bf16 cast, V's contiguous copy, the bmm's
+# memset); the margins take a dropout and a second cast.
+ATTN_LOOKBACK = 8
+ATTN_LOOKAHEAD = 5
 
 # --- columns of Patterns.attention (one row per distinct unfused attention pattern) -------------
 AT_OPS = "ops"

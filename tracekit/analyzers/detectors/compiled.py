@@ -12,7 +12,11 @@ runs inside another on the thread have breaks: a broken frame calls its resume f
 its own region, while functions compiled one by one (`torch.compile(rms_norm)`) and called from
 eager code give sibling regions, none inside another, and eager code between them that is no break
 (sample_traces/bare/compile_graph_breaks: the resume frame 2/0 inside 1/0 in every block;
-train_llm_fused: 22 sibling regions a step)."""
+train_llm_fused: 22 sibling regions a step). Sibling regions are breaks too where the eager code
+between them syncs with the host and runs no backward: a data-dependent branch in a loop makes Dynamo
+skip the loop's frame and compile each callee on its own, so the model runs as sibling graphs with a
+sync between each (heldout7 compile_nancheck: `if not torch.isfinite(x).all()` after each of 4 blocks,
+frame 1/0 four times a step, an `aten::is_nonzero` sync between)."""
 
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph |^CompiledFunction$")
 # the op at a break (torch 2.11 names)
 MACHINERY = re.compile(r"^(?:AOTDispatcher |Pregraph bytecode|Postgraph bytecode|Torch-Compiled Region|"
                        r"TorchDynamo |CompiledFunction|## )")
+# the autograd engine running a backward: a stretch that holds one is forward → backward, not a break
+BACKWARD = re.compile(r"^autograd::engine::|Backward")
 TOP_OPS = 3  # op names a break lists
 NAME_CHARS = 60  # of each name (trace text is untrusted)
 
@@ -131,6 +137,12 @@ def _ops_at(ops: pd.DataFrame, tid: object, lo: float, hi: float, skip: np.ndarr
     return ", ".join(p[:NAME_CHARS] for p in picked)
 
 
+def _any_op(ops: pd.DataFrame, hit: np.ndarray, tid: object, lo: float, hi: float) -> bool:
+    """Whether an op marked in `hit` starts on `tid` inside [lo, hi]."""
+    ts = ops[tables.OP_TS].to_numpy(float)
+    return bool((hit & (ops[tables.OP_TID].to_numpy() == tid) & (ts >= lo) & (ts <= hi)).any())
+
+
 def _nested_steps(ops: pd.DataFrame, region: np.ndarray, op_steps: np.ndarray) -> set[tuple[object, int]]:
     """(thread, step) pairs where a compiled region starts inside an earlier region on that thread."""
     rows = np.flatnonzero(region)
@@ -199,7 +211,9 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
                          GB_GUARD_US: float((l_end[in_guard] - l_ts[in_guard]).sum()),
                          GB_GPU_IDLE_US: max(gpu_end - lo - busy, 0.0), GB_OPS: _ops_at(ops, t, lo, hi, skip)})
     nested = _nested_steps(ops, region, steps.ops)
-    recs = [r for r in recs if (r[GB_TID], r[GB_STEP]) in nested]
+    backward = matches(ops[tables.OP_NAME], BACKWARD)
+    recs = [r for r in recs if (r[GB_TID], r[GB_STEP]) in nested
+            or (r[GB_SYNC_US] > 0 and not _any_op(ops, backward, r[GB_TID], r[GB_START], r[GB_END]))]
     breaks = pd.DataFrame(recs, columns=list(BREAK_COLUMNS)) if recs else empty_breaks()
     on_thread = np.isin(rt[tables.RT_TID].to_numpy(), breaks[GB_TID].to_numpy()) if recs else none
     return per_step, breaks, on_thread

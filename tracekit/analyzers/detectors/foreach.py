@@ -47,8 +47,14 @@ OPTIMIZER_LOOPS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"addcmul_", "addcdiv_"}),
      "torch.optim.AdamW(params, foreach=True) (or fused=True): the hand-written Adam/AdamW loop as multi-tensor kernels"),
 )
-# Syncs a loop body may hold (`.item()` of each tensor's norm): they stay inside the run and are counted.
-LOOP_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::cpu"})
+# Syncs a loop body may hold (`.item()` of each tensor's norm, `if norm != 0:` on a tensor): they stay
+# inside the run and are counted.
+LOOP_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::cpu", "aten::is_nonzero"})
+# Comparisons a loop body makes of a per-tensor value for its Python `if` / `min` (apex LARC's
+# `if param_norm != 0 and grad_norm != 0`, `min(adaptive_lr, 1)`; heldout7 lars_loop): inside a run
+# they join it, and the rewrite decides on the stacked values with torch.where / clamp instead.
+LOOP_DECISION_OPS = frozenset({"aten::ne", "aten::eq", "aten::gt", "aten::lt", "aten::ge", "aten::le"})
+DECIDE_ON_GPU = "per-tensor decisions by torch.where / torch.clamp on torch.stack(torch._foreach_norm(...))"
 # A loop: at least this many calls of one of its ops in one run (one per tensor). Below, a few tensors
 # save a few launches: the rules' 2 % floor would silence them anyway.
 MIN_TENSORS = 16
@@ -67,7 +73,7 @@ FL_THREAD = "thread"
 FL_TS = "ts"
 FL_END = "end"
 FL_OPS = "ops"  # the run's op names in order of first call, "a → b"
-FL_TENSORS = "tensors"  # calls of its most repeated op: one per tensor
+FL_TENSORS = "tensors"  # the loop's iterations: one per tensor (_iterations)
 FL_CALLS = "calls"  # per-tensor op calls
 FL_LAUNCHES = "launches"  # kernel launch calls under them
 FL_SYNCS = "syncs"  # sync calls inside the run (`.item()` per tensor)
@@ -123,15 +129,28 @@ def _replacement(ops: list[str], foreach_ops: list[str]) -> str:
 
 
 def optimizer_rows(rank: RankTrace, loops: pd.DataFrame, call_loop: np.ndarray) -> np.ndarray:
-    """Per rank.gpu row: launched by a run that is a hand-written optimizer update (OPTIMIZER_LOOPS):
-    like the kernels of an Optimizer.step range, a CUDA graph of the model leaves them out."""
+    """Per rank.gpu row: launched by a run that a CUDA graph of the model leaves out, like the kernels of
+    an Optimizer.step range: a hand-written optimizer update (OPTIMIZER_LOOPS), or any run that reads
+    values back per tensor (FL_SYNCS > 0: apex LARC's `if norm != 0`, a clip's `.item()`; a sync cannot be
+    captured, so such a loop stays eager until its decisions move to the GPU: heldout7 lars_loop)."""
     gpu_launch = rank.gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
     picked = {what for _, what in OPTIMIZER_LOOPS}
-    runs = np.flatnonzero(loops[FL_REPLACE].isin(picked).to_numpy()) if len(loops) else np.zeros(0, dtype=np.int64)
+    left_out = (loops[FL_REPLACE].isin(picked) | (loops[FL_SYNCS] > 0)).to_numpy() if len(loops) else np.zeros(0, dtype=bool)
+    runs = np.flatnonzero(left_out)
     if not len(runs) or not len(call_loop):
         return np.zeros(len(gpu_launch), dtype=bool)
     mine = np.isin(call_loop, runs)
     return (gpu_launch >= 0) & mine[np.clip(gpu_launch, 0, len(mine) - 1)]
+
+
+def _iterations(run: list[str], most: int) -> int:
+    """The iterations of a loop whose calls are `run` (op names in order): the blocks of consecutive
+    calls of its first op where the body interleaves ops (`for p in params: norm(p), norm(p.grad), …`
+    starts each iteration with a block of norms), else `most`, the calls of its most repeated op (one
+    list comprehension per op: `[norm(g) for g in grads]` then `[g.mul_(c) for g in grads]`)."""
+    first = run[0]
+    blocks = sum(1 for i, name in enumerate(run) if name == first and (i == 0 or run[i - 1] != first))
+    return blocks if blocks > 1 else most
 
 
 def _by_thread_then_time(ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -169,12 +188,13 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
     for row, out, name, launching, row_tid, row_step in zip(
             rows.tolist(), excluded[seen].tolist(), names[rows].tolist(), (launches[rows] > 0).tolist(),
             tid[rows].tolist(), steps.ops[rows].tolist(), strict=True):
-        joins = not out and ((name in FOREACH_OPS and launching) or (name in LOOP_SYNC_OPS and current))
+        joins = not out and ((name in FOREACH_OPS and launching)
+                             or ((name in LOOP_SYNC_OPS or name in LOOP_DECISION_OPS) and bool(current)))
         if current and (not joins or row_tid != thread or row_step != step):
             runs.append(current)
             current = []
-        if joins:  # a per-tensor op, or a sync inside a run
-            if not current:
+        if joins and (current or name in FOREACH_OPS):  # a per-tensor op, or a sync/decision inside a run
+            if not current:  # (a sync or decision whose run just ended, at a new thread or step, starts none)
                 thread, step = row_tid, row_step
             current.append(row)
     if current:
@@ -188,7 +208,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
         for row in run:
             if names[row] in FOREACH_OPS:
                 by_name.setdefault(str(names[row]), []).append(row)
-        tensors = max(len(v) for v in by_name.values())
+        tensors = _iterations([str(names[row]) for row in run], max(len(v) for v in by_name.values()))
         if tensors < MIN_TENSORS:
             continue
         index = len(out_rows)
@@ -202,7 +222,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
             FL_LAUNCHES: int(launches[run].sum()), FL_SYNCS: int(syncs[run].sum()),
             FL_FOREACH_LAUNCHES: sum(_foreach_launches(rank, v) for v in by_name.values()),
             FL_GPU_US: float(gpu_dur[on_gpu].sum()),
-            FL_REPLACE: _replacement([n.removeprefix("aten::") for n in by_name],
-                                     [FOREACH_OPS[n] for n in by_name]),
+            FL_REPLACE: _replacement([n.removeprefix("aten::") for n in by_name], [FOREACH_OPS[n] for n in by_name])
+            + (f"; {DECIDE_ON_GPU}" if any(names[row] in LOOP_DECISION_OPS for row in run) else ""),
         })
     return pd.DataFrame(out_rows, columns=list(FOREACH_COLUMNS)), call_loop

@@ -123,7 +123,8 @@ class Patterns:
     foreach_loops: pd.DataFrame = field(default_factory=foreach.empty)
     foreach_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sync_in_loop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per syncs row: inside one
-    # per rank.gpu row: launched by a loop that is a hand-written optimizer (foreach.optimizer_rows)
+    # per rank.gpu row: launched by a loop a graph leaves out: a hand-written optimizer, or one that syncs
+    # per tensor (foreach.optimizer_rows)
     in_optimizer_loop: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # ensembles.ENSEMBLE_COLUMNS per step × direction with an ensemble called member by member; per
     # rank.gpu row the member count of the stretch that launched it (0: none)
