@@ -128,7 +128,8 @@ def test_foreach_loops_names_the_optimizer_for_a_hand_written_adam_loop(tmp_path
     row = s.evidence[0]
     # the out-of-place sqrt and div join the run (they used to end it after 5 ops of each tensor)
     assert row["ops"] == "mul_ → add_ → addcmul_ → sqrt → div → addcdiv_"
-    assert row["launches_per_step"] == 16 * 9 and row["tensors"] == 3 * 16  # mul_: 3 calls a tensor
+    # 16 tensors (the loop's iterations: sqrt, div and addcdiv_ are called once a tensor; mul_ 3 times)
+    assert row["launches_per_step"] == 16 * 9 and row["tensors"] == 16
     assert row["replace"].startswith("torch.optim.AdamW(params, foreach=True) (or fused=True)")
     # CPU: 144 ops at 100 + 10 i, 8 µs each: 10 × 143 + 8 = 1438 µs. Multi-tensor launches per op (16
     # chunks of 65536 a [1024, 1024] tensor, foreach.MAX_BLOCKS = 320 per launch): mul_ 48 calls, one

@@ -143,14 +143,16 @@ def optimizer_rows(rank: RankTrace, loops: pd.DataFrame, call_loop: np.ndarray) 
     return (gpu_launch >= 0) & mine[np.clip(gpu_launch, 0, len(mine) - 1)]
 
 
-def _iterations(run: list[str], most: int) -> int:
-    """The iterations of a loop whose calls are `run` (op names in order): the blocks of consecutive
-    calls of its first op where the body interleaves ops (`for p in params: norm(p), norm(p.grad), …`
-    starts each iteration with a block of norms), else `most`, the calls of its most repeated op (one
-    list comprehension per op: `[norm(g) for g in grads]` then `[g.mul_(c) for g in grads]`)."""
+def _iterations(run: list[str], counts: list[int]) -> int:
+    """The iterations of a loop whose calls are `run` (op names in order; `counts`: the calls of each of
+    its per-tensor ops). Where the body interleaves ops (`for p in params: norm(p), norm(p.grad), …`), the
+    blocks of consecutive calls of its first op, at most the calls of its least called op (an op that
+    recurs in the body, as a hand-written Adam's `mul_`, starts more than one block an iteration); else
+    (one list comprehension per op: `[norm(g) for g in grads]`, then `[g.mul_(c) for g in grads]`) the
+    calls of its most called op."""
     first = run[0]
     blocks = sum(1 for i, name in enumerate(run) if name == first and (i == 0 or run[i - 1] != first))
-    return blocks if blocks > 1 else most
+    return min(blocks, min(counts)) if blocks > 1 else max(counts)
 
 
 def _by_thread_then_time(ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -208,7 +210,7 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
         for row in run:
             if names[row] in FOREACH_OPS:
                 by_name.setdefault(str(names[row]), []).append(row)
-        tensors = _iterations([str(names[row]) for row in run], max(len(v) for v in by_name.values()))
+        tensors = _iterations([str(names[row]) for row in run], [len(v) for v in by_name.values()])
         if tensors < MIN_TENSORS:
             continue
         index = len(out_rows)

@@ -269,7 +269,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
         else np.zeros(0, dtype=bool)
     in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
-    ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(rank, classes, steps, skip=in_requests)
+    # passes with a backward each are one model's micro-batches or per-sample gradients, not an ensemble
+    ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(
+        rank, classes, steps, skip=in_requests | in_accumulation if len(in_accumulation) == len(in_requests) else in_requests)
     # attention heads as separate modules: batch_bmm's ensemble evidence too (stacked weights, one call)
     head_loops, head_members, head_gpu_us, ensemble_shared, head_calls = heads.find_heads(rank, classes, steps,
                                                                                        skip=in_requests)
