@@ -249,3 +249,15 @@ def test_heldout7_lars_loop_leaves_the_synced_loop_out_of_cuda_graphs(heldout7):
     found = {s.id: s for s in analyse_file(heldout7 / "ho7_lars_loop.trace.json.gz").suggestions}
     assert found["foreach_loops"].per_step_us > found["cuda_graphs"].per_step_us
     assert abs(found["foreach_loops"].per_step_us - 36_289) / 36_289 < 0.35
+
+
+def test_heldout7_encoder_layers_are_no_ensemble(heldout7):
+    """H100 lars_loop_foreach: a 12-layer nn.TransformerEncoder whose attention reads the (S, B, E) transpose
+    of the (B, S, E) activation the residual add reads (from the raw events: aten::linear of [64, 128, 512]
+    beside aten::add of [128, 64, 512]): a layer stack, not 12 ensemble members, so batch_bmm is silent; the
+    loop that reads its value back in one step of four prints as 0.25 loops per step."""
+    found = analyse_file(heldout7 / "ho7_lars_loop_foreach.trace.json.gz").suggestions
+    assert "batch_bmm" not in {s.id for s in found}
+    graph = analyse_file(heldout7 / "ho7_graph_train_step_cuda_graph.trace.json.gz").suggestions
+    loops = next(s for s in graph if s.id == "foreach_loops")
+    assert "0.25 loops per step over" in loops.title

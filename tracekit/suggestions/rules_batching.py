@@ -31,6 +31,11 @@ FOREACH_US_PER_TENSOR = 0.5
 BARE_LAUNCH_US = 3.0  # an unprofiled launch call (docs/design.md, "Launch cost under the profiler")
 
 
+def _loops_text(per_step: float) -> str:
+    """'2 loops per step', or for a loop that runs in some steps only '0.25 loops per step'."""
+    return f"{plural(round(per_step), 'loop')} per step" if per_step >= 0.95 else f"{per_step:.2g} loops per step"
+
+
 def foreach_loops(analysis: Analysis) -> Suggestion | None:
     """Per-tensor loops outside the optimizer (patterns.foreach_loops): each loop's CPU time − the
     multi-tensor ops' (their launches and ~0.5 µs per tensor), per step; the loop's `.item()` syncs go
@@ -71,7 +76,7 @@ def foreach_loops(analysis: Analysis) -> Suggestion | None:
                f"{foreach.CHUNK_ELEMENTS} elements per launch), the GPU work the same bytes"
                + (f"; the {syncs:.0f} host syncs per step inside the loops (`.item()`, `if` on a tensor) go" if syncs else ""))
     title = (f"Replace the per-tensor Python loops with torch._foreach_* ops: "
-             f"{plural(round(per['loops_per_step']), 'loop')} per step over {max(x['tensors'] for x in rows)} "
+             f"{_loops_text(per['loops_per_step'])} over {max(x['tensors'] for x in rows)} "
              f"tensors ({', '.join(x['ops'] for x in rows)}) make {launched:.0f} launch calls"
              + (f" and {syncs:.0f} syncs" if syncs else "") + f"; {after:.0f} multi-tensor launches do the same work: "
              + "; ".join(dict.fromkeys(x["replace"] for x in rows)))
