@@ -217,7 +217,9 @@ def test_eager_to_compiled_elementwise_time_and_prediction() -> None:
     assert check.after_part_us == pytest.approx(per_step[1], rel=1e-6)
     assert counts == [4.0, 1.0]  # four eager kernels a step, one fused Triton kernel
     assert check.applied is True
-    assert check.applied_evidence == "elementwise + normalization kernels per step 4.0 → 1.0"
+    # and the one fused kernel is generated (a Triton kernel from Inductor): 0 → 1, from the same count
+    assert check.applied_evidence == ("elementwise + normalization kernels per step 4.0 → 1.0; "
+                                      "generated (Inductor, Triton) kernels per step 0.0 → 1.0")
     saved = assert_projected_headline(d, before, after)
     # the what-if (the chains' kernels faster by the rule's GPU saving, replayed: queued launches follow
     # their stream, model/graph.py QUEUED_US) is within ±35 % of the step the compiled run saved

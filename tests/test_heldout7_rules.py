@@ -261,3 +261,19 @@ def test_heldout7_encoder_layers_are_no_ensemble(heldout7):
     graph = analyse_file(heldout7 / "ho7_graph_train_step_cuda_graph.trace.json.gz").suggestions
     loops = next(s for s in graph if s.id == "foreach_loops")
     assert "0.25 loops per step over" in loops.title
+
+
+def test_heldout7_diff_credits_the_change_made(heldout7):
+    """tracekit diff on two H100 pairs: the rule whose change was made is credited, fuse_elementwise is not (its
+    eager kernels fell because a foreach rewrite or a batched pass cut them, with no generated kernel
+    appearing). From the raw events: neither AFTER trace holds a kernel named triton_*."""
+    from tracekit.pipeline.compare import compare_results
+
+    for before, after, made in (("ho7_lars_loop", "ho7_lars_loop_foreach", "foreach_loops"),
+                                ("ho7_dp_per_sample", "ho7_dp_per_sample_vmap", "batch_samples")):
+        assert not any(e.get("cat") == "kernel" and e["name"].startswith("triton_") for e in _doc(after)["traceEvents"])
+        d = compare_results(analyse_file(heldout7 / f"{before}.trace.json.gz"),
+                            analyse_file(heldout7 / f"{after}.trace.json.gz", with_suggestions=False))
+        checks = {s.id: s for s in d.suggestions}
+        assert checks[made].applied is True
+        assert checks["fuse_elementwise"].applied is False

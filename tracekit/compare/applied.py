@@ -47,6 +47,7 @@ from tracekit.compare.signals import (
     graph_breaks_per_step,
     graph_share,
     layout_transpose_time,
+    library_count,
     micro_batches_per_step,
     optimizer_kernels,
     optimizer_kind,
@@ -94,7 +95,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
                          pattern_sum("ensembles", ensembles.EN_GEMMS), FALLS, 1.0)),
     # rules_kernels.fuse_elementwise: torch.compile / fused ops: fewer elementwise + normalization kernels.
     "fuse_elementwise": (Signal("elementwise + normalization kernels per step",
-                                class_count(kernels.ELEMENTWISE, kernels.NORMALIZATION), FALLS, 0.3),),
+                                class_count(kernels.ELEMENTWISE, kernels.NORMALIZATION), FALLS, 0.3,
+                                requires=(Signal("generated (Inductor, Triton) kernels per step",
+                                                 library_count(*sequences.PREFUSED_LIBRARIES), GROWS, 1.25),)),),
     # rules_kernels.use_sdpa: F.scaled_dot_product_attention: fused attention kernels (class attention)
     # replace the unfused scores GEMM → softmax → GEMM chain (patterns.attention).
     "use_sdpa": (Signal("fused attention kernels per step", class_count(kernels.ATTENTION), GROWS, 2.0),),
@@ -159,7 +162,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "larger_batch": (Signal("forward+backward passes per optimizer step", micro_batches_per_step, FALLS, 0.5),),
     # rules_batching.batch_samples: the samples padded and run once: the per-sample loops' repetitions vanish.
     "batch_samples": (Signal("per-sample loop repetitions per step",
-                             steps_sum("sample_loops", samples.SL_STEP, samples.SL_SAMPLES), FALLS, 1.0),),
+                             steps_sum("sample_loops", samples.SL_STEP, samples.SL_SAMPLES), FALLS, 1.0),
+                      # per-sample gradients (rules_memory.per_sample_gradients): the passes become one
+                      Signal("per-sample forward+backward passes per step", micro_batches_per_step, FALLS, 0.5)),
     # rules_debug: anomaly detection off: the backward NaN checks vanish; no per-step empty_cache(): the
     # releases (cudaFree bursts outside ops) vanish; no per-step gc.collect(): the recorded pauses halve.
     "anomaly_mode": (Signal("anomaly NaN checks per step", steps_sum("anomaly", anomaly.AN_STEP, anomaly.AN_CHECKS),
@@ -188,20 +193,23 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
 
 
 def applied(suggestion_id: str, before: Analysis, after: Analysis) -> Applied:
-    """Whether AFTER shows the change `suggestion_id` asks for: made when any signal of its row fired;
-    not made when every signal could be read and none fired; None for an id without a row, or
-    when no signal could be read."""
+    """Whether AFTER shows the change `suggestion_id` asks for: made when any signal of its row fired
+    (with every signal it `requires`); not made when every signal could be read and none fired; None
+    for an id without a row, or when no signal could be read."""
     signals = APPLIED.get(suggestion_id)
     if signals is None:
         return Applied(None, "tracekit has no check of whether this change was made")
-    read = []
+    notes: list[str] = []
+    states: list[bool | None] = []
     for s in signals:
-        b, a = s.measure(before), s.measure(after)
-        fired = s.fired(b, a)
-        if fired:
-            return Applied(True, s.words(b, a))
-        read.append((s, b, a, fired))
-    words = "; ".join(f"{s.words(b, a)} (expected {s.expected()})" for s, b, a, _ in read)
-    if all(f is None for *_, f in read):
+        checked = [(r, r.measure(before), r.measure(after)) for r in (s, *s.requires)]
+        fired = [r.fired(b, a) for r, b, a in checked]
+        if all(fired):
+            return Applied(True, "; ".join(r.words(b, a) for r, b, a in checked))
+        notes.append("; ".join(r.words(b, a) + ("" if f else f" (expected {r.expected()})")
+                               for (r, b, a), f in zip(checked, fired, strict=True)))
+        states.append(False if False in fired else None)
+    words = "; ".join(notes)
+    if all(f is None for f in states):
         return Applied(None, words)
     return Applied(False, words)

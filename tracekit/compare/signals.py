@@ -45,6 +45,9 @@ class Signal:
     amount: float = 0.0
     target: str = ""
     unit: str = COUNT
+    # signals that must fire too for this one to count (a fall of eager kernels is torch.compile's only
+    # where generated kernels appear: a foreach rewrite or a batched loop cuts eager kernels as well)
+    requires: tuple[Signal, ...] = ()
 
     def fired(self, before: Value, after: Value) -> bool | None:
         """Whether before → after is the move `test` names (None: a value is unknown)."""
@@ -103,6 +106,13 @@ def class_count(*classes: str) -> Measure:
     def measure(a: Analysis) -> float:
         c = a.classes
         return float(c.loc[c[SUM_KEY].isin(classes), SUM_COUNT].sum()) / steps_of(a)
+    return measure
+
+
+def library_count(*libraries: str) -> Measure:
+    def measure(a: Analysis) -> float:
+        c = a.libraries
+        return float(c.loc[c[SUM_KEY].isin(libraries), SUM_COUNT].sum()) / steps_of(a)
     return measure
 
 
