@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+# A bug in tracekit shows its traceback under the tests (tracekit.errors.DEBUG_ENV; the CLI otherwise
+# prints one "internal error" line): the tests that assert "Traceback" is absent keep catching bugs.
+os.environ.setdefault("TRACEKIT_DEBUG", "1")
+
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 
 # Exit statuses of the CLI.
@@ -9,6 +10,9 @@ EXIT_OK = 0
 EXIT_ERROR = 2  # bad input, unwritable output, nothing recorded
 EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+EXIT_SOFTWARE = 70  # a bug in tracekit (sysexits.h EX_SOFTWARE)
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))  # this package's directory
+DEBUG_ENV = "TRACEKIT_DEBUG"  # set (non-empty): a bug shows its traceback instead of internal_error's line
 
 
 class TracekitError(Exception):
@@ -67,3 +71,19 @@ def exit_status(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, BrokenPipeError):
         return EXIT_ERROR, "error: output closed early (broken pipe)"
     return None
+
+
+def internal_error(exc: BaseException, command: str) -> tuple[int, str]:
+    """(EXIT_SOFTWARE, one line) for an exception that is a bug in tracekit: its type, its message (cut
+    to 200 characters) and the innermost tracekit frame, for a report; DEBUG_ENV shows the traceback."""
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        name = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if name.startswith(_PACKAGE + os.sep):  # the innermost frame in the package
+            where = f" at tracekit/{os.path.relpath(name, _PACKAGE).replace(os.sep, '/')}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    text = " ".join(str(exc).split())[:200]
+    return EXIT_SOFTWARE, (f"internal error in `tracekit {command}`: {type(exc).__name__}: {text}{where} "
+                           f"(a tracekit bug: please report it with the command and the trace; "
+                           f"{DEBUG_ENV}=1 shows the traceback)")

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from tracekit.errors import Terminated, exit_status, raise_terminated
+from tracekit.errors import DEBUG_ENV, Terminated, exit_status, internal_error, raise_terminated
 
 # command name -> module under tracekit.cli holding a click command named `command`
 COMMANDS: dict[str, str] = {
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             return _run(sys.argv[1:] if argv is None else list(argv))
         except BaseException as exc:
             status = exit_status(exc)
+            if status is None and isinstance(exc, Exception) and not os.environ.get(DEBUG_ENV):
+                args = sys.argv[1:] if argv is None else list(argv)
+                status = internal_error(exc, next((a for a in args if not a.startswith("-")), ""))
             if status is None:
                 raise
             code, message = status
