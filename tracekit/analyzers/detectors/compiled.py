@@ -137,12 +137,6 @@ def _ops_at(ops: pd.DataFrame, tid: object, lo: float, hi: float, skip: np.ndarr
     return ", ".join(p[:NAME_CHARS] for p in picked)
 
 
-def _any_op(ops: pd.DataFrame, hit: np.ndarray, tid: object, lo: float, hi: float) -> bool:
-    """Whether an op marked in `hit` starts on `tid` inside [lo, hi]."""
-    ts = ops[tables.OP_TS].to_numpy(float)
-    return bool((hit & (ops[tables.OP_TID].to_numpy() == tid) & (ts >= lo) & (ts <= hi)).any())
-
-
 def _nested_steps(ops: pd.DataFrame, region: np.ndarray, op_steps: np.ndarray) -> set[tuple[object, int]]:
     """(thread, step) pairs where a compiled region starts inside an earlier region on that thread."""
     rows = np.flatnonzero(region)
@@ -211,9 +205,11 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
                          GB_GUARD_US: float((l_end[in_guard] - l_ts[in_guard]).sum()),
                          GB_GPU_IDLE_US: max(gpu_end - lo - busy, 0.0), GB_OPS: _ops_at(ops, t, lo, hi, skip)})
     nested = _nested_steps(ops, region, steps.ops)
-    backward = matches(ops[tables.OP_NAME], BACKWARD)
+    backward = matches(ops[tables.OP_NAME], BACKWARD)  # the backward ops, found once for every break
+    bw_ts, bw_tid = ops[tables.OP_TS].to_numpy(float)[backward], ops[tables.OP_TID].to_numpy()[backward]
     recs = [r for r in recs if (r[GB_TID], r[GB_STEP]) in nested
-            or (r[GB_SYNC_US] > 0 and not _any_op(ops, backward, r[GB_TID], r[GB_START], r[GB_END]))]
+            or (r[GB_SYNC_US] > 0
+                and not ((bw_tid == r[GB_TID]) & (bw_ts >= r[GB_START]) & (bw_ts <= r[GB_END])).any())]
     breaks = pd.DataFrame(recs, columns=list(BREAK_COLUMNS)) if recs else empty_breaks()
     on_thread = np.isin(rt[tables.RT_TID].to_numpy(), breaks[GB_TID].to_numpy()) if recs else none
     return per_step, breaks, on_thread
