@@ -1,5 +1,6 @@
 """Costs estimated from the kernels an op launched (tracekit.analyzers.costs.estimates): the trtllm-gen
-fused MoE under vllm::moe_forward, checked against counts read by hand from the B200 trace's raw events."""
+fused MoE under vllm::moe_forward and vLLM's paged attention (vllm::unified_attention*), checked against
+counts read by hand from the B200 trace's raw events and against synthetic calls worked by hand."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from conftest import SHARED_TRACES
 
 from tracekit.analyzers.costs import attribution as at
-from tracekit.analyzers.costs.estimates import trtllm_moe
+from tracekit.analyzers.costs.estimates import (
+    ServingStep,
+    paged_attention,
+    serving_step,
+    trtllm_moe,
+    unified_attention,
+)
 from tracekit.analyzers.costs.op_args import OpArgs
 from tracekit.analyzers.kernels import classify
 from tracekit.trace import tables
@@ -90,7 +97,7 @@ def test_b200_moe_forward_flops_from_raw_events():
     g2 = next(v for n, v in flops.items() if n.startswith("bmm_Bfloat16"))
     assert g1 == 2 * tokens * top_k * hidden * (2 * inter)  # gate and up
     assert g2 == 2 * tokens * top_k * inter * hidden  # down
-    estimated = (costs.table[at.SOURCE] == at.SOURCE_ESTIMATE).to_numpy()
+    estimated = ((costs.table[at.SOURCE] == at.SOURCE_ESTIMATE) & (costs.table[at.OP] == "vllm::moe_forward")).to_numpy()
     assert costs.estimated[0][0] == "vllm::moe_forward"
     assert costs.estimated[0][1] == pytest.approx(float(gpu[tables.GPU_DUR].to_numpy()[estimated].sum()))
 
@@ -109,7 +116,8 @@ def test_estimates_are_marked_in_json_and_text(capsys):
     marked = {k["name"].split("_")[1] for k in kernels if k.get("estimated")}
     assert {"MxE4m3", "Bfloat16"} <= marked  # the two MoE GEMMs (bmm_<output type>_...)
     assert all(k.get("estimated") in (None, True) for k in kernels)  # the key only where true
-    assert not any(k.get("estimated") for k in kernels if k["op"] != "vllm::moe_forward")
+    estimated_ops = {"vllm::moe_forward", "vllm::unified_attention_with_output"}
+    assert not any(k.get("estimated") for k in kernels if k["op"] not in estimated_ops)
     assert main(["analyze", str(B200)]) == 0
     text = capsys.readouterr().out
     row = next(x for x in text.splitlines() if "bmm_MxE4m3" in x)
@@ -117,3 +125,136 @@ def test_estimates_are_marked_in_json_and_text(capsys):
     assert main(["analyze", "--by", "op", str(B200)]) == 0
     row = next(x for x in capsys.readouterr().out.splitlines() if x.endswith("vllm::moe_forward"))
     assert " ~" in row  # its FLOPs
+
+
+FMHA = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext"
+FMHA_SLIDING = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvSlidingOrChunkedCausalP16VarSeqQ128Kv128PersistentContext"
+FP8 = "c10::Float8_e4m3fn"
+
+
+def _attention(step, names=(FMHA,), tokens=888):
+    args = OpArgs.of([[tokens, 8, 64], [tokens, 1, 64], [tokens, 1, 64], [tokens, 8, 64], [], [], []],
+                     [FP8, BF16, BF16, BF16, "", "", ""])
+    return unified_attention(args, list(names), step)
+
+
+def test_vllm_step_annotation_is_parsed():
+    assert serving_step("execute_context_1(888)_generation_0(0)") == ServingStep(1, 888, 0, 0)
+    assert serving_step("execute_context_1(888_788544)_generation_0(0)") == ServingStep(1, 888, 0, 0)
+    assert serving_step("execute_context_0(0)_generation_32(32)") == ServingStep(0, 0, 32, 32)
+    assert serving_step("ProfilerStep#3") is None
+
+
+def test_synthetic_unified_attention_by_hand():
+    # one causal prompt of 888 tokens, 8 query heads and 1 KV head of 64: 888*889/2 = 394,716 attended
+    # pairs, 2 * 8 * (64 + 64) FLOPs each; bytes: q fp8 888*8*64, output bf16 888*8*64*2, K and V of 888
+    # tokens in the kernel's E4m3 (1 byte): 888*1*128
+    out = _attention(ServingStep(1, 888, 0, 0))
+    assert out == [(2 * 8 * 128 * 394_716, 888 * 512 + 888 * 512 * 2 + 888 * 128, "fp8")]
+    # two prompts of 444: 2 * (444*445/2) = 197,580 pairs
+    two = _attention(ServingStep(2, 888, 0, 0), names=("void vllm::other_kernel<...>", FMHA))
+    assert two is not None and two[0] is None and two[1] is not None and two[1][0] == 2 * 8 * 128 * 197_580
+
+
+def test_unified_attention_abstains_without_what_it_needs():
+    assert _attention(None) is None  # no vLLM step annotation around the call
+    assert _attention(ServingStep(1, 880, 1, 1)) is None  # a decode token: its context length is not recorded
+    assert _attention(ServingStep(1, 880, 0, 0)) is None  # the step's tokens are not the call's (padding)
+    assert _attention(ServingStep(1, 888, 0, 0), names=(FMHA_SLIDING,)) is None  # the window is not recorded
+    assert _attention(ServingStep(1, 888, 0, 0), names=("void vllm::other_kernel<...>",)) is None
+
+
+def test_b200_unified_attention_from_raw_events():
+    if not B200.exists():
+        pytest.skip("../shared/traces/tracelens/b200 is absent (third-party trace corpus)")
+    with gzip.open(B200, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("execute_context_")]
+    assert {e["name"] for e in steps} == {"execute_context_1(888_788544)_generation_0(0)"}  # one prompt of 888
+    calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "vllm::unified_attention_with_output"]
+    (tokens, hq, d), (_, hk, _), (_, _, dv) = calls[0]["args"]["Input Dims"][:3]
+    assert (tokens, hq, hk, d, dv) == (888, 8, 1, 64, 64)
+    by_corr = {e["args"]["correlation"]: e["name"] for e in events if e.get("cat") == "kernel"}
+    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    causal = sliding = 0
+    for call in calls:
+        t0, t1 = call["ts"], call["ts"] + call["dur"]
+        names = [by_corr.get(e["args"].get("correlation")) for e in launches if t0 <= e["ts"] <= t1]
+        fmha = [n for n in names if n and n.startswith("fmha")]
+        assert len(fmha) == 1
+        sliding += "Sliding" in fmha[0]
+        causal += "Sliding" not in fmha[0]
+    assert (causal, sliding) == (18, 18)  # the model alternates full and sliding-window layers
+
+    rank = next(iter(load_trace(B200).ranks.values()))
+    costs = at.estimate_costs(rank, classify(rank))
+    names = rank.gpu[tables.GPU_NAME].to_numpy()
+    t = costs.table[(costs.table[at.OP] == "vllm::unified_attention_with_output").to_numpy()]
+    kn = names[t.index.to_numpy()]
+    full = np.array(["Sliding" not in n for n in kn])
+    pairs = tokens * (tokens + 1) // 2  # one causal prompt attending its own 888 keys
+    assert full.sum() == causal and (t[at.FLOPS].to_numpy()[full] == 2 * hq * pairs * (d + dv)).all()
+    assert (t[at.BYTES].to_numpy()[full] == tokens * hq * d * 1 + tokens * hq * dv * 2 + tokens * hk * (d + dv) * 1).all()
+    assert set(t[at.SOURCE].to_numpy()[full]) == {at.SOURCE_ESTIMATE}
+    assert np.isnan(t[at.FLOPS].to_numpy()[~full].astype(float)).all()  # sliding window: unknown, not guessed
+
+
+def _paged(version, longest="1000", names=None):
+    """A vLLM _C::paged_attention_v1/v2 call as the profiler records it: 32 decode queries of 32 heads x
+    128 (fp16), a [1000 blocks, 8 KV heads, 128/8, 16, 8] key cache and [1000, 8, 128, 16] value cache,
+    a [32, 64] int32 block table, max_seq_len as a concrete value."""
+    q, kc, vc = [32, 32, 128], [1000, 8, 16, 16, 8], [1000, 8, 128, 16]
+    tail_dims = [[], [], [32, 64], [32], [], [], [], [], [], [], [], [], [], [], []]
+    tail_types = ["Scalar", "Scalar", "int", "int", "Scalar", "Scalar", "", "String", "float", "float",
+                  "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    tail_values = ["8", "0.088", "", "", "16", longest, "", "auto", "", "", "0", "0", "0", "64", "0"]
+    head = [[32, 32, 128]] if version == 1 else [[32, 32, 128], [32, 32, 8], [32, 32, 8], [32, 32, 8, 128]]
+    head_types = [HALF] if version == 1 else [HALF, "float", "float", HALF]
+    dims = [*head, q, kc, vc, *tail_dims]
+    types = [*head_types, HALF, HALF, HALF, *tail_types]
+    concrete = [""] * (len(head) + 3) + tail_values
+    names = names or [f"void vllm::paged_attention_v{version}_kernel<unsigned short, unsigned short, 128, 16, 128>(...)"]
+    return paged_attention(OpArgs.of(dims, types, concrete=concrete), names, len(head))
+
+
+HALF = "c10::Half"
+
+
+def test_synthetic_paged_attention_by_hand():
+    # 32 sequences x max_seq_len 1000 = 32,000 (query, key) pairs, 2 * 32 heads * (128 + 128) FLOPs each;
+    # bytes: q and out 32*32*128*2 each, K and V of 32,000 tokens x 8 heads x 128 x 2 bytes each, the
+    # 32 x 64 int32 block table
+    want = (2 * 32 * 32_000 * 256, 2 * 262_144 + 32_000 * 8 * 512 + 32 * 64 * 4, "fp16")
+    assert _paged(1) == [want]
+    reduce = "void vllm::paged_attention_v2_reduce_kernel<unsigned short, 128, 128, 512>(...)"
+    v2 = _paged(2, names=["void vllm::paged_attention_v2_kernel<unsigned short, unsigned short, 128, 16, 128, 512>(...)",
+                          reduce])
+    assert v2 == [want, None]  # the reduce kernel is left to the kernel-level models
+    assert _paged(1, longest="") is None  # max_seq_len not recorded
+    assert _paged(1, names=["void some_other_kernel(...)"]) is None
+
+
+def test_estimates_through_the_loader(tmp_path):
+    """A synthetic vLLM step (tests/tracebuilder): the step annotation around a unified_attention call and
+    a paged_attention_v1 call, each launching its kernel; the costs come out marked as estimates."""
+    from tracebuilder import TraceBuilder
+
+    b = TraceBuilder()
+    b.annotation("execute_context_1(888)_generation_0(0)", 0, 100)
+    ua = b.op("vllm::unified_attention_with_output", 10, 20, **{
+        "Input Dims": [[888, 8, 64], [888, 1, 64], [888, 1, 64], [888, 8, 64], []],
+        "Input type": [FP8, BF16, BF16, BF16, "String"]})
+    b.launch(12, 2, FMHA, 30, 15, ext=ua)
+    pa = b.op("_C::paged_attention_v1", 40, 20, **{
+        "Input Dims": [[32, 32, 128], [32, 32, 128], [1000, 8, 16, 16, 8], [1000, 8, 128, 16], [], [], [32, 64],
+                       [32], [], []],
+        "Input type": [HALF, HALF, HALF, HALF, "Scalar", "Scalar", "int", "int", "Scalar", "Scalar"],
+        "Concrete Inputs": ["", "", "", "", "8", "0.088", "", "", "16", "1000"]})
+    b.launch(42, 2, "void vllm::paged_attention_v1_kernel<unsigned short, unsigned short, 128, 16, 128>(...)",
+             50, 30, ext=pa)
+    rank = next(iter(load_trace(b.write(tmp_path / "vllm.json")).ranks.values()))
+    costs = at.estimate_costs(rank, classify(rank))
+    t = costs.table
+    assert list(t[at.FLOPS]) == [2 * 8 * 128 * 394_716, 2 * 32 * 32_000 * 256]  # by hand, as above
+    assert set(t[at.SOURCE]) == {at.SOURCE_ESTIMATE}
+    assert dict(costs.estimated) == {"vllm::unified_attention_with_output": 15.0, "_C::paged_attention_v1": 30.0}

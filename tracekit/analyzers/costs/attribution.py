@@ -139,7 +139,7 @@ def estimate_costs(rank: RankTrace, classification: KernelClassification | None 
         unshaped_us = float(dur[uncosted & ~shaped].sum())
         uncosted &= shaped
         calls = _op_calls(gpu, op, len(ops))
-        for i, (f, b, d) in estimate_calls(gpu, ops, op, calls, uncosted).items():
+        for i, (f, b, d) in estimate_calls(gpu, ops, op, calls, uncosted, rank.annotations).items():
             flops[i], nbytes[i], dtype[i], role[i], source[i] = f, b, d, ROLE_MAIN, SOURCE_ESTIMATE
             uncosted[i] = False
             estimated[op_name[i]] = estimated.get(op_name[i], 0.0) + float(dur[i])

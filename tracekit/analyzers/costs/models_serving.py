@@ -5,7 +5,8 @@ op's schema (the source) declares them. Bytes are compulsory traffic (inputs onc
 in-place tensors read and written); FLOPs are per-element counts for the memory-bound ops and the
 GEMM/attention products for MoE and attention. Where a count the cost needs is not recorded (the
 expert weights of `vllm::moe_forward`, the sequence lengths of `vllm::unified_attention*`), the model
-returns None: unknown, not a guess."""
+returns None: unknown, not a guess (costs.estimates may then estimate the call from its kernels and
+vLLM's step annotation, marked as an estimate)."""
 
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ def fused_experts(name: str, a: OpArgs) -> OpCost | None:
     return OpCost(flops, 2.0 * x.nbytes + weights + routing, x.dtype)
 
 
-def _causal_pairs(lq: float, lk: float) -> float:
+def causal_pairs(lq: float, lk: float) -> float:
     """(query, key) pairs a causal (bottom-right aligned) sequence attends: lq*lk - lq*(lq-1)/2."""
     return lq * lk - lq * (lq - 1) / 2 if lq <= lk else lk * (lk + 1) / 2
 
@@ -133,7 +134,7 @@ def batch_prefill(name: str, a: OpArgs) -> OpCost | None:
     tk = pages.numel * page
     causal = a.value(12) is True
     lq, lk = tq / seqs, tk / seqs
-    pairs = seqs * (_causal_pairs(lq, lk) if causal else lq * lk)
+    pairs = seqs * (causal_pairs(lq, lk) if causal else lq * lk)
     hk, dv = kc.dims[-2], vc.dims[-1]
     kv = tk * hk * (d * kc.itemsize + dv * vc.itemsize)
     index = cuq.nbytes + (indptr.nbytes if indptr is not None else 0.0) + pages.nbytes
@@ -154,7 +155,7 @@ def flash_varlen(name: str, a: OpArgs) -> OpCost | None:
     tq, hq, d = q.dims
     tk, dv = k.dims[0], v.dims[-1]
     lq, lk = tq / seqs, tk / seqs
-    pairs = seqs * (_causal_pairs(lq, lk) if a.value(9) is True else lq * lk)
+    pairs = seqs * (causal_pairs(lq, lk) if a.value(9) is True else lq * lk)
     index = cuq.nbytes + (cuk.nbytes if cuk is not None else 0.0)
     total = q.nbytes + k.nbytes + v.nbytes + tq * hq * dv * q.itemsize + index
     return OpCost(2.0 * hq * pairs * (d + dv), total, q.dtype)
