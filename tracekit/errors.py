@@ -73,9 +73,9 @@ def exit_status(exc: BaseException) -> tuple[int, str] | None:
     return None
 
 
-def internal_error(exc: BaseException, command: str) -> tuple[int, str]:
-    """(EXIT_SOFTWARE, one line) for an exception that is a bug in tracekit: its type, its message (cut
-    to 200 characters) and the innermost tracekit frame, for a report; DEBUG_ENV shows the traceback."""
+def bug_line(exc: BaseException) -> str:
+    """`TYPE: MESSAGE at tracekit/PATH:LINE` of an exception that is a bug in tracekit: the message cut
+    to 200 characters, the innermost frame in the package."""
     where = ""
     tb = exc.__traceback__
     while tb is not None:
@@ -84,6 +84,17 @@ def internal_error(exc: BaseException, command: str) -> tuple[int, str]:
             where = f" at tracekit/{os.path.relpath(name, _PACKAGE).replace(os.sep, '/')}:{tb.tb_lineno}"
         tb = tb.tb_next
     text = " ".join(str(exc).split())[:200]
-    return EXIT_SOFTWARE, (f"internal error in `tracekit {command}`: {type(exc).__name__}: {text}{where} "
+    return f"{type(exc).__name__}: {text}{where}"
+
+
+def debugging() -> bool:
+    """Whether DEBUG_ENV asks bugs to raise with their traceback (the test suite sets it)."""
+    return bool(os.environ.get(DEBUG_ENV))
+
+
+def internal_error(exc: BaseException, command: str) -> tuple[int, str]:
+    """(EXIT_SOFTWARE, one line) for an exception that is a bug in tracekit: its type, its message (cut
+    to 200 characters) and the innermost tracekit frame, for a report; DEBUG_ENV shows the traceback."""
+    return EXIT_SOFTWARE, (f"internal error in `tracekit {command}`: {bug_line(exc)} "
                            f"(a tracekit bug: please report it with the command and the trace; "
                            f"{DEBUG_ENV}=1 shows the traceback)")

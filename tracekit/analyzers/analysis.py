@@ -15,6 +15,7 @@ from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
 from tracekit.analyzers.graphs import GraphReplays, graph_replays
 from tracekit.analyzers.integrity import Integrity, audit, combine_integrity
+from tracekit.analyzers.isolate import attempt, empty_patterns
 from tracekit.analyzers.kernels import (
     CLASS,
     LIBRARY,
@@ -69,6 +70,7 @@ class RankAnalysis:
     integrity: Integrity | None = None  # what the trace can support (run before the verdict)
     memory: MemoryView | None = None  # GPU memory per step (profile_memory traces only)
     operators: tuple[OperatorView, ...] = ()  # time by op, module and source line (analyzers/operators.py)
+    failures: tuple[str, ...] = ()  # a part that a tracekit bug left out, one warning each (analyzers/isolate.py)
 
 
 @dataclass(frozen=True)
@@ -185,12 +187,14 @@ def analyze_rank(rank: RankTrace, *, device: Device | None = None, kernel_wait_u
     lo = launch_overhead(rank, plan, classes=classes, **options)
     tb = temporal_breakdown(rank, kc.table[CLASS])
     roof = roofline(rank, kc, costs, device, plan)
-    patterns = find_patterns(rank, kc, costs, plan=plan)
+    patterns, failed = attempt("the pattern detectors", lambda: find_patterns(rank, kc, costs, plan=plan),
+                               lambda: empty_patterns(rank), f"rank {rank.rank} gets no suggestions")
     return RankAnalysis(rank=int(rank.rank), classification=kc, launch=lo, temporal=tb, costs=costs,
                         roofline=roof, patterns=patterns, graphs=graph_replays(rank, costs),
                         timeline=timeline(rank, plan, kc.table[CLASS]), facts=trace_facts(rank),
                         integrity=audit(rank, plan),
-                        memory=memory_view(rank, plan), operators=operator_views(rank, plan, costs))
+                        memory=memory_view(rank, plan), operators=operator_views(rank, plan, costs),
+                        failures=(failed,) if failed else ())
 
 
 def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | None = None,
@@ -216,6 +220,7 @@ def analyze(trace: Trace, *, rank: int | None = None, tokens_per_step: float | N
     warnings = list(trace.warnings)
     for r in results:
         warnings.extend(r.roofline.notes)
+        warnings.extend(r.failures)
     return Analysis(
         path=str(trace.path), ranks=results, device=device, totals=totals,
         queue=QueueStats.of(np.concatenate(queues) if queues else np.empty(0)),

@@ -136,7 +136,7 @@ def _rank_result(task: RankTask, trace: Trace, t0: float, c0: float) -> RankResu
     return RankResult(
         rank=int(rank.rank), path=str(rank.path), origin_us=int(rank.meta.origin_us),
         summary=rank_summary(analysis, ra), digest=digest, suggestions=found, view=view, row=row,
-        warnings=tuple(trace.warnings), seconds=time.perf_counter() - t0,
+        warnings=local.warnings, seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0, peak_rss_kb=peak_rss_kb(),
         pid=os.getpid())
 

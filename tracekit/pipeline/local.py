@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -11,7 +12,8 @@ from tracekit.analyzers.analysis import Analysis, analyze
 from tracekit.analyzers.step_selection import STEADY_STEPS, StepSelection
 from tracekit.model.outlook import RankModel, rank_model
 from tracekit.model.projection import DEFAULT_OVERHEAD, ProfilerOverhead
-from tracekit.suggestions import Suggestion, suggest
+from tracekit.suggestions import Suggestion
+from tracekit.suggestions.rules import suggest_checked
 from tracekit.trace.load import Progress, load_trace
 from tracekit.trace.model import Trace
 
@@ -65,9 +67,12 @@ def analyse_trace(trace: Trace, *, rank: int | None = None, steps: StepSelection
     analysis = analyze(trace, rank=rank, tokens_per_step=tokens_per_step, steps=steps)
     models = model_ranks(trace, analysis, overhead, use_bare)
     analysis = analysis.with_model({m.rank: m.unprofiled for m in models})
-    found = tuple(suggest(analysis, models=models)) if with_suggestions else ()
-    return LocalResult(path=str(trace.path), warnings=tuple(str(w) for w in trace.warnings),
-                       analysis=analysis, suggestions=found, models=models)
+    found, failed = suggest_checked(analysis, models=models) if with_suggestions else ([], ())
+    rank_failures = tuple(w for r in analysis.ranks for w in r.failures)
+    if failed:  # a rule or the pricing hit a tracekit bug: the report says so beside what it left out
+        analysis = dataclasses.replace(analysis, warnings=tuple(dict.fromkeys((*analysis.warnings, *failed))))
+    return LocalResult(path=str(trace.path), warnings=(*(str(w) for w in trace.warnings), *rank_failures, *failed),
+                       analysis=analysis, suggestions=tuple(found), models=models)
 
 
 def analyse_file(path: str | os.PathLike, *, rank: int | None = None, steps: StepSelection | str = STEADY_STEPS,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.isolate import attempt
 from tracekit.analyzers.operators import BY_MODULE, where_launched
 from tracekit.analyzers.ranks import CrossRank
 from tracekit.analyzers.step_parts import StepPart
@@ -251,16 +252,48 @@ def suggest(analysis: Analysis, rules: Sequence[Rule] | None = None,
     projects (suggestions/whatif.py), and a combined what-if of the top suggestions follows them. A
     suggestion that WAITS_FOR another that fired is left out. Empty when the integrity audit found an
     error: a trace that cannot support a verdict cannot price a change either."""
+    return suggest_checked(analysis, rules, models)[0]
+
+
+def suggest_checked(analysis: Analysis, rules: Sequence[Rule] | None = None,
+                    models: Sequence[RankModel] = ()) -> tuple[list[Suggestion], tuple[str, ...]]:
+    """(suggest's list, a warning per part a tracekit bug left out: a rule that raised, the pricing);
+    no rule runs where a rank's pattern detectors failed (analyzers/isolate.py)."""
     audit = analysis.integrity
     if audit is not None and audit.errors:
-        return []  # the trace cannot support a verdict (tracekit.analyzers.integrity): nor a saving
-    checked = [s for rule in (RULES if rules is None else rules) if (s := rule.run(analysis)) is not None]
-    found = _priced(analysis, checked, models)
+        return [], ()  # the trace cannot support a verdict (tracekit.analyzers.integrity): nor a saving
+    if any(r.failures for r in analysis.ranks):
+        return [], ()  # the rules read the patterns; the rank's warning says they are missing
+    failed: list[str] = []
+
+    def run(rule: Rule) -> Suggestion | None:
+        found, note = attempt(f"rule `{rule.id}`", lambda: rule.run(analysis), lambda: None, "its suggestion is left out")
+        if note:
+            failed.append(note)
+        return found
+
+    checked = [s for rule in (RULES if rules is None else rules) if (s := run(rule)) is not None]
+
+    def priced(found: list[Suggestion]) -> list[Suggestion]:
+        out, note = attempt("the what-if pricing", lambda: _priced(analysis, found, models),
+                            lambda: [s for s in found if s.saving_pct >= SILENT_BELOW_PCT],
+                            "the savings are the traced estimates, not what-if replays")
+        if note:
+            failed.append(note)
+        return out
+
+    found = priced(checked)
     fired = {s.id for s in found}
     held = {s.id for s in found if fired.intersection(WAITS_FOR.get(s.id, ()))}
     if held:  # price again without them (the combined savings)
-        found = _priced(analysis, [s for s in checked if s.id not in held], models)
-    return sorted((located(analysis, s) for s in found), key=lambda s: -s.saving_us)
+        found = priced([s for s in checked if s.id not in held])
+
+    def place(s: Suggestion) -> Suggestion:
+        return attempt("locating a suggestion's source line", lambda: located(analysis, s), lambda: s,
+                       "its source line is not shown")[0]
+
+    placed = [place(s) for s in found]
+    return sorted(placed, key=lambda s: -s.saving_us), tuple(dict.fromkeys(failed))
 
 
 def located(analysis: Analysis, s: Suggestion) -> Suggestion:

@@ -88,6 +88,11 @@ CM_OVERLAP_US = "overlap_us"  # comm time with compute running
 CM_EXPOSED_US = "exposed_us"  # comm time with no compute running
 CM_LAST_EXPOSED_US = "last_exposed_us"  # exposed part of the step's last collective
 CM_TOP = "top"  # name of the collective kernel with the most exposed time
+SYNC_COLUMNS = (SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE)
+COPY_COLUMNS = (CP_STEP, CP_BYTES, CP_COPY_US, CP_CALL_US, CP_DIRECTION)
+DATALOADER_COLUMNS = (DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE)
+COMM_COLUMNS = (CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US, CM_LAST_EXPOSED_US,
+                CM_TOP)
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     bubble that follows each."""
     rt, gpu, ops = rank.runtime, rank.gpu, rank.ops
     steps = steps or StepsOf.of(rank)
-    cols = [SY_STEP, SY_API, SY_ORIGIN, SY_WAIT_US, SY_BUBBLE_US, SY_PAGEABLE]
+    cols = list(SYNC_COLUMNS)
     if not len(rt):
         return pd.DataFrame(columns=cols)
     is_sync = rt[tables.RT_KIND].isin(tables.SYNC_KINDS).to_numpy()
@@ -209,7 +214,7 @@ def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFra
     GPU idle time inside it."""
     ops, gpu, an = rank.ops, rank.gpu, rank.annotations
     steps = steps or StepsOf.of(rank)
-    cols = [DL_STEP, DL_CALLS, DL_US, DL_GPU_IDLE_US, DL_SINGLE]
+    cols = list(DATALOADER_COLUMNS)
     names, ts, end, step = [], [], [], []
     in_ops, in_an = dataloader_rows(rank)
     if len(ops):
@@ -243,8 +248,7 @@ def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None
     """Per step: communication kernel time, how much of it overlaps compute kernels, and the rest."""
     gpu = rank.gpu
     steps = steps or StepsOf.of(rank)
-    cols = [CM_STEP, CM_COLLECTIVES, CM_COMM_US, CM_COMPUTE_US, CM_OVERLAP_US, CM_EXPOSED_US,
-            CM_LAST_EXPOSED_US, CM_TOP]
+    cols = list(COMM_COLUMNS)
     is_comm = classes == COMMUNICATION
     if not is_comm.any():
         return pd.DataFrame(columns=cols)
