@@ -53,11 +53,13 @@ from tracekit.compare.signals import (
     optimizer_kind,
     pattern_sum,
     single_process_loads,
+    steps_of,
     steps_sum,
     totals_field,
     triton_launch_config,
 )
 from tracekit.suggestions.rules_align import misaligned_calls
+from tracekit.suggestions.rules_int4 import int4_large_calls
 
 APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_launch.cuda_graphs: capture the step and replay it (torch.cuda.graphs, mode="reduce-overhead"):
@@ -127,6 +129,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_decode.quantize_weights: int8/int4 weights: the GEMV kernels read fewer bytes, so GEMM time
     # falls by 30 % (dequantizing GEMVs compiled by Inductor are reductions, not GEMMs: they fall further).
     "quantize_weights": (Signal("GEMM time per step", class_time(kernels.GEMM), FALLS, 0.3, unit=TIME),),
+    # rules_int4.int4_large_batch: bf16 weights (F.linear) for large M: no int4 GEMM call with M ≥ 256 is left.
+    "int4_large_batch": (Signal("int4 GEMM calls with M ≥ 256 per step", lambda a: int4_large_calls(a) / steps_of(a),
+                                FALLS, 1.0),),
     # rules_llm.fused_llm_kernels: fused kernels launch none of the chains' aten ops: their kernels
     # (patterns.llm_chains) fall to a quarter.
     "fused_llm_kernels": (Signal("unfused LLM chain kernels per step", pattern_sum("llm_chains", layers.LC_KERNELS),

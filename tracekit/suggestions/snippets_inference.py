@@ -1,8 +1,29 @@
-"""Code snippets of the rules about inference (a KV cache for generation, weights converted once, the last position's logits only), keyed by rule id."""
+"""Code snippets of the rules about inference (a KV cache for generation, weights converted once, the last position's logits only, bf16 weights for large-M int4 GEMMs), keyed by rule id."""
 
 from __future__ import annotations
 
 INFERENCE_SNIPPETS: dict[str, str] = {
+    "int4_large_batch": '''\
+# tinygemm (torch.ops.aten._weight_int4pack_mm, torchao's int4 weight-only) is built for decode:
+# 16-row tiles that dequantise every weight again for each 16 rows of x. For prefill and large
+# batches run bf16 weights on cuBLAS; keep int4 where M is small (decode reads 4x fewer bytes).
+LARGE_M = 256        # rows of x; time both paths on your GPU to place the crossover
+
+class Int4Linear(nn.Module):
+    def __init__(self, packed, scales_and_zeros, group_size, w_bf16):
+        super().__init__()
+        self.packed, self.sz, self.group_size = packed, scales_and_zeros, group_size
+        self.w_bf16 = w_bf16   # dequantised once at load: w = (q - 8) * scale, [N, K] bf16
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.shape[0] < LARGE_M:                       # decode: int4, a quarter of the weight bytes
+            y = torch.ops.aten._weight_int4pack_mm(x2, self.packed, self.group_size, self.sz)
+        else:                                           # prefill / large batch: cuBLAS on bf16
+            y = F.linear(x2, self.w_bf16)
+        return y.view(*x.shape[:-1], -1)
+# No memory for a bf16 copy: dequantise per call on the large-M path only (one pass over the
+# weights, then F.linear): slower than a kept copy, still far faster than tinygemm at large M.
+''',
     "last_logits": '''\
 # Prefill: only the last position's logits pick the next token.
 h = model.model(input_ids).last_hidden_state          # [B, S, hidden]

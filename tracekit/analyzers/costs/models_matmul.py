@@ -147,6 +147,24 @@ def grouped_mm(name: str, a: OpArgs) -> OpCost | None:
     return _gemm(2.0 * m * n * k, [x, w], m * n, x.dtype)
 
 
+def weight_int4pack_mm(name: str, a: OpArgs) -> OpCost | None:
+    """_weight_int4pack_mm(x[M,K], w_packed, group_size, scales_and_zeros[K/group, N, 2]) (tinygemm,
+    torchao's int4 weight-only GEMM) and _weight_int4pack_mm_for_cpu: 2*M*N*K, N from the scales.
+    The packed weight is int32 [N/8, K/(16*tiles), 32, tiles/2] on CUDA (uint8 [N, K/2] on CPU): N*K/2
+    bytes either way. Bytes: x, the int4 weights, the bf16 scales and zeros, the output [M, N].
+    dtype: x's (bf16): the kernel dequantises to bf16 and runs bf16 MMAs."""
+    x, w, sz = a.tensor(0), a.tensor(1), a.tensor(3)
+    if x is None or w is None or sz is None or len(x.dims) != 2 or len(sz.dims) != 3:
+        return None
+    (m, k), n = x.dims, sz.dims[1]
+    group = a.value(2)
+    if isinstance(group, int) and not isinstance(group, bool) and group > 0 and sz.dims[0] * group != k:
+        return None  # the scales do not cover K in groups: not the signature this model reads
+    weights = n * k / 2
+    return OpCost(2.0 * m * n * k, x.read_bytes + weights + sz.read_bytes + m * n * x.itemsize, x.dtype,
+                  GEMM_WORK, LONGEST)
+
+
 # --- attention ----------------------------------------------------------------------------------
 # op -> (layout of q/k/v: "bhld" or "blhd", index of query, index of the causal flag,
 #         kind of flag: "bool" or "mask" (custom_mask_type: 0 none, 1/2 causal), backward?)
@@ -341,6 +359,8 @@ MATMUL_MODELS: dict[str, Model] = {
     "_scaled_mm": scaled_mm,
     "_grouped_mm": grouped_mm,
     "_scaled_grouped_mm": grouped_mm,
+    "_weight_int4pack_mm": weight_int4pack_mm,
+    "_weight_int4pack_mm_for_cpu": weight_int4pack_mm,
     "convolution_backward": conv_backward,
     "cudnn_convolution_backward": cudnn_conv_backward,
     "cudnn_convolution_backward_input": cudnn_conv_backward_input,
