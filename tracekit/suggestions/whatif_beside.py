@@ -1,11 +1,11 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, weight_decay), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
-from tracekit.suggestions.rules_optimizer import freeze_transform
+from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
 BESIDE_TRANSFORMS: dict[str, TransformFor] = {
@@ -13,4 +13,5 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "merge_launches": merge_launches_transform,  # each under-filled run as one launch over all its blocks
     "last_logits": last_logits_transform,  # the whole-logits kernels × 1/S
     "freeze_params": freeze_transform,  # backward past the last trained gradient gone
+    "weight_decay": weight_decay_transform,  # the loss's L2 penalty gone, forward and backward
 }
