@@ -29,6 +29,7 @@ from tracekit.analyzers.detectors import (
     frozen_grads,
     full_logits,
     gqa_expand,
+    l2_penalty,
     launch_blocking,
     layers,
     mask_build,
@@ -157,6 +158,13 @@ def full_logits_time(analysis: Analysis, sel: Selection) -> float:
 def frozen_backward_time(analysis: Analysis, sel: Selection) -> float:
     """Backward's GPU work past the last gradient the optimizer reads (Patterns.frozen_grads), µs per step."""
     return per_step(_patterns_total(analysis, "frozen_grads", frozen_grads.FG_CUT_US), sel.steps)
+
+
+def l2_penalty_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time of the loss's L2 penalty (Patterns.l2_penalty: its forward run, backward calls and extra
+    gradient accumulations) in the selected steps, µs per step."""
+    frames = _selected(analysis, sel, "l2_penalty", l2_penalty.LP_STEP)
+    return per_step(sum(float(t[l2_penalty.LP_CPU_US].sum()) for t in frames), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

@@ -16,6 +16,7 @@ from tracekit.analyzers.detectors import (
     full_logits,
     generation,
     gqa_expand,
+    l2_penalty,
     launch_blocking,
     layers,
     loader_respawn,
@@ -187,6 +188,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
                            FALLS, 1.0),),
     "freeze_params": (Signal("gradients no optimizer reads per step",
                              steps_sum("frozen_grads", frozen_grads.FG_STEP, frozen_grads.FG_UNREAD), FALLS, 1.0),),
+    # rules_optimizer.weight_decay: the optimizer's weight_decay instead: no tensor is squared into the loss
+    "weight_decay": (Signal("parameter tensors squared into the loss per step",
+                            steps_sum("l2_penalty", l2_penalty.LP_STEP, l2_penalty.LP_TENSORS), FALLS, 1.0),),
     "launch_blocking": (Signal("kernel launches returning after their kernel per step",
                                steps_sum("launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_BLOCKED),
                                FALLS, 1.0),),

@@ -211,6 +211,9 @@ RULES: tuple[Rule, ...] = (
     Rule("freeze_params", rules_optimizer.freeze_params, SNIPPETS["freeze_params"],
          StepPart("backward's GPU work past the last gradient the optimizer reads", step_parts.frozen_backward_time), (),
          ("patterns.frozen_grads",)),
+    Rule("weight_decay", rules_optimizer.weight_decay, SNIPPETS["weight_decay"],
+         StepPart("the loss's L2 penalty: its forward and backward calls (their host time)", step_parts.l2_penalty_time), (),
+         ("patterns.l2_penalty", "patterns.l2_penalty_calls")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

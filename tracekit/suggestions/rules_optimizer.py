@@ -1,4 +1,4 @@
-"""Rules about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace; parameters the optimizer does not train left requiring grad."""
+"""Rules about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace; parameters the optimizer does not train left requiring grad; an L2 penalty over every parameter in the loss that the optimizer's weight_decay does in its step."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import frozen_grads as fg
+from tracekit.analyzers.detectors import l2_penalty as lp
 from tracekit.analyzers.detectors import offload, optimizer
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import remove_calls
@@ -155,3 +156,47 @@ def freeze_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transfo
     if p is None or not len(p.frozen_calls) or not p.frozen_calls.any():
         return None
     return remove_calls(p.frozen_calls)
+
+
+def weight_decay(analysis: Analysis) -> Suggestion | None:
+    """Training steps whose loss sums a square of every parameter tensor (patterns.l2_penalty): the
+    penalty's host time (its forward run's wall, its backward calls and the extra gradient
+    accumulations), or its GPU time if longer, per step; the what-if removes those calls and kernels."""
+    scope = Scope.of(analysis)
+    rows, total = [], 0.0
+    for r, table in rank_tables(analysis, "l2_penalty"):
+        t = table[in_headline(r, table[lp.LP_STEP].to_numpy())]
+        for rec in t.to_dict("records"):
+            saving = max(float(rec[lp.LP_CPU_US]), float(rec[lp.LP_GPU_US]))
+            total += saving
+            launches = int(rec[lp.LP_FORWARD_LAUNCHES]) + int(rec[lp.LP_BACKWARD_LAUNCHES])
+            rows.append({"rank": r.rank, "step": int(rec[lp.LP_STEP]), "tensors": int(rec[lp.LP_TENSORS]),
+                         "params": int(rec[lp.LP_PARAMS]), "ops": str(rec[lp.LP_OPS]),
+                         "forward_launches": int(rec[lp.LP_FORWARD_LAUNCHES]),
+                         "backward_nodes": int(rec[lp.LP_BACKWARD_NODES]),
+                         "backward_launches": int(rec[lp.LP_BACKWARD_LAUNCHES]),
+                         "accumulations": int(rec[lp.LP_ACCUMULATIONS]), "launches": launches,
+                         "kernels": int(rec[lp.LP_KERNELS]), "gpu_us": float(rec[lp.LP_GPU_US]),
+                         "cpu_us": float(rec[lp.LP_CPU_US]), "saving_us": saving})
+    if not rows:
+        return None
+    saving = total / scope.ranks
+    top = rows[0]
+    formula = (f"per step, max(the penalty's host time {fmt_us(top['cpu_us'])}: its forward calls' wall, its "
+               f"{top['backward_nodes']} backward calls and {top['accumulations']} extra gradient accumulations; "
+               f"its GPU time {fmt_us(top['gpu_us'])}) (first step shown); summed over "
+               f"{plural(len(rows), 'step')} = {fmt_us(saving)}")
+    title = (f"Move the L2 penalty into the optimizer (weight_decay=): the loss squares and sums "
+             f"{top['tensors']} of the {top['params']} parameter tensors one by one ({top['ops']}), "
+             f"{top['kernels']} kernels from {top['launches']} launches per step with their backward "
+             f"({fmt_us(top['gpu_us'])} of GPU time, {fmt_us(top['cpu_us'])} of host time as traced)")
+    return suggestion("weight_decay", title, saving, scope, formula, rows)
+
+
+def weight_decay_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The penalty's calls (patterns.l2_penalty_calls: forward, backward, extra accumulations) and
+    their kernels removed, with the host gaps before them (the ops' Python and dispatch)."""
+    p = r.patterns
+    if p is None or not len(p.l2_penalty_calls) or not p.l2_penalty_calls.any():
+        return None
+    return remove_calls(p.l2_penalty_calls)

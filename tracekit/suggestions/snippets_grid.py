@@ -1,4 +1,4 @@
-"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters), keyed by rule id."""
+"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters; an L2 penalty the optimizer applies), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -26,5 +26,17 @@ backbone.requires_grad_(False)          # no .grad for it, and backward stops at
 backbone.eval()                         # if it should not update batch-norm statistics or use dropout
 optimizer = torch.optim.AdamW(head.parameters(), lr=1e-3, fused=True)
 # (or run the frozen part under torch.no_grad() / torch.inference_mode() and train on its outputs)
+''',
+    "weight_decay": '''\
+# An L2 penalty summed in the loss launches a square, a sum and an add per parameter tensor, their
+# backward and a second gradient accumulation per tensor: hundreds of tiny kernels every step.
+#   loss = ce + wd * sum(p.pow(2).sum() for p in model.parameters())
+# Its gradient is 2 * wd * p, which the optimizer's (coupled) weight_decay adds inside its own step:
+loss = ce
+optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=2 * wd, fused=True)  # same update
+# (torch.optim.SGD(..., weight_decay=2 * wd) likewise.) Or decoupled decay, applied by the fused step:
+# optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay, fused=True)
+# A penalty on some tensors only (no biases, norms): parameter groups, {"params": ..., "weight_decay": 0}.
+# To log the penalty, compute it under torch.no_grad() every N steps.
 ''',
 }
