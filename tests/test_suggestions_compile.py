@@ -15,14 +15,19 @@ from tracekit.suggestions.rules import RULES_BY_ID
 STEP_US = 3000.0
 
 
-def break_trace(tmp_path, broken: bool = True, steps: int = 3, name: str = "breaks.json"):
+ENGINE_TID = 200  # the autograd engine's thread in the traces with a backward
+
+
+def break_trace(tmp_path, broken: bool = True, steps: int = 3, name: str = "breaks.json", backward: bool = False):
     """`steps` steps of STEP_US, each (t0 = the step's start): a cache lookup t0+10 (20 µs) and region
     "0/0" t0+30 → t0+1500 holding graph A (annotation t0+40 → t0+240, its launch at t0+50 of a 400 µs
     kernel t0+60 → t0+460). With `broken`: aten::item t0+250 (260 µs) holding _local_scalar_dense, whose
     cudaStreamSynchronize t0+260 → t0+470 waits for that kernel; then a second lookup t0+560 (30 µs) and
     region "1/0" t0+600 → t0+1400 (nested in 0/0) holding graph B (t0+620 → t0+920, its launch at t0+650
     of a 200 µs kernel t0+660 → t0+860). Without: graph B's launch and kernel at the same times, inside
-    graph A's region and after its annotation, with no lookup, region or item between them."""
+    graph A's region and after its annotation, with no lookup, region or item between them. With
+    `backward`: on thread ENGINE_TID two compiled backward graphs, t0+1600 → t0+1900 (launches at
+    t0+1620 and t0+1700, 10 µs each) and t0+2100 → t0+2400 (launches at t0+2250 and t0+2300)."""
     b = TraceBuilder()
     for step in range(1, steps + 1):
         t0 = STEP_US * (step - 1)
@@ -40,6 +45,11 @@ def break_trace(tmp_path, broken: bool = True, steps: int = 3, name: str = "brea
             b.op("Torch-Compiled Region: 1/0", t0 + 600, 800)
             b.annotation("## Call CompiledFxGraph bbbb ##", t0 + 620, 300)
         b.launch(t0 + 650, 5, "triton_poi_fused_mul_1", t0 + 660, 200)
+        if backward:
+            for start, launches in ((1600, (1620, 1700)), (2100, (2250, 2300))):
+                b.op(cd.BACKWARD_GRAPH, t0 + start, 300, tid=ENGINE_TID)
+                for at in launches:
+                    b.launch(t0 + at, 10, "triton_poi_fused_bw", t0 + at + 20, 30, tid=ENGINE_TID)
     return b.write(tmp_path / name)
 
 
@@ -139,3 +149,28 @@ def test_a_cuda_graph_keeps_the_breaks(tmp_path):
     # come out equal; merging the regions removes that stretch, a graph cannot
     assert 0.0 <= per_region == pytest.approx(spanning)
     assert merged > per_region
+
+
+def test_backward_graphs_of_a_broken_step_merge_too(tmp_path):
+    """Merging two forward graphs merges their backward graphs: the stretch from the first backward
+    graph's last launch (t0+1700 → t0+1710) to the second's first launch (t0+2250) is removed too."""
+    trace = tracekit.load_trace(break_trace(tmp_path, backward=True))
+    p = analyze(trace).ranks[0].patterns
+    ops = trace.rank().ops
+    t0s = ops.loc[ops["name"] == cd.LOOKUP, "ts"].to_numpy()[::2] - 10  # each step's first lookup at t0+10
+    back = p.backward_breaks
+    assert back[cd.BB_TID].tolist() == [ENGINE_TID] * 3 and back[cd.BB_STEP].tolist() == [1, 2, 3]
+    assert (back[cd.BB_CPU_START].to_numpy() - t0s).tolist() == [1710.0] * 3
+    assert (back[cd.BB_CPU_END].to_numpy() - t0s).tolist() == [2250.0] * 3
+    rt = trace.rank().runtime
+    assert p.break_thread.tolist() == [True] * len(rt)  # both threads' calls can lie in a break
+    # the what-if's stretches: the three forward breaks' (t0+55 → t0+650) and the three backward ones
+    from tracekit.suggestions.whatif import _breaks
+    stretches = _breaks(analyze(trace).ranks[0])
+    assert stretches is not None
+    assert sorted((stretches.ends - stretches.starts).tolist()) == [540.0] * 3 + [595.0] * 3
+
+
+def test_no_backward_stretch_without_a_forward_break(tmp_path):
+    p = analyze(tracekit.load_trace(break_trace(tmp_path, broken=False, backward=True))).ranks[0].patterns
+    assert not len(p.graph_breaks) and not len(p.backward_breaks)

@@ -6,6 +6,8 @@ WORKLOAD is one of:
   l2_penalty   benchmarks/heldout8/l2_penalty.py's baseline (the L2 penalty over 150 tensors in the
                loss, bf16 autocast, Adam(fused=True), now with capturable=True)
   sgd_groups   benchmarks/heldout2/sgd_groups.py's baseline (one SGD group per tensor, foreach off)
+  compile_helpers  benchmarks/heldout8/compile_helpers.py's baseline (rms_norm, rope and swiglu each
+               in torch.compile inside an eager Llama-style model, AdamW(fused=True), now capturable)
   manual_adam  benchmarks/heldout3/manual_adam.py's baseline (a hand-written AdamW loop over 96
                tensors; its Python-float step size is frozen at the capture, which leaves the time
                unchanged and the numbers slightly different)
@@ -141,7 +143,43 @@ def manual_adam() -> tuple[Callable[[int], None], Callable[[], torch.Tensor], li
     return (lambda i: None), step, params
 
 
-WORKLOADS = {"l2_penalty": l2_penalty, "sgd_groups": sgd_groups, "manual_adam": manual_adam}
+def compile_helpers() -> tuple[Callable[[int], None], Callable[[], torch.Tensor], list[torch.Tensor]]:
+    """The eighth set's compile_helpers baseline, its model built by that script's own classes."""
+    mod = runpy.run_path(str(HERE.parent / "heldout8" / "compile_helpers.py"), run_name="compile_helpers")
+    helpers, block = mod["H"], mod["Block"]
+    torch.manual_seed(0)
+    dim, heads, layers, ffn, vocab, batch, seq = 512, 8, 8, 1408, 32000, 8, 512
+    emb, head = nn.Embedding(vocab, dim).to(DEVICE), nn.Linear(dim, vocab, bias=False).to(DEVICE)
+    blocks = nn.ModuleList(block(dim, heads, ffn) for _ in range(layers)).to(DEVICE)
+    norm = nn.Parameter(torch.ones(dim, device=DEVICE))
+    params = [*emb.parameters(), *head.parameters(), *blocks.parameters(), norm]
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True, capturable=True)
+    inv = 1.0 / 10000 ** (torch.arange(0, dim // heads, 2, device=DEVICE).float() / (dim // heads))
+    ang = torch.arange(seq, device=DEVICE).float()[:, None] * inv
+    cos, sin = ang.cos(), ang.sin()
+    gen = torch.Generator(device=DEVICE).manual_seed(1)
+    data = torch.randint(0, vocab, (4, batch, seq + 1), device=DEVICE, generator=gen)
+    helpers.update({k: torch.compile(f) for k, f in helpers.items()})
+    tokens = data[0].clone()
+
+    def load(i: int) -> None:
+        tokens.copy_(data[i % 4], non_blocking=True)
+
+    def step() -> torch.Tensor:
+        with autocast():
+            x = emb(tokens[:, :-1])
+            for blk in blocks:
+                x = blk(x, cos, sin)
+            logits = head(helpers["rms_norm"](x, norm))
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return load, step, params
+
+
+WORKLOADS = {"compile_helpers": compile_helpers, "l2_penalty": l2_penalty, "sgd_groups": sgd_groups, "manual_adam": manual_adam}
 
 
 def main() -> None:

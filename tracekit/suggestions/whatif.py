@@ -119,8 +119,10 @@ def _breaks(r: RankAnalysis) -> Breaks | None:
     t = p.graph_breaks if p is not None else None
     if t is None or not len(t) or not len(p.break_thread):
         return None
-    return Breaks(p.break_thread, t[compiled.GB_CPU_START].to_numpy(dtype=float),
-                  t[compiled.GB_CPU_END].to_numpy(dtype=float))
+    back = p.backward_breaks  # the stretches between their backward graphs merge too
+    return Breaks(p.break_thread,
+                  np.concatenate([t[compiled.GB_CPU_START].to_numpy(dtype=float), back[compiled.BB_CPU_START].to_numpy(dtype=float)]),
+                  np.concatenate([t[compiled.GB_CPU_END].to_numpy(dtype=float), back[compiled.BB_CPU_END].to_numpy(dtype=float)]))
 
 
 def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -40,6 +40,8 @@ MACHINERY = re.compile(r"^(?:AOTDispatcher |Pregraph bytecode|Postgraph bytecode
                        r"TorchDynamo |CompiledFunction|## )")
 # the autograd engine running a backward: a stretch that holds one is forward → backward, not a break
 BACKWARD = re.compile(r"^autograd::engine::|Backward")
+# the autograd engine running one compiled backward graph (AOTAutograd's CompiledFunction's backward)
+BACKWARD_GRAPH = "autograd::engine::evaluate_function: CompiledFunctionBackward"
 TOP_OPS = 3  # op names a break lists
 NAME_CHARS = 60  # of each name (trace text is untrusted)
 
@@ -64,6 +66,19 @@ GB_GUARD_US = "guard_us"  # time in TorchDynamo Cache Lookup (the guard check) i
 GB_GPU_IDLE_US = "gpu_idle_us"  # GPU idle from the start to the first GPU activity after the end
 GB_OPS = "ops"  # the ops at the break: sync origins first (aten::item...), then the longest top-level ops
 BREAK_COLUMNS = (GB_STEP, GB_TID, GB_START, GB_END, GB_HOST_US, GB_CPU_START, GB_CPU_END, GB_SYNC_US, GB_GUARD_US, GB_GPU_IDLE_US, GB_OPS)
+
+
+# --- columns of Patterns.backward_breaks (one row per stretch between two compiled backward graphs
+# of a step with forward breaks: merging the forward graphs merges their backward graphs too) ----------
+BB_STEP = "step"
+BB_TID = "tid"
+BB_CPU_START = "cpu_start"  # end of the thread's last runtime call inside the graph before
+BB_CPU_END = "cpu_end"  # start of its first runtime call inside the graph after
+BACKWARD_BREAK_COLUMNS = (BB_STEP, BB_TID, BB_CPU_START, BB_CPU_END)
+
+
+def empty_backward_breaks() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(BACKWARD_BREAK_COLUMNS))
 
 
 def empty_compiled() -> pd.DataFrame:
@@ -155,18 +170,46 @@ def _nested_steps(ops: pd.DataFrame, region: np.ndarray, op_steps: np.ndarray) -
     return out
 
 
-def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-    """(COMPILED_COLUMNS per step, BREAK_COLUMNS per graph break, per rank.runtime row whether it
-    runs on a thread with breaks) of one rank; empty without Dynamo."""
+def _backward_breaks(rank: RankTrace, op_steps: np.ndarray, breaks: pd.DataFrame) -> pd.DataFrame:
+    """BACKWARD_BREAK_COLUMNS: in each step with n forward breaks, the stretches between its first n+1
+    consecutive compiled backward graphs on one thread (from the last runtime call inside one to the
+    first inside the next: the graph's epilogue, the engine's hand-over, the next graph's prologue)."""
+    ops, rt = rank.ops, rank.runtime
+    graph = ops[tables.OP_NAME].to_numpy(dtype=object) == BACKWARD_GRAPH
+    if not len(breaks) or not graph.any():
+        return empty_backward_breaks()
+    per_step = breaks[GB_STEP].value_counts()
+    r_ts, r_end, r_tid = rt[tables.RT_TS].to_numpy(float), rt[tables.RT_END].to_numpy(float), rt[tables.RT_TID].to_numpy()
+    g_rows = np.flatnonzero(graph & np.isin(op_steps, per_step.index.to_numpy()))
+    g_tid, g_ts, g_end = (ops[tables.OP_TID].to_numpy()[g_rows], ops[tables.OP_TS].to_numpy(float)[g_rows],
+                          ops[tables.OP_END].to_numpy(float)[g_rows])
+    recs = []
+    for (t, step), idx in pd.Series(range(len(g_rows))).groupby([g_tid, op_steps[g_rows]]).groups.items():
+        mine = np.asarray(idx)[np.argsort(g_ts[np.asarray(idx)], kind="stable")]
+        on = np.flatnonzero(r_tid == t)
+        for a, b in list(zip(mine[:-1].tolist(), mine[1:].tolist(), strict=True))[: int(per_step[step])]:
+            in_a = on[(r_ts[on] >= g_ts[a]) & (r_end[on] <= g_end[a])]
+            in_b = on[(r_ts[on] >= g_ts[b]) & (r_end[on] <= g_end[b])]
+            lo = float(r_end[in_a].max()) if len(in_a) else float(g_end[a])
+            hi = float(r_ts[in_b].min()) if len(in_b) else float(g_ts[b])
+            if hi > lo:
+                recs.append({BB_STEP: int(step), BB_TID: t, BB_CPU_START: lo, BB_CPU_END: hi})
+    return pd.DataFrame(recs, columns=list(BACKWARD_BREAK_COLUMNS)) if recs else empty_backward_breaks()
+
+
+def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """(COMPILED_COLUMNS per step, BREAK_COLUMNS per graph break, BACKWARD_BREAK_COLUMNS per stretch
+    between the compiled backward graphs of steps with breaks, per rank.runtime row whether it runs on
+    a thread with either) of one rank; empty without Dynamo."""
     ops = rank.ops
     none = np.zeros(len(rank.runtime), dtype=bool)
     if not len(ops):
-        return empty_compiled(), empty_breaks(), none
+        return empty_compiled(), empty_breaks(), empty_backward_breaks(), none
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
     region = matches(ops[tables.OP_NAME], REGION)
     lookup = names == LOOKUP
     if not (region.any() or lookup.any()):
-        return empty_compiled(), empty_breaks(), none
+        return empty_compiled(), empty_breaks(), empty_backward_breaks(), none
     per_step = _compiled_steps(names, steps.ops, region, lookup)
     tid, ts, end, step = _segments(rank, names, region, steps.annotations, steps.ops)
     marks_ts = ops[tables.OP_TS].to_numpy(float)[region | lookup]
@@ -211,5 +254,7 @@ def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.Dat
             or (r[GB_SYNC_US] > 0
                 and not ((bw_tid == r[GB_TID]) & (bw_ts >= r[GB_START]) & (bw_ts <= r[GB_END])).any())]
     breaks = pd.DataFrame(recs, columns=list(BREAK_COLUMNS)) if recs else empty_breaks()
-    on_thread = np.isin(rt[tables.RT_TID].to_numpy(), breaks[GB_TID].to_numpy()) if recs else none
-    return per_step, breaks, on_thread
+    backward = _backward_breaks(rank, steps.ops, breaks)
+    threads = np.concatenate([breaks[GB_TID].to_numpy(), backward[BB_TID].to_numpy()])
+    on_thread = np.isin(rt[tables.RT_TID].to_numpy(), threads) if recs else none
+    return per_step, breaks, backward, on_thread

@@ -104,6 +104,7 @@ class Patterns:
     # compiled.COMPILED_COLUMNS per step with torch.compile regions; compiled.BREAK_COLUMNS per graph break
     compiled: pd.DataFrame = field(default_factory=dynamo.empty_compiled)
     graph_breaks: pd.DataFrame = field(default_factory=dynamo.empty_breaks)
+    backward_breaks: pd.DataFrame = field(default_factory=dynamo.empty_backward_breaks)  # BACKWARD_BREAK_COLUMNS
     # recompiles.RECOMPILE_COLUMNS per compile span inside a step (Dynamo compiling a frame)
     recompiles: pd.DataFrame = field(default_factory=dynamo_compiles.empty)
     break_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
@@ -252,7 +253,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
     hosted, hosted_copies, hosted_calls, hosted_thread = offload.find_host_steps(rank, steps)
     llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
-    compiled_steps, graph_breaks, break_thread = dynamo.find_compiled(rank, steps)
+    compiled_steps, graph_breaks, backward_breaks, break_thread = dynamo.find_compiled(rank, steps)
     compile_spans = dynamo_compiles.find_recompiles(rank, steps)
     triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
     rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
@@ -323,6 +324,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_llm_chain=in_llm_chain,
         compiled=compiled_steps,
         graph_breaks=graph_breaks,
+        backward_breaks=backward_breaks,
         recompiles=compile_spans,
         break_thread=break_thread,
         triton_launches=triton_launches,
