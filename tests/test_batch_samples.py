@@ -129,3 +129,51 @@ def test_list_loop_pair_first_within_35_percent_and_silent_after():
     assert "cuda_graphs" not in {s.id for s in found}
     assert found[0].per_step_us / 1e3 == pytest.approx(measured, rel=0.35)
     assert "batch_samples" not in {s.id for s in analyse_file(fixed).suggestions}
+
+
+JOIN = ("aten::cat", [[], []], ["TensorList", "Scalar"])  # a tensor list's shapes are not recorded
+
+
+def same_shape_trace(tmp_path, join: bool = True, layers: int = 0, name: str = "same"):
+    """One step: 16 repetitions of body(12) (same shapes each time), then `JOIN` when `join`; with
+    `layers` > 0, that loop inside each of `layers` repetitions of a layer (layer_norm, linear, the
+    loop, the join): a chunked feed-forward."""
+    h = Host(span=3000.0)
+    norm = ("aten::layer_norm", [[1024, 64], [64]], [F32, F32])
+    linear = ("aten::linear", [[1024, 64], [64, 64]], [F32, F32])
+    for _ in range(max(layers, 1)):
+        if layers:
+            h.op(*norm)
+            h.op(*linear)
+        for _ in range(16):
+            for op in body(12):
+                h.op(*op)
+        if join:
+            h.op(*JOIN)
+    return h.write(tmp_path / f"{name}.json")
+
+
+def test_same_shaped_slices_joined_after_the_loop(tmp_path):
+    """16 same-shaped repetitions of 3 ops then a cat (held-out gpu_aug_loop: per-image augmentation,
+    then torch.cat): a per-sample loop of size 1 each (nothing to pad). Host time 10 × 47 + 8 = 478 µs
+    as in the padded case, × (1 − 1/16); cuda_graphs is not silenced (the shapes are fixed)."""
+    a = _analysis(same_shape_trace(tmp_path))
+    s = rules_batching.batch_samples(a)
+    assert s is not None and s.saving_us == pytest.approx(478 * 15 / 16)
+    row = s.evidence[0]
+    assert (row["samples_per_step"], row["size_min"], row["size_max"]) == (16, 1, 1)
+    assert s.title.startswith("Run the loop body once for all 16: each step repeats the same ops 16 times")
+    assert rules_launch.data_dependent_shapes(a) is None
+    # without the join it is a fixed-shape loop, as before
+    assert rules_batching.batch_samples(_analysis(same_shape_trace(tmp_path, join=False, name="nojoin"))) is None
+
+
+def test_a_loop_inside_each_layer_is_found(tmp_path):
+    """Two layers, each layer_norm, linear, 16 repetitions of the body and a cat (transformers'
+    apply_chunking_to_forward): the layer is the repeated block of the step (2 repeats, too few to
+    be samples); the loop inside each is found, one row per layer: 2 × 478 µs × 15/16."""
+    a = _analysis(same_shape_trace(tmp_path, layers=2, name="layers"))
+    s = rules_batching.batch_samples(a)
+    assert s is not None and len(s.evidence) == 1  # one rank: its rows are summed
+    assert s.saving_us == pytest.approx(2 * 478 * 15 / 16)
+    assert s.evidence[0]["launches_per_step"] == 2 * 48

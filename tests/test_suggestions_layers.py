@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_suggestions_kernels import BF16, BF16GEMM, EW, F32, Stream, _analysis
 
@@ -67,12 +69,14 @@ def test_channels_last_names_the_transposes(tmp_path):
 
 
 def block_trace(tmp_path, fused: bool = False):
-    """An LLM block, forward: q GEMM, RMSNorm chain (pow, mean, add, rsqrt, mul, mul: 6 × 10 µs), gate
-    GEMM, SwiGLU (silu 20 µs, mul 20 µs), down GEMM; each GEMM 100 µs. fused: one Triton kernel for each
-    chain, launched by no aten op."""
+    """An LLM block, forward: q GEMM, flash attention (50 µs), RMSNorm chain (pow, mean, add, rsqrt, mul,
+    mul: 6 × 10 µs), gate GEMM, SwiGLU (silu 20 µs, mul 20 µs), down GEMM; each GEMM 100 µs. fused: one
+    Triton kernel for each chain, launched by no aten op."""
     s = Stream()
     x = [[8, 1024, 1024]]
     s.kernel("aten::mm", BF16GEMM, 100, [[8192, 1024], [1024, 1024]], [BF16, BF16])
+    s.kernel("aten::_scaled_dot_product_flash_attention", "void flash_fwd_kernel<Flash_fwd_kernel_traits>(Flash_fwd_params)",
+             50, [[8, 16, 1024, 64]] * 3, [BF16] * 3)
     if fused:
         s.kernel("CompiledFunction", "triton_red_fused_add_mean_mul_pow_rsqrt_0", 10, x, [BF16])
     else:
@@ -100,6 +104,17 @@ def test_fused_llm_kernels_on_an_unfused_block(tmp_path):
     assert s.evidence[0]["fused_kernel"] == "LigerRMSNorm" and s.evidence[0]["ops"] == "aten::rsqrt"
     assert "liger_kernel" in s.snippet and "rms_norm, swiglu" in s.title
     assert a.ranks[0].patterns.in_llm_chain.sum() == 8
+
+
+def test_fused_llm_kernels_silent_without_attention(tmp_path):
+    """The same chains in a rank with no attention (a ResNet's weight standardisation has an rsqrt too):
+    no LLM block (held-out unfold_conv)."""
+    path = block_trace(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "flash" not in str(e.get("name", ""))]
+    path.write_text(json.dumps(doc))
+    a = _analysis(path)
+    assert not a.ranks[0].patterns.llm_chains.empty and rules_llm.fused_llm_kernels(a) is None
 
 
 def test_fused_llm_kernels_silent_when_fused(tmp_path):

@@ -83,3 +83,14 @@ def test_step_sequences_per_thread_in_time_order(tmp_path):
     gpu_names = rank.gpu[GPU_NAME].to_numpy(dtype=object)
     assert {gpu_names[i]: names[t] for i, t in enumerate(top.gpu_top.tolist())} == {
         "k_mul": "aten::mul", "k_add": "aten::add", "k_sub": "aten::sub"}
+
+
+def test_repeated_block_at_the_phase_where_its_last_repetition_is_whole():
+    """'X' is the loop's only op of its own (held-out gpu_aug_loop: affine_grid_generator); the ops
+    around it also run before and after the loop, so none of them is evenly spaced. From 'X' (index 4)
+    the ten repeats would end in "XcaZ", not a repetition: the block starts before it, at the latest
+    phase whose ten repetitions all match: "bXca" from index 3 (the block "abXc" from 2 reads the same)."""
+    text = "ab" + "abXc" * 10 + "aZc"
+    assert _block(text) == (3, 4, 10)
+    start, period, repeats = _block(text)
+    assert text[start + period * repeats] == "Z"  # the op after the last repetition

@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     anomaly,
     attention,
     attention_mask,
+    backward_passes,
     cache_growth,
     cleanup,
     compiled,
@@ -165,6 +166,13 @@ def l2_penalty_time(analysis: Analysis, sel: Selection) -> float:
     gradient accumulations) in the selected steps, µs per step."""
     frames = _selected(analysis, sel, "l2_penalty", l2_penalty.LP_STEP)
     return per_step(sum(float(t[l2_penalty.LP_CPU_US].sum()) for t in frames), sel.steps)
+
+
+def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
+    """GPU time of the weight layers' backward nodes and gradient accumulations in steps whose
+    backward runs more than once (Patterns.backward_passes), µs per step."""
+    frames = _selected(analysis, sel, "backward_passes", backward_passes.BP_STEP)
+    return per_step(sum(float(t[backward_passes.BP_GPU_US].sum()) for t in frames), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

@@ -7,6 +7,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     anomaly,
     attention_mask,
+    backward_passes,
     cache_growth,
     cleanup,
     embeddings,
@@ -191,6 +192,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_optimizer.weight_decay: the optimizer's weight_decay instead: no tensor is squared into the loss
     "weight_decay": (Signal("parameter tensors squared into the loss per step",
                             steps_sum("l2_penalty", l2_penalty.LP_STEP, l2_penalty.LP_TENSORS), FALLS, 1.0),),
+    # rules_recompute.single_backward: one backward over the summed losses: no step runs it more than once
+    "single_backward": (Signal("steps whose backward runs more than once",
+                               steps_sum("backward_passes", backward_passes.BP_STEP), FALLS, 1.0),),
     "launch_blocking": (Signal("kernel launches returning after their kernel per step",
                                steps_sum("launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_BLOCKED),
                                FALLS, 1.0),),

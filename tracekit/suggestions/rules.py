@@ -214,6 +214,10 @@ RULES: tuple[Rule, ...] = (
     Rule("weight_decay", rules_optimizer.weight_decay, SNIPPETS["weight_decay"],
          StepPart("the loss's L2 penalty: its forward and backward calls (their host time)", step_parts.l2_penalty_time), (),
          ("patterns.l2_penalty", "patterns.l2_penalty_calls")),
+    Rule("single_backward", rules_recompute.single_backward, SNIPPETS["single_backward"],
+         StepPart("GPU time of the weight layers' backward nodes in steps that run backward more than once",
+                  step_parts.repeated_backward_time), (),
+         ("patterns.backward_passes", "patterns.backward_factor")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -185,6 +185,18 @@ def padded_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
     return out
 
 
+def _owned_elsewhere(r: RankAnalysis) -> bool:
+    """Whether the rank's per-sample loop kernels are also whole forwards repeated per request
+    (batch_requests), an ensemble's members (batch_bmm) or embedding lookups table by table
+    (concat_embeddings): a same-shaped loop there is that rule's to batch."""
+    p = r.patterns
+    loop = p.sample_sizes > 0
+    if not loop.any():
+        return False
+    others = [p.in_requests, p.ensemble_members > 0, p.embedding_rows >= 0]
+    return any(len(o) == len(loop) and bool((o & loop).any()) for o in others)
+
+
 def batch_samples(analysis: Analysis) -> Suggestion | None:
     """Per-sample loops (patterns.sample_loops): the same ops repeated k ≥ 8 times a step with one
     data-dependent size. Padded to the batch maximum and run once: the loop's host work and launches
@@ -197,6 +209,8 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
         if table is None or not len(table):
             continue
         t = table[in_headline(r, table[samples.SL_STEP].to_numpy())]
+        if _owned_elsewhere(r):
+            t = t[t[samples.SL_MAX] > t[samples.SL_MIN]]  # same-shaped repeats another rule batches
         if not len(t):
             continue
         k = float(np.median(t[samples.SL_SAMPLES].to_numpy(dtype=float)))
@@ -221,6 +235,12 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
     title = (f"Pad the samples to the batch maximum and run the loop body once: each step repeats the same ops "
              f"{k:.0f} times, one per sample, with a size from the data ({x['size_min']}–{x['size_max']}), "
              f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step")
+    if x["size_max"] == x["size_min"] == 1:  # same-shaped slices joined after the loop (samples.JOINS)
+        title = (f"Run the loop body once for all {k:.0f}: each step repeats the same ops {k:.0f} times on "
+                 f"same-shaped inputs and joins the results, {x['launches_per_step']:.0f} launches and "
+                 f"{fmt_us(x['host_us_per_step'])} of host time per step (stack the samples or chunks; "
+                 "per-table or per-head weights stacked into one batched call)")
+        formula = formula.replace("padded to its largest size (1) and run once", "run once on the whole batch")
     return suggestion("batch_samples", title, saving, scope, formula, rows)
 
 

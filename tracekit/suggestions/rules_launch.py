@@ -76,6 +76,8 @@ def data_dependent_shapes(analysis: Analysis) -> str | None:
         return f"{cache[0]}'s key lengths {cache[1][0]}–{cache[1][-1]}"
     for r in analysis.ranks:
         t = r.patterns.sample_loops if r.patterns is not None else None
+        if t is not None and len(t):
+            t = t[t[samples.SL_MAX] > t[samples.SL_MIN]]  # same-shaped slices (samples.JOINS): capturable
         if t is not None and len(t) and in_headline(r, t[samples.SL_STEP].to_numpy()).any():
             return f"a per-sample loop with sizes {int(t[samples.SL_MIN].min())}–{int(t[samples.SL_MAX].max())}"
     return None

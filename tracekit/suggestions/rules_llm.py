@@ -7,6 +7,7 @@ import numpy as np
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import full_logits as fl
 from tracekit.analyzers.detectors import layers
+from tracekit.analyzers.kernels import ATTENTION, CLASS
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import scale_rows
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
@@ -24,6 +25,14 @@ def _kinds(label: str) -> set[str]:
     return set(label.split("+"))
 
 
+def _has_attention(r: RankAnalysis) -> bool:
+    """Whether the rank runs attention: an attention kernel (flash, cuDNN, memory-efficient, flex) or
+    attention written out in ops (patterns.attention); an LLM block always holds one (held-out
+    unfold_conv, a ResNet whose weight standardisation has an rsqrt and a neg, holds none)."""
+    classes = r.classification.table[CLASS].to_numpy(dtype=object)
+    return bool((classes == ATTENTION).any()) or (r.patterns is not None and len(r.patterns.attention) > 0)
+
+
 def fused_llm_kernels(analysis: Analysis) -> Suggestion | None:
     """Each chain segment (the kernels between two matrix kernels that hold an anchor op of the chain)
     done by one fused kernel that moves about as much as one of its kernels: its time − its mean kernel time."""
@@ -33,8 +42,8 @@ def fused_llm_kernels(analysis: Analysis) -> Suggestion | None:
         if table is None or not len(table):
             continue
         seen = set().union(*(_kinds(str(x)) for x in table[layers.LC_KIND]))
-        if not seen & BLOCK_KINDS:
-            continue
+        if not seen & BLOCK_KINDS or not _has_attention(r):
+            continue  # an rsqrt or a neg outside a transformer (a weight standardisation) is no LLM block
         for row in table.to_dict("records"):
             t, fused = float(row[layers.LC_TIME_US]), float(row[layers.LC_FUSED_US])
             if t - fused <= 0:

@@ -205,7 +205,9 @@ def accumulated_passes(analysis: Analysis, factor: float | None, *,
         after = max(span / m, min(batched, passes_gpu) + rest)
         saving = max(span - after, 0.0) * scope.steps
         total += saving
-        activations = float(np.nanmedian(t[accumulation.AC_INPUT_BYTES].to_numpy(dtype=float)))
+        recorded = t[accumulation.AC_INPUT_BYTES].to_numpy(dtype=float)
+        recorded = recorded[~np.isnan(recorded)]  # no input shapes recorded: unknown, without a warning
+        activations = float(np.median(recorded)) if len(recorded) else float("nan")
         rows.append({"rank": r.rank, "micro_batches": k, "micro_batch_multiple": m,
                      "forward": str(t[accumulation.AC_OPS].iat[0]), "first_op": str(t[accumulation.AC_FIRST].iat[0]),
                      "launches_per_micro_batch": int(t[accumulation.AC_LAUNCHES].iat[0]),

@@ -1,9 +1,11 @@
-"""Rule about activation checkpointing: a backward that re-runs checkpointed forwards, where the activations they would keep fit in memory."""
+"""Rules about backward work done again: activation checkpointing's re-run forwards where the activations they would keep fit in memory; a shared network's backward run once per loss."""
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import backward_passes as bp
 from tracekit.analyzers.detectors import recompute as rc
+from tracekit.model.whatif import Transform, scale_rows
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
@@ -70,3 +72,44 @@ def drop_checkpointing(analysis: Analysis) -> Suggestion | None:
              "launches_per_step": launches / n, "kernel_us_per_step": saving / scope.steps,
              "activation_bytes": act, "memory_free_at_peak": free if known else None}]
     return suggestion("drop_checkpointing", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def single_backward(analysis: Analysis) -> Suggestion | None:
+    """Training steps whose backward differentiates the weight layers about k times per forward
+    (patterns.backward_passes: one `backward(retain_graph=True)` per loss): with the losses summed and
+    one backward, the shared layers' backward runs once: traced, the step's backward GPU time × (1 − 1/k);
+    the what-if scales each node's kernels by its kind's forward / backward calls (detectors/backward_passes.py)."""
+    scope = Scope.of(analysis)
+    rows, total = [], 0.0
+    for r, table in rank_tables(analysis, "backward_passes"):
+        t = table[in_headline(r, table[bp.BP_STEP].to_numpy())]
+        if not len(t):
+            continue
+        passes = float(t[bp.BP_PASSES].median())
+        gpu = float(t[bp.BP_GPU_US].sum())
+        saving = gpu * (1.0 - 1.0 / passes)
+        total += saving
+        rows.append({"rank": r.rank, "steps": len(t), "forward_layers": int(t[bp.BP_FORWARD].median()),
+                     "backward_nodes": int(t[bp.BP_BACKWARD].median()), "passes": passes,
+                     "gpu_us_per_step": gpu / len(t), "saving_us": saving})
+    if not rows:
+        return None
+    x = rows[0]
+    title = (f"Sum the losses and call backward once: the weight layers' backward runs {x['passes']:.1f} times a "
+             f"step ({x['backward_nodes']} backward nodes for {x['forward_layers']} forward calls of "
+             "convolutions, linear layers and norms): one backward(retain_graph=True) per loss repeats the "
+             "shared layers' backward")
+    formula = (f"GPU time of the step's backward kernels ({fmt_us(x['gpu_us_per_step'])} per step) × "
+               f"(1 − 1/{x['passes']:.2f}) = {fmt_us(total / scope.ranks / scope.steps)} per step")
+    return suggestion("single_backward", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def single_backward_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each repeated node's kernels × forward / backward calls of its kind, the accumulations × 1/passes
+    (patterns.backward_factor); their launches stay (a GPU-side what-if: the steps it fires on are
+    GPU-bound)."""
+    p = r.patterns
+    factor = p.backward_factor if p is not None else None
+    if factor is None or len(factor) != len(r.classification.table) or not (factor < 1).any():
+        return None
+    return scale_rows(factor)

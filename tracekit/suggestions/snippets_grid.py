@@ -1,4 +1,4 @@
-"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters; an L2 penalty the optimizer applies), keyed by rule id."""
+"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters; an L2 penalty the optimizer applies; one backward over the summed losses), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -38,5 +38,14 @@ optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=2 * wd, fus
 # optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay, fused=True)
 # A penalty on some tensors only (no biases, norms): parameter groups, {"params": ..., "weight_decay": 0}.
 # To log the penalty, compute it under torch.no_grad() every N steps.
+''',
+    "single_backward": '''\
+# One backward per task loss walks the shared layers' backward once per loss:
+#   seg_loss.backward(retain_graph=True); depth_loss.backward(retain_graph=True); normal_loss.backward()
+# The gradients add up either way; sum the (weighted) losses and walk the graph once:
+loss = w_seg * seg_loss + w_depth * depth_loss + w_normal * normal_loss
+loss.backward()
+# Per-task gradients needed (gradient surgery, logging)? Take them for the heads only:
+#   torch.autograd.grad(task_loss, head.parameters(), retain_graph=True)
 ''',
 }

@@ -1,4 +1,4 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_int4 import int4_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
 from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
+from tracekit.suggestions.rules_recompute import single_backward_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
 BESIDE_TRANSFORMS: dict[str, TransformFor] = {
@@ -16,4 +17,5 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "freeze_params": freeze_transform,  # backward past the last trained gradient gone
     "int4_large_batch": int4_transform,  # the large-M int4 GEMMs at the bf16 cuBLAS reference time
     "weight_decay": weight_decay_transform,  # the loss's L2 penalty gone, forward and backward
+    "single_backward": single_backward_transform,  # the repeated backward passes' kernels once
 }

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py) and L2 penalties over every parameter in the loss (l2_penalty.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py) and backward run once per loss (backward_passes.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tracekit.analyzers.detectors import (
     accumulation,
     attention,
     attention_mask,
+    backward_passes,
     cache_growth,
     embeddings,
     ensembles,
@@ -214,6 +215,8 @@ class Patterns:
     full_logits_positions: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # frozen_grads.FROZEN_COLUMNS per step; per rank.runtime row, a launch of backward past the last trained gradient
     frozen_grads: pd.DataFrame = field(default_factory=frozen_grads.empty)
+    backward_passes: pd.DataFrame = field(default_factory=backward_passes.empty)  # PASSES_COLUMNS per step
+    backward_factor: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per gpu row, with one pass
     frozen_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # l2_penalty.PENALTY_COLUMNS per step; per rank.runtime row, a call of the loss's L2 penalty (forward, backward)
     l2_penalty: pd.DataFrame = field(default_factory=l2_penalty.empty)
@@ -227,8 +230,7 @@ class Patterns:
 
 
 def _num_sms(meta: TraceMeta) -> int | None:
-    props = meta.device
-    value = props.get("numSms") if isinstance(props, dict) else None
+    value = meta.device.get("numSms") if isinstance(meta.device, dict) else None
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -294,6 +296,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     gqa = gqa_expand.find_gqa_expand(rank, steps.ops, rows)
     logits = full_logits.find_full_logits(rank, steps.ops, rows)
     frozen = frozen_grads.find_frozen_grads(rank, steps.ops)
+    passes, pass_factor = backward_passes.find_backward_passes(rank, steps, top)
     penalty = l2_penalty.find_l2_penalty(rank, steps, top)
     return Patterns(
         rank=int(rank.rank),
@@ -390,6 +393,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         in_full_logits=logits.rows,
         full_logits_positions=logits.positions,
         frozen_grads=frozen.table,
+        backward_passes=passes,
+        backward_factor=pass_factor,
         frozen_calls=frozen.calls,
         l2_penalty=penalty.table, l2_penalty_calls=penalty.calls,
     )

@@ -28,6 +28,12 @@ MIN_BODY_OPS = 3
 # cross-attention of two fixed lengths).
 MIN_SIZES = 3
 MAX_LEN_VALUES = 10_000  # integers per repetition's shapes that are compared (untrusted traces: bounded)
+# A loop over same-shaped slices (images of one size, chunks of a batch) has no varying size; it is a
+# per-sample loop when the op that follows its last repetition joins their outputs (torch.cat / stack,
+# held-out gpu_aug_loop: 256 per-image augmentations then a cat; transformers' apply_chunking_to_forward:
+# 32 feed-forward chunks then a cat). A layer stack repeats same-shaped blocks too, but feeds each into
+# the next and joins nothing. Such a loop's "size" is 1 for every repetition (nothing to pad).
+JOINS = frozenset({"aten::cat", "aten::stack", "aten::_cat", "aten::concat", "aten::concatenate"})
 
 # --- columns of Patterns.sample_loops (one row per step × thread with a per-sample loop) ------------
 SL_STEP = "step"
@@ -121,6 +127,47 @@ def backward_nodes(names: list[str], k: int) -> np.ndarray | None:
     return mask if mask.sum() >= BACKWARD_COVER * len(names) else None
 
 
+def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, list[int]]
+          ) -> tuple[tuple[int, int, int] | None, tuple[np.ndarray, list[int] | None] | None]:
+    """(the repeated block of `seq` as (start, period, repeats) or None; (its repetitions' op rows, their
+    varying sizes or None for an autograd thread's shapeless nodes) when it is a per-sample loop, else None)."""
+    found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]))
+    if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
+        return found, None
+    start, period, repeats = found
+    body = seq[start:start + period * repeats].reshape(repeats, period)
+    flat = _flat_dims(rank, body.ravel().tolist(), memo)
+    shapes = [[v for i in range(k * period, (k + 1) * period) for v in flat[i]][:MAX_LEN_VALUES]
+              for k in range(repeats)]
+    sizes = varying_size(shapes)
+    after = start + period * repeats
+    if (sizes is None and any(shapes) and all(x == shapes[0] for x in shapes) and after < len(seq)
+            and str(names[seq[after]]) in JOINS and not JOINS.intersection(str(n) for n in names[body[0]])):
+        sizes = [1] * repeats  # same-shaped slices joined after the loop: stacked, not padded
+    if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist()) and not any(shapes)):
+        return found, (body, sizes)
+    return found, None
+
+
+def _loops(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, list[int]]
+           ) -> list[tuple[np.ndarray, list[int] | None]]:
+    """The per-sample loops of one thread's launching ops `seq`: its repeated block, and where that is
+    not a forward per-sample loop (a layer stack), the loop repeated inside each of its repetitions
+    (transformers' chunked feed-forward: 32 chunks inside each of 6 layers)."""
+    found, loop = _loop(rank, seq, names, memo)
+    out = [loop] if loop is not None else []
+    if found is None or (loop is not None and loop[1] is not None):
+        return out
+    start, period, repeats = found
+    if period < MIN_SAMPLES * MIN_BODY_OPS:
+        return out
+    for i in range(repeats):
+        _, inner = _loop(rank, seq[start + i * period:start + (i + 1) * period], names, memo)
+        if inner is not None:
+            out.append(inner)
+    return out
+
+
 def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
                       seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """One row per step and thread whose launching top-level ops are one block repeated k ≥ MIN_SAMPLES
@@ -147,17 +194,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
             seq = working[launches[working] > 0]  # the thread's ops that launch work (not only syncs)
             if len(seq) < MIN_SAMPLES * MIN_BODY_OPS:
                 continue  # too short for MIN_SAMPLES repetitions of a MIN_BODY_OPS body
-            found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]))
-            if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
-                continue
-            start, period, repeats = found
-            body = seq[start:start + period * repeats].reshape(repeats, period)
-            flat = _flat_dims(rank, body.ravel().tolist(), memo)
-            shapes = [[v for i in range(k * period, (k + 1) * period) for v in flat[i]][:MAX_LEN_VALUES]
-                      for k in range(repeats)]
-            sizes = varying_size(shapes)
-            if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist())
-                                     and not any(shapes)):
+            for body, sizes in _loops(rank, seq, names, memo):
                 blocks.append((thread, body, sizes))
         forward = {len(body): sizes for _, body, sizes in blocks if sizes is not None}
         found_threads = {thread for thread, _, _ in blocks}

@@ -139,9 +139,10 @@ def repeated_block(codes: np.ndarray, min_repeats: int = MIN_REPEATS) -> tuple[i
     tried: set[tuple[int, int]] = set()  # (period, start): a block found, its rotations need no check
     for g in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
         p, start, k = int(period[g]), int(first[g]), int(counts[g])
-        if start + k * p > n:
-            # the code sits late in the block (the block starts with ops it repeats, e.g. a layer's): the
-            # block starts up to p − 1 ops before it
+        if start + k * p > n or not (codes[start:start + k * p].reshape(k, p) == codes[start:start + p]).all():
+            # the code sits late in the block (the block starts with ops it repeats, e.g. a layer's, or
+            # the op after the last repetition differs from the block's first): the block starts up to
+            # p − 1 ops before it
             start = next((s for s in range(start - 1, max(start - p, -1), -1) if s + k * p <= n
                           and (codes[s:s + k * p].reshape(k, p) == codes[s:s + p]).all()), -1)
             if start < 0:
