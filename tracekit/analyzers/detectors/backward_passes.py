@@ -60,18 +60,21 @@ def find_backward_passes(rank: RankTrace, steps: StepsOf, top: TopLevel) -> tupl
     factor = np.ones(len(gpu))
     if not len(ops) or not len(gpu):
         return empty(), factor
-    names = ops[tables.OP_NAME].to_numpy(dtype=object).astype(str)
-    is_top = ops[tables.OP_PARENT].to_numpy(dtype=np.int64) < 0
-    node = np.char.startswith(names, NODE)
-    if not node.any():
-        return empty(), factor
-    # per op: its kind's code (0: none; 1..K: forward of kind k; K+1..2K: backward of kind k; 2K+1: another node)
+    # names repeat: each distinct one is classified once (the code of a node, a forward or backward kind)
+    ids, uniques = pd.factorize(ops[tables.OP_NAME], use_na_sentinel=False)
     kinds = list(KINDS)
-    code = np.zeros(len(ops), dtype=np.int64)
-    code[node] = 2 * len(kinds) + 1
-    for i, (f_names, b_names) in enumerate(KINDS.values()):
-        code[is_top & ~node & np.isin(names, list(f_names))] = 1 + i
-        code[node & np.isin(names, [NODE + b for b in b_names])] = 1 + len(kinds) + i
+    other_node = 2 * len(kinds) + 1
+    fwd_code = {n: 1 + i for i, (f_names, _) in enumerate(KINDS.values()) for n in f_names}
+    bwd_code = {NODE + n: 1 + len(kinds) + i for i, (_, b_names) in enumerate(KINDS.values()) for n in b_names}
+    text = [str(u) for u in uniques]
+    u_node = np.array([t.startswith(NODE) for t in text], dtype=bool)
+    if not u_node.any():
+        return empty(), factor
+    u_code = np.array([bwd_code.get(t, other_node) if u_node[i] else fwd_code.get(t, 0) for i, t in enumerate(text)],
+                      dtype=np.int64)
+    # per op: 0 none; 1..K the forward of kind k (top-level only); K+1..2K its backward node; 2K+1 another node
+    code = u_code[ids]
+    code[(code >= 1) & (code <= len(kinds)) & (ops[tables.OP_PARENT].to_numpy(dtype=np.int64) >= 0)] = 0
     op_steps = np.asarray(steps.ops, dtype=np.int64)
     counted = (code > 0) & (op_steps >= 0)
     if not counted.any():
