@@ -76,6 +76,6 @@ def test_multitask_backward_pair():
     b = analyse_file(before)
     t = b.analysis.ranks[0].patterns.backward_passes
     assert set(t[bp.BP_FORWARD]) == {39} and set(t[bp.BP_BACKWARD]) == {99}
-    s = next(x for x in b.suggestions if x.id == "single_backward")
-    assert s.per_step_us == pytest.approx(8560.0, rel=0.35)
+    s = b.suggestions[0]  # first: 8.2 ms against fuse_elementwise's 7.7 (what-if replays, H100)
+    assert s.id == "single_backward" and s.per_step_us == pytest.approx(8560.0, rel=0.35)
     assert "single_backward" not in {x.id for x in analyse_file(after).suggestions}

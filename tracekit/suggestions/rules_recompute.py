@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import backward_passes as bp
 from tracekit.analyzers.detectors import recompute as rc
-from tracekit.model.whatif import Transform, scale_rows
+from tracekit.model.whatif import Transform, compose, scale_host, scale_rows
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
@@ -78,7 +80,8 @@ def single_backward(analysis: Analysis) -> Suggestion | None:
     """Training steps whose backward differentiates the weight layers about k times per forward
     (patterns.backward_passes: one `backward(retain_graph=True)` per loss): with the losses summed and
     one backward, the shared layers' backward runs once: traced, the step's backward GPU time × (1 − 1/k);
-    the what-if scales each node's kernels by its kind's forward / backward calls (detectors/backward_passes.py)."""
+    the what-if scales each node's kernels by its kind's forward / backward calls (detectors/backward_passes.py)
+    and their launching host work alike."""
     scope = Scope.of(analysis)
     rows, total = [], 0.0
     for r, table in rank_tables(analysis, "backward_passes"):
@@ -105,11 +108,12 @@ def single_backward(analysis: Analysis) -> Suggestion | None:
 
 
 def single_backward_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """Each repeated node's kernels × forward / backward calls of its kind, the accumulations × 1/passes
-    (patterns.backward_factor); their launches stay (a GPU-side what-if: the steps it fires on are
-    GPU-bound)."""
+    """Each repeated node's kernels × forward / backward calls of its kind, the step's other backward
+    nodes' × 1/passes (patterns.backward_factor), and the host work that launches them × the mean of
+    those factors (the extra passes' launch calls go with them)."""
     p = r.patterns
     factor = p.backward_factor if p is not None else None
     if factor is None or len(factor) != len(r.classification.table) or not (factor < 1).any():
         return None
-    return scale_rows(factor)
+    repeated = factor < 1
+    return compose([scale_rows(factor), scale_host(repeated, float(np.mean(factor[repeated])))])
