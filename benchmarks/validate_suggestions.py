@@ -1,6 +1,6 @@
 """Each rule against its before/after pairs: does it come first on before, is its what-if saving within ±35 % of the measured unprofiled saving, is it silent once the fix is made; then precision and recall over labelled traces.
 
-    python benchmarks/validate_suggestions.py [--default] [--earlier-labels]
+    python benchmarks/validate_suggestions.py [--default] [--earlier-labels] [--pairs sample_traces/heldoutN/pairs.txt ...]
 
 The pairs are benchmarks/validate_pairs.py's PAIRS (before trace, after trace, the rule whose change
 the fix makes); the measured unprofiled steps are the trace's own bare run (`tracekit.bare`), else
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from validate_pairs import PAIRS, side  # noqa: E402
+from validate_pairs import PAIRS, SAMPLES, read_pairs, side  # noqa: E402
 from validate_projection import measured_ms  # noqa: E402
 
 from tracekit.suggestions.common import SILENT_BELOW_PCT  # noqa: E402
@@ -100,12 +100,33 @@ UNDECIDED: frozenset[tuple[str, str]] = frozenset({
 EARLIER_UNDECIDED = frozenset(x for x in UNDECIDED if x[0].startswith("bare/train_tokenize"))
 
 
-def below_bar(get: Callable[[str], dict[str, object] | None]) -> list[tuple[str, str, float, float]]:
+Pairs = tuple[tuple[str, str, str], ...]
+# Held-out traces (--pairs): fixes measured to help beyond the pair's own variants, each with its source.
+# benchmarks/graph_checks/README.md (H100, 2026-12-05): the whole step in one CUDA graph, plain runs.
+HELDOUT_EXTRA: dict[str, frozenset[str]] = {
+    "heldout8/ho8_l2_penalty": frozenset({"cuda_graphs"}),  # 35.24 → 12.86 ms
+    "heldout2/ho2_sgd_groups": frozenset({"cuda_graphs"}),  # 40.93 → 8.25 ms
+    "heldout3/ho3_manual_adam": frozenset({"cuda_graphs"}),  # 28.45 → 11.05 ms
+    "heldout8/ho8_compile_helpers": frozenset({"cuda_graphs"}),  # 30.51 → 11.11 ms (compile_model: 9.10)
+}
+
+
+def heldout_pairs(files: list[str]) -> Pairs:
+    """The pairs of held-out pairs files, their stems relative to sample_traces/ ('none': no rule's fix)."""
+    out = []
+    for name in files:
+        path = Path(name).resolve()
+        rel = path.parent.relative_to(SAMPLES.resolve()).as_posix()
+        out += [(f"{rel}/{b}", f"{rel}/{a}", rule) for b, a, rule in read_pairs(path)]
+    return tuple(out)
+
+
+def below_bar(get: Callable[[str], dict[str, object] | None], pairs: Pairs = PAIRS) -> list[tuple[str, str, float, float]]:
     """(before, rule, measured saving µs, before's measured step µs) of the pairs whose measured saving
     is under SILENT_BELOW_PCT of the before step: the fix does not pay as much as a shown suggestion
     must, so the rule's silence there is right and its firing would be false."""
     out = []
-    for before, after, rule in PAIRS:
+    for before, after, rule in pairs:
         b, a = get(before), get(after)
         if b is None or a is None or not b["measured"] or not a["measured"]:
             continue
@@ -115,24 +136,25 @@ def below_bar(get: Callable[[str], dict[str, object] | None]) -> list[tuple[str,
     return out
 
 
-def labels(low: Iterable[tuple[str, str]] = ()) -> dict[str, frozenset[str]]:
+def labels(low: Iterable[tuple[str, str]] = (), pairs: Pairs = PAIRS,
+           extra_labels: dict[str, frozenset[str]] = EXTRA_LABELS) -> dict[str, frozenset[str]]:
     """trace stem -> the rules accepted on it (`low`: the (before, rule) pairs below the bar, not accepted)."""
     out: dict[str, set[str]] = {}
-    for before, after, rule in PAIRS:
+    for before, after, rule in pairs:
         out.setdefault(before, set())
-        if (before, rule) not in low:
+        if (before, rule) not in low and rule != "none":
             out[before].add(rule)
         out.setdefault(after, set())
-    for stem, extra in EXTRA_LABELS.items():
+    for stem, extra in extra_labels.items():
         if stem in out:
             out[stem] |= extra
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def rejected(low: Iterable[tuple[str, str]] = ()) -> dict[str, frozenset[str]]:
+def rejected(low: Iterable[tuple[str, str]] = (), pairs: Pairs = PAIRS) -> dict[str, frozenset[str]]:
     """trace stem -> the rules measured not to pay on it."""
     out: dict[str, set[str]] = {}
-    for _before, after, rule in PAIRS:
+    for _before, after, rule in pairs:
         out.setdefault(after, set()).add(rule)
     for stem, rule in low:
         out.setdefault(stem, set()).add(rule)
@@ -147,6 +169,8 @@ def ms(us: float | None) -> str:
 
 def main(argv: list[str]) -> int:
     use_default = "--default" in argv
+    files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--pairs"]
+    pairs, extra = (heldout_pairs(files), HELDOUT_EXTRA) if files else (PAIRS, EXTRA_LABELS)
     measured = measured_ms()
     sides: dict[str, dict[str, object] | None] = {}
 
@@ -159,7 +183,7 @@ def main(argv: list[str]) -> int:
           "within ±35 % | silent after | shown on after |")
     print("|---|---|---|---:|---:|---:|---|---|---|")
     n = first_ok = within_ok = silent_ok = 0
-    for before, after, rule in PAIRS:
+    for before, after, rule in pairs:
         b, a = get(before), get(after)
         if b is None or a is None:
             continue
@@ -181,13 +205,13 @@ def main(argv: list[str]) -> int:
     print(f"\n{n} pairs: the pair's rule first on {first_ok}, its saving within ±35 % on {within_ok}, "
           f"silent after the fix on {silent_ok}")
     earlier = "--earlier-labels" in argv
-    low = [] if earlier else below_bar(get)
+    low = [] if earlier else below_bar(get, pairs)
     undecided_cases = EARLIER_UNDECIDED if earlier else UNDECIDED
     for before, rule, saving, step in [x for x in low if (x[0], x[1]) not in undecided_cases]:
         print(f"- below the bar: `{before}` {rule} measured {saving / 1000:+.3f} ms of {step / 1000:.3f} ms "
               f"(< {SILENT_BELOW_PCT:g} %): not accepted, its silence is right")
     low_keys = {(b, r) for b, r, _, _ in low}
-    accepted_by, rejected_by = labels(low_keys), ({} if earlier else rejected(low_keys))
+    accepted_by, rejected_by = labels(low_keys, pairs, extra), ({} if earlier else rejected(low_keys, pairs))
     strict = [0, 0, 0]
     measured = [0, 0, 0]
     wrong: list[str] = []
