@@ -228,19 +228,20 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
     saving = total / scope.ranks
     x = rows[0]
     k = x["samples_per_step"]
-    formula = (f"the loop padded to its largest size ({x['size_max']}) and run once for the {k:.0f} samples: its "
+    same = x["size_max"] == x["size_min"] == 1  # same-shaped slices joined after the loop (samples.JOINS)
+    how = "run once on the whole batch" if same else f"padded to its largest size ({x['size_max']}) and run once"
+    formula = (f"the loop {how} for the {k:.0f} samples: its "
                f"host time × (1 − 1/{k:.0f}) = {fmt_us(x['host_us_per_step'])} × {1 - 1 / k:.3f} per step as traced; "
                f"the what-if keeps one repetition's launches and each kernel at max(its time, its roof for the "
                f"padded batch's work) / {k:.0f}")
     title = (f"Pad the samples to the batch maximum and run the loop body once: each step repeats the same ops "
              f"{k:.0f} times, one per sample, with a size from the data ({x['size_min']}–{x['size_max']}), "
              f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step")
-    if x["size_max"] == x["size_min"] == 1:  # same-shaped slices joined after the loop (samples.JOINS)
+    if same:
         title = (f"Run the loop body once for all {k:.0f}: each step repeats the same ops {k:.0f} times on "
                  f"same-shaped inputs and joins the results, {x['launches_per_step']:.0f} launches and "
                  f"{fmt_us(x['host_us_per_step'])} of host time per step (stack the samples or chunks; "
                  "per-table or per-head weights stacked into one batched call)")
-        formula = formula.replace("padded to its largest size (1) and run once", "run once on the whole batch")
     return suggestion("batch_samples", title, saving, scope, formula, rows)
 
 

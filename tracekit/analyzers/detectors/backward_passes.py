@@ -25,7 +25,6 @@ from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
 NODE = "autograd::engine::evaluate_function: "
-ACCUMULATE = NODE + "torch::autograd::AccumulateGrad"
 # kind: (the forward's top-level ops, the backward's node names)
 KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "convolution": (frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
