@@ -36,7 +36,7 @@ def test_a_detector_bug_leaves_the_suggestions_out_and_says_so(monkeypatch: pyte
     doc, err = _analyze(LOOP)
     assert doc["suggestions"] == []
     note = next(w for w in doc["warnings"] if w.startswith("tracekit bug: the pattern detectors failed"))
-    assert "ValueError: max() iterable argument is empty at tracekit/analyzers/detectors/patterns.py:" in note
+    assert "ValueError: max() iterable argument is empty at tracekit/analyzers/detectors/find_all.py:" in note
     assert "rank 0 gets no suggestions" in note and "Traceback" not in err and note in err
     assert doc["summary"]["verdict"] == whole["summary"]["verdict"]  # the rest of the analysis stands
     out = tmp_path / "r.html"

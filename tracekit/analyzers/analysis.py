@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.costs.attribution import KernelCosts, estimate_costs
-from tracekit.analyzers.detectors.patterns import Patterns, find_patterns
+from tracekit.analyzers.detectors.find_all import find_patterns
+from tracekit.analyzers.detectors.patterns import Patterns
 from tracekit.analyzers.devices import Device, match_device
 from tracekit.analyzers.gputime import TemporalBreakdown, temporal_breakdown
 from tracekit.analyzers.graphs import GraphReplays, graph_replays

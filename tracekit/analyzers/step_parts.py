@@ -44,6 +44,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     triton_launch,
     underfilled,
+    unfold_conv,
     weight_convert,
 )
 from tracekit.analyzers.totals import LaunchTotals
@@ -173,6 +174,13 @@ def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
     backward runs more than once (Patterns.backward_passes), µs per step."""
     frames = _selected(analysis, sel, "backward_passes", backward_passes.BP_STEP)
     return per_step(sum(float(t[backward_passes.BP_GPU_US].sum()) for t in frames), sel.steps)
+
+
+def unfold_conv_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the im2col work a native convolution does not do (Patterns.unfold_conv: the
+    im2col/col2im kernels and the column tensors' casts and copies), µs per step."""
+    return per_step(sum(_in_selection(analysis, sel, "unfold_conv", unfold_conv.UC_STEP, column)
+                        for column in (unfold_conv.UC_FOLD_US, unfold_conv.UC_COPY_US)), sel.steps)
 
 
 def llm_chain_time(analysis: Analysis, sel: Selection) -> float:

@@ -10,6 +10,7 @@ from tracekit.analyzers.detectors import (
     backward_passes,
     cache_growth,
     cleanup,
+    context_projection,
     embeddings,
     ensembles,
     foreach,
@@ -31,6 +32,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     triton_launch,
     underfilled,
+    unfold_conv,
     weight_convert,
 )
 from tracekit.compare.signals import (
@@ -147,9 +149,13 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # a cache a few positions per call any more (patterns.cache_growth).
     "preallocate_kv_cache": (Signal("cache-growing torch.cat calls per step",
                                     steps_sum("cache_growth", cache_growth.CG_STEP, cache_growth.CG_CALLS), FALLS, 1.0),),
-    # rules_cache.use_kv_cache: a KV cache: no forward re-runs the growing sequence per token (patterns.generation).
+    # rules_cache.use_kv_cache: a KV cache: no forward re-runs the growing sequence per token (patterns.generation),
+    # or no forward after the first projects the fixed context again (patterns.context_projection).
     "use_kv_cache": (Signal("forwards over the whole sequence per step",
-                            steps_sum("generation", generation.GN_STEP, generation.GN_FORWARDS), FALLS, 1.0),),
+                            steps_sum("generation", generation.GN_STEP, generation.GN_FORWARDS), FALLS, 1.0),
+                     Signal("forwards projecting the fixed context again per step",
+                            steps_sum("context_projection", context_projection.CX_STEP, context_projection.CX_FORWARDS),
+                            FALLS, 1.0)),
     # rules_convert.convert_weights_once: no GEMM call converts its weight per call (patterns.weight_converts).
     "convert_weights_once": (Signal("GEMM calls converting their weight per step",
                                     steps_sum("weight_converts", weight_convert.WC_STEP, weight_convert.WC_CALLS),
@@ -195,6 +201,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_recompute.single_backward: one backward over the summed losses: no step runs it more than once
     "single_backward": (Signal("steps whose backward runs more than once",
                                steps_sum("backward_passes", backward_passes.BP_STEP), FALLS, 1.0),),
+    # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
+    "use_conv2d": (Signal("im2col / col2im calls per step",
+                          steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),
     "launch_blocking": (Signal("kernel launches returning after their kernel per step",
                                steps_sum("launch_blocking", launch_blocking.LB_STEP, launch_blocking.LB_BLOCKED),
                                FALLS, 1.0),),

@@ -19,6 +19,7 @@ from tracekit.suggestions import (
     rules_batching,
     rules_cache,
     rules_compile,
+    rules_conv,
     rules_convert,
     rules_debug,
     rules_decode,
@@ -218,6 +219,10 @@ RULES: tuple[Rule, ...] = (
          StepPart("GPU time of the weight layers' backward nodes in steps that run backward more than once",
                   step_parts.repeated_backward_time), (),
          ("patterns.backward_passes", "patterns.backward_factor")),
+    Rule("use_conv2d", rules_conv.use_conv2d, SNIPPETS["use_conv2d"],
+         StepPart("kernels of im2col convolutions a native one does not run (im2col/col2im, the columns' copies)",
+                  step_parts.unfold_conv_time), (),
+         ("patterns.unfold_conv", "patterns.in_unfold_conv")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

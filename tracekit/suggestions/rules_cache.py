@@ -1,4 +1,4 @@
-"""Rules about KV caches: generation without one (the whole sequence re-run for every token: use a cache) and caches grown by torch.cat (preallocate the KV cache and write each new position in place)."""
+"""Rules about KV caches: generation without one (the whole sequence re-run for every token, or a fixed context's cross-attention keys and values projected again for every token: use a cache) and caches grown by torch.cat (preallocate the KV cache and write each new position in place)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.analyzers.detectors import cache_growth as cg
+from tracekit.analyzers.detectors import context_projection as cx
 from tracekit.analyzers.detectors import generation as gn
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import ATTENTION, CLASS, GEMM
@@ -169,7 +170,7 @@ def use_kv_cache(analysis: Analysis) -> Suggestion | None:
                      "host_us_per_step": host / n, "gpu_us_per_step": gpu / n, "cached_gpu_us_per_step": cached / n,
                      "saving_us": saving})
     if not rows:
-        return None
+        return cache_cross_kv(analysis)
     saving = total / scope.ranks
     x = rows[0]
     k, n, later = x["forwards_per_step"], x["stride"], x["forwards_per_step"] - 1
@@ -187,4 +188,41 @@ def use_kv_cache(analysis: Analysis) -> Suggestion | None:
                f"{fmt_us(saving / scope.steps)} per step")
     title = (f"Use a KV cache: each step re-runs the model over the whole sequence for every new token "
              f"({k:.0f} forwards over {x['lengths']} positions, +{n} each); prefill once and run one position per token")
+    return suggestion("use_kv_cache", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def cache_cross_kv(analysis: Analysis) -> Suggestion | None:
+    """A decoding loop that projects a fixed context (an encoder's output: cross-attention keys and values)
+    in every forward (patterns.context_projection), outside training, in every headline step: with the
+    projections cached per sequence, the forwards after the first skip them. Traced: their kernels' time;
+    the what-if removes their calls and kernels (use_kv_cache_transform)."""
+    scope = Scope.of(analysis)
+    if any(getattr(r.patterns, "training", False) for r in analysis.ranks):
+        return None
+    rows: list[dict[str, Any]] = []
+    total = 0.0
+    for r, table in rank_tables(analysis, "context_projection"):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[cx.CX_STEP].to_numpy())]
+        if t[cx.CX_STEP].nunique() < max(len(r.launch.steady_steps), 1):
+            continue  # not in every headline step
+        gpu = float(t[cx.CX_GPU_US].sum())
+        total += gpu
+        n = max(t[cx.CX_STEP].nunique(), 1)
+        rows.append({"rank": r.rank, "mode": "cross", "forwards_per_step": float(t[cx.CX_FORWARDS].sum()) / n,
+                     "projections_per_forward": int(t[cx.CX_GEMMS].max()), "context_rows": int(t[cx.CX_ROWS].max()),
+                     "query_rows": int(t[cx.CX_QUERY_ROWS].min()), "shape": str(t[cx.CX_SHAPE].iat[0]),
+                     "launches_per_step": float(t[cx.CX_CALLS].sum()) / n, "gpu_us_per_step": gpu / n, "saving_us": gpu})
+    if not rows:
+        return None
+    x = rows[0]
+    saving = total / scope.ranks
+    later = x["forwards_per_step"] - 1
+    title = (f"Cache the cross-attention keys and values: every one of {x['forwards_per_step']:.0f} decoding forwards "
+             f"per step projects the same {x['context_rows']}-row context again ({x['projections_per_forward']} GEMMs "
+             f"{x['shape']} per forward, against {x['query_rows']} rows for the new tokens); project it once per sequence")
+    formula = (f"the projections' kernels in the {later:.0f} forwards after the first: {fmt_us(x['gpu_us_per_step'])} "
+               f"per step ({x['launches_per_step']:.0f} launches), gone; the cross-attention still reads the cached "
+               "keys and values")
     return suggestion("use_kv_cache", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)

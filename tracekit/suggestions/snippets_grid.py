@@ -48,4 +48,13 @@ loss.backward()
 # Per-task gradients needed (gradient surgery, logging)? Take them for the heads only:
 #   torch.autograd.grad(task_loss, head.parameters(), retain_graph=True)
 ''',
+    "use_conv2d": '''\
+# im2col by hand writes every k×k window into a column tensor (9× the input for a 3×3 convolution),
+# casts and copies it, and backward scatters its gradient back with col2im:
+#   cols = F.unfold(x, k, padding=p, stride=s); y = (w.view(out_ch, -1) @ cols).view(n, out_ch, h, w_)
+# A native convolution (cuDNN implicit GEMM) reads x and the weight directly; a reparametrised
+# weight (weight standardisation, spectral norm, LoRA) goes in as it is:
+y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
+# Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
+''',
 }

@@ -13,6 +13,7 @@ from tracekit.model.whatif import (
     compose,
     foreach_runs,
     fuse_region,
+    remove_calls,
     scale_host,
     scale_nodes,
     scale_rows,
@@ -150,6 +151,9 @@ def use_kv_cache_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> T
     their one-position time / their time now (rules_cache.cached_times), the host as it is (every
     forward still launches its kernels)."""
     p = r.patterns
+    if p is not None and any(e.get("mode") == "cross" for e in s.evidence):
+        # a fixed context projected in every forward: those projections' calls and kernels gone
+        return remove_calls(p.context_calls) if p.context_calls.any() else None
     if p is None or r.roofline.device is None or len(p.generation_share) != len(r.classification.table):
         return None
     after = cached_times(r, r.roofline.device)

@@ -26,9 +26,8 @@ from tracekit.analyzers.detectors.samples import MAX_LEN_VALUES, _ints
 from tracekit.analyzers.detectors.toplevel import (
     StepOps,
     TopLevel,
-    repeated_block,
+    launching_bodies,
     step_sequences,
-    text_codes,
 )
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -192,35 +191,27 @@ def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None
     rows = []
     kernels_of: _Issued | None = None
     calls_of: _Issued | None = None
-    for step_ops in seqs:
-        for thread, working in step_ops.threads:
-            seq = working[launches[working] > 0]
-            if len(seq) < MIN_FORWARDS * MIN_BODY_OPS:
-                continue
-            found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]), MIN_FORWARDS)
-            if found is None or found[1] < MIN_BODY_OPS:
-                continue
-            start, period, repeats = found
-            body = seq[start:start + period * repeats].reshape(repeats, period)
-            loop = _loop(rank, names, body)
-            if loop is None:
-                continue
-            kept, first, last, stride, gemms = loop
-            if kernels_of is None or calls_of is None:
-                kernels_of, calls_of = _Issued.of(gpu_top), _Issued.of(top.rt_top)
-            later = body[1:].ravel()
-            hit, cell = kernels_of.rows(later)
-            share[hit] = kept[1:].ravel()[cell]
-            issued, cell = calls_of.rows(body.ravel())
-            fast = float(np.percentile(rt_dur[issued[is_launch[issued]]], FAST_PERCENTILE))
-            calls = issued[cell >= period]  # the forwards after the first
-            waited = float(rt_dur[calls[is_sync[calls]]].sum()
-                           + np.maximum(rt_dur[calls[is_launch[calls]]] - fast, 0.0).sum())
-            rows.append({GN_STEP: int(step_ops.step), GN_THREAD: int(thread), GN_FORWARDS: int(repeats),
-                         GN_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[body[0]])[:OPS_CHARS],
-                         GN_FIRST: first, GN_LAST: last, GN_STRIDE: stride, GN_GEMMS: gemms,
-                         GN_LAUNCHES: float(launches[body.ravel()].sum()) / repeats,
-                         GN_HOST_US: max(float(end[later].max() - ts[body[1, 0]]) - waited, 0.0),
-                         GN_GPU_US: float(gpu_dur[hit].sum())})
+    for step, thread, body in launching_bodies(seqs, launches, names, MIN_FORWARDS, MIN_BODY_OPS):
+        repeats, period = body.shape
+        loop = _loop(rank, names, body)
+        if loop is None:
+            continue
+        kept, first, last, stride, gemms = loop
+        if kernels_of is None or calls_of is None:
+            kernels_of, calls_of = _Issued.of(gpu_top), _Issued.of(top.rt_top)
+        later = body[1:].ravel()
+        hit, cell = kernels_of.rows(later)
+        share[hit] = kept[1:].ravel()[cell]
+        issued, cell = calls_of.rows(body.ravel())
+        fast = float(np.percentile(rt_dur[issued[is_launch[issued]]], FAST_PERCENTILE))
+        calls = issued[cell >= period]  # the forwards after the first
+        waited = float(rt_dur[calls[is_sync[calls]]].sum()
+                       + np.maximum(rt_dur[calls[is_launch[calls]]] - fast, 0.0).sum())
+        rows.append({GN_STEP: step, GN_THREAD: thread, GN_FORWARDS: int(repeats),
+                     GN_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[body[0]])[:OPS_CHARS],
+                     GN_FIRST: first, GN_LAST: last, GN_STRIDE: stride, GN_GEMMS: gemms,
+                     GN_LAUNCHES: float(launches[body.ravel()].sum()) / repeats,
+                     GN_HOST_US: max(float(end[later].max() - ts[body[1, 0]]) - waited, 0.0),
+                     GN_GPU_US: float(gpu_dur[hit].sum())})
     table = pd.DataFrame(rows, columns=list(GENERATION_COLUMNS)) if rows else empty()
     return table, share, np.where(share > 0, gpu_dur, np.nan)

@@ -1,23 +1,20 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py) and backward run once per loss (backward_passes.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py) and a fixed context projected again for every generated token (context_projection.py)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers import names
-from tracekit.analyzers.costs.attribution import KernelCosts
 from tracekit.analyzers.costs.op_args import format_shapes
 from tracekit.analyzers.detectors import (
     accumulation,
-    attention,
     attention_mask,
     backward_passes,
     cache_growth,
+    context_projection,
     embeddings,
     ensembles,
     foreach,
@@ -26,7 +23,6 @@ from tracekit.analyzers.detectors import (
     gemm_layout,
     generation,
     gqa_expand,
-    heads,
     hostside,
     l2_penalty,
     layers,
@@ -40,9 +36,9 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
-    toplevel,
     triton_launch,
     underfilled,
+    unfold_conv,
     weight_convert,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
@@ -50,19 +46,10 @@ from tracekit.analyzers.detectors import cleanup as step_cleanup
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.analyzers.detectors import launch_blocking as sync_launch
 from tracekit.analyzers.detectors import recompiles as dynamo_compiles
-from tracekit.analyzers.kernels import CLASS, LIBRARY, KernelClassification
 from tracekit.jsonsafe import records
-from tracekit.trace import tables
-from tracekit.trace.model import RankTrace, TraceMeta
-from tracekit.trace.tables import GPU_NAME, GPU_STEP, OP_NAME, STEP_NUMBER
 
 if TYPE_CHECKING:
-    from tracekit.analyzers.step_plan import StepPlan
-
-TRAINING = re.compile(r"Backward|^autograd::engine|^Optimizer\.step")
-# torch's TensorIterator reductions (sum, mean, var, amax...): what Inductor fuses with the pointwise
-# ops around them into one reduction kernel (not sorts, scans, pooling or losses, also class reduction)
-REDUCE_KERNEL = re.compile(r"at::native::reduce_kernel<")
+    pass
 
 
 @dataclass(frozen=True)
@@ -221,180 +208,18 @@ class Patterns:
     # l2_penalty.PENALTY_COLUMNS per step; per rank.runtime row, a call of the loss's L2 penalty (forward, backward)
     l2_penalty: pd.DataFrame = field(default_factory=l2_penalty.empty)
     l2_penalty_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # unfold_conv.UNFOLD_COLUMNS per step with im2col / col2im calls; per rank.gpu row, im2col work
+    # (the im2col/col2im kernels, the columns' casts and copies) a native convolution does not do
+    unfold_conv: pd.DataFrame = field(default_factory=unfold_conv.empty)
+    in_unfold_conv: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # context_projection.CONTEXT_COLUMNS per step × thread; per rank.gpu row / rank.runtime row, a kernel /
+    # call of a fixed context's projection in a decoding forward after the first
+    context_projection: pd.DataFrame = field(default_factory=context_projection.empty)
+    in_context_projection: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    context_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
         return {"rank": self.rank, "num_sms": self.num_sms,
                 **{name: records(getattr(self, name), {sequences.LP_SHAPES: format_shapes})
                    for name in tables}}
-
-
-def _num_sms(meta: TraceMeta) -> int | None:
-    value = meta.device.get("numSms") if isinstance(meta.device, dict) else None
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def find_patterns(rank: RankTrace, classification: KernelClassification,
-                  costs: KernelCosts | None = None, *, plan: StepPlan | None = None) -> Patterns:
-    """All patterns of one RankTrace; `classification` is kernels.classify(rank), `costs` the
-    estimate_costs result (None: FLOP/byte columns stay unknown, loops are not searched).
-    `plan` gives every row its step and limits the kernel sequences to the headline steps'
-    activities (None: the trace's ProfilerStep columns, every row)."""
-    windows = plan.windows if plan is not None else None
-    rows = plan.gpu_rows if plan is not None else None
-    steps = hostside.StepsOf.of(rank, windows)
-    classes = classification.table[CLASS].to_numpy(dtype=object)
-    libraries = classification.table[LIBRARY].to_numpy(dtype=object)
-    fallback, in_fallback = sdpa_fallback.find_sdpa_fallback(rank, rows)
-    # the math backend's scores GEMM → softmax → GEMM is SDPA already: the fallback rule prices it
-    attention_rows = rows
-    if in_fallback.any():
-        in_steps = np.isin(rank.gpu[GPU_STEP].to_numpy(), rank.steps[STEP_NUMBER].to_numpy()) if len(rank.steps) else True
-        attention_rows = (in_steps if rows is None else rows) & ~in_fallback
-    unfused, covered = attention.find_attention(rank, classes, costs, rows=attention_rows)
-    optimizer_steps, in_optimizer = optimizer.find_optimizer_steps(rank, steps)
-    hosted, hosted_copies, hosted_calls, hosted_thread = offload.find_host_steps(rank, steps)
-    llm_chains, in_llm_chain = layers.find_llm_chains(rank, classes, rows)
-    compiled_steps, graph_breaks, backward_breaks, break_thread = dynamo.find_compiled(rank, steps)
-    compile_spans = dynamo_compiles.find_recompiles(rank, steps)
-    triton_launches, triton_rows = triton_launch.find_triton_launches(rank, rows)
-    rnn_cells, rnn_rows = recurrent.find_rnn_cells(rank, classes, steps, costs, rows)
-    lookups, lookup_rows = embeddings.find_embedding_lookups(rank, steps, costs, rows)
-    top = toplevel.TopLevel.of(rank)  # shared by the per-step top-level op detectors
-    foreach_loops, foreach_calls = foreach.find_foreach_loops(rank, steps, top)
-    seqs = toplevel.step_sequences(rank, steps, top)
-    served, in_requests = requests.find_requests(rank, steps, top, seqs)
-    accumulating, in_accumulation = accumulation.find_accumulation(rank, steps)
-    grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
-    converts = weight_convert.find_weight_converts(rank, steps, top, seqs, rows)
-    recomputed = recompute.find_recompute(rank, steps, rows)
-    masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
-    builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
-    anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
-    cleanup_steps, cleanup_spans = step_cleanup.find_cleanup(rank, steps)
-    blocking = sync_launch.blocking_calls(rank)
-    is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
-        else np.zeros(0, dtype=bool)
-    in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
-    # passes with a backward each are one model's micro-batches or per-sample gradients, not an ensemble
-    ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(
-        rank, classes, steps, skip=in_requests | in_accumulation if len(in_accumulation) == len(in_requests) else in_requests)
-    # attention heads as separate modules: batch_bmm's ensemble evidence too (stacked weights, one call)
-    head_loops, head_members, head_gpu_us, ensemble_shared, head_calls = heads.find_heads(rank, classes, steps,
-                                                                                       skip=in_requests)
-    if len(head_loops):
-        free = ensemble_members == 0
-        ensemble_loops = head_loops if not len(ensemble_loops) else pd.concat([ensemble_loops, head_loops], ignore_index=True)
-        ensemble_members = np.where(free, head_members, ensemble_members)
-        ensemble_gpu_us = np.where(free, head_gpu_us, ensemble_gpu_us)
-        ensemble_calls = ensemble_calls | head_calls
-        ensemble_shared = ensemble_shared & free
-    sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps, top, seqs)
-    regenerated, generation_share, generation_gpu_us = generation.find_generation(rank, steps, top, seqs)
-    num_sms = _num_sms(rank.meta)
-    under, in_under = underfilled.find_underfilled(rank, classes, num_sms, rows)
-    gqa = gqa_expand.find_gqa_expand(rank, steps.ops, rows)
-    logits = full_logits.find_full_logits(rank, steps.ops, rows)
-    frozen = frozen_grads.find_frozen_grads(rank, steps.ops)
-    passes, pass_factor = backward_passes.find_backward_passes(rank, steps, top)
-    penalty = l2_penalty.find_l2_penalty(rank, steps, top)
-    return Patterns(
-        rank=int(rank.rank),
-        num_sms=num_sms,
-        chains=sequences.find_chains(rank, classes, libraries, costs, skip=covered | in_fallback, rows=rows),
-        loops=sequences.find_loops(rank, classes, costs, rows=rows),
-        attention=unfused,
-        in_attention=covered,
-        syncs=hostside.find_syncs(rank, steps),
-        copies=hostside.find_copies(rank, steps),
-        copy_syncs=hostside.find_copy_syncs(rank, steps),
-        dataloader=hostside.find_dataloader(rank, steps),
-        comm=hostside.find_comm(rank, classes, steps),
-        training=bool(len(rank.ops)) and bool(names.matches(rank.ops[OP_NAME], TRAINING).any()),
-        optimizer=optimizer_steps,
-        in_optimizer=in_optimizer,
-        offload=hosted,
-        offload_copies=hosted_copies,
-        offload_calls=hosted_calls,
-        offload_thread=hosted_thread,
-        masked_attention=masked,
-        mask_builds=builds,
-        in_mask_build=in_build,
-        mask_build_thread=build_thread,
-        host_gaps=hostside.find_host_gaps(rank, steps),
-        layout_transposes=layers.find_layout_transposes(rank),
-        llm_chains=llm_chains,
-        in_llm_chain=in_llm_chain,
-        compiled=compiled_steps,
-        graph_breaks=graph_breaks,
-        backward_breaks=backward_breaks,
-        recompiles=compile_spans,
-        break_thread=break_thread,
-        triton_launches=triton_launches,
-        triton_rows=triton_rows,
-        gemm_layouts=gemm_layout.find_gemm_layouts(rank, classes, rows),
-        rnn_cells=rnn_cells,
-        rnn_rows=rnn_rows,
-        embedding_lookups=lookups,
-        embedding_rows=lookup_rows,
-        foreach_loops=foreach_loops,
-        foreach_calls=foreach_calls,
-        sync_in_loop=foreach_calls[is_sync] >= 0 if len(rank.runtime) else np.zeros(0, dtype=bool),
-        in_optimizer_loop=foreach.optimizer_rows(rank, foreach_loops, foreach_calls),
-        ensembles=ensemble_loops,
-        ensemble_members=ensemble_members,
-        ensemble_gpu_us=ensemble_gpu_us,
-        ensemble_calls=ensemble_calls,
-        ensemble_shared=ensemble_shared,
-        requests=served,
-        in_requests=in_requests,
-        accumulation=accumulating,
-        in_accumulation=in_accumulation,
-        sample_loops=sample_loops,
-        sample_sizes=sample_sizes,
-        sample_gpu_us=sample_gpu_us,
-        generation=regenerated,
-        generation_share=generation_share,
-        generation_gpu_us=generation_gpu_us,
-        sdpa_fallback=fallback,
-        in_sdpa_fallback=in_fallback,
-        reduce_kernels=names.matches(rank.gpu[GPU_NAME].to_numpy(dtype=object), REDUCE_KERNEL) if len(rank.gpu)
-        else np.zeros(0, dtype=bool),
-        cache_growth=grown,
-        in_cache_growth=in_grown,
-        weight_converts=converts.table,
-        in_weight_convert=converts.in_convert,
-        weight_consumers=converts.consumers,
-        weight_convert_calls=converts.calls,
-        recompute=recomputed.table,
-        in_recompute=recomputed.in_recompute,
-        recompute_calls=recomputed.calls,
-        recompute_entry_us=recomputed.entry_cut_us,
-        anomaly=anomaly_steps,
-        anomaly_checks=anomaly_checks,
-        forward_calls=forward_calls,
-        anomaly_calls=in_checks,
-        sync_in_anomaly=in_checks[is_sync] if len(in_checks) else np.zeros(0, dtype=bool),
-        cleanup=cleanup_steps,
-        cleanup_spans=cleanup_spans,
-        gc_recorded=step_cleanup.gc_recorded(rank),
-        runtime_tids=rank.runtime[tables.RT_TID].to_numpy() if len(cleanup_spans) or len(anomaly_checks) or len(compile_spans) else np.zeros(0),
-        debug_modes=anomaly_mode.debug_settings(rank),
-        launch_blocking=sync_launch.find_launch_blocking(rank, steps, blocking),
-        loader_respawn=loader_respawn.find_loader_respawn(rank, steps),
-        blocking_calls=blocking,
-        underfilled=under,
-        in_underfilled=in_under,
-        gqa_expand=gqa.table,
-        gqa_copies=gqa.copies,
-        gqa_attention=gqa.attention,
-        gqa_calls=gqa.calls,
-        full_logits=logits.table,
-        in_full_logits=logits.rows,
-        full_logits_positions=logits.positions,
-        frozen_grads=frozen.table,
-        backward_passes=passes,
-        backward_factor=pass_factor,
-        frozen_calls=frozen.calls,
-        l2_penalty=penalty.table, l2_penalty_calls=penalty.calls,
-    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,3 +157,20 @@ def repeated_block(codes: np.ndarray, min_repeats: int = MIN_REPEATS) -> tuple[i
         if best is None or k * p > best[1] * best[2]:
             best = (start, p, k)
     return best
+
+
+def launching_bodies(seqs: tuple[StepOps, ...], launches: np.ndarray, names: np.ndarray, min_repeats: int,
+                     min_ops: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(step, thread, body) for each step and thread whose top-level ops that launch work hold one block
+    (by op names, ≥ `min_ops` ops) repeated ≥ `min_repeats` times back to back; `body`: the block's op
+    rows, repetitions × ops (`launches`: TopLevel.launches; `names`: the ops' names)."""
+    for step_ops in seqs:
+        for thread, working in step_ops.threads:
+            seq = working[launches[working] > 0]
+            if len(seq) < min_repeats * min_ops:
+                continue
+            found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]), min_repeats)
+            if found is None or found[1] < min_ops:
+                continue
+            start, period, repeats = found
+            yield int(step_ops.step), int(thread), seq[start:start + period * repeats].reshape(repeats, period)
