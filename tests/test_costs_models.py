@@ -43,6 +43,22 @@ def test_gemm_family():
     assert op_cost("aten::matmul", [[2, 1, 4, 8], [3, 8, 5]], [F32, F32]).flops == 2 * 6 * 4 * 5 * 8
     # GEMV
     assert op_cost("aten::mv", [[1000, 300], [300]], [F32, F32]).flops == 2 * 1000 * 300
+    # torch 2.11's mv runs aten::addmv_(out[M], A[M, N], x[N]) (held-out query_loop: corpus @ q)
+    gemv = op_cost("aten::addmv_", [[524288], [524288, 256], [256], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"],
+                   None, ["", "", "", "0", "1"])
+    assert gemv.flops == 2 * 524288 * 256 and gemv.bytes >= 2 * 524288 * 256  # the matrix read once at least
+
+
+def test_topk_radix_passes():
+    """topk(x[128, 524288] bf16, 100, 1): 2 counting passes (one per 8-bit digit of a 2-byte element),
+    100 values (2 bytes) and indices (8 bytes) for each of 128 rows."""
+    c = op_cost("aten::topk", [[128, 524288], [], [], [], []], [BF16, "Int", "Int", "Bool", "Bool"], None,
+                ["", "100", "1", "True", "True"])
+    assert c.bytes == 2 * 2 * 128 * 524288 + 128 * 100 * (2 + 8)
+    assert c.flops == 2 * 128 * 524288
+    rows0 = op_cost("aten::topk", [[64, 32], [], [], [], []], [F32, "Int", "Int", "Bool", "Bool"], None,
+                    ["", "5", "0", "True", "True"])  # along dim 0: 32 selections of 5 from 64
+    assert rows0.bytes == 4 * 4 * 64 * 32 + 32 * 5 * (4 + 8)
 
 
 def test_scaled_mm_fp8_writes_its_out_dtype():

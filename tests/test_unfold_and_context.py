@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
 from pathlib import Path
 
 import pytest
+from recorded import profiler_steps, raw_events, recording
 
 from tracekit.analyzers.detectors.unfold_conv import column_shape
 from tracekit.pipeline.local import analyse_file
 
-HELDOUT9 = Path(__file__).resolve().parents[1] / "sample_traces" / "heldout9"
-
 
 def _trace(name: str) -> Path:
-    path = HELDOUT9 / f"{name}.trace.json.gz"
-    if not path.exists():
-        pytest.skip("the ninth held-out set's recordings are not in this checkout")
-    return path
-
-
-def _events(path: Path) -> list[dict]:
-    with gzip.open(path) as f:
-        return json.load(f)["traceEvents"]
-
-
-def _steps(events: list[dict]) -> list[tuple[float, float]]:
-    return sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
-                  and e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    return recording("heldout9", name)
 
 
 def test_column_shape_by_hand():
@@ -46,8 +30,8 @@ def test_unfold_conv_first_with_its_im2col_work():
     calls launch (launch call inside such an op on its thread) 23.8 ms a steady step; use_conv2d first,
     against 48.59 − 10.79 = 37.80 ms measured (bare medians); silent with F.conv2d."""
     path = _trace("ho9_unfold_conv")
-    events = _events(path)
-    steps = _steps(events)
+    events = raw_events(path)
+    steps = profiler_steps(events)
     folds = sorted((e["tid"], e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
                    if e.get("cat") == "cpu_op" and e["name"] in ("aten::im2col", "aten::col2im"))
     for lo, hi in steps:
@@ -80,8 +64,8 @@ def test_cross_attention_projections_again_every_token():
     forward, 16 forwards), silent on the cached variant (12 such linears a step: the first forward's) and
     on an encoder run over batches of one shape and pooled by an argmax (compile_method)."""
     path = _trace("ho9_cross_kv_recompute")
-    events = _events(path)
-    for lo, hi in _steps(events):
+    events = raw_events(path)
+    for lo, hi in profiler_steps(events):
         assert sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::linear" and lo <= e["ts"] < hi
                    and (e.get("args", {}).get("Input Dims") or [[]])[0] == [32, 1500, 1024]) == 192
     found = {s.id: s for s in analyse_file(path).suggestions}

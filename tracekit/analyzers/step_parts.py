@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     anomaly,
     attention,
     attention_mask,
+    autotune,
     backward_passes,
     cache_growth,
     cleanup,
@@ -174,6 +175,11 @@ def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
     backward runs more than once (Patterns.backward_passes), µs per step."""
     frames = _selected(analysis, sel, "backward_passes", backward_passes.BP_STEP)
     return per_step(sum(float(t[backward_passes.BP_GPU_US].sum()) for t in frames), sel.steps)
+
+
+def autotune_time(analysis: Analysis, sel: Selection) -> float:
+    """Wall time of Triton's autotuner benchmarking inside the steps (Patterns.autotune windows), µs per step."""
+    return per_step(_in_selection(analysis, sel, "autotune", autotune.AT_STEP, autotune.AT_WINDOW_US), sel.steps)
 
 
 def unfold_conv_time(analysis: Analysis, sel: Selection) -> float:

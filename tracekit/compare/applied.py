@@ -7,6 +7,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     anomaly,
     attention_mask,
+    autotune,
     backward_passes,
     cache_growth,
     cleanup,
@@ -201,6 +202,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_recompute.single_backward: one backward over the summed losses: no step runs it more than once
     "single_backward": (Signal("steps whose backward runs more than once",
                                steps_sum("backward_passes", backward_passes.BP_STEP), FALLS, 1.0),),
+    # rules_triton.autotune_once: the autotuner tuned once: no benchmark window is left in the steps
+    "autotune_once": (Signal("L2 flushes of the autotuner's benchmark per step",
+                             steps_sum("autotune", autotune.AT_STEP, autotune.AT_FLUSHES), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

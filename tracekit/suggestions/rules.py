@@ -223,6 +223,9 @@ RULES: tuple[Rule, ...] = (
          StepPart("kernels of im2col convolutions a native one does not run (im2col/col2im, the columns' copies)",
                   step_parts.unfold_conv_time), (),
          ("patterns.unfold_conv", "patterns.in_unfold_conv")),
+    Rule("autotune_once", rules_triton.autotune_once, SNIPPETS["autotune_once"],
+         StepPart("Triton's autotuner benchmarking inside the steps (its windows' wall time)", step_parts.autotune_time), (),
+         ("patterns.autotune", "patterns.autotune_calls")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

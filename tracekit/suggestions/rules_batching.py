@@ -12,6 +12,7 @@ from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.analyzers.detectors import ensembles, foreach, requests, samples
 from tracekit.analyzers.devices import Device
+from tracekit.analyzers.kernels import CLASS, GEMM
 from tracekit.suggestions.common import (
     Scope,
     fmt_us,
@@ -166,10 +167,25 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
     return suggestion("batch_requests", title, saving, scope, formula, rows)
 
 
+def _shared_bytes(shapes: object, dtype: object) -> float:
+    """Bytes of a GEMM's 2-D operand larger than all its other operands together: the weight (or the
+    matrix a loop multiplies every sample's vector by: a corpus, a codebook), which the loop's samples
+    share and a batched call reads once; 0 where no operand is."""
+    dims = [d for d in shapes if isinstance(d, tuple) and d and all(isinstance(x, int) for x in d)] \
+        if isinstance(shapes, tuple) else []
+    sizes = [math.prod(d) for d in dims]
+    if not sizes:
+        return 0.0
+    big = max(range(len(sizes)), key=lambda i: sizes[i])
+    if len(dims[big]) != 2 or sizes[big] <= sum(sizes) - sizes[big]:
+        return 0.0
+    return float(sizes[big]) * DTYPE_SIZE.get(str(dtype), 2.0)
+
+
 def padded_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
     """Per rank.gpu row of a per-sample loop: the roof time (µs) of its kernel batched over the k
-    samples padded to the largest: k × its FLOPs and bytes × (largest size / its sample's size); NaN
-    where unknown or outside the loop."""
+    samples padded to the largest: k × its FLOPs and bytes × (largest size / its sample's size), a
+    GEMM's shared weight (_shared_bytes) read once; NaN where unknown or outside the loop."""
     costs = r.costs.table
     out = np.full(len(costs), np.nan)
     p = r.patterns
@@ -179,9 +195,12 @@ def padded_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
     largest = float(p.sample_loops[samples.SL_MAX].max())
     flops = costs[attribution.FLOPS].to_numpy(dtype=float)
     nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    gemm = r.classification.table[CLASS].to_numpy(dtype=object) == GEMM
     for i in np.flatnonzero(sizes > 0).tolist():
         grow = k * largest / float(sizes[i])
-        out[i] = _roof(device, costs[attribution.DTYPE].iat[i], grow * flops[i], grow * nbytes[i])
+        dtype = costs[attribution.DTYPE].iat[i]
+        shared = min(_shared_bytes(costs[attribution.SHAPES].iat[i], dtype), nbytes[i]) if gemm[i] else 0.0
+        out[i] = _roof(device, dtype, grow * flops[i], grow * (nbytes[i] - shared) + shared)
     return out
 
 

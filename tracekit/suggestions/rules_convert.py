@@ -54,7 +54,9 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
     launches = sum(g.launches for g in kept.values()) / n / scope.ranks
     to_fp8 = any("Float8" in str(x["to"]) for x in rows)
     from_int = any(str(x["source"]).endswith(("signed char", "unsigned char")) for x in rows)
-    what = " and ".join(w for w, on in (("quantise them to float8", to_fp8), ("dequantise them from int8", from_int)) if on)
+    autocast = any(str(x["ops"]).startswith("autocast") for x in rows)
+    what = " and ".join(w for w, on in (("quantise them to float8", to_fp8), ("dequantise them from int8", from_int),
+                                        ("cast them from float32 under autocast", autocast)) if on)
     formula = (f"Σ over {plural(len(rows), 'weight shape')} of the conversion kernels' time (each GEMM call's weight "
                f"chain: {rows[0]['ops']}) = {fmt_us(saving)} ({fmt_us(saving / n)} per step); their "
                f"{launches:.0f} launches per step go too; the GEMMs stay, each at least at its roof for the "
@@ -63,6 +65,9 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
         formula = (f"Σ over {plural(len(rows), 'table shape')} of the conversion kernels' time (each lookup's table "
                    f"chain: {rows[0]['ops']}, over the whole {rows[0]['weight']} table) = {fmt_us(saving)} "
                    f"({fmt_us(saving / n)} per step); their {launches:.0f} launches per step go too; the lookups stay")
+    elif autocast and not from_int and not to_fp8:
+        formula += ("; autocast's cast cache lasts one autocast region: a float32 model run under autocast casts "
+                    "every weight again each forward; `model.to(torch.bfloat16)` once keeps only the GEMMs")
     elif from_int:
         formula += ("; an int8 weight dequantised once is kept in bf16: the GEMM reads 2 B per weight, twice the "
                     "int8 bytes (a fused int8 GEMM reads 1 B)")

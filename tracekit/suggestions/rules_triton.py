@@ -1,4 +1,4 @@
-"""Rule about user Triton kernels far below their roof: the launch configuration (grid, tiles, warps, stages) to autotune."""
+"""Rules about user Triton kernels: far below their roof (the launch configuration — grid, tiles, warps, stages — to autotune), and the autotuner benchmarking inside every step (a key that changes every call)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,19 @@ import math
 import pandas as pd
 
 from tracekit.analyzers import roofline as rl
-from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import autotune as at
 from tracekit.analyzers.detectors import triton_launch as tl
 from tracekit.analyzers.kernels import GEMM
-from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.model.whatif import Transform, remove_calls
+from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
+    Scope,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_precision import NHWC_NORM_SHARE
 from tracekit.units import plural
@@ -134,3 +143,47 @@ def _config_space(constexprs: str, bound: str) -> str:
             sizes = [b for b in MEMORY_BLOCKS if b > now] or [now]
             blocks.append(f"{name} ∈ {{{', '.join(str(b) for b in sizes)}}}")
     return ", ".join([*blocks, f"num_warps ∈ {{{', '.join(str(w) for w in MEMORY_WARPS)}}}"])
+
+
+def autotune_once(analysis: Analysis) -> Suggestion | None:
+    """Triton's autotuner benchmarking its configurations inside every headline step (patterns.autotune:
+    a key that changes every step). Traced: the tuning windows' wall time on their thread; the what-if
+    removes every call in them (the benchmark's fills, runs, event records and syncs) and what they
+    launched. Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, table in rank_tables(analysis, "autotune"):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[at.AT_STEP].to_numpy())]
+        if t[at.AT_STEP].nunique() < max(len(r.launch.steady_steps), 1):
+            continue  # tuned in some steps only (the warm-up's first call): not every step
+        n = max(t[at.AT_STEP].nunique(), 1)
+        window = float(t[at.AT_WINDOW_US].sum())
+        total += window
+        rows.append({"rank": r.rank, "kernel": str(t[at.AT_KERNEL].iat[0]),
+                     "flushes_per_step": float(t[at.AT_FLUSHES].sum()) / n,
+                     "benchmark_launches_per_step": float(t[at.AT_LAUNCHES].sum()) / n,
+                     "syncs_per_step": float(t[at.AT_SYNCS].sum()) / n, "window_us_per_step": window / n,
+                     "gpu_us_per_step": float(t[at.AT_GPU_US].sum()) / n, "saving_us": window})
+    if not rows:
+        return None
+    x = rows[0]
+    saving = total / scope.ranks
+    title = (f"Tune {x['kernel']} once: Triton's autotuner benchmarks it inside every step "
+             f"({x['benchmark_launches_per_step']:.0f} timed launches, {x['flushes_per_step']:.0f} L2 flushes, "
+             f"{x['syncs_per_step']:.0f} syncs, {fmt_us(float(str(x['window_us_per_step'])))} per step): its "
+             "autotune key changes every call; key it on what sets the best configuration")
+    formula = (f"the tuning windows' wall time (from the first L2 flush to the benchmark's last sync): "
+               f"{fmt_us(float(str(x['window_us_per_step'])))} per step, of which "
+               f"{fmt_us(float(str(x['gpu_us_per_step'])))} of GPU work; the kernel's real calls stay")
+    return suggestion("autotune_once", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def autotune_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Every call of the tuning windows (patterns.autotune_calls) and what it launched gone (remove_calls)."""
+    p = r.patterns
+    if p is None or not len(p.autotune_calls) or not p.autotune_calls.any():
+        return None
+    return remove_calls(p.autotune_calls)

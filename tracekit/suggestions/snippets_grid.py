@@ -57,4 +57,15 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "autotune_once": '''\
+# @triton.autotune benchmarks every config again whenever its key changes: a key on a size that
+# changes every call (tokens in a packed batch) re-tunes every step (an L2 flush, warm-up and timed
+# runs and a device sync per config). Key it on what sets the best config, e.g. the row width:
+@triton.autotune(configs=configs, key=["n_cols"])          # not key=["n_rows", "n_cols"]
+@triton.jit
+def add_rmsnorm(x_ptr, r_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, BLOCK: tl.constexpr): ...
+# If the size does matter, bucket it so that a few keys cover every call:
+#   n_rows_bucket = triton.next_power_of_2(n_rows)   (pass it as a kernel argument in the key)
+# and run each bucket once during warm-up. TRITON_PRINT_AUTOTUNING=1 prints every re-tune.
+''',
 }

@@ -1,4 +1,4 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tracekit.suggestions.rules_int4 import int4_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
 from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
 from tracekit.suggestions.rules_recompute import single_backward_transform
+from tracekit.suggestions.rules_triton import autotune_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
 BESIDE_TRANSFORMS: dict[str, TransformFor] = {
@@ -19,5 +20,6 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "int4_large_batch": int4_transform,  # the large-M int4 GEMMs at the bf16 cuBLAS reference time
     "weight_decay": weight_decay_transform,  # the loss's L2 penalty gone, forward and backward
     "single_backward": single_backward_transform,  # the repeated backward passes' kernels once
+    "autotune_once": autotune_transform,  # the tuning windows' calls and what they launched gone
     "use_conv2d": use_conv2d_transform,  # the im2col/col2im kernels and the columns' copies gone
 }

@@ -354,6 +354,7 @@ MATMUL_MODELS: dict[str, Model] = {
     "linear": linear,
     "mv": mv,
     "addmv": mv,
+    "addmv_": mv,  # mv's out-of-place path writes through it (torch 2.11: aten::mv → aten::addmv_)
     "dot": dot,
     "vdot": dot,
     "_scaled_mm": scaled_mm,

@@ -198,6 +198,20 @@ def reduction(name: str, a: OpArgs) -> OpCost | None:
     return OpCost(float(x.numel), x.read_bytes + out * per_out, x.dtype)
 
 
+def topk(name: str, a: OpArgs) -> OpCost | None:
+    """topk(x, k, dim): a radix select reading x once per 8-bit digit of its element (PyTorch's
+    multi-block top-k, RADIX_BITS = 8: itemsize counting passes), writing k values and int64 indices
+    per row; one comparison per element and pass."""
+    x, k = a.tensor(0), a.value(1)
+    if x is None or not x.dims or not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return None
+    dim = a.value(2)
+    dim = dim if isinstance(dim, int) and not isinstance(dim, bool) and -len(x.dims) <= dim < len(x.dims) else -1
+    rows = x.numel / max(x.dims[dim], 1)  # the selections: one per slice along `dim` (the last by default)
+    passes = max(x.itemsize, 1)
+    return OpCost(float(x.numel * passes), x.read_bytes * passes + rows * k * (x.itemsize + 8), x.dtype)
+
+
 def _reduced_dims(a: OpArgs, pos: int, ndim: int) -> set[int] | None:
     """The reduced dims (normalised to >= 0), all dims when the op reduces everything, or None."""
     kind = a.types[pos] if pos < len(a.types) else ""
@@ -224,4 +238,5 @@ POINTWISE_MODELS: dict[str, Model] = {
     "cat": cat,
     "_cat": cat,
     "stack": cat,
+    "topk": topk,
 }

@@ -14,6 +14,8 @@ from tracekit.analyzers.detectors import (
     accumulation,
     attention,
     attention_mask,
+    autocast_weights,
+    autotune,
     backward_passes,
     cache_growth,
     context_projection,
@@ -102,7 +104,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     served, in_requests = requests.find_requests(rank, steps, top, seqs)
     accumulating, in_accumulation = accumulation.find_accumulation(rank, steps)
     grown, in_grown = cache_growth.find_cache_growth(rank, steps, rows)
-    converts = weight_convert.find_weight_converts(rank, steps, top, seqs, rows)
+    converts = weight_convert.merged(weight_convert.find_weight_converts(rank, steps, top, seqs, rows),
+                                     autocast_weights.find_autocast_weights(rank, steps, rows))
     recomputed = recompute.find_recompute(rank, steps, rows)
     masked = attention_mask.find_masked_attention(rank, classes, steps.gpu, steps.ops, rows)
     builds, in_build, build_thread = mask_build.find_mask_builds(rank, masked, steps, rows)
@@ -136,6 +139,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     penalty = l2_penalty.find_l2_penalty(rank, steps, top)
     unfolded = unfold_conv.find_unfold_convs(rank, classes, steps, rows)
     context = context_projection.find_context_projections(rank, steps, top, seqs)
+    tuning = autotune.find_autotune(rank, steps, triton_rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -237,4 +241,5 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         l2_penalty=penalty.table, l2_penalty_calls=penalty.calls,
         unfold_conv=unfolded.table, in_unfold_conv=unfolded.rows,
         context_projection=context.table, in_context_projection=context.rows, context_calls=context.calls,
+        autotune=tuning.table, autotune_calls=tuning.calls, in_autotune=tuning.rows,
     )

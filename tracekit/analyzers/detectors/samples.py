@@ -23,6 +23,10 @@ MIN_SAMPLES = 8  # repetitions per step: fewer is a short loop, not a batch of s
 # sizes is a per-tensor loop (foreach_loops' ground; a nan_to_num per gradient in the HTA trace_diff
 # traces of /work/shared/traces), not a per-sample computation such as a loss.
 MIN_BODY_OPS = 3
+# Same-shaped repetitions joined by a cat/stack after the loop are slices of one batch whatever their
+# body's length (a per-tensor loop's tensors differ in size): a body of two ops is one (held-out
+# query_loop: `corpus @ q` and its top-k for each of 128 queries, then torch.stack).
+MIN_JOINED_OPS = 2
 # The varying size takes at least this many values: a size that takes two is structure, not data (a
 # layer stack whose last layer is the narrow head, as train_optimizer_loop's 256 → 10; self- and
 # cross-attention of two fixed lengths).
@@ -132,18 +136,20 @@ def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, l
     """(the repeated block of `seq` as (start, period, repeats) or None; (its repetitions' op rows, their
     varying sizes or None for an autograd thread's shapeless nodes) when it is a per-sample loop, else None)."""
     found = repeated_block(text_codes([str(n) for n in names[seq].tolist()]))
-    if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_BODY_OPS:
+    if found is None or found[2] < MIN_SAMPLES or found[1] < MIN_JOINED_OPS:
         return found, None
     start, period, repeats = found
     body = seq[start:start + period * repeats].reshape(repeats, period)
     flat = _flat_dims(rank, body.ravel().tolist(), memo)
     shapes = [[v for i in range(k * period, (k + 1) * period) for v in flat[i]][:MAX_LEN_VALUES]
               for k in range(repeats)]
-    sizes = varying_size(shapes)
+    sizes = varying_size(shapes) if period >= MIN_BODY_OPS else None
     after = start + period * repeats
     if (sizes is None and any(shapes) and all(x == shapes[0] for x in shapes) and after < len(seq)
             and str(names[seq[after]]) in JOINS and not JOINS.intersection(str(n) for n in names[body[0]])):
         sizes = [1] * repeats  # same-shaped slices joined after the loop: stacked, not padded
+    if period < MIN_BODY_OPS:
+        return found, (body, sizes) if sizes is not None else None
     if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist()) and not any(shapes)):
         return found, (body, sizes)
     return found, None
@@ -192,8 +198,8 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
         blocks = []  # (thread, repetitions, their varying sizes or None where the ops carry no shapes)
         for thread, working in step_ops.threads:
             seq = working[launches[working] > 0]  # the thread's ops that launch work (not only syncs)
-            if len(seq) < MIN_SAMPLES * MIN_BODY_OPS:
-                continue  # too short for MIN_SAMPLES repetitions of a MIN_BODY_OPS body
+            if len(seq) < MIN_SAMPLES * MIN_JOINED_OPS:
+                continue  # too short for MIN_SAMPLES repetitions of a MIN_JOINED_OPS body
             for body, sizes in _loops(rank, seq, names, memo):
                 blocks.append((thread, body, sizes))
         forward = {len(body): sizes for _, body, sizes in blocks if sizes is not None}

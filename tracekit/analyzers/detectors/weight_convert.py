@@ -314,3 +314,13 @@ def _result(rank: RankTrace, top: TopLevel, chains: list[tuple[int, _Chain]], na
             for (step, consumer, weight, source, to), g in sorted(groups.items(), key=lambda kv: str(kv[0]))]
     return WeightConverts(pd.DataFrame(recs, columns=list(CONVERT_COLUMNS)), g_chain >= 0, g_consumer >= 0,
                           rt_chain >= 0)
+
+
+def merged(a: WeightConverts, b: WeightConverts) -> WeightConverts:
+    """Two detectors' rows and masks as one result (weight chains, and autocast's casts: autocast_weights.py)."""
+    if not len(b.table):
+        return a
+    if not len(a.table):
+        return b
+    return WeightConverts(pd.concat([a.table, b.table], ignore_index=True), a.in_convert | b.in_convert,
+                          a.consumers | b.consumers, a.calls | b.calls)
