@@ -110,7 +110,7 @@ def test_casts_and_reduce_kernels_join_the_run_that_compile_fuses(tmp_path: Path
 def test_a_cast_next_to_a_gemm_stays_its_own_kernel(tmp_path: Path) -> None:
     # mul → gelu → copy_ (autocast's cast of the next GEMM's operand: no fused kernel after it) → mm:
     # the cast is not between two fusable kernels, so only mul → gelu fuse (a run of 2, each at 1/2);
-    # the cast keeps its time (suggestions/whatif.py _operand_casts)
+    # the cast keeps its time (suggestions/whatif_evidence.py operand_casts)
     path = cast_trace(tmp_path / "operand.json", (), (("aten::copy_", CAST),))
     assert _fused_gpu_times(path) == pytest.approx([1.0, 0.5, 0.5, 1.0, 1.0])
 
@@ -143,3 +143,32 @@ def test_a_host_gap_longer_than_a_millisecond_inside_a_run_stays(tmp_path: Path)
     assert g.call_gap_us[launch[2]] > 1000  # the traced gap before the add: 1.5 ms of host time
     assert costs.call_gap_us[launch[2]] == before_gap[launch[2]]
     assert costs.call_dur_us[launch[2]] == 0.0  # the add is still fused into the mul's kernel
+
+
+BATCH_NORM = "void at::native::batch_norm_transform_input_kernel<float, float, float, true, int>"
+
+
+def _norm_trace(path: Path, training: bool) -> Path:
+    """Each 400 µs step: aten::mm (20 µs GEMM), aten::mul (10 µs), aten::batch_norm (30 µs), aten::gelu
+    (10 µs), 30 µs apart, aten::mm again; `training`: an autograd node op after them (no kernel)."""
+    b = TraceBuilder()
+    for s in range(6):
+        t0 = s * 400
+        b.annotation(f"ProfilerStep#{s}", t0, 400)
+        b.launch(t0 + 12, 5, GEMM, t0 + 20, 20, ext=b.op("aten::mm", t0 + 10, 8))
+        for j, (name, kernel, dur) in enumerate((("aten::mul", MUL, 10), ("aten::batch_norm", BATCH_NORM, 30),
+                                                 ("aten::gelu", GELU, 10))):
+            at = t0 + 50 + 40 * j
+            b.launch(at + 2, 5, kernel, at + 10, dur, ext=b.op(name, at, 8))
+        b.launch(t0 + 202, 5, GEMM, t0 + 210, 20, ext=b.op("aten::mm", t0 + 200, 8))
+        if training:
+            b.op("autograd::engine::evaluate_function: MulBackward0", t0 + 300, 5)
+    return b.write(path)
+
+
+def test_a_training_norm_bounds_its_fused_run(tmp_path: Path) -> None:
+    """mul (10 µs) → batch_norm (30 µs) → gelu (10 µs), a run of 3. Inference: each kernel at 1/3 (the
+    run 50 → 16.7 µs). Training: the norm computes its statistics over its whole input first, so the
+    fused kernel takes the norm's 30 µs: each node 30 / 3 = 10 µs (mul 1.0, norm 1/3, gelu 1.0 of its time)."""
+    assert _fused_gpu_times(_norm_trace(tmp_path / "infer.json", False)) == pytest.approx([1.0, 1 / 3, 1 / 3, 1 / 3, 1.0])
+    assert _fused_gpu_times(_norm_trace(tmp_path / "train.json", True)) == pytest.approx([1.0, 1.0, 1 / 3, 1.0, 1.0])

@@ -19,6 +19,7 @@ class _Runs:
     heads: np.ndarray
     inner: np.ndarray
     length: np.ndarray
+    ident: np.ndarray  # per call, its run's 1-based id (0 outside the kept runs)
 
 
 def _runs(step: StepModel, mine: np.ndarray, min_length: int = 1) -> _Runs | None:
@@ -37,10 +38,12 @@ def _runs(step: StepModel, mine: np.ndarray, min_length: int = 1) -> _Runs | Non
         return None
     n = step.graph.n_calls
     heads, inner, length = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n)
+    ident = np.zeros(n, dtype=np.int64)
     heads[launching[kept & first]] = True
     inner[launching[kept & ~first]] = True
     length[launching[kept]] = size[run[kept]]
-    return _Runs(heads, inner, length)
+    ident[launching[kept]] = run[kept]
+    return _Runs(heads, inner, length, ident)
 
 
 def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transform:
@@ -64,13 +67,17 @@ def fuse_runs(rows: np.ndarray, gpu_factor: float, launch_us: float) -> Transfor
     return apply
 
 
-def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
+def compile_runs(rows: np.ndarray, launch_us: float, bounded: np.ndarray | None = None) -> Transform:
     """torch.compile over the runs of consecutive launches of `rows` (bool per rank.gpu row: the
     elementwise/normalization kernels between two other launches): a run of k ≥ 2 becomes one fused
     kernel launched once by the compiled wrapper, so its first call costs `launch_us` and the others,
     with the host gaps before them (the eager ops' Python and dispatch), are gone; its GPU nodes take
     1/k of their time (memory-bound kernels fused: the chain's inputs read and its output written
-    once, the k − 1 intermediates not at all; the rule's cap, suggestions/rules_kernels.py). Unlike
+    once, the k − 1 intermediates not at all; the rule's cap, suggestions/rules_kernels.py). A run
+    holding a node of `bounded` (bool per rank.gpu row) takes its longest member's time instead (1/k
+    of it per node): a training norm computes its statistics over its whole input before it can
+    normalise, so fused with its activation it still reads its input twice and writes once (H100
+    --try compile of three conv training steps realised 0.14–3.1 ms where 1/k predicted 2.1–8.4 ms). Unlike
     fuse_runs (a hand-fused op whose own Python replaces the chain's), none of the chain's host time
     stays, but for traced gaps longer than LONG_GAP_US (Python between the ops, not their dispatch, as
     cuda_graph keeps them). Runs of one kernel are left as they are."""
@@ -82,10 +89,19 @@ def compile_runs(rows: np.ndarray, launch_us: float) -> Transform:
         if runs is None:
             return step.costs
         gap, dur, g_dur, _ = step_costs(step)
-        k = np.where((g.gpu_launch >= 0) & mine, runs.length[np.maximum(g.gpu_launch, 0)], 0.0)
+        linked = (g.gpu_launch >= 0) & mine
+        k = np.where(linked, runs.length[np.maximum(g.gpu_launch, 0)], 0.0)
+        run = np.where(linked & (k >= 2), runs.ident[np.maximum(g.gpu_launch, 0)], 0)
+        held = np.zeros(int(runs.ident.max()) + 1, dtype=bool)  # runs priced at their longest member
+        if bounded is not None and len(bounded):
+            held[run[(run > 0) & bounded[g.gpu_row]]] = True
+        held[0] = False
+        longest = np.zeros(len(held))
+        np.maximum.at(longest, run[run > 0], g_dur[run > 0])
+        fused = np.where(held[run], longest[run], g_dur) / np.maximum(k, 1.0)
         dispatch = runs.inner & (g.call_gap_us <= LONG_GAP_US)  # a longer host gap is not the eager dispatch: it stays
         return dataclasses.replace(step.costs, call_gap_us=np.where(dispatch, 0.0, gap),
                                    call_dur_us=np.where(runs.inner, 0.0, np.where(runs.heads, launch_us, dur)),
-                                   gpu_dur_us=np.where(k >= 2, g_dur / np.maximum(k, 1.0), g_dur))
+                                   gpu_dur_us=np.where(run > 0, fused, g_dur))
 
     return apply

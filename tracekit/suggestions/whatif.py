@@ -49,6 +49,7 @@ from tracekit.suggestions.whatif_evidence import (
     class_rows,
     evidence_number,
     loop_calls,
+    operand_casts,
     rank_evidence,
 )
 from tracekit.suggestions.whatif_loops import (
@@ -87,7 +88,7 @@ SDPA_CLASSES = (GEMM, SOFTMAX, ATTENTION, ELEMENTWISE, COPY)
 # sum, fused with their pointwise prologue and epilogue). They no longer split the runs that
 # compile_runs fuses (H200: ho_norm_gelu_chain 5.24 → 8.88 ms predicted against 9.26 measured,
 # bare/train_compile_eager 0.77 → 3.52 ms against 3.78). Generated (Inductor, Triton) kernels are
-# fused already and stay out. A cast joins only between two fusable kernels (_operand_casts): with
+# fused already and stay out. A cast joins only between two fusable kernels (operand_casts): with
 # every cast joining, compile came first on 2 of the second held-out set's autocast steps where the
 # measured-fastest fix was another (docs/validation.md, "Second held-out set"); bare/train_compile_eager
 # falls back to 1.13 ms predicted with it.
@@ -227,7 +228,8 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     patterns.reduce_kernels) into one kernel, called by its wrapper without the eager ops' dispatch
     (model/whatif_runs.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
     eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
-    Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run."""
+    Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run;
+    in training a run with a norm takes its longest member's time (compile_runs' `bounded`)."""
     libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
     keep = class_rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
     p = r.patterns
@@ -238,21 +240,8 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     if p is not None and len(p.in_sdpa_fallback) == len(keep):
         keep &= ~p.in_sdpa_fallback  # an SDPA fallback's kernels: use_sdpa's change
     keep &= ~_graph_excluded(r)
-    return compile_runs(keep & ~_operand_casts(r, keep), BARE_LAUNCH_US)
-
-
-def _operand_casts(r: RankAnalysis, keep: np.ndarray) -> np.ndarray:
-    """Cast (class copy) rows of `keep` not between two kept non-cast kernels in the trace's kernel
-    order (rank.gpu rows, as CUPTI wrote them): autocast's casts of a GEMM's weights and inputs, which
-    stay their own kernels under torch.compile (a weight has no producer kernel to fuse into), unlike
-    a cast inside a pointwise chain."""
-    cast = keep & class_rows(r, (COPY,))
-    if not cast.any():
-        return cast
-    fused = keep & ~cast
-    before = np.concatenate(([False], fused[:-1]))
-    after = np.concatenate((fused[1:], [False]))
-    return cast & ~(before & after)
+    bounded = class_rows(r, (NORMALIZATION,)) if p is not None and p.training else None  # norms with statistics
+    return compile_runs(keep & ~operand_casts(r, keep), BARE_LAUNCH_US, bounded)
 
 
 def _use_sdpa(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -1,4 +1,4 @@
-"""What the what-if transforms (whatif.py, whatif_loops.py) read from a rank and a suggestion: kernels by class, the suggestion's evidence rows for the rank and their numbers, the calls of per-tensor loops."""
+"""What the what-if transforms (whatif.py, whatif_loops.py) read from a rank and a suggestion: kernels by class (and the operand casts torch.compile leaves alone), the suggestion's evidence rows for the rank and their numbers, the calls of per-tensor loops."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tracekit.analyzers.analysis import RankAnalysis
-from tracekit.analyzers.kernels import CLASS
+from tracekit.analyzers.kernels import CLASS, COPY
 from tracekit.model.outlook import Transform
 from tracekit.suggestions.model import Suggestion
 
@@ -40,3 +40,17 @@ def loop_calls(r: RankAnalysis) -> np.ndarray | None:
     None when the rank has no such loop."""
     calls = r.patterns.foreach_calls if r.patterns is not None else None
     return calls >= 0 if calls is not None and len(calls) and (calls >= 0).any() else None
+
+
+def operand_casts(r: RankAnalysis, keep: np.ndarray) -> np.ndarray:
+    """Cast (class copy) rows of `keep` not between two kept non-cast kernels in the trace's kernel
+    order (rank.gpu rows, as CUPTI wrote them): autocast's casts of a GEMM's weights and inputs, which
+    stay their own kernels under torch.compile (a weight has no producer kernel to fuse into), unlike
+    a cast inside a pointwise chain."""
+    cast = keep & class_rows(r, (COPY,))
+    if not cast.any():
+        return cast
+    fused = keep & ~cast
+    before = np.concatenate(([False], fused[:-1]))
+    after = np.concatenate((fused[1:], [False]))
+    return cast & ~(before & after)
