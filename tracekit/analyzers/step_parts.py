@@ -23,6 +23,7 @@ from tracekit.analyzers.detectors import (
     attention_mask,
     autotune,
     backward_passes,
+    broadcast_distance,
     cache_growth,
     cleanup,
     compiled,
@@ -180,6 +181,12 @@ def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
 def autotune_time(analysis: Analysis, sel: Selection) -> float:
     """Wall time of Triton's autotuner benchmarking inside the steps (Patterns.autotune windows), µs per step."""
     return per_step(_in_selection(analysis, sel, "autotune", autotune.AT_STEP, autotune.AT_WINDOW_US), sel.steps)
+
+
+def broadcast_distance_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the broadcast-difference distance chains (Patterns.broadcast_distance), µs per step."""
+    return per_step(_in_selection(analysis, sel, "broadcast_distance", broadcast_distance.BD_STEP,
+                                  broadcast_distance.BD_GPU_US), sel.steps)
 
 
 def unfold_conv_time(analysis: Analysis, sel: Selection) -> float:

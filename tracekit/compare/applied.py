@@ -9,6 +9,7 @@ from tracekit.analyzers.detectors import (
     attention_mask,
     autotune,
     backward_passes,
+    broadcast_distance,
     cache_growth,
     cleanup,
     context_projection,
@@ -205,6 +206,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_triton.autotune_once: the autotuner tuned once: no benchmark window is left in the steps
     "autotune_once": (Signal("L2 flushes of the autotuner's benchmark per step",
                              steps_sum("autotune", autotune.AT_STEP, autotune.AT_FLUSHES), FALLS, 1.0),),
+    # rules_conv.distance_gemm: distances as a GEMM: no broadcast-difference chain is left in the steps
+    "distance_gemm": (Signal("broadcast-difference distance chains per step",
+                             steps_sum("broadcast_distance", broadcast_distance.BD_STEP, broadcast_distance.BD_CALLS),
+                             FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -226,6 +226,9 @@ RULES: tuple[Rule, ...] = (
     Rule("autotune_once", rules_triton.autotune_once, SNIPPETS["autotune_once"],
          StepPart("Triton's autotuner benchmarking inside the steps (its windows' wall time)", step_parts.autotune_time), (),
          ("patterns.autotune", "patterns.autotune_calls")),
+    Rule("distance_gemm", rules_conv.distance_gemm, SNIPPETS["distance_gemm"],
+         StepPart("kernels of the broadcast-difference distance chains", step_parts.broadcast_distance_time), (),
+         ("device", "patterns.broadcast_distance", "patterns.in_broadcast_distance")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

@@ -1,10 +1,11 @@
-"""Rules about convolutions written by hand: im2col through `F.unfold` + matmul where `F.conv2d` reads the input and the weight directly."""
+"""Rules about computations written by hand that a library call does with far less memory traffic: convolutions as im2col through `F.unfold` + matmul (F.conv2d), pairwise distances by a broadcast difference (a GEMM: torch.cdist)."""
 
 from __future__ import annotations
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import broadcast_distance as bd
 from tracekit.analyzers.detectors import unfold_conv as uc
-from tracekit.model.whatif import Transform, compose, scale_host, scale_rows
+from tracekit.model.whatif import Transform, compose, scale_host, scale_nodes, scale_rows
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
@@ -62,3 +63,53 @@ def use_conv2d_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Tra
     if mask is None or len(mask) != len(r.classification.table) or not mask.any():
         return None
     return compose([scale_rows(1.0 - mask.astype(float)), scale_host(mask, 0.0)])
+
+
+def distance_gemm(analysis: Analysis) -> Suggestion | None:
+    """Pairwise distances through a broadcast difference (patterns.broadcast_distance), in every headline
+    step: its kernels (the difference, its square, the reduction) against one float32 GEMM of 2·N·M·D
+    FLOPs writing N × M at the device's roof. Traced and what-if: the chains' kernels at that roof's
+    share of their time. Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    device = analysis.device
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, table in rank_tables(analysis, "broadcast_distance"):
+        if device is None or table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[bd.BD_STEP].to_numpy())]
+        if t[bd.BD_STEP].nunique() < max(len(r.launch.steady_steps), 1):
+            continue
+        n = max(t[bd.BD_STEP].nunique(), 1)
+        calls = float(t[bd.BD_CALLS].sum())
+        gpu = float(t[bd.BD_GPU_US].sum())
+        elements = float(t[bd.BD_ELEMENTS].max())
+        flops = float(t[bd.BD_GEMM_FLOPS].sum())
+        peak = device.peak_flops("fp32") or 0.0
+        roof = flops / peak * 1e6 if peak else 0.0
+        saving = max(gpu - roof, 0.0)
+        total += saving
+        rows.append({"rank": r.rank, "shapes": str(t[bd.BD_SHAPES].iat[0]), "calls_per_step": calls / n,
+                     "difference_elements": elements, "kernel_us_per_step": gpu / n,
+                     "gemm_us_per_step": roof / n, "saving_us": saving})
+    if not rows:
+        return None
+    x = rows[0]
+    saving = total / scope.ranks
+    title = (f"Compute the distances as a GEMM (torch.cdist, or ‖a‖² − 2·a·bᵀ + ‖b‖²): "
+             f"{plural(round(float(str(x['calls_per_step']))), 'broadcast difference')} per step "
+             f"({x['shapes']}: {fmt_bytes(4 * float(str(x['difference_elements'])))} "
+             "each, squared and reduced) instead of one matrix product")
+    formula = (f"the chains' kernels {fmt_us(float(str(x['kernel_us_per_step'])))} per step − one float32 GEMM of 2·N·M·D "
+               f"FLOPs per call at the device's peak ({fmt_us(float(str(x['gemm_us_per_step'])))} per step)")
+    return suggestion("distance_gemm", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def distance_gemm_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The chains' kernels (patterns.in_broadcast_distance) shorter by the rule's saving per step (one
+    factor: their time per step falls to the GEMM's); the host side as it is."""
+    p = r.patterns
+    mask = p.in_broadcast_distance if p is not None else None
+    if mask is None or len(mask) != len(r.classification.table) or not mask.any():
+        return None
+    return scale_nodes(mask, per_step)

@@ -68,4 +68,12 @@ def add_rmsnorm(x_ptr, r_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, BLOCK: tl.const
 #   n_rows_bucket = triton.next_power_of_2(n_rows)   (pass it as a kernel argument in the key)
 # and run each bucket once during warm-up. TRITON_PRINT_AUTOTUNING=1 prints every re-tune.
 ''',
+    "distance_gemm": '''\
+# ((a[:, None] - b[None]) ** 2).sum(-1) writes an N × M × D difference, squares it into another and
+# reduces it. The same distances as one GEMM and an N × M result:
+d2 = (a * a).sum(1, keepdim=True) - 2 * a @ b.T + (b * b).sum(1)     # squared Euclidean, (N, M)
+idx = d2.argmin(1)                                                   # nearest code / neighbour
+# or torch.cdist(a, b) (p=2 uses the same matrix-product form for large inputs);
+# in bf16 / fp16, compute d2 in float32 (cancellation in a² − 2ab + b² when a ≈ b).
+''',
 }

@@ -1,9 +1,9 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform
-from tracekit.suggestions.rules_conv import use_conv2d_transform
+from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_int4 import int4_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
@@ -21,5 +21,6 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "weight_decay": weight_decay_transform,  # the loss's L2 penalty gone, forward and backward
     "single_backward": single_backward_transform,  # the repeated backward passes' kernels once
     "autotune_once": autotune_transform,  # the tuning windows' calls and what they launched gone
+    "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
     "use_conv2d": use_conv2d_transform,  # the im2col/col2im kernels and the columns' copies gone
 }

@@ -17,6 +17,7 @@ from tracekit.analyzers.detectors import (
     autocast_weights,
     autotune,
     backward_passes,
+    broadcast_distance,
     cache_growth,
     context_projection,
     embeddings,
@@ -140,6 +141,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     unfolded = unfold_conv.find_unfold_convs(rank, classes, steps, rows)
     context = context_projection.find_context_projections(rank, steps, top, seqs)
     tuning = autotune.find_autotune(rank, steps, triton_rows)
+    distances = broadcast_distance.find_broadcast_distances(rank, steps.ops, top, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -242,4 +244,5 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         unfold_conv=unfolded.table, in_unfold_conv=unfolded.rows,
         context_projection=context.table, in_context_projection=context.rows, context_calls=context.calls,
         autotune=tuning.table, autotune_calls=tuning.calls, in_autotune=tuning.rows,
+        broadcast_distance=distances.table, in_broadcast_distance=distances.rows,
     )
