@@ -100,3 +100,22 @@ def test_vq_nearest_code_by_broadcast_difference():
     assert first.id == "distance_gemm" and first.evidence[0]["difference_elements"] == 16384 * 2048 * 64
     assert first.per_step_us == pytest.approx(16810.0, rel=0.35)
     assert "distance_gemm" not in {s.id for s in analyse_file(_trace("ho10_vq_broadcast_matmul_dist")).suggestions}
+
+
+def test_einsum_forward_counts_against_its_bmm_backward():
+    """Raw events, every step: 8 `aten::einsum` cpu_ops not nested in another op of their thread (the
+    grouped projections) and 8 BmmBackward0 autograd nodes: one backward pass, so single_backward is
+    silent (it read 14 forward calls against 22 backward nodes while einsum was not a forward call)."""
+    path = _trace("ho10_masked_group_linear_grouped_bmm")
+    events = raw_events(path)
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    for lo, hi in profiler_steps(events):
+        top, reach = [], {}
+        for e in ops:
+            if e["ts"] >= reach.get(e["tid"], float("-inf")):
+                top.append(e)
+                reach[e["tid"]] = e["ts"] + e["dur"]
+        assert sum(1 for e in top if e["name"] == "aten::einsum" and lo <= e["ts"] < hi) == 8
+        assert sum(1 for e in ops if e["name"] == "autograd::engine::evaluate_function: BmmBackward0"
+                   and lo <= e["ts"] < hi) == 8
+    assert "single_backward" not in {s.id for s in analyse_file(path).suggestions}
