@@ -23,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analyzers.detectors.generation import WEIGHT_GEMMS, _Issued
+# the decoding loop: generation.py's thresholds (find_all.py searches the repeated forwards once for both)
+from tracekit.analyzers.detectors.generation import (
+    MIN_BODY_OPS,
+    MIN_FORWARDS,
+    WEIGHT_GEMMS,
+    _Issued,
+)
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.samples import _ints
 from tracekit.analyzers.detectors.toplevel import (
@@ -35,8 +41,6 @@ from tracekit.analyzers.detectors.toplevel import (
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 
-MIN_FORWARDS = 4  # decoding steps in one step: fewer is no generation loop
-MIN_BODY_OPS = 3
 MIN_ROWS = 256  # a context of fewer rows costs little to project again
 ROWS_RATIO = 16.0  # the context's rows over the fewest rows of the forward's weight GEMMs
 MAX_CONTEXT_SHARE = 0.5  # of the forward's weight GEMMs at most: the rest read the new tokens
@@ -108,8 +112,10 @@ def _context_cells(rank: RankTrace, names: np.ndarray, body: np.ndarray) -> tupl
 
 
 def find_context_projections(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
-                             seqs: tuple[StepOps, ...] | None = None) -> ContextProjection:
-    """CONTEXT_COLUMNS per step × thread whose decoding loop projects a fixed context in every forward."""
+                             seqs: tuple[StepOps, ...] | None = None,
+                             bodies: list[tuple[int, int, np.ndarray]] | None = None) -> ContextProjection:
+    """CONTEXT_COLUMNS per step × thread whose decoding loop projects a fixed context in every forward
+    (`bodies`: toplevel.launching_bodies at MIN_FORWARDS and MIN_BODY_OPS, when already found)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
     rows_mask, calls_mask = np.zeros(len(gpu), dtype=bool), np.zeros(len(rt), dtype=bool)
     none = ContextProjection(empty(), rows_mask, calls_mask)
@@ -126,7 +132,8 @@ def find_context_projections(rank: RankTrace, steps: StepsOf, top: TopLevel | No
     out = []
     kernels_of: _Issued | None = None
     calls_of: _Issued | None = None
-    for step, thread, body in launching_bodies(seqs, top.launches, names, MIN_FORWARDS, MIN_BODY_OPS):
+    found = bodies if bodies is not None else launching_bodies(seqs, top.launches, names, MIN_FORWARDS, MIN_BODY_OPS)
+    for step, thread, body in found:
         repeats = len(body)
         if not selects[body[0]].any():
             continue  # no token chosen per repetition: a loop, not decoding

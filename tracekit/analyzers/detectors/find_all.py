@@ -130,7 +130,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         ensemble_calls = ensemble_calls | head_calls
         ensemble_shared = ensemble_shared & free
     sample_loops, sample_sizes, sample_gpu_us = samples.find_sample_loops(rank, steps, top, seqs)
-    regenerated, generation_share, generation_gpu_us = generation.find_generation(rank, steps, top, seqs)
+    # the forwards repeated in a step, searched once for the two decoding-loop detectors (same thresholds)
+    bodies = list(toplevel.launching_bodies(seqs, top.launches, rank.ops[OP_NAME].to_numpy(dtype=object),
+                                            generation.MIN_FORWARDS, generation.MIN_BODY_OPS))
+    regenerated, generation_share, generation_gpu_us = generation.find_generation(rank, steps, top, seqs, bodies)
     num_sms = _num_sms(rank.meta)
     under, in_under = underfilled.find_underfilled(rank, classes, num_sms, rows)
     gqa = gqa_expand.find_gqa_expand(rank, steps.ops, rows)
@@ -139,7 +142,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     passes, pass_factor = backward_passes.find_backward_passes(rank, steps, top)
     penalty = l2_penalty.find_l2_penalty(rank, steps, top)
     unfolded = unfold_conv.find_unfold_convs(rank, classes, steps, rows)
-    context = context_projection.find_context_projections(rank, steps, top, seqs)
+    context = context_projection.find_context_projections(rank, steps, top, seqs, bodies)
     tuning = autotune.find_autotune(rank, steps, triton_rows)
     distances = broadcast_distance.find_broadcast_distances(rank, steps.ops, top, rows)
     return Patterns(

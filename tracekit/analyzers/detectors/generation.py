@@ -170,7 +170,8 @@ class _Issued:
 
 
 def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
-                    seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+                    seqs: tuple[StepOps, ...] | None = None,
+                    bodies: list[tuple[int, int, np.ndarray]] | None = None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """GENERATION_COLUMNS rows, one per step and thread whose launching top-level ops are one forward
     repeated k ≥ MIN_FORWARDS times over a growing sequence, and per rank.gpu row the share of its work a
     one-position forward keeps (0: not launched by a forward after the first) and its duration (µs; NaN
@@ -191,7 +192,8 @@ def find_generation(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None
     rows = []
     kernels_of: _Issued | None = None
     calls_of: _Issued | None = None
-    for step, thread, body in launching_bodies(seqs, launches, names, MIN_FORWARDS, MIN_BODY_OPS):
+    found = bodies if bodies is not None else launching_bodies(seqs, launches, names, MIN_FORWARDS, MIN_BODY_OPS)
+    for step, thread, body in found:
         repeats, period = body.shape
         loop = _loop(rank, names, body)
         if loop is None:
