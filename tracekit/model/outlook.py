@@ -200,7 +200,7 @@ def _hidden_host(graphs: tuple[StepGraph, ...], fitted: ProfilerOverhead, launch
     if traced <= 0 or _host_us(graphs, fitted, launches) <= goal:
         return fitted
     scale = _bisect(lambda x: _host_us(graphs, fitted.at(x), launches), fitted.per_event_scale, hi, goal)
-    shorter = dataclasses.replace(_at_scale(fitted, scale), gap_scale=fitted.gap_scale)
+    shorter = _at_scale(fitted, scale)  # keeps fitted's gap_scale
     if _host_us(graphs, shorter, launches) > goal * (1 + FIT_TOL):
         keep = _bisect(lambda k: _host_us(graphs, dataclasses.replace(shorter, gap_scale=fitted.gap_scale * (1.0 - k)),
                                           launches), 0.0, 1.0, goal)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.gqa_expand import dims_of
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.layers import under
 from tracekit.analyzers.detectors.weight_convert import (
@@ -46,12 +47,6 @@ HALF_CODES = {"15": "c10::BFloat16", "5": "c10::Half"}  # ScalarType codes of th
 FLOAT32 = "float"
 
 
-def _dims(v: object) -> tuple[int, ...] | None:
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
 def _cast_of(rank: RankTrace, gemm: int, child: int, name: str) -> tuple[tuple[int, ...], str] | None:
     """(weight dims, target dtype) when op `child` casts op `gemm`'s float32 weight operand to bf16/fp16."""
     at = AUTOCAST_GEMMS[name]
@@ -59,11 +54,11 @@ def _cast_of(rank: RankTrace, gemm: int, child: int, name: str) -> tuple[tuple[i
     dims, types = g.get(tables.OP_INPUT_DIMS) or [], g.get(tables.OP_INPUT_TYPES) or []
     if len(dims) <= at or len(types) <= at or types[at] != FLOAT32:
         return None
-    weight = _dims(dims[at])
+    weight = dims_of(dims[at])
     c = rank.op_inputs(child)
     cdims, ctypes, concrete = (c.get(tables.OP_INPUT_DIMS) or [], c.get(tables.OP_INPUT_TYPES) or [],
                                c.get(tables.OP_CONCRETE_INPUTS) or [])
-    if weight is None or len(weight) != 2 or not cdims or _dims(cdims[0]) != weight or not ctypes or ctypes[0] != FLOAT32:
+    if weight is None or len(weight) != 2 or not cdims or dims_of(cdims[0]) != weight or not ctypes or ctypes[0] != FLOAT32:
         return None
     to = HALF_CODES.get(str(concrete[1]).strip()) if len(concrete) > 1 else None
     return (weight, to) if to is not None else None

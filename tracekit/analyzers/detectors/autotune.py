@@ -11,8 +11,7 @@ first fill's launch to the end of the last synchronisation after the last benchm
 launch's end); every runtime call in it is the tuner's (its warm-up runs, timed runs, fills, event
 records and syncs): the real call of the tuned kernel comes after it.
 
-One row per step × thread with a tuning window; per rank.runtime row, whether it is in one; per
-rank.gpu row, whether a call in one launched it."""
+One row per step × thread with a tuning window; per rank.runtime row, whether it is in one."""
 
 from __future__ import annotations
 
@@ -47,11 +46,10 @@ def empty() -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Autotune:
-    """The table; per rank.runtime row a call of a tuning window; per rank.gpu row work it launched."""
+    """The table; per rank.runtime row a call of a tuning window (what the rule's what-if removes)."""
 
     table: pd.DataFrame
     calls: np.ndarray
-    rows: np.ndarray
 
 
 def _flush_ops(rank: RankTrace) -> np.ndarray:
@@ -72,8 +70,8 @@ def find_autotune(rank: RankTrace, steps: StepsOf, triton_rows: np.ndarray) -> A
     """AUTOTUNE_COLUMNS per step × thread whose calls benchmark a user Triton kernel (`triton_rows`: per
     rank.gpu row its launch configuration, -1 not a user Triton kernel: Patterns.triton_rows)."""
     rt, gpu = rank.runtime, rank.gpu
-    calls, rows = np.zeros(len(rt), dtype=bool), np.zeros(len(gpu), dtype=bool)
-    none = Autotune(empty(), calls, rows)
+    calls = np.zeros(len(rt), dtype=bool)
+    none = Autotune(empty(), calls)
     if not len(rt) or not len(gpu) or len(triton_rows) != len(gpu) or not (triton_rows >= 0).any():
         return none
     flush_op = _flush_ops(rank)
@@ -114,7 +112,6 @@ def find_autotune(rank: RankTrace, steps: StepsOf, triton_rows: np.ndarray) -> A
         window = mine[(ts[mine] >= ts[flushes[0]]) & (end[mine] <= stop)]
         calls[window] = True
         launched = np.isin(gpu_launch, window) & (gpu_launch >= 0)
-        rows |= launched
         kernel_rows = [triton_call[c] for c in window if triton_call[c] >= 0]
         top = pd.Series(names[kernel_rows]).value_counts() if kernel_rows else pd.Series(dtype=object)
         out.append({AT_STEP: s, AT_THREAD: int(thread), AT_KERNEL: str(top.index[0]) if len(top) else "",
@@ -123,4 +120,4 @@ def find_autotune(rank: RankTrace, steps: StepsOf, triton_rows: np.ndarray) -> A
                     AT_GPU_US: float(dur[launched].sum())})
     if not out:
         return none
-    return Autotune(pd.DataFrame(out, columns=list(AUTOTUNE_COLUMNS)), calls, rows)
+    return Autotune(pd.DataFrame(out, columns=list(AUTOTUNE_COLUMNS)), calls)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.gqa_expand import dims_of
 from tracekit.analyzers.detectors.layers import under
 from tracekit.analyzers.detectors.toplevel import TopLevel
 from tracekit.trace import tables
@@ -49,12 +50,6 @@ class BroadcastDistance:
     rows: np.ndarray  # per rank.gpu row: launched by a chain
 
 
-def _dims(v: object) -> tuple[int, ...] | None:
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
     """numpy's broadcast of two shapes, None where they do not broadcast."""
     n = max(len(a), len(b))
@@ -79,9 +74,11 @@ def find_broadcast_distances(rank: RankTrace, op_steps: np.ndarray, top: TopLeve
     tid = ops[tables.OP_TID].to_numpy()
     chain = np.zeros(len(ops), dtype=bool)
     found: list[tuple[int, str, int, float]] = []  # (step, shapes, elements, gemm flops)
+    group_of = np.full(len(ops), -1, dtype=np.int64)  # per chain op: its (step, shapes) group's index
+    keys: dict[tuple[int, str], int] = {}
     for d in diffs.tolist():
         dims = rank.op_inputs(d).get(tables.OP_INPUT_DIMS) or []
-        a, b = (_dims(dims[0]), _dims(dims[1])) if len(dims) >= 2 else (None, None)
+        a, b = (dims_of(dims[0]), dims_of(dims[1])) if len(dims) >= 2 else (None, None)
         out = broadcast_shape(a, b) if a is not None and b is not None else None
         if out is None or len(out) < 3:
             continue
@@ -91,7 +88,7 @@ def find_broadcast_distances(rank: RankTrace, op_steps: np.ndarray, top: TopLeve
         after = [j for j in range(d + 1, min(d + 1 + 16 * FOLLOW, len(ops))) if is_top[j] and tid[j] == tid[d]][:FOLLOW]
         members = [d]
         for j in after:
-            first = _dims((rank.op_inputs(j).get(tables.OP_INPUT_DIMS) or [None])[0])
+            first = dims_of((rank.op_inputs(j).get(tables.OP_INPUT_DIMS) or [None])[0])
             if first != out:
                 break
             members.append(j)
@@ -99,6 +96,7 @@ def find_broadcast_distances(rank: RankTrace, op_steps: np.ndarray, top: TopLeve
                 chain[members] = True
                 text = f"{'×'.join(map(str, a or ()))} − {'×'.join(map(str, b or ()))}"
                 found.append((int(op_steps[d]), text, elements, 2.0 * elements))
+                group_of[members] = keys.setdefault((int(op_steps[d]), text), len(keys))
                 break
     if not found:
         return none
@@ -108,17 +106,15 @@ def find_broadcast_distances(rank: RankTrace, op_steps: np.ndarray, top: TopLeve
     mine[op_of >= 0] = owner[op_of[op_of >= 0]] >= 0
     if rows is not None:
         mine &= rows
-    step = rank.gpu[tables.GPU_STEP].to_numpy() if len(op_steps) != len(ops) else np.where(
-        op_of >= 0, op_steps[np.maximum(op_of, 0)], -1)
     dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
+    group = np.where(mine, group_of[owner[np.maximum(op_of, 0)]], -1)  # each kernel's chain's group
+    kernels = np.bincount(group[group >= 0], minlength=len(keys))
+    gpu_us = np.bincount(group[group >= 0], weights=dur[group >= 0], minlength=len(keys))
     groups: dict[tuple[int, str], dict[str, object]] = {}
     for s, text, elements, flops in found:
+        k = keys[(s, text)]
         g = groups.setdefault((s, text), {BD_STEP: s, BD_SHAPES: text, BD_CALLS: 0, BD_ELEMENTS: elements,
-                                          BD_GEMM_FLOPS: flops, BD_KERNELS: 0, BD_GPU_US: 0.0})
+                                          BD_GEMM_FLOPS: flops, BD_KERNELS: int(kernels[k]),
+                                          BD_GPU_US: float(gpu_us[k])})
         g[BD_CALLS] = int(str(g[BD_CALLS])) + 1
-    for (s, _text), g in groups.items():
-        at = mine & (step == s)
-        share = 1.0 / sum(1 for k in groups if k[0] == s)  # several shapes in one step: split evenly
-        g[BD_KERNELS] = int(at.sum() * share)
-        g[BD_GPU_US] = float(dur[at].sum()) * share
     return BroadcastDistance(pd.DataFrame(list(groups.values()), columns=list(BROADCAST_COLUMNS)), mine)

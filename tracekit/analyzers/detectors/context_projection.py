@@ -12,8 +12,8 @@ cross_kv_recompute, H100: 12 projections of 32 × 1,500 encoder frames per forwa
 those GEMMs in the first forward only, so the later repetitions do not hold them and this finds
 nothing; a diffusion sampler's text context is smaller than its latent rows, so it is not one either.
 
-One row per step × thread with such projections; per rank.gpu row, whether a forward after the first
-ran it for such a projection; per rank.runtime row, whether such a projection issued it."""
+One row per step × thread with such projections; per rank.runtime row, whether such a projection in a
+forward after the first issued it."""
 
 from __future__ import annotations
 
@@ -66,10 +66,9 @@ def empty() -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class ContextProjection:
-    """The table; per rank.gpu row a re-projection's kernel; per rank.runtime row a re-projection's call."""
+    """The table; per rank.runtime row a re-projection's call (what the rule's what-if removes)."""
 
     table: pd.DataFrame
-    rows: np.ndarray
     calls: np.ndarray
 
 
@@ -117,8 +116,8 @@ def find_context_projections(rank: RankTrace, steps: StepsOf, top: TopLevel | No
     """CONTEXT_COLUMNS per step × thread whose decoding loop projects a fixed context in every forward
     (`bodies`: toplevel.launching_bodies at MIN_FORWARDS and MIN_BODY_OPS, when already found)."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
-    rows_mask, calls_mask = np.zeros(len(gpu), dtype=bool), np.zeros(len(rt), dtype=bool)
-    none = ContextProjection(empty(), rows_mask, calls_mask)
+    calls_mask = np.zeros(len(rt), dtype=bool)
+    none = ContextProjection(empty(), calls_mask)
     if not len(ops) or not len(rt) or not len(gpu):
         return none
     names = ops[tables.OP_NAME].to_numpy(dtype=object)
@@ -145,11 +144,10 @@ def find_context_projections(rank: RankTrace, steps: StepsOf, top: TopLevel | No
         later = body[1:, cells].ravel()
         hit, _ = kernels_of.rows(later)
         issued, _ = calls_of.rows(later)
-        rows_mask[hit] = True
         calls_mask[issued] = True
         out.append({CX_STEP: step, CX_THREAD: thread, CX_FORWARDS: int(repeats),
                     CX_GEMMS: len(cells), CX_ROWS: rows, CX_QUERY_ROWS: fewest, CX_SHAPE: shape,
                     CX_GPU_US: float(gpu_dur[hit].sum()), CX_CALLS: int(is_launch[issued].sum())})
     if not out:
         return none
-    return ContextProjection(pd.DataFrame(out, columns=list(CONTEXT_COLUMNS)), rows_mask, calls_mask)
+    return ContextProjection(pd.DataFrame(out, columns=list(CONTEXT_COLUMNS)), calls_mask)

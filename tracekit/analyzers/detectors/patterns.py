@@ -214,16 +214,13 @@ class Patterns:
     # (the im2col/col2im kernels, the columns' casts and copies) a native convolution does not do
     unfold_conv: pd.DataFrame = field(default_factory=unfold_conv.empty)
     in_unfold_conv: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    # context_projection.CONTEXT_COLUMNS per step × thread; per rank.gpu row / rank.runtime row, a kernel /
-    # call of a fixed context's projection in a decoding forward after the first
+    # context_projection.CONTEXT_COLUMNS per step × thread; per rank.runtime row, a call of a fixed context's
+    # projection in a decoding forward after the first
     context_projection: pd.DataFrame = field(default_factory=context_projection.empty)
-    in_context_projection: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     context_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    # autotune.AUTOTUNE_COLUMNS per step × thread; per rank.runtime row a call of a tuning window, per
-    # rank.gpu row work such a call launched
+    # autotune.AUTOTUNE_COLUMNS per step × thread; per rank.runtime row, a call of a tuning window
     autotune: pd.DataFrame = field(default_factory=autotune.empty)
     autotune_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    in_autotune: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # broadcast_distance.BROADCAST_COLUMNS per step × shapes; per rank.gpu row, a broadcast-difference chain's kernel
     broadcast_distance: pd.DataFrame = field(default_factory=broadcast_distance.empty)
     in_broadcast_distance: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))

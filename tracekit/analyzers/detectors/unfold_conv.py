@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.gqa_expand import dims_of
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.layers import under
 from tracekit.trace import tables
@@ -66,15 +67,9 @@ def _pair(text: object) -> tuple[int, int] | None:
     return None
 
 
-def _dims(v: object) -> tuple[int, ...] | None:
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
 def column_shape(dims: object, concrete: object) -> tuple[int, int, int] | None:
     """[N, C·kh·kw, L] of aten::im2col(input [N, C, H, W], kernel_size, dilation, padding, stride)."""
-    first = _dims(dims[0]) if isinstance(dims, list) and dims else None
+    first = dims_of(dims[0]) if isinstance(dims, list) and dims else None
     if first is None or len(first) != 4 or not isinstance(concrete, list) or len(concrete) < 5:
         return None
     k, dil, pad, st = (_pair(c) for c in concrete[1:5])
@@ -106,7 +101,7 @@ def find_unfold_convs(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
             shapes.add(shape)
     for i in np.flatnonzero(is_col2im):
         dims = rank.op_inputs(int(i)).get(tables.OP_INPUT_DIMS) or []
-        first = _dims(dims[0]) if dims else None
+        first = dims_of(dims[0]) if dims else None
         if first is not None and len(first) == 3:
             shapes.add(first)
     found = sorted(shapes, key=lambda s: -math.prod(s))
@@ -122,7 +117,7 @@ def find_unfold_convs(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
         candidates = np.flatnonzero(is_copy)
         dims = rank.input_values(op[candidates], tables.OP_INPUT_DIMS)
         for g, d in zip(candidates, dims, strict=True):
-            first = _dims(d[0]) if isinstance(d, list) and d else None
+            first = dims_of(d[0]) if isinstance(d, list) and d else None
             copies[g] = first is not None and first in shapes
     mine = in_fold | copies
     if rows is not None:
