@@ -44,6 +44,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    static_cache,
     triton_launch,
     underfilled,
     unfold_conv,
@@ -181,6 +182,11 @@ def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
 def autotune_time(analysis: Analysis, sel: Selection) -> float:
     """Wall time of Triton's autotuner benchmarking inside the steps (Patterns.autotune windows), µs per step."""
     return per_step(_in_selection(analysis, sel, "autotune", autotune.AT_STEP, autotune.AT_WINDOW_US), sel.steps)
+
+
+def static_cache_time(analysis: Analysis, sel: Selection) -> float:
+    """Kernel time of the decoding attention calls over a whole static cache (Patterns.static_cache), µs per step."""
+    return per_step(_in_selection(analysis, sel, "static_cache", static_cache.SC_STEP, static_cache.SC_GPU_US), sel.steps)
 
 
 def broadcast_distance_time(analysis: Analysis, sel: Selection) -> float:

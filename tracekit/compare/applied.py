@@ -32,6 +32,7 @@ from tracekit.analyzers.detectors import (
     requests,
     samples,
     sequences,
+    static_cache,
     triton_launch,
     underfilled,
     unfold_conv,
@@ -210,6 +211,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "distance_gemm": (Signal("broadcast-difference distance chains per step",
                              steps_sum("broadcast_distance", broadcast_distance.BD_STEP, broadcast_distance.BD_CALLS),
                              FALLS, 1.0),),
+    # rules_attention.filled_cache: attention over the filled prefix: no decoding call reads a whole masked cache
+    "filled_cache": (Signal("decoding attention calls over a whole masked cache per step",
+                            steps_sum("static_cache", static_cache.SC_STEP, static_cache.SC_CALLS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -109,3 +109,17 @@ def in_headline(r: RankAnalysis, steps: np.ndarray) -> np.ndarray:
 def rank_tables(analysis: Analysis, name: str) -> list[tuple[RankAnalysis, pd.DataFrame]]:
     """(rank analysis, its patterns.<name> table) for every rank (`name`: a Patterns table)."""
     return [(r, getattr(r.patterns, name)) for r in analysis.ranks]
+
+
+def every_step_tables(analysis: Analysis, name: str, step: str) -> list[tuple[RankAnalysis, pd.DataFrame, int]]:
+    """(rank analysis, the rows of its patterns.<name> table in the headline steps, how many steps they
+    are in) for every rank where they are in every headline step (`step`: the table's step column)."""
+    out: list[tuple[RankAnalysis, pd.DataFrame, int]] = []
+    for r, table in rank_tables(analysis, name):
+        if table is None or not len(table):
+            continue
+        t = table[in_headline(r, table[step].to_numpy())]
+        n = int(t[step].nunique())
+        if n and n >= len(r.launch.steady_steps):
+            out.append((r, t, n))
+    return out

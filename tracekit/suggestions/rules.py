@@ -229,6 +229,9 @@ RULES: tuple[Rule, ...] = (
     Rule("distance_gemm", rules_conv.distance_gemm, SNIPPETS["distance_gemm"],
          StepPart("kernels of the broadcast-difference distance chains", step_parts.broadcast_distance_time), (),
          ("device", "patterns.broadcast_distance", "patterns.in_broadcast_distance")),
+    Rule("filled_cache", rules_attention.filled_cache, SNIPPETS["filled_cache"],
+         StepPart("kernels of the decoding attention calls over the whole static cache", step_parts.static_cache_time), (),
+         ("patterns.static_cache", "patterns.static_cache_share", "patterns.static_cache_calls")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

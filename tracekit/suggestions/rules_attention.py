@@ -1,4 +1,4 @@
-"""Rules about fused attention calls: is_causal=True instead of a square attention mask (and the mask built every step), enable_gqa=True instead of K/V expanded to every query head."""
+"""Rules about fused attention calls: is_causal=True instead of a square attention mask (and the mask built every step), enable_gqa=True instead of K/V expanded to every query head, the filled prefix of a static K/V cache instead of all of it under a padding mask."""
 
 from __future__ import annotations
 
@@ -10,9 +10,18 @@ from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import attention_mask as am
 from tracekit.analyzers.detectors import gqa_expand as gq
 from tracekit.analyzers.detectors import mask_build as mb
+from tracekit.analyzers.detectors import static_cache as sc
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import compose, remove_calls, scale_rows
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
+from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
+    Scope,
+    every_step_tables,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF, MATMUL_DTYPES
 from tracekit.units import plural
@@ -157,3 +166,45 @@ def enable_gqa_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Tra
     decode = int(table[gq.GQ_QUERIES].max()) <= gq.DECODE_QUERIES
     factor = np.where(p.gqa_attention & decode, 1.0 / group, 1.0)
     return compose([remove_calls(p.gqa_calls), scale_rows(factor)])
+
+
+def filled_cache(analysis: Analysis) -> Suggestion | None:
+    """Decoding attention over a whole static K/V cache under a padding mask (patterns.static_cache),
+    in every headline step: the calls' attention kernels read all Lk positions where the filled prefix
+    would do, and the mask's own kernels go with it. Traced: the attention time × (1 − filled / Lk),
+    call by call, + the mask's kernels; the what-if also removes the calls that launch the latter.
+    Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "static_cache", sc.SC_STEP):
+        saving = float(t[sc.SC_SAVING_US].sum())
+        total += saving
+        calls = float(t[sc.SC_CALLS].sum())
+        rows.append({"rank": r.rank, "shapes": str(t[sc.SC_SHAPES].iat[0]), "calls_per_step": calls / n,
+                     "cache_positions": int(t[sc.SC_CACHE].max()),
+                     "filled_positions": float((t[sc.SC_FILLED] * t[sc.SC_CALLS]).sum()) / calls,
+                     "kernel_us_per_step": float(t[sc.SC_GPU_US].sum()) / n,
+                     "attention_us_per_step": float(t[sc.SC_ATTN_US].sum()) / n,
+                     "mask_us_per_step": float(t[sc.SC_MASK_US].sum()) / n, "saving_us": saving})
+    if not rows:
+        return None
+    x = rows[0]
+    cache, filled = int(str(x["cache_positions"])), float(str(x["filled_positions"]))
+    title = (f"Attend over the filled part of the static K/V cache: "
+             f"{plural(round(float(str(x['calls_per_step']))), 'attention call')} per step read all {cache:,} "
+             f"cached positions under a padding mask while ~{filled:,.0f} are filled")
+    formula = (f"the calls' attention kernels {fmt_us(float(str(x['attention_us_per_step'])))} per step × (1 − filled / "
+               f"cached positions), call by call (~{filled:,.0f} / {cache:,}), + the mask's kernels "
+               f"{fmt_us(float(str(x['mask_us_per_step'])))} per step")
+    return suggestion("filled_cache", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def filled_cache_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """Each call's attention kernels × its filled / Lk (patterns.static_cache_share); the mask's
+    kernels and the calls that launch them gone (patterns.static_cache_calls)."""
+    p = r.patterns
+    share = p.static_cache_share if p is not None else None
+    if share is None or len(share) != len(r.classification.table) or not (share < 1.0).any():
+        return None
+    return compose([remove_calls(p.static_cache_calls), scale_rows(share)])

@@ -19,6 +19,7 @@ from tracekit.analyzers.kernels import ATTENTION, CLASS, GEMM
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
+    every_step_tables,
     fmt_bytes,
     fmt_us,
     gemm_dims,
@@ -201,15 +202,9 @@ def cache_cross_kv(analysis: Analysis) -> Suggestion | None:
         return None
     rows: list[dict[str, Any]] = []
     total = 0.0
-    for r, table in rank_tables(analysis, "context_projection"):
-        if table is None or not len(table):
-            continue
-        t = table[in_headline(r, table[cx.CX_STEP].to_numpy())]
-        if t[cx.CX_STEP].nunique() < max(len(r.launch.steady_steps), 1):
-            continue  # not in every headline step
+    for r, t, n in every_step_tables(analysis, "context_projection", cx.CX_STEP):
         gpu = float(t[cx.CX_GPU_US].sum())
         total += gpu
-        n = max(t[cx.CX_STEP].nunique(), 1)
         rows.append({"rank": r.rank, "mode": "cross", "forwards_per_step": float(t[cx.CX_FORWARDS].sum()) / n,
                      "projections_per_forward": int(t[cx.CX_GEMMS].max()), "context_rows": int(t[cx.CX_ROWS].max()),
                      "query_rows": int(t[cx.CX_QUERY_ROWS].min()), "shape": str(t[cx.CX_SHAPE].iat[0]),

@@ -9,6 +9,7 @@ from tracekit.model.whatif import Transform, compose, scale_host, scale_nodes, s
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
+    every_step_tables,
     fmt_bytes,
     fmt_us,
     in_headline,
@@ -74,13 +75,9 @@ def distance_gemm(analysis: Analysis) -> Suggestion | None:
     device = analysis.device
     rows: list[dict[str, object]] = []
     total = 0.0
-    for r, table in rank_tables(analysis, "broadcast_distance"):
-        if device is None or table is None or not len(table):
-            continue
-        t = table[in_headline(r, table[bd.BD_STEP].to_numpy())]
-        if t[bd.BD_STEP].nunique() < max(len(r.launch.steady_steps), 1):
-            continue
-        n = max(t[bd.BD_STEP].nunique(), 1)
+    if device is None:
+        return None
+    for r, t, n in every_step_tables(analysis, "broadcast_distance", bd.BD_STEP):
         calls = float(t[bd.BD_CALLS].sum())
         gpu = float(t[bd.BD_GPU_US].sum())
         elements = float(t[bd.BD_ELEMENTS].max())

@@ -15,8 +15,8 @@ from tracekit.model.whatif import Transform, remove_calls
 from tracekit.suggestions.common import (
     SILENT_BELOW_PCT,
     Scope,
+    every_step_tables,
     fmt_us,
-    in_headline,
     rank_tables,
     suggestion,
 )
@@ -153,13 +153,7 @@ def autotune_once(analysis: Analysis) -> Suggestion | None:
     scope = Scope.of(analysis)
     rows: list[dict[str, object]] = []
     total = 0.0
-    for r, table in rank_tables(analysis, "autotune"):
-        if table is None or not len(table):
-            continue
-        t = table[in_headline(r, table[at.AT_STEP].to_numpy())]
-        if t[at.AT_STEP].nunique() < max(len(r.launch.steady_steps), 1):
-            continue  # tuned in some steps only (the warm-up's first call): not every step
-        n = max(t[at.AT_STEP].nunique(), 1)
+    for r, t, n in every_step_tables(analysis, "autotune", at.AT_STEP):  # not a warm-up's tuning only
         window = float(t[at.AT_WINDOW_US].sum())
         total += window
         rows.append({"rank": r.rank, "kernel": str(t[at.AT_KERNEL].iat[0]),

@@ -76,4 +76,14 @@ idx = d2.argmin(1)                                                   # nearest c
 # or torch.cdist(a, b) (p=2 uses the same matrix-product form for large inputs);
 # in bf16 / fp16, compute d2 in float32 (cancellation in a² − 2ab + b² when a ≈ b).
 ''',
+    "filled_cache": '''\
+# A preallocated (static) K/V cache of max_len positions, attended in full with a padding mask,
+#   F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=positions <= pos)
+# reads every position at every token, filled or not (and a mask rules the flash kernel out).
+# Attend over the filled prefix (the same keys; the masked ones only added zero weight):
+out = F.scaled_dot_product_attention(q, k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1])
+# Sequences of different lengths in one batch: a kernel that takes per-sequence lengths, e.g.
+#   flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths)   (flash-attn), or a paged
+# cache (vLLM, SGLang); under torch.compile, slice with a bucketed length to bound recompiles.
+''',
 }

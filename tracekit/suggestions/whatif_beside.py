@@ -1,8 +1,8 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache), keyed by rule id."""
 
 from __future__ import annotations
 
-from tracekit.suggestions.rules_attention import enable_gqa_transform
+from tracekit.suggestions.rules_attention import enable_gqa_transform, filled_cache_transform
 from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_int4 import int4_transform
@@ -22,5 +22,6 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "single_backward": single_backward_transform,  # the repeated backward passes' kernels once
     "autotune_once": autotune_transform,  # the tuning windows' calls and what they launched gone
     "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
-    "use_conv2d": use_conv2d_transform,  # the im2col/col2im kernels and the columns' copies gone
+    "use_conv2d": use_conv2d_transform,
+    "filled_cache": filled_cache_transform,  # the whole-cache attention kernels at the filled share  # the im2col/col2im kernels and the columns' copies gone
 }

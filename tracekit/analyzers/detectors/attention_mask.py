@@ -73,7 +73,7 @@ def _fmt(dims: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
-def _outermost(parent: np.ndarray, is_call: np.ndarray) -> np.ndarray:
+def outermost_call(parent: np.ndarray, is_call: np.ndarray) -> np.ndarray:
     """For each op row: the outermost SDPA-call op among it and its ANCESTOR_DEPTH ancestors, or -1."""
     n = len(parent)
     top = np.full(n, -1, dtype=np.int64)
@@ -143,7 +143,7 @@ def find_masked_attention(rank: RankTrace, classes: np.ndarray, gpu_steps: np.nd
     is_call = np.isin(names, list(MASKED_OPS))
     if not is_call.any():
         return empty()
-    top = _outermost(ops[tables.OP_PARENT].to_numpy(dtype=np.int64), is_call)
+    top = outermost_call(ops[tables.OP_PARENT].to_numpy(dtype=np.int64), is_call)
     op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
     keep = (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
     if rows is not None:

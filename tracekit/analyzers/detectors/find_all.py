@@ -42,6 +42,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    static_cache,
     toplevel,
     triton_launch,
     underfilled,
@@ -145,6 +146,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     context = context_projection.find_context_projections(rank, steps, top, seqs, bodies)
     tuning = autotune.find_autotune(rank, steps, triton_rows)
     distances = broadcast_distance.find_broadcast_distances(rank, steps.ops, top, rows)
+    cached = static_cache.find_static_cache(rank, classes, steps.ops, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -248,4 +250,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         context_projection=context.table, context_calls=context.calls,
         autotune=tuning.table, autotune_calls=tuning.calls,
         broadcast_distance=distances.table, in_broadcast_distance=distances.rows,
+        static_cache=cached.table, static_cache_share=cached.share, static_cache_gone=cached.gone,
+        static_cache_calls=cached.calls,
     )

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py) and pairwise distances by broadcasting (broadcast_distance.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py) and decoding attention over a whole static K/V cache (static_cache.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    static_cache,
     triton_launch,
     underfilled,
     unfold_conv,
@@ -224,6 +225,13 @@ class Patterns:
     # broadcast_distance.BROADCAST_COLUMNS per step × shapes; per rank.gpu row, a broadcast-difference chain's kernel
     broadcast_distance: pd.DataFrame = field(default_factory=broadcast_distance.empty)
     in_broadcast_distance: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # static_cache.STATIC_COLUMNS per step × call shapes; per rank.gpu row, the time share an attention
+    # kernel of such a call keeps (1.0 elsewhere), and a kernel of its mask; per rank.runtime row, a
+    # call launching one of the latter
+    static_cache: pd.DataFrame = field(default_factory=static_cache.empty)
+    static_cache_share: np.ndarray = field(default_factory=lambda: np.ones(0))
+    static_cache_gone: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    static_cache_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")

@@ -109,7 +109,7 @@ def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple
     if not is_call.any():
         return empty(), covered
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
-    top = am._outermost(parent, is_call)
+    top = am.outermost_call(parent, is_call)
     op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
     keep = (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
     if rows is not None:
@@ -174,8 +174,8 @@ def _backward_rows(rank: RankTrace, keep: np.ndarray, names: np.ndarray, parent:
     of an op under an autograd node that reads or writes one of the `scores` matrices (a matmul's
     output counts: the gradient of the probabilities, dO @ Vᵀ, reads no score-shaped input)."""
     out = np.zeros(len(keep), dtype=bool)
-    in_sdpa_bwd = (am._outermost(parent, matches(names, SDPA_BACKWARD)) >= 0) & fused
-    in_autograd = am._outermost(parent, matches(names, AUTOGRAD)) >= 0
+    in_sdpa_bwd = (am.outermost_call(parent, matches(names, SDPA_BACKWARD)) >= 0) & fused
+    in_autograd = am.outermost_call(parent, matches(names, AUTOGRAD)) >= 0
     seen: dict[int, bool] = {}
     for i in np.flatnonzero(keep).tolist():
         r = int(op_pos[i])
