@@ -32,6 +32,7 @@ from tracekit.analyzers.detectors import (
     frozen_grads,
     full_logits,
     gqa_expand,
+    item_reads,
     l2_penalty,
     launch_blocking,
     layers,
@@ -182,6 +183,11 @@ def repeated_backward_time(analysis: Analysis, sel: Selection) -> float:
 def autotune_time(analysis: Analysis, sel: Selection) -> float:
     """Wall time of Triton's autotuner benchmarking inside the steps (Patterns.autotune windows), µs per step."""
     return per_step(_in_selection(analysis, sel, "autotune", autotune.AT_STEP, autotune.AT_WINDOW_US), sel.steps)
+
+
+def item_reads_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time of the per-item read loops after their first item (Patterns.item_reads), µs per step."""
+    return per_step(_in_selection(analysis, sel, "item_reads", item_reads.IR_STEP, item_reads.IR_HOST_US), sel.steps)
 
 
 def static_cache_time(analysis: Analysis, sel: Selection) -> float:

@@ -20,6 +20,7 @@ from tracekit.analyzers.detectors import (
     full_logits,
     generation,
     gqa_expand,
+    item_reads,
     l2_penalty,
     launch_blocking,
     layers,
@@ -214,6 +215,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_attention.filled_cache: attention over the filled prefix: no decoding call reads a whole masked cache
     "filled_cache": (Signal("decoding attention calls over a whole masked cache per step",
                             steps_sum("static_cache", static_cache.SC_STEP, static_cache.SC_CALLS), FALLS, 1.0),),
+    # rules_host.read_once: results read once: no per-item read loop is left in the steps
+    "read_once": (Signal("per-item device-to-host reads per step",
+                         steps_sum("item_reads", item_reads.IR_STEP, item_reads.IR_READS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

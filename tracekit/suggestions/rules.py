@@ -232,6 +232,9 @@ RULES: tuple[Rule, ...] = (
     Rule("filled_cache", rules_attention.filled_cache, SNIPPETS["filled_cache"],
          StepPart("kernels of the decoding attention calls over the whole static cache", step_parts.static_cache_time), (),
          ("patterns.static_cache", "patterns.static_cache_share", "patterns.static_cache_calls")),
+    Rule("read_once", rules_host.read_once, SNIPPETS["read_once"],
+         StepPart("host time of the per-item read loops after their first item", step_parts.item_reads_time), (),
+         ("patterns.item_reads", "patterns.item_read_calls")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 

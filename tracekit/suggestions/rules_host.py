@@ -1,4 +1,4 @@
-"""Rules about host-side stalls: syncs in loops, pageable copies, DataLoader time, exposed communication."""
+"""Rules about host-side stalls: syncs in loops, results read back one item at a time, pageable copies, DataLoader time, exposed communication."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import hostside
+from tracekit.analyzers.detectors import item_reads as ir
 from tracekit.analyzers.devices import Device
+from tracekit.model.whatif import Transform, remove_calls
 from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
     Scope,
+    every_step_tables,
     fmt_bytes,
     fmt_us,
     in_headline,
@@ -55,6 +59,9 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         in_loop = r.patterns.sync_in_loop if r.patterns is not None else None
         if in_loop is not None and len(in_loop) == len(table):
             keep &= ~in_loop  # a per-tensor loop's .item(): foreach_loops' change removes it
+        in_reads = r.patterns.sync_in_reads if r.patterns is not None else None
+        if in_reads is not None and len(in_reads) == len(table):
+            keep &= ~in_reads  # a per-item read loop's syncs: read_once's change removes them
         in_check = r.patterns.sync_in_anomaly if r.patterns is not None else None
         if in_check is not None and len(in_check) == len(table):
             keep &= ~in_check  # autograd anomaly mode's NaN check: anomaly_mode's change removes it
@@ -87,6 +94,42 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
     title = (f"Remove host syncs from the loop: {per_step:.0f} sync call{'' if round(per_step) == 1 else 's'} "
              f"per step ({whats}) drain the GPU queue")
     return suggestion("avoid_sync", title, saving, scope, formula, rows)
+
+
+def read_once(analysis: Analysis) -> Suggestion | None:
+    """Finished results read back one item at a time (patterns.item_reads), in every headline step: the
+    host time on the thread after the first item's read up to the last one's (the other items' copies
+    and syncs, and the ops and Python between them). The what-if removes those calls and the host gaps
+    before them (reading once leaves one copy; the per-item work done on the batch). Silent below
+    SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "item_reads", ir.IR_STEP):
+        host = float(t[ir.IR_HOST_US].sum())
+        total += host
+        rows.append({"rank": r.rank, "reads_per_step": float(t[ir.IR_READS].sum()) / n,
+                     "bytes_per_step": float(t[ir.IR_BYTES].sum()) / n, "loops_per_step": len(t) / n,
+                     "host_us_per_step": host / n, "saving_us": host})
+    if not rows:
+        return None
+    x = rows[0]
+    reads = round(float(str(x["reads_per_step"])))
+    title = (f"Read the results back once: {reads} small device-to-host copies per step, one item at a time, "
+             f"each waiting for the GPU ({fmt_bytes(float(str(x['bytes_per_step'])))} in all; "
+             f"{fmt_us(float(str(x['host_us_per_step'])))} of host time with the per-item work between them)")
+    formula = ("the host time on the reading thread from the end of the first item's read to the end of the last "
+               "(the other items' copies and syncs, and the ops and Python between them), per step")
+    return suggestion("read_once", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def read_once_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The calls after each loop's first item (patterns.item_read_calls) gone with the host gaps before them."""
+    p = r.patterns
+    calls = p.item_read_calls if p is not None else None
+    if calls is None or not calls.any():
+        return None
+    return remove_calls(calls)
 
 
 def pinned_bandwidth(device: Device | None) -> float:

@@ -86,4 +86,14 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, :pos + 1], v_cache[:, :, :
 #   flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths)   (flash-attn), or a paged
 # cache (vLLM, SGLang); under torch.compile, slice with a bucketed length to bound recompiles.
 ''',
+    "read_once": '''\
+# Reading finished results item by item copies a few bytes and waits for the GPU every time:
+#   for i in range(batch): hyps.append(collapse(ids[i, :lengths[i]].cpu().tolist()))
+# Do the per-item work on the whole batch on the GPU, then copy once (and slice on the host):
+keep = (ids != blank) & torch.cat([torch.ones_like(ids[:, :1], dtype=torch.bool), ids[:, 1:] != ids[:, :-1]], 1)
+keep &= torch.arange(ids.shape[1], device=ids.device) < lengths[:, None]
+flat, rows = ids[keep].cpu().numpy(), keep.sum(1).cpu().numpy()    # one copy of what is kept
+hyps = [h.tolist() for h in np.split(flat, np.cumsum(rows)[:-1])]    # host slicing, no syncs
+# (the same for .item() in a loop: values = t.tolist() once, then index the list)
+''',
 }

@@ -30,6 +30,7 @@ from tracekit.analyzers.detectors import (
     gqa_expand,
     heads,
     hostside,
+    item_reads,
     l2_penalty,
     layers,
     loader_respawn,
@@ -147,6 +148,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     tuning = autotune.find_autotune(rank, steps, triton_rows)
     distances = broadcast_distance.find_broadcast_distances(rank, steps.ops, top, rows)
     cached = static_cache.find_static_cache(rank, classes, steps.ops, rows)
+    reads = item_reads.find_item_reads(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -252,4 +254,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         broadcast_distance=distances.table, in_broadcast_distance=distances.rows,
         static_cache=cached.table, static_cache_share=cached.share, static_cache_gone=cached.gone,
         static_cache_calls=cached.calls,
+        item_reads=reads.table, item_read_calls=reads.calls,
+        sync_in_reads=reads.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )
