@@ -68,7 +68,8 @@ def find_item_reads(rank: RankTrace, steps: StepsOf) -> ItemReads:
     tid = rt[tables.RT_TID].to_numpy()
     end = rt[tables.RT_END].to_numpy(dtype=float)
     step = steps.runtime
-    order = np.lexsort((rt[tables.RT_TS].to_numpy(dtype=float), tid))
+    threads = pd.factorize(pd.Series(tid, dtype=object).astype(str))[0]  # ids of mixed types in untrusted traces
+    order = np.lexsort((rt[tables.RT_TS].to_numpy(dtype=float), threads))
     gone = np.zeros(len(rt), dtype=bool)
     rows: list[dict[str, object]] = []
     run: list[int] = []  # positions in `order` of the current run's reads
@@ -88,7 +89,7 @@ def find_item_reads(rank: RankTrace, steps: StepsOf) -> ItemReads:
                      IR_HOST_US: float(end[order[stop]] - end[order[start - 1]])})
 
     for pos, row in enumerate(order.tolist()):
-        if run and (tid[row] != tid[order[run[0]]] or step[row] != step[order[run[0]]] or launches_work[row]):
+        if run and (threads[row] != threads[order[run[0]]] or step[row] != step[order[run[0]]] or launches_work[row]):
             close(pos - 1)
             run = []
         if is_read[row] and step[row] >= 0:
