@@ -104,7 +104,8 @@ def _fused_estimate_us(flops: float, io_bytes: float, dtype: str, analysis: Anal
 
 
 def _fallback_rows(analysis: Analysis, scope: Scope) -> list[dict[str, Any]]:
-    """SDPA calls whose misaligned head dim made torch fall back (patterns.sdpa_fallback): their
+    """SDPA calls whose misaligned head dim made torch fall back, or that ran the math backend with
+    aligned head dims (patterns.sdpa_fallback): their
     forward and backward kernel time − a fused kernel's (flash/efficient roof: _fused_estimate_us)."""
     rows = []
     for r, table in rank_tables(analysis, "sdpa_fallback"):
@@ -118,7 +119,7 @@ def _fallback_rows(analysis: Analysis, scope: Scope) -> list[dict[str, Any]]:
             rows.append({"rank": r.rank, "mode": "fallback", "shapes": row[sdpa_fallback.SF_SHAPES],
                          "mask": row[sdpa_fallback.SF_MASK] or "none", "dtype": row[sdpa_fallback.SF_DTYPE],
                          "head_dim": e, "pad_to": f"{-(-e // sdpa_fallback.ALIGN) * sdpa_fallback.ALIGN} or {-(-e // 64) * 64}",
-                         "backend": row[sdpa_fallback.SF_BACKEND],
+                         "backend": row[sdpa_fallback.SF_BACKEND], "cause": row[sdpa_fallback.SF_CAUSE],
                          "calls_per_step": float(row[sdpa_fallback.SF_CALLS]) / scope.steps,
                          "kernels": row[sdpa_fallback.SF_KERNELS], "forward_us": row[sdpa_fallback.SF_FWD_US],
                          "backward_us": row[sdpa_fallback.SF_BWD_US], "time_us": time_us,
@@ -183,7 +184,11 @@ def use_sdpa(analysis: Analysis) -> Suggestion | None:
                     f"SDPA backward op's, or the autograd ops on the score matrix) against the forward + "
                     f"{am.BACKWARD_FACTOR:g} × forward FLOPs of a fused kernel")
     top = rows[0]
-    if top["mode"] == "fallback":
+    if top["mode"] == "fallback" and top["cause"] == sdpa_fallback.SWITCHED_OFF:
+        title = (f"SDPA ran its math backend on aligned {top['dtype']} inputs ({plural(sum(x['calls_per_step'] for x in fallback) / scope.ranks, 'call')} "
+                 f"per step, {fmt_us(sum(x['time_us'] for x in fallback) / scope.ranks / scope.steps)} of forward + backward kernels per step): "
+                 "the fused backends are switched off or refused the inputs; turn flash/efficient/cuDNN SDPA back on")
+    elif top["mode"] == "fallback":
         e = top["head_dim"]
         title = (f"Head dim {e} is not a multiple of {sdpa_fallback.ALIGN}: SDPA fell back to {top['backend']} "
                  f"({plural(sum(x['calls_per_step'] for x in fallback) / scope.ranks, 'call')} per step, "

@@ -141,6 +141,7 @@ out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # or attn_mask=m
 # scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
 # scores = scores.masked_fill(~mask, float("-inf"))
 # out = scores.softmax(-1) @ v
+torch.backends.cuda.enable_flash_sdp(True)  # SDPA ran math: fused backends back on (mem_efficient too)
 ''',
     "causal_mask": '''\
 # A square causal mask makes the fused kernels run every tile (and rules flash out);

@@ -1,8 +1,11 @@
-"""scaled_dot_product_attention calls that fell back from the fused kernels because the head dim is not a multiple of 8.
+"""scaled_dot_product_attention calls that ran the math backend or fell back for a head dim that is not a multiple of 8.
 
 Flash, cuDNN and memory-efficient SDPA need the head dim of half-precision inputs to be a multiple
 of 8 (16-byte aligned rows); otherwise torch runs the math backend (scores GEMM → mask → softmax →
-GEMM, upcast to fp32) or a slower fused one. One row per distinct call signature over the headline
+GEMM, upcast to fp32) or a slower fused one. A call with aligned head dims counts too when the math
+backend ran it by the trace's own op (`aten::_scaled_dot_product_attention_math` under the call):
+the fused backends were switched off (`torch.backends.cuda.enable_*_sdp(False)`, an `sdpa_kernel`
+context) or refused the inputs. One row per distinct call signature over the headline
 steps: the backend that ran (from the kernel names under the call, attention_mask.BACKENDS), the
 head dim, the forward kernels (launched under the call) and the backward kernels: those of the SDPA
 backward ops and, for the math backend, the autograd backward ops that read or write a tensor of the
@@ -24,6 +27,7 @@ from tracekit.trace.model import RankTrace
 from tracekit.trace.store import INPUT_COLUMNS
 
 SDPA_OP = "aten::scaled_dot_product_attention"
+MATH_OP = "aten::_scaled_dot_product_attention_math"  # recorded under a call the math backend ran
 ALIGN = 8  # elements: the head-dim multiple the fused SDPA kernels need (torch sdp_utils check_head_dim_size)
 SDPA_BACKWARD = re.compile(r"^aten::_scaled_dot_product_\w+_backward$|^aten::_(efficient|flash)_attention_backward$")
 AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
@@ -43,8 +47,10 @@ SF_KERNELS = "kernels"  # forward + backward kernels
 SF_FLOPS = "flops"  # 2·B·H·Lq·Lk·(E + Ev) per call, × (1 + BACKWARD_FACTOR) with a backward, summed
 SF_IO_BYTES = "io_bytes"  # Q, K, V read and O written once per call (forward; × 2 with a backward), summed
 SF_SCORES = "scores"  # (B·H, Lq, Lk): the score matrix the math backend's batched GEMMs write and read
+SF_CAUSE = "cause"  # HEAD_DIM (misaligned) or SWITCHED_OFF (aligned, math op recorded under the call)
+HEAD_DIM, SWITCHED_OFF = "head_dim", "switched_off"
 FALLBACK_COLUMNS = (SF_SHAPES, SF_MASK, SF_DTYPE, SF_HEAD_DIM, SF_BACKEND, SF_CALLS, SF_FWD_US, SF_BWD_US,
-                    SF_KERNELS, SF_FLOPS, SF_IO_BYTES, SF_SCORES)
+                    SF_KERNELS, SF_FLOPS, SF_IO_BYTES, SF_SCORES, SF_CAUSE)
 
 
 def empty() -> pd.DataFrame:
@@ -52,7 +58,8 @@ def empty() -> pd.DataFrame:
 
 
 def _call(rank: RankTrace, row: int) -> dict[str, object] | None:
-    """The call's columns and its score shape when its head dim is misaligned, else None."""
+    """The call's columns and its score shape (SF_CAUSE: HEAD_DIM when its head dim is misaligned,
+    else SWITCHED_OFF), or None for a call without four-dimensional q, k and v."""
     inputs = rank.op_inputs(row)
     a = OpArgs.of(inputs.get(tables.OP_INPUT_DIMS), inputs.get(tables.OP_INPUT_TYPES),
                   inputs.get(tables.OP_INPUT_STRIDES), inputs.get(tables.OP_CONCRETE_INPUTS))
@@ -61,14 +68,12 @@ def _call(rank: RankTrace, row: int) -> dict[str, object] | None:
         return None
     b, h, lq, e = q.dims
     lk, ev = k.dims[2], v.dims[3]
-    if e % ALIGN == 0 and ev % ALIGN == 0:
-        return None
     mask = am._shape(a.dims[3]) if len(a.dims) > 3 else None
     size = DTYPE_SIZE.get(q.dtype, 2.0)
     return {SF_SHAPES: f"q {am._fmt(q.dims)}, k {am._fmt(k.dims)}", SF_MASK: am._fmt(mask) if mask else "",
             SF_DTYPE: q.dtype, SF_HEAD_DIM: e, "fwd_flops": 2.0 * b * h * lq * lk * (e + ev),
             "io": (b * h * lq * e + b * h * lk * e + b * h * lk * ev + b * h * lq * ev) * size,
-            SF_SCORES: (b * h, lq, lk)}
+            SF_SCORES: (b * h, lq, lk), SF_CAUSE: SWITCHED_OFF if e % ALIGN == 0 and ev % ALIGN == 0 else HEAD_DIM}
 
 
 def _calls(rank: RankTrace, rows: list[int]) -> list[dict[str, object] | None]:
@@ -98,7 +103,7 @@ def score_shaped(dims: object, scores: set[tuple[int, ...]]) -> bool:
 
 def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """FALLBACK_COLUMNS rows for the SDPA calls with a misaligned head dim that ran a SLOW_BACKENDS
-    backend in the selected GPU rows (`rows`, a bool per rank.gpu row; None: every row), and a bool
+    backend, and those with aligned head dims that ran the math op, in the selected GPU rows (`rows`, a bool per rank.gpu row; None: every row), and a bool
     per rank.gpu row marking their forward and backward kernels."""
     gpu, ops = rank.gpu, rank.ops
     covered = np.zeros(len(gpu), dtype=bool)
@@ -110,6 +115,7 @@ def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple
         return empty(), covered
     parent = ops[tables.OP_PARENT].to_numpy(dtype=np.int64)
     top = am.outermost_call(parent, is_call)
+    math_calls = set(top[(names == MATH_OP) & (top >= 0)].tolist())  # calls the math backend ran, by their op
     op_pos = gpu[tables.GPU_OP].to_numpy(dtype=np.int64)
     keep = (op_pos >= 0) & (gpu[tables.GPU_KIND].to_numpy(dtype=object) == tables.KIND_KERNEL)
     if rows is not None:
@@ -126,9 +132,15 @@ def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple
     cuts = np.flatnonzero(call_of[picked][1:] != call_of[picked][:-1]) + 1
     groups = np.split(picked, cuts)
     backend_hits: list[tuple[str, np.ndarray]] = []  # per attention_mask.BACKENDS: bool per rank.gpu row
-    for k, found in zip(groups, _calls(rank, [int(call_of[k[0]]) for k in groups]), strict=True):
-        if found is None:  # aligned head dims (the common case): no backend to look up
-            continue
+    calls = [int(call_of[k[0]]) for k in groups]
+    # each call's innermost nested SDPA op (rows in start order): autocast re-dispatches an fp32 call
+    # with the dtype the kernels ran in, the dtype a fused kernel would take
+    inner = np.arange(len(names), dtype=np.int64)
+    at = np.flatnonzero(is_call & (top >= 0))
+    np.maximum.at(inner, top[at], at)
+    for k, call, found in zip(groups, calls, _calls(rank, [int(inner[c]) for c in calls]), strict=True):
+        if found is None or (found[SF_CAUSE] == SWITCHED_OFF and call not in math_calls):
+            continue  # aligned head dims and a fused backend (the common case): no backend to look up
         if not backend_hits:
             backend_hits = [(b, matches(kernel_names, pattern)) for b, pattern in am.BACKENDS]
         backend = next((b for b, hits in backend_hits if hits[k].any()), am.MATH)  # as attention_mask._backend
@@ -153,7 +165,7 @@ def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple
     frame[SF_FLOPS] = frame["fwd_flops"] * factor
     frame[SF_IO_BYTES] = frame["io"] * (2.0 if bwd_n else 1.0)
     frame[SF_CALLS] = 1
-    g = frame.groupby([SF_SHAPES, SF_MASK, SF_DTYPE, SF_HEAD_DIM, SF_BACKEND, SF_SCORES], sort=False, dropna=False)
+    g = frame.groupby([SF_SHAPES, SF_MASK, SF_DTYPE, SF_HEAD_DIM, SF_BACKEND, SF_SCORES, SF_CAUSE], sort=False, dropna=False)
     out = g.agg(**{c: (c, "sum") for c in (SF_CALLS, SF_FWD_US, SF_BWD_US, SF_KERNELS, SF_FLOPS, SF_IO_BYTES)})
     out = out.reset_index().sort_values(SF_FWD_US, ascending=False, kind="stable")
     return out[list(FALLBACK_COLUMNS)].reset_index(drop=True), covered
