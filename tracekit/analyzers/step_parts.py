@@ -49,6 +49,7 @@ from tracekit.analyzers.detectors import (
     triton_launch,
     underfilled,
     unfold_conv,
+    value_checks,
     weight_convert,
 )
 from tracekit.analyzers.totals import LaunchTotals
@@ -188,6 +189,11 @@ def autotune_time(analysis: Analysis, sel: Selection) -> float:
 def item_reads_time(analysis: Analysis, sel: Selection) -> float:
     """Host time of the per-item read loops after their first item (Patterns.item_reads), µs per step."""
     return per_step(_in_selection(analysis, sel, "item_reads", item_reads.IR_STEP, item_reads.IR_HOST_US), sel.steps)
+
+
+def value_checks_time(analysis: Analysis, sel: Selection) -> float:
+    """Host time of the value checks read on the host in the loop (Patterns.value_checks), µs per step."""
+    return per_step(_in_selection(analysis, sel, "value_checks", value_checks.VC_STEP, value_checks.VC_HOST_US), sel.steps)
 
 
 def static_cache_time(analysis: Analysis, sel: Selection) -> float:

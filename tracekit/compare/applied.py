@@ -37,6 +37,7 @@ from tracekit.analyzers.detectors import (
     triton_launch,
     underfilled,
     unfold_conv,
+    value_checks,
     weight_convert,
 )
 from tracekit.compare.signals import (
@@ -218,6 +219,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_host.read_once: results read once: no per-item read loop is left in the steps
     "read_once": (Signal("per-item device-to-host reads per step",
                          steps_sum("item_reads", item_reads.IR_STEP, item_reads.IR_READS), FALLS, 1.0),),
+    # rules_host.drop_checks: the checks are out of the loop: no step reads a check's boolean on the host
+    "drop_checks": (Signal("value checks read on the host per step",
+                           steps_sum("value_checks", value_checks.VC_STEP, value_checks.VC_CHECKS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -235,6 +235,9 @@ RULES: tuple[Rule, ...] = (
     Rule("read_once", rules_host.read_once, SNIPPETS["read_once"],
          StepPart("host time of the per-item read loops after their first item", step_parts.item_reads_time), (),
          ("patterns.item_reads", "patterns.item_read_calls")),
+    Rule("drop_checks", rules_host.drop_checks, SNIPPETS["drop_checks"],
+         StepPart("host time of the value checks read on the host", step_parts.value_checks_time), (),
+         ("patterns.value_checks", "patterns.value_check_calls")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
@@ -250,12 +253,17 @@ RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 # synchronous launches inflate the launch path a graph would remove; turning it off is the change
 # (H200, ho5_launch_blocking: measured 29.3 -> 18.0 ms unprofiled with the setting off; cuda_graphs
 # then fires on the fixed trace with its own saving).
-WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch_blocking"),
+# cuda_graphs and fuse_elementwise wait for drop_checks: a check read on the host syncs, which stream
+# capture forbids, and torch.compile breaks the graph at each (a resume and guards per check, fusion
+# only between checks); the checks go first (ho11 dist_validate, H100: 160 checks a step, 7.6 ms of
+# fusion predicted; turning validation off was the measured fix, 24.6 -> 17.4 ms).
+WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch_blocking", "drop_checks"),
                                          # more workers or a preprocessing thread do not stop a new
                                          # iterator forking its workers every step
                                          "dataloader_workers": ("reuse_dataloader",),
                                          "preprocess_off_thread": ("reuse_dataloader",),
                                          "quantize_weights": ("convert_weights_once",),
+                                         "fuse_elementwise": ("drop_checks",),
                                          # a KV cache runs one position per token after the prefill: the
                                          # logits of the others are gone with it (heldout5 no_kv_cache)
                                          "last_logits": ("use_kv_cache",)}

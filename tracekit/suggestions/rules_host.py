@@ -1,8 +1,9 @@
-"""Rules about host-side stalls: syncs in loops, results read back one item at a time, pageable copies, DataLoader time, exposed communication."""
+"""Rules about host-side stalls: syncs in loops, value checks and results read back one item at a time, pageable copies, DataLoader time, exposed communication."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import hostside
 from tracekit.analyzers.detectors import item_reads as ir
+from tracekit.analyzers.detectors import value_checks as vc
 from tracekit.analyzers.devices import Device
 from tracekit.model.whatif import Transform, remove_calls
 from tracekit.suggestions.common import (
@@ -62,6 +64,9 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         in_reads = r.patterns.sync_in_reads if r.patterns is not None else None
         if in_reads is not None and len(in_reads) == len(table):
             keep &= ~in_reads  # a per-item read loop's syncs: read_once's change removes them
+        in_value_check = r.patterns.sync_in_checks if r.patterns is not None else None
+        if in_value_check is not None and len(in_value_check) == len(table):
+            keep &= ~in_value_check  # a value check's read: drop_checks' change removes it with the check
         in_check = r.patterns.sync_in_anomaly if r.patterns is not None else None
         if in_check is not None and len(in_check) == len(table):
             keep &= ~in_check  # autograd anomaly mode's NaN check: anomaly_mode's change removes it
@@ -123,13 +128,49 @@ def read_once(analysis: Analysis) -> Suggestion | None:
     return suggestion("read_once", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
 
 
-def read_once_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The calls after each loop's first item (patterns.item_read_calls) gone with the host gaps before them."""
-    p = r.patterns
-    calls = p.item_read_calls if p is not None else None
-    if calls is None or not calls.any():
+def calls_gone(field: str) -> Callable[[Suggestion, RankAnalysis, float], Transform | None]:
+    """The what-if of a rule whose change removes the runtime calls Patterns.`field` marks (a bool per
+    rank.runtime row): those calls gone with the host gaps before them; None where none is marked."""
+
+    def transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+        calls = getattr(r.patterns, field, None) if r.patterns is not None else None
+        if not isinstance(calls, np.ndarray) or not calls.any():
+            return None
+        return remove_calls(calls)
+
+    return transform
+
+
+read_once_transform = calls_gone("item_read_calls")  # the calls after each loop's first item
+
+
+def drop_checks(analysis: Analysis) -> Suggestion | None:
+    """Value checks read on the host in the loop (patterns.value_checks), in every headline step: each
+    check's host span from its first test's start to its read's end (the wait included). The what-if
+    removes the checks' calls with the host gaps before them. Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "value_checks", vc.VC_STEP):
+        host = float(t[vc.VC_HOST_US].sum())
+        total += host
+        rows.append({"rank": r.rank, "checks_per_step": float(t[vc.VC_CHECKS].sum()) / n,
+                     "check": str(t[vc.VC_OPS].iat[0]), "calls_per_step": float(t[vc.VC_CALLS].sum()) / n,
+                     "gpu_us_per_step": float(t[vc.VC_GPU_US].sum()) / n, "host_us_per_step": host / n,
+                     "saving_us": host})
+    if not rows:
         return None
-    return remove_calls(calls)
+    x = rows[0]
+    checks = round(float(str(x["checks_per_step"])))
+    title = (f"Take the value checks out of the loop: {checks} per step ({x['check']}), each reading a boolean "
+             f"on the host and waiting for the GPU, {fmt_us(float(str(x['host_us_per_step'])))} of host time per step "
+             "(torch.distributions: validate_args=False; asserts: python -O or torch._assert_async)")
+    formula = ("Σ per check of its host span, from its first test op's start to the end of its host read (the "
+               "tests, the reduction, the copy and the wait), per step")
+    return suggestion("drop_checks", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+drop_checks_transform = calls_gone("value_check_calls")  # every check's calls
 
 
 def pinned_bandwidth(device: Device | None) -> float:

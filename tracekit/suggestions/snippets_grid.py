@@ -86,6 +86,14 @@ out = F.scaled_dot_product_attention(q, k_cache[:, :, :pos + 1], v_cache[:, :, :
 #   flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths)   (flash-attn), or a paged
 # cache (vLLM, SGLang); under torch.compile, slice with a bucketed length to bound recompiles.
 ''',
+    "drop_checks": '''\
+# A check read on the host (bool(t), .item()) waits for the GPU every time it runs:
+#   assert (scale > 0).all();  if torch.isnan(x).any(): raise ...;  Normal(loc, scale) validating its args
+# Take it out of the hot loop: check once after the loop, or keep it on the device.
+torch.distributions.Distribution.set_default_validate_args(False)   # or Normal(..., validate_args=False)
+torch._assert_async((scale > 0).all())    # the check stays, on the GPU: no sync (fails at the next sync)
+# python -O drops plain `assert` statements
+''',
     "read_once": '''\
 # Reading finished results item by item copies a few bytes and waits for the GPU every time:
 #   for i in range(batch): hyps.append(collapse(ids[i, :lengths[i]].cpu().tolist()))

@@ -131,7 +131,12 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    return no_syncs(loop_calls(r))
+    """The syncs gone but a per-tensor loop's (foreach_loops') and the value checks' (drop_checks')."""
+    kept = loop_calls(r)
+    checks = r.patterns.value_check_calls if r.patterns is not None else None
+    if checks is not None and len(checks) and checks.any():
+        kept = checks if kept is None else kept | checks
+    return no_syncs(kept)
 
 
 def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

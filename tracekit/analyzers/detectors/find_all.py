@@ -48,6 +48,7 @@ from tracekit.analyzers.detectors import (
     triton_launch,
     underfilled,
     unfold_conv,
+    value_checks,
     weight_convert,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
@@ -149,6 +150,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     distances = broadcast_distance.find_broadcast_distances(rank, steps.ops, top, rows)
     cached = static_cache.find_static_cache(rank, classes, steps.ops, rows)
     reads = item_reads.find_item_reads(rank, steps)
+    checks = value_checks.find_value_checks(rank, seqs, top)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -256,4 +258,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         static_cache_calls=cached.calls,
         item_reads=reads.table, item_read_calls=reads.calls,
         sync_in_reads=reads.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
+        value_checks=checks.table, value_check_calls=checks.calls,
+        sync_in_checks=checks.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )
