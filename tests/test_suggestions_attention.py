@@ -35,6 +35,10 @@ GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
 SOFTMAX = "void (anonymous namespace)::cunn_SoftMaxForward<4, c10::BFloat16, float, c10::BFloat16>"
 MASKED_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::masked_fill>"
 OTHER_GEMM_US = 6000.0  # a GEMM outside the attention in every step
+BW = 4800e9  # H200 HBM bandwidth (device table)
+# a fused kernel reads the bool (L, L) mask's tile for every batch and head: B·H·L² bytes per call
+MASK_US = B * H * L * L * 1 / BW * 1e6  # 111.8 µs
+HALF_PLUS_MASK = 0.5 * 4000 + 0.5 * 8000 + MASK_US  # mask reads whole, the rest by half: 6111.8 µs
 
 
 class Step:
@@ -143,15 +147,16 @@ def test_causal_mask_fires_on_square_mask(tmp_path):
     a = _analysis(masked_trace(tmp_path))
     s = rules_attention.causal_mask(a)
     assert s is not None
-    # efficient backend: half the attention kernels of the forward (4000 µs) and backward (8000 µs) calls
-    assert s.saving_us == pytest.approx(0.5 * 4000 + 0.5 * 8000)  # 6000 µs, one step
-    assert s.per_step_us == pytest.approx(6000)
+    # efficient backend: the mask's read and half the rest of the attention kernels of the forward
+    # (4000 µs) and backward (8000 µs) calls
+    assert s.saving_us == pytest.approx(HALF_PLUS_MASK)  # one step: 2 × 111.8 + (12000 − 2 × 111.8) / 2
+    assert s.per_step_us == pytest.approx(HALF_PLUS_MASK)
     fwd, bwd = sorted(s.evidence, key=lambda e: e["kernel_us_per_step"])
     assert (fwd["op"], fwd["backend"], fwd["calls_per_step"]) == ("aten::scaled_dot_product_attention", "efficient", 1)
     assert (fwd["shapes"], fwd["mask"]) == ("q [8, 16, 2048, 64], k [8, 16, 2048, 64]", "[2048, 2048]")
-    assert (fwd["kernel_us_per_step"], fwd["saving_us_per_step"]) == (pytest.approx(4000), pytest.approx(2000))
+    assert (fwd["kernel_us_per_step"], fwd["saving_us_per_step"]) == (pytest.approx(4000), pytest.approx(2000 + MASK_US / 2))
     assert (bwd["op"], bwd["saving_us_per_step"]) == ("aten::_scaled_dot_product_efficient_attention_backward",
-                                                      pytest.approx(4000))
+                                                      pytest.approx(4000 + MASK_US / 2))
     assert fwd["causal"] == "if the mask is causal" and s.title.endswith("(if the mask is causal; a sliding-window or block mask: FlexAttention skips its masked tiles)")
     # the step is 4000 + 6000 + 8000 µs of kernels (plus 1 µs gaps): 6000 µs is a third of it
     assert 30 < s.saving_pct < 34
@@ -168,7 +173,7 @@ def test_causal_mask_fires_on_square_mask(tmp_path):
 def test_causal_mask_says_causal_for_certain_when_the_step_builds_a_triangle(tmp_path):
     s = rules_attention.causal_mask(_analysis(masked_trace(tmp_path, tril=True)))
     # the kernels' 6000 µs and the build: the aten::tril op alone (20 µs on the host, nothing launched)
-    assert s is not None and s.saving_us == pytest.approx(6000 + 20)
+    assert s is not None and s.saving_us == pytest.approx(HALF_PLUS_MASK + 20)
     assert {e["causal"] for e in s.evidence} == {"built by aten::tril/triu in the step"}
     assert "if the mask is causal" not in s.title
 
@@ -184,7 +189,7 @@ def test_causal_mask_prices_the_mask_built_on_the_host_every_step(tmp_path):
     assert (table[mb.MB_GPU_US][0], table[mb.MB_COPY_BYTES][0]) == (pytest.approx(600), L * L * 2)
     assert a.ranks[0].patterns.in_mask_build.sum() == 1  # the copy, not the attention kernels
     s = rules_attention.causal_mask(a)
-    assert s.saving_us == pytest.approx(6000 + 1202 + 600)  # the kernels' half, and the whole build
+    assert s.saving_us == pytest.approx(HALF_PLUS_MASK + 1202 + 600)  # the kernels' half, and the whole build
     build = next(e for e in s.evidence if e["kind"] == rules_attention.KIND_BUILD)
     assert (build["op"], build["calls_per_step"], build["saving_us_per_step"]) == (
         "aten::full → aten::triu → aten::to", 1, pytest.approx(1802))
@@ -196,7 +201,7 @@ def test_causal_mask_prices_the_mask_built_on_the_host_every_step(tmp_path):
 def test_causal_mask_prices_the_mask_built_on_the_device_every_step(tmp_path):
     s = rules_attention.causal_mask(_analysis(masked_trace(tmp_path, build="device")))
     # the ops' stretch [1, 82) = 81 µs (no blocking call) and their kernels 5 + 10 µs
-    assert s.saving_us == pytest.approx(6000 + 81 + 15)
+    assert s.saving_us == pytest.approx(HALF_PLUS_MASK + 81 + 15)
     assert "the mask is built every step (on the device: 96.0 µs per step)" in s.title
 
 
@@ -204,7 +209,7 @@ def test_no_mask_build_when_the_mask_is_built_once(tmp_path):
     """A triangle outside the steps (bare/attention_causal_mask's mask): no build, the kernels only."""
     a = _analysis(masked_trace(tmp_path))
     assert len(a.ranks[0].patterns.mask_builds) == 0
-    assert rules_attention.causal_mask(a).saving_us == pytest.approx(6000)
+    assert rules_attention.causal_mask(a).saving_us == pytest.approx(HALF_PLUS_MASK)
 
 
 @pytest.mark.parametrize("kw", [
@@ -220,8 +225,9 @@ def test_causal_mask_silent(tmp_path, kw):
 
 
 def test_causal_mask_silent_below_two_percent_of_the_step(tmp_path):
-    # forward only, 200 µs of attention kernels: saving 100 µs of a ~6200 µs step = 1.6 % < 2 %
-    a = _analysis(masked_trace(tmp_path, fwd=(EFFICIENT_FWD, 200.0), bwd_us=None))
+    # forward only, 100 µs of attention kernels, less than the mask's read (111.8 µs): saving 100 µs
+    # of a ~6100 µs step = 1.6 % < 2 %
+    a = _analysis(masked_trace(tmp_path, fwd=(EFFICIENT_FWD, 100.0), bwd_us=None))
     assert len(a.ranks[0].patterns.masked_attention) == 1
     assert rules_attention.causal_mask(a) is None
 
@@ -230,7 +236,7 @@ def test_causal_mask_silent_below_two_percent_of_the_step(tmp_path):
 def test_causal_mask_names_the_backend(tmp_path, kernel, backend):
     s = rules_attention.causal_mask(_analysis(masked_trace(tmp_path, fwd=(kernel, 4000.0), bwd_us=None)))
     assert s is not None and [e["backend"] for e in s.evidence] == [backend]
-    assert s.saving_us == pytest.approx(2000) and f"({backend} backend)" in s.title
+    assert s.saving_us == pytest.approx(2000 + MASK_US / 2) and f"({backend} backend)" in s.title
 
 
 def test_causal_mask_on_the_math_backend(tmp_path):

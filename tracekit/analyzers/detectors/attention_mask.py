@@ -55,8 +55,12 @@ MA_KERNELS = "kernels"  # kernels launched under them
 MA_TIME_US = "time_us"  # their summed time
 MA_ATTN_US = "attention_us"  # the part of it in attention-class kernels
 MA_FLOPS = "flops"  # 2·B·H·Lq·Lk·(E+Ev) per call (× BACKWARD_FACTOR for a backward op), no causal discount, summed
+# what the kernels read of the mask: the (Lq, Lk) tile of every batch and head (B·H·Lq·Lk elements of
+# its dtype, 2 bytes when unrecorded) per call, summed: a fused kernel reads the mask tile per head
+# even where the mask broadcasts over heads
+MA_MASK_BYTES = "mask_bytes"
 MASKED_COLUMNS = (MA_OP, MA_SHAPES, MA_MASK, MA_DTYPE, MA_BACKEND, MA_BACKWARD, MA_TRIANGLE, MA_CALLS,
-                  MA_KERNELS, MA_TIME_US, MA_ATTN_US, MA_FLOPS)
+                  MA_KERNELS, MA_TIME_US, MA_ATTN_US, MA_FLOPS, MA_MASK_BYTES)
 
 
 def empty() -> pd.DataFrame:
@@ -106,8 +110,10 @@ def _call(rank: RankTrace, row: int, name: str) -> tuple[dict[str, object], int]
     if lq != lk or mask[-2:] != (lq, lk) or lq < 2:
         return None  # cross-attention or a padding mask: not a triangle is_causal could replace
     flops = 2.0 * b * h * lq * lk * (e + v.dims[-1]) * (BACKWARD_FACTOR if backward else 1.0)
+    m = a.tensor(mask_i)
+    mask_bytes = float(b * h * lq * lk) * (m.itemsize if m is not None else 2.0)
     return {MA_OP: name, MA_SHAPES: f"q {_fmt(q.dims)}, k {_fmt(k.dims)}", MA_MASK: _fmt(mask),
-            MA_DTYPE: q.dtype, MA_BACKWARD: backward, MA_FLOPS: flops}, lq
+            MA_DTYPE: q.dtype, MA_BACKWARD: backward, MA_FLOPS: flops, MA_MASK_BYTES: mask_bytes}, lq
 
 
 def _backend(kernel_names: np.ndarray) -> str:
@@ -188,7 +194,8 @@ def find_masked_attention(rank: RankTrace, classes: np.ndarray, gpu_steps: np.nd
     g = frame.groupby([MA_OP, MA_SHAPES, MA_MASK, MA_DTYPE, MA_BACKEND, MA_BACKWARD, MA_TRIANGLE],
                       sort=False, dropna=False)
     out = g.agg(**{MA_CALLS: (MA_CALLS, "sum"), MA_KERNELS: (MA_KERNELS, "sum"), MA_TIME_US: (MA_TIME_US, "sum"),
-                   MA_ATTN_US: (MA_ATTN_US, "sum"), MA_FLOPS: (MA_FLOPS, "sum")}).reset_index()
+                   MA_ATTN_US: (MA_ATTN_US, "sum"), MA_FLOPS: (MA_FLOPS, "sum"),
+                   MA_MASK_BYTES: (MA_MASK_BYTES, "sum")}).reset_index()
     out = out.sort_values(MA_TIME_US, ascending=False, kind="stable")
     return out[list(MASKED_COLUMNS)].reset_index(drop=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -25,8 +26,14 @@ TL_LAUNCHES = "launches"  # launches in the headline steps
 TL_KERNELS = "kernels"  # their GPU kernels
 TL_TIME_US = "time_us"  # summed kernel time
 TL_TENSOR_BYTES = "tensor_bytes"  # bytes of the tensor arguments of one launch (each touched once), NaN unknown
+# FLOPs of one launch of an attention kernel (its name says attention, its first three tensors are
+# q, k, v of rank 4 with one batch and one head dim): 2·B·H·Lq·Lk·(E + Ev), halved under a CAUSAL
+# constexpr set; NaN for any other kernel (its tensor bytes are its only known cost)
+TL_ATTENTION_FLOPS = "attention_flops"
 TRITON_LAUNCH_COLUMNS = (TL_KERNEL, TL_OP, TL_GRID, TL_PROGRAMS, TL_WARPS, TL_STAGES, TL_CONSTEXPRS, TL_TILE,
-                         TL_LAUNCHES, TL_KERNELS, TL_TIME_US, TL_TENSOR_BYTES)
+                         TL_LAUNCHES, TL_KERNELS, TL_TIME_US, TL_TENSOR_BYTES, TL_ATTENTION_FLOPS)
+ATTENTION_NAME = re.compile(r"attn|attention|fmha|flash|sdpa", re.IGNORECASE)
+CAUSAL_SET = re.compile(r"CAUSAL\s*=\s*(1|True)\b", re.IGNORECASE)
 MAX_TEXT = 200  # characters kept of a recorded string (trace text is untrusted)
 TILE_PREFIX = "BLOCK"  # constexprs whose name starts with this are tile sizes (BLOCK_M, BLOCK_SIZE_N, ...)
 
@@ -85,6 +92,25 @@ def _tensor_bytes(rank: RankTrace, row: int) -> float:
     return float(sum(t.read_bytes for t in tensors)) if tensors else math.nan
 
 
+def _attention_flops(rank: RankTrace, row: int, name: str, consts: str) -> float:
+    """TL_ATTENTION_FLOPS of one launch: the sequence dim is the one of dims 1 and 2 where q and k
+    differ, else the larger (heads are fewer than positions); NaN when the launch is no attention."""
+    if not ATTENTION_NAME.search(name):
+        return math.nan
+    inputs = rank.op_inputs(row)
+    found = OpArgs.of(inputs.get(tables.OP_INPUT_DIMS), inputs.get(tables.OP_INPUT_TYPES),
+                      inputs.get(tables.OP_INPUT_STRIDES)).tensors()
+    if len(found) < 3 or any(len(t.dims) != 4 for t in found[:3]):
+        return math.nan
+    q, k, v = (t.dims for t in found[:3])
+    if not q[0] == k[0] == v[0] or q[3] != k[3]:
+        return math.nan
+    seq = 1 if q[1] != k[1] else 2 if q[2] != k[2] else (1 if q[1] >= q[2] else 2)
+    heads = q[3 - seq]
+    flops = 2.0 * q[0] * heads * q[seq] * k[seq] * (q[3] + v[3])
+    return flops / 2.0 if CAUSAL_SET.search(consts) else flops
+
+
 def find_triton_launches(rank: RankTrace, rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """TRITON_LAUNCH_COLUMNS rows of the user Triton launches whose kernels run in the selected GPU
     rows (`rows`, a bool per rank.gpu row; None: every row), and per rank.gpu row the index of its
@@ -127,7 +153,8 @@ def find_triton_launches(rank: RankTrace, rows: np.ndarray | None = None) -> tup
             kernel, op_name, grid, warps, stages, consts_text, tile = key
             recs.append({TL_KERNEL: kernel, TL_OP: op_name, TL_GRID: grid, TL_PROGRAMS: _programs(grid),
                          TL_WARPS: warps, TL_STAGES: stages, TL_CONSTEXPRS: consts_text, TL_TILE: tile,
-                         TL_TENSOR_BYTES: _tensor_bytes(rank, op)})
+                         TL_TENSOR_BYTES: _tensor_bytes(rank, op),
+                         TL_ATTENTION_FLOPS: _attention_flops(rank, op, f"{kernel} {op_name}", consts_text)})
             launches.append(set())
         launches[i].add(op)
         index[g] = i
