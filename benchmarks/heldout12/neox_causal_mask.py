@@ -6,7 +6,10 @@ parallel attention + GELU MLP residual, LayerNorm, untied 50,304-token head), 2 
 builds a (batch, 1, T, T) bf16 mask (`finfo.min` above the diagonal, padded keys also `finfo.min`;
 these packed batches have no padding) and every layer calls
 `F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`. Variant `is_causal`: no mask,
-`F.scaled_dot_product_attention(q, k, v, is_causal=True)` (the same attention).
+`F.scaled_dot_product_attention(q, k, v, is_causal=True)` (the same attention). Variant
+`fused_rope_loss` (added after the set's first run, to measure what the rule that came first there,
+fused_llm_kernels, offers): the mask kept, the partial-RoPE chain and the loss each under
+`torch.compile` (Inductor fuses each into a few kernels).
 """
 
 import torch
@@ -14,7 +17,7 @@ import torch.nn.functional as F
 from _common import CUDA, DEVICE, adamw, bf16, options, train
 from torch import nn
 
-args = options(__doc__, ("is_causal",)).parse_args()
+args = options(__doc__, ("is_causal", "fused_rope_loss")).parse_args()
 torch.manual_seed(0)
 if CUDA:
     D, HEADS, LAYERS, VOCAB, BATCH, SEQ = 1024, 16, 6, 50304, 2, 4096
@@ -24,6 +27,7 @@ HD = D // HEADS
 ROT = HD // 4  # rotary_pct 0.25
 MASK_DTYPE = torch.bfloat16 if CUDA else torch.float32  # the dtype the attention runs in
 IS_CAUSAL = args.variant == "is_causal"
+FUSED = args.variant == "fused_rope_loss"
 
 
 def prepare_4d_causal_attention_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -41,6 +45,21 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+def apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+    q = torch.cat((q[..., :ROT] * cos + rotate_half(q[..., :ROT]) * sin, q[..., ROT:]), dim=-1)
+    k = torch.cat((k[..., :ROT] * cos + rotate_half(k[..., :ROT]) * sin, k[..., ROT:]), dim=-1)
+    return q, k
+
+
+def lm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float().view(-1, VOCAB), target)
+
+
+rope = torch.compile(apply_rope) if FUSED else apply_rope
+loss_fn = torch.compile(lm_loss) if FUSED else lm_loss
+
+
 class GPTNeoXAttention(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -51,9 +70,7 @@ class GPTNeoXAttention(nn.Module):
         b, t, _ = x.shape
         qkv = self.query_key_value(x).view(b, t, HEADS, 3 * HD).transpose(1, 2)
         q, k, v = qkv.split(HD, dim=-1)
-        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
-        q = torch.cat((q[..., :ROT] * cos + rotate_half(q[..., :ROT]) * sin, q[..., ROT:]), dim=-1)
-        k = torch.cat((k[..., :ROT] * cos + rotate_half(k[..., :ROT]) * sin, k[..., ROT:]), dim=-1)
+        q, k = rope(q, k, cos, sin)
         if IS_CAUSAL:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -109,7 +126,7 @@ def loss_of(i: int) -> torch.Tensor:
     ids = tokens[i % 4]
     with bf16():
         logits = model(ids[:, :-1], attention_mask)
-    return F.cross_entropy(logits.float().view(-1, VOCAB), ids[:, 1:].reshape(-1))
+    return loss_fn(logits, ids[:, 1:].reshape(-1))
 
 
 train("neox_causal_mask", args.variant, args.steps, opt, loss_of)
