@@ -103,8 +103,9 @@ def score_shaped(dims: object, scores: set[tuple[int, ...]]) -> bool:
 
 def find_sdpa_fallback(rank: RankTrace, rows: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """FALLBACK_COLUMNS rows for the SDPA calls with a misaligned head dim that ran a SLOW_BACKENDS
-    backend, and those with aligned head dims that ran the math op, in the selected GPU rows (`rows`, a bool per rank.gpu row; None: every row), and a bool
-    per rank.gpu row marking their forward and backward kernels."""
+    backend, and those with aligned head dims that ran the math op, in the selected GPU rows (`rows`,
+    a bool per rank.gpu row; None: every row), and a bool per rank.gpu row marking their forward and
+    backward kernels."""
     gpu, ops = rank.gpu, rank.ops
     covered = np.zeros(len(gpu), dtype=bool)
     if not len(gpu) or not len(ops):
