@@ -108,6 +108,11 @@ HELDOUT_EXTRA: dict[str, frozenset[str]] = {
     "heldout2/ho2_sgd_groups": frozenset({"cuda_graphs"}),  # 40.93 → 8.25 ms
     "heldout3/ho3_manual_adam": frozenset({"cuda_graphs"}),  # 28.45 → 11.05 ms
     "heldout8/ho8_compile_helpers": frozenset({"cuda_graphs"}),  # 30.51 → 11.11 ms (compile_model: 9.10)
+    # sample_traces/heldout13/README.md (H100, 2026-12-06, third call): variants added after the first run
+    "heldout13/ho13_nbeats_clip_loop": frozenset({"cuda_graphs"}),  # 50.37 → 15.55 ms, the whole step graphed
+    "heldout13/ho13_triton_qknorm_rows": frozenset({"fuse_elementwise"}),  # 23.31 → 17.26 ms, torch.compile
+    "heldout13/ho13_fp8_fake_quant": frozenset({"fused_llm_kernels", "fuse_elementwise"}),  # 37.21 → 16.33, compile
+    "heldout13/ho13_vae_decode_fp32": frozenset({"fuse_elementwise"}),  # 58.98 → 35.47 ms, torch.compile
 }
 
 

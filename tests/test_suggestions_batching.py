@@ -186,3 +186,24 @@ def test_batch_requests_leaves_decode_to_batch_decode(tmp_path):
     assert a.ranks[0].patterns.requests["requests"].tolist() == [2]
     assert rules_batching.batch_requests(a) is None
     assert RULES_BY_ID["batch_decode"].run(a) is not None
+
+
+def test_finest_request_inside_a_repeated_block():
+    """By hand: a step of two clips, each two frame forwards (ops A B C: 1, 1 and 2 launches) and the
+    clip's own op D (1 launch, ≤ a quarter of a forward's 4). The block found first is the clip
+    (period 7, twice); the requests are the four forwards at positions 0–2, 3–5, 7–9 and 10–12. A forward whose
+    layers repeat (E, then L three times, then H; E launches) stays one block."""
+    import numpy as np
+
+    from tracekit.analyzers.detectors.requests import _finest
+    from tracekit.analyzers.detectors.toplevel import repeated_block
+
+    codes = np.array([0, 1, 2, 0, 1, 2, 3] * 2)
+    launches = np.array([1, 1, 2, 1, 1, 2, 1] * 2)
+    assert repeated_block(codes) == (0, 7, 2)
+    at, repeats = _finest(codes, launches, 0, 7, 2)
+    assert repeats == 4 and at.tolist() == [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12]
+    layers = np.array([4, 5, 5, 5, 6] * 2)
+    assert _finest(layers, np.ones(10, dtype=int), 0, 5, 2)[1] == 2
+    heavy_tail = np.array([1, 1, 2, 1, 1, 2, 3] * 2)  # the clip's own op launches 3 (> 4 / 4)
+    assert _finest(codes, heavy_tail, 0, 7, 2)[1] == 2

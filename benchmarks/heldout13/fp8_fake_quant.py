@@ -13,6 +13,9 @@ quantisation toolkit exports for evaluation: quantise the input to e4m3 and back
 Variant `scaled_mm`: `FP8Linear`: the same input quantisation, then `torch._scaled_mm` on the e4m3
 input and the stored e4m3 weight with the two scales (bf16 out): the same values (power-of-two scales
 make the dequantised products exact), FP8 tensor cores, no dequantised weight.
+
+Variant `compiled` (added after the first GPU run, to measure that run's first suggestion):
+the QDQ model under `torch.compile` (default mode), nothing else changed.
 """
 
 import math
@@ -146,7 +149,7 @@ def quantize_fp8(model: Phi3, calib_ids: torch.Tensor, linear_cls: type[QDQLinea
 
 
 def main() -> None:
-    args = options(__doc__, ("scaled_mm",)).parse_args()
+    args = options(__doc__, ("scaled_mm", "compiled")).parse_args()
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = Phi3()
@@ -158,6 +161,8 @@ def main() -> None:
     calib = torch.randint(0, VOCAB, (1, SEQ // 4), device=DEVICE, generator=gen)
     quantize_fp8(model, calib, FP8Linear if args.variant == "scaled_mm" else QDQLinear)
     prompts = torch.randint(0, VOCAB, (BATCH, SEQ), device=DEVICE, generator=gen)
+    if args.variant == "compiled":
+        model = torch.compile(model)
 
     tokens = torch.zeros((), device=DEVICE, dtype=torch.int64)
     logit_sum = torch.zeros((), device=DEVICE, dtype=torch.float64)

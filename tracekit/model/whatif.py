@@ -268,11 +268,12 @@ def unblock_copies(rows: np.ndarray, factor: float, call_us: float, sync_rows: n
     return apply
 
 
-def shorter_longest_gap(traced_us: float) -> Transform:
+def shorter_longest_gap(traced_us: float, tail: bool = False) -> Transform:
     """The main thread's longest host gap (the DataLoader fetching the next batch in the step) shorter
     by `traced_us` of traced time, shrunk as the projection shrank that gap (never below 0); what the
     longest gap cannot hold comes off the next longest, and so on (a step that fetches or preprocesses
-    several batches waits in several gaps)."""
+    several batches waits in several gaps). With `tail`, the step's tail after the main thread's last
+    call is one of those gaps (host work at the end of the step on outputs copied back: a metric in numpy)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -281,16 +282,22 @@ def shorter_longest_gap(traced_us: float) -> Transform:
         if not main.any() or traced_us <= 0:
             return step.costs
         rows = np.flatnonzero(main)
+        last = float(step.costs.tail_us if step.costs.tail_us is not None else g.tail_us)
+        traced_of = np.append(g.call_gap_us[rows], g.tail_us if tail else 0.0)  # the last entry: the tail
+        now = np.append(gap[rows], last if tail else 0.0)
         left = traced_us
-        for i in rows[np.argsort(-g.call_gap_us[rows], kind="stable")].tolist():
-            traced = float(g.call_gap_us[i])
-            ratio = gap[i] / traced if traced > 0 else 1.0  # what the projection left of it
+        for j in np.argsort(-traced_of, kind="stable").tolist():
+            traced = float(traced_of[j])
+            ratio = now[j] / traced if traced > 0 else 1.0  # what the projection left of it
             take = left if traced <= 0 else min(left, traced)
-            gap[i] = max(gap[i] - take * ratio, 0.0)
+            now[j] = max(now[j] - take * ratio, 0.0)
             left -= take
             if left <= 0 or traced <= 0:
                 break
-        return dataclasses.replace(step.costs, call_gap_us=gap)
+        gap[rows] = now[:-1]
+        if not tail:
+            return dataclasses.replace(step.costs, call_gap_us=gap)
+        return dataclasses.replace(step.costs, call_gap_us=gap, tail_us=float(now[-1]))
 
     return apply
 

@@ -21,6 +21,40 @@ from tracekit.units import plural
 LOOKUP = "aten::embedding"  # a consumer that reads rows of the converted table, not all of it
 
 
+def _from_fp8(source: str, to: str) -> bool:
+    """A float8 weight dequantised to a wider float (the stored checkpoint, not a quantisation step)."""
+    return "Float8" in source and "Float8" not in to
+
+
+def fp8_ratio(analysis: Analysis) -> float:
+    """A bf16 GEMM's time run in FP8 on the same device, as a share: bf16 peak / fp8 peak for
+    compute-bound GEMMs, and half the weight bytes for memory-bound ones (1 B against 2 B): the larger of
+    the two; 1.0 where the device has no FP8 tensor cores (A100, MI250) or is unknown."""
+    device = analysis.device
+    fp8 = device.peak_flops("fp8") if device is not None else None
+    bf16 = device.peak_flops("bf16") if device is not None else None
+    return max(bf16 / fp8, 0.5) if fp8 and bf16 else 1.0
+
+
+def _fp8_gemms(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], saving: float,
+               ratio: float) -> Suggestion | None:
+    """Float8 weights dequantised to bf16 before every GEMM on a device with FP8 tensor cores: the
+    dequantisation kernels gone and each such GEMM × bf16 peak / fp8 peak."""
+    n = scope.steps
+    mine = [x for x in rows if float(str(x["gemm_factor"])) < 1.0]
+    calls = sum(float(str(x["calls_per_step"])) for x in mine) / scope.ranks
+    deq = sum(float(str(x["kernel_us_per_step"])) for x in mine) / scope.ranks
+    gemm = sum(float(str(x["gemm_us_per_step"])) for x in mine) / scope.ranks
+    name = analysis.device.name if analysis.device is not None else "this device"
+    formula = (f"per step, the dequantisation kernels ({mine[0]['ops']}: {fmt_us(deq)}) + the GEMMs that read the "
+               f"dequantised weights ({fmt_us(gemm)}) × (1 − {ratio:.2f}): an FP8 GEMM on {name} runs at "
+               f"bf16 peak / fp8 peak = {ratio:.2f} of the bf16 one's time (half the weight bytes when memory-bound) "
+               f"= {fmt_us(saving / n)} per step ({fmt_us(saving)} over {plural(n, 'step')})")
+    title = (f"Run the GEMMs in FP8 on the stored float8 weights (torch._scaled_mm, torchao's Float8 linear): "
+             f"{plural(round(calls), 'GEMM call')} per step dequantise a float8 weight to bf16 and multiply in bf16")
+    return suggestion("convert_weights_once", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
 def convert_weights_once(analysis: Analysis) -> Suggestion | None:
     """A GEMM's static weight converted every call (patterns.weight_converts), in every headline step of
     an inference trace (a trained weight changes every step: it is converted once per step anyway).
@@ -43,13 +77,18 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
     if not kept:
         return None
     n = scope.steps
+    ratio = fp8_ratio(analysis)
     rows = [{"rank": rank, "op": consumer, "weight": weight, "source": source, "to": to, "ops": g.ops,
              "calls_per_step": g.calls / n, "launches_per_step": g.launches / n,
              "output_scales_per_step": g.scales / n, "kernel_us_per_step": g.time_us / n,
-             "gemm_us_per_step": g.gemm_us / n, "weight_bytes": g.weight_bytes, "saving_us": g.time_us}
+             "gemm_us_per_step": g.gemm_us / n, "weight_bytes": g.weight_bytes,
+             "gemm_factor": ratio if _from_fp8(source, to) else 1.0,
+             "saving_us": g.time_us + (g.gemm_us * (1.0 - ratio) if _from_fp8(source, to) else 0.0)}
             for (rank, consumer, weight, source, to), g in kept.items()]
     rows.sort(key=lambda x: -float(str(x["saving_us"])))
-    saving = sum(g.time_us for g in kept.values()) / scope.ranks
+    saving = sum(float(str(x["saving_us"])) for x in rows) / scope.ranks
+    if any(float(str(x["gemm_factor"])) < 1.0 for x in rows):
+        return _fp8_gemms(analysis, scope, rows, saving, ratio)
     calls = sum(g.calls for g in kept.values()) / n / scope.ranks
     launches = sum(g.launches for g in kept.values()) / n / scope.ranks
     to_fp8 = any("Float8" in str(x["to"]) for x in rows)

@@ -2,34 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import cleanup, hostside, recompiles
+from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.snippets_inference import POSTPROCESS_ON_GPU
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 
 PREPROCESS_MIN_PCT = 2.0  # the GPU must wait on host work for at least this share of the span
 GAP_IDLE_SHARE = 0.5  # a host gap counts when the GPU idles through at least this share of it
 NO_OP = "Python with no recorded op"
 CLEANUP_SHARE = 0.5  # a host gap this much inside end-of-step cleanup is the cleanup rules'
+# The sync a gap starts after, when it is a copy of GPU results to the host (`.cpu()`, `.numpy()`,
+# `.tolist()`, `.item()`): the work in the gap post-processes outputs (held-out seg_numpy_confmat:
+# a confusion matrix in numpy), which torch ops on the GPU do without the copy.
+AFTER_COPY = re.compile(r"\((aten::(to|_to_copy|copy_|item|_local_scalar_dense)|cpu|numpy|tolist)\b")
 
 
 def _cleanup_covers(r: RankAnalysis, gaps: pd.DataFrame) -> np.ndarray:
     """Per host gap: at least half of it lies in the end-of-step cleanup the cleanup rules price (a
-    recorded garbage collection; without such records, the silence right before a cache release) or in
-    Dynamo's frame compiles (the recompiles rule's)."""
+    recorded garbage collection; without such records, the silence right before a cache release), in
+    Dynamo's frame compiles (the recompiles rule's) or between two compiled graphs (graph_breaks')."""
     p = r.patterns
     out = np.zeros(len(gaps), dtype=bool)
-    if p is None or not (len(p.cleanup_spans) or len(p.recompiles)) or not len(gaps):
+    if p is None or not (len(p.cleanup_spans) or len(p.recompiles) or len(p.graph_breaks)) or not len(gaps):
         return out
     spans = p.cleanup_spans
     kinds = (cleanup.SPAN_GC,) if p.gc_recorded else (cleanup.SPAN_GC, cleanup.SPAN_SILENT)
     spans = spans[spans[cleanup.CS_WHAT].isin(kinds)]
-    starts = np.concatenate((spans[cleanup.CS_TS].to_numpy(dtype=float), p.recompiles[recompiles.RC_TS].to_numpy(dtype=float)))
-    ends = np.concatenate((spans[cleanup.CS_END].to_numpy(dtype=float), p.recompiles[recompiles.RC_END].to_numpy(dtype=float)))
+    breaks = p.graph_breaks  # the host time between two compiled graphs: graph_breaks' (its Python, guards, sync)
+    starts = np.concatenate((spans[cleanup.CS_TS].to_numpy(dtype=float), p.recompiles[recompiles.RC_TS].to_numpy(dtype=float),
+                             breaks[dynamo.GB_START].to_numpy(dtype=float)))
+    ends = np.concatenate((spans[cleanup.CS_END].to_numpy(dtype=float), p.recompiles[recompiles.RC_END].to_numpy(dtype=float),
+                           breaks[dynamo.GB_END].to_numpy(dtype=float)))
     s, e = merge_intervals(starts, ends)
     a = gaps[hostside.HG_TS].to_numpy(dtype=float)
     length = gaps[hostside.HG_GAP_US].to_numpy(dtype=float)
@@ -75,6 +87,39 @@ def preprocess_off_thread(analysis: Analysis) -> Suggestion | None:
                "the GPU saves at most the GPU's wait, never more than the gap")
     # name the top recorded op only where recorded ops fill at least half of the gap, else it is Python
     ran = top[1].split(" ×")[0] if top[2] >= 0.5 * top[3] and top[1] != NO_OP else "Python"
+    after_copy = [x for x in rows if AFTER_COPY.search(str(x["after_sync"]))]
+    if 2 * sum(float(str(x["gpu_idle_us"])) for x in after_copy) >= total:  # most of the idle follows a copy back
+        found = _on_gpu(analysis, scope, rows, saving, formula, str(after_copy[0]["after_sync"]))
+        if found is not None:
+            return found
     title = (f"Move host preprocessing off the training thread: the GPU idles {fmt_us(per_step)} per step "
              f"while the CPU runs {ran[:60]} between launches")
     return suggestion("preprocess_off_thread", title, saving, scope, formula, rows, min_pct=PREPROCESS_MIN_PCT)
+
+
+def _on_gpu(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], idle: float, formula: str,
+            after: str) -> Suggestion | None:
+    """Host work on results copied back from the GPU: the GPU idle in the gaps + the bulk copies back
+    of those steps (their calls: the copy and the wait for the GPU before it), which post-processing
+    on the GPU no longer makes; the kernels that do it there are left out (a bincount or a reduction
+    over the outputs: tens of µs). None where the copies take longer than the work on them (held-out
+    ho4_weight_snapshot: 196 weight copies a step, 1 ms of work after them)."""
+    steps = {(int(str(x["rank"])), int(str(x["step"]))) for x in rows}
+    copy_us = 0.0
+    for r, table in rank_tables(analysis, "copies"):
+        t = table[(table[hostside.CP_DIRECTION] == hostside.DIR_D2H).to_numpy()
+                  & np.isin(table[hostside.CP_STEP].to_numpy(), [s for rank, s in steps if rank == r.rank])]
+        copy_us += float(t[hostside.CP_CALL_US].fillna(0.0).sum())
+    if copy_us > idle:
+        return None  # the copies outweigh the work on them: a copy problem (pinned_memory's), not post-processing
+    saving = idle + copy_us / scope.ranks
+    for x in rows:
+        x["copied_back"] = True
+        x["idle_share"] = idle / saving if saving > 0 else 1.0  # of the saving: the gaps' part (the what-if's)
+    formula += (f"; + the bulk copies back in those steps ({fmt_us(copy_us / scope.ranks)} of copy calls, which wait "
+                f"for the GPU): on the GPU the results stay where they are = {fmt_us(saving)}")
+    title = (f"Post-process on the GPU: the GPU idles {fmt_us(idle / scope.steps)} per step while the CPU works on "
+             f"results it copied back ({after[:60]}); compute it with torch ops on the device and read the "
+             "result once, or hand the copies to a worker thread")
+    found = suggestion("preprocess_off_thread", title, saving, scope, formula, rows, min_pct=PREPROCESS_MIN_PCT)
+    return dataclasses.replace(found, snippet=POSTPROCESS_ON_GPU) if found is not None else None

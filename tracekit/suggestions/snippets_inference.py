@@ -67,3 +67,18 @@ from torchao.quantization import int8_weight_only, quantize_
 quantize_(model, int8_weight_only())     # then torch.compile(model): int8 loads fused into the GEMV
 ''',
 }
+
+
+# preprocess_off_thread where the host work starts right after a blocking copy of GPU results: the
+# work is post-processing (a metric, a decode) of outputs, best done where they already are.
+POSTPROCESS_ON_GPU = '''\
+# The loop copies outputs to the host (.cpu() / .numpy() / .tolist()) and post-processes them in
+# Python or numpy while the GPU idles. Do it with torch ops on the GPU and read the result once:
+hist = torch.zeros(num_classes * num_classes, dtype=torch.int64, device="cuda")
+for images, labels in loader:
+    pred = model(images).argmax(1)
+    valid = labels < num_classes
+    hist += torch.bincount(num_classes * labels[valid] + pred[valid], minlength=num_classes ** 2)
+confusion = hist.view(num_classes, num_classes).cpu()   # one copy, after the loop
+# (or copy non_blocking into pinned buffers and hand them to a worker thread while the GPU runs on)
+'''

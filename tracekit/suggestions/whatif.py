@@ -52,6 +52,7 @@ from tracekit.suggestions.whatif_evidence import (
     operand_casts,
     rank_evidence,
 )
+from tracekit.suggestions.whatif_host import preprocess_transform
 from tracekit.suggestions.whatif_loops import (
     batch_bmm_transform,
     batch_requests_transform,
@@ -279,7 +280,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "cuda_graphs": _cuda_graphs,
     "avoid_sync": _avoid_sync,
     "dataloader_workers": _dataloader,
-    "preprocess_off_thread": _dataloader,  # the same change: the main thread's longest gap shorter
+    "preprocess_off_thread": preprocess_transform,  # dataloader_workers' change; results copied back: those copies gone
     "reuse_dataloader": reuse_transform,  # the new iterator's start-up, wait and shutdown gone from that gap
     "fused_optimizer": _fused_optimizer,
     "optimizer_on_gpu": offload_transform,  # the host step and its copies gone, a fused AdamW instead

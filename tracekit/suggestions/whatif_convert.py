@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tracekit.analyzers.analysis import RankAnalysis
 from tracekit.model.outlook import Transform
-from tracekit.model.whatif import remove_calls
+from tracekit.model.whatif import compose, remove_calls, scale_rows
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import batched_roof
+from tracekit.suggestions.whatif_evidence import evidence_number, rank_evidence
 
 
 def convert_once_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
@@ -15,10 +18,14 @@ def convert_once_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> T
     GEMM reading a converted weight (patterns.weight_consumers) keeps its time, at least its roof for
     the FLOPs and bytes of its op (rules_batching.batched_roof at k = 1): the bytes of the weight as the
     GEMM reads it, bf16 for an int8 weight dequantised once, which a GEMV that read a copy still warm
-    in L2 may not have paid."""
+    in L2 may not have paid. Float8 weights run in FP8 GEMMs (the rule's gemm_factor < 1): each GEMM
+    reading a converted weight × that factor instead, no floor."""
     p = r.patterns
     if p is None or not len(p.weight_convert_calls) or not p.weight_convert_calls.any():
         return None
+    factor = min((f for e in rank_evidence(s, r) if (f := evidence_number(e, "gemm_factor")) > 0), default=1.0)
+    if factor < 1.0 and len(p.weight_consumers) == len(r.classification.table):
+        return compose([remove_calls(p.weight_convert_calls), scale_rows(np.where(p.weight_consumers, factor, 1.0))])
     device = r.roofline.device
     floor = batched_roof(r, device, 1.0, p.weight_consumers) if device is not None \
         and len(p.weight_consumers) == len(r.classification.table) else None

@@ -158,7 +158,7 @@ def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     s_all, e_all = merge_intervals(gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float))
     busy_after = busy_in_windows(s_all, e_all, ends, ends + np.maximum(bubble, 0.0))
     bubble = np.maximum(bubble - busy_after, 0.0)
-    pageable_ops = set(_pageable_h2d(gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
+    pageable_ops = set(pageable_copies(gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
     op_rows = sync[tables.RT_OP].to_numpy()
     return pd.DataFrame({
         SY_STEP: steps.runtime[is_sync], SY_API: sync[tables.RT_NAME].to_numpy(dtype=object),
@@ -168,7 +168,7 @@ def find_syncs(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     })
 
 
-def _pageable_h2d(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) -> pd.DataFrame:
+def pageable_copies(gpu: pd.DataFrame, rt: pd.DataFrame, gpu_steps: np.ndarray) -> pd.DataFrame:
     """Launch rows (runtime) of pageable host-to-device copies and of pageable device-to-host copies
     of at least D2H_MIN_BYTES, with the GPU row's fields (CP_DIRECTION says which)."""
     is_copy = (gpu[tables.GPU_KIND] == tables.KIND_MEMCPY).to_numpy()
@@ -197,7 +197,7 @@ def find_copy_syncs(rank: RankTrace, steps: StepsOf | None = None) -> np.ndarray
     if not len(rt):
         return np.zeros(0, dtype=bool)
     steps = steps or StepsOf.of(rank)
-    ops = set(_pageable_h2d(rank.gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
+    ops = set(pageable_copies(rank.gpu, rt, steps.gpu)[tables.RT_OP].tolist()) - {-1}
     return rt[tables.RT_KIND].isin(tables.SYNC_KINDS).to_numpy() & np.isin(rt[tables.RT_OP].to_numpy(), list(ops))
 
 
@@ -205,7 +205,7 @@ def find_copies(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:
     """Pageable copies: host-to-device (the source tensor is not in pinned memory) and bulk
     device-to-host (.cpu() / .to('cpu') / .numpy() of at least D2H_MIN_BYTES into fresh pageable memory)."""
     steps = steps or StepsOf.of(rank)
-    return _pageable_h2d(rank.gpu, rank.runtime, steps.gpu).drop(columns=[tables.RT_OP])
+    return pageable_copies(rank.gpu, rank.runtime, steps.gpu).drop(columns=[tables.RT_OP])
 
 
 def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFrame:

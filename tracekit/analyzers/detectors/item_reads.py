@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors import hostside
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
@@ -99,3 +100,16 @@ def find_item_reads(rank: RankTrace, steps: StepsOf) -> ItemReads:
     if not rows:
         return none
     return ItemReads(pd.DataFrame(rows, columns=list(READ_COLUMNS)), gone)
+
+
+def find_copy_back_calls(rank: RankTrace, steps: StepsOf | None = None) -> np.ndarray:
+    """Per rank.runtime row: a call (the copy, its syncs) of an op that copied GPU results to pageable
+    host memory in bulk (hostside's pageable device-to-host copies of at least D2H_MIN_BYTES: `.cpu()`,
+    `.numpy()` of an output); what post-processing on the GPU no longer does."""
+    rt = rank.runtime
+    if not len(rt):
+        return np.zeros(0, dtype=bool)
+    steps = steps or StepsOf.of(rank)
+    copies = hostside.pageable_copies(rank.gpu, rt, steps.gpu)
+    ops = set(copies.loc[copies[hostside.CP_DIRECTION] == hostside.DIR_D2H, tables.RT_OP].tolist()) - {-1}
+    return np.isin(rt[tables.RT_OP].to_numpy(), list(ops))

@@ -41,6 +41,9 @@ ANCHORS: dict[str, re.Pattern[str]] = {
     CROSS_ENTROPY: re.compile(r"^aten::(_log_softmax|_log_softmax_backward_data|nll_loss_forward|nll_loss_backward)$"
                               r"|LogSoftmaxBackward|NllLossBackward"),
 }
+# SwiGLU is SiLU(gate) × up: a segment with a SiLU and no product is an activation (a VAE's or a
+# ResNet's GroupNorm + SiLU before a conv, held-out vae_decode_fp32), not a gated MLP.
+GATE = re.compile(r"^aten::mul$|MulBackward")
 ANCESTOR_DEPTH = 4  # how far above a kernel's op an anchor is looked for (the autograd node of a backward op)
 # Kernels that end a segment: matrix work, lookups, communication and copies to or from the host.
 BOUNDARY_CLASSES = (GEMM, ATTENTION, CONV, EMBEDDING, COMMUNICATION, MEMCPY, MEMSET)
@@ -133,13 +136,15 @@ def find_llm_chains(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | Non
     recs: list[dict[str, object]] = []
     anchored = np.unique(segment[kind[order] != ""])  # only segments holding an anchor are read
     inside = np.flatnonzero(np.isin(segment, anchored) & ~boundary)
+    gated = under(ops, matches(op_names, GATE), ANCESTOR_DEPTH) >= 0
+    gate = np.where(op_pos >= 0, gated[np.clip(op_pos, 0, None)], False)
     for _, members in pd.Series(inside).groupby(segment[inside]):
         k = order[members.to_numpy()]
-        kinds = sorted({str(x) for x in kind[k] if x})
+        kinds = sorted({str(x) for x in kind[k] if x and (x != SWIGLU or gate[k].any())})
         if not kinds:
             continue
         time_us = float(dur[k].sum())
-        anchor_ops = anchor_of_op[np.clip(op_pos[k], 0, None)][kind[k] != ""]
+        anchor_ops = anchor_of_op[np.clip(op_pos[k], 0, None)][np.isin(kind[k], kinds)]
         anchors = {str(op_names[i]).removeprefix("autograd::engine::evaluate_function: ") for i in anchor_ops if i >= 0}
         recs.append({LC_KIND: "+".join(kinds), LC_SEGMENTS: 1, LC_KERNELS: len(k), LC_TIME_US: time_us,
                      LC_FUSED_US: time_us / len(k), LC_OPS: ", ".join(sorted(anchors))})

@@ -152,6 +152,8 @@ class Patterns:
     in_sdpa_fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.runtime row: a sync issued by the op call of a copy of `copies` (hostside.find_copy_syncs)
     copy_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.runtime row: a call of an op that copied GPU results back in bulk (item_reads.find_copy_back_calls)
+    copy_back_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a kernel of an unfused attention (Patterns.attention), forward or backward
     in_attention: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # per rank.gpu row: a REDUCE_KERNEL kernel

@@ -47,6 +47,25 @@ def _batch_one(rank: RankTrace, row: int) -> bool:
     return any(isinstance(d, list) and len(d) >= 2 and d[0] == 1 for d in dims)
 
 
+def _finest(codes: np.ndarray, launches: np.ndarray, start: int, period: int, repeats: int,
+            ) -> tuple[np.ndarray, int]:
+    """(positions of the repeated forwards in the sequence, how many forwards): the block found, or,
+    where the block is one forward repeated from its start and then a few ops of its own (a clip's
+    frames embedded one by one, then the clip's mean), that forward in every block. `launches`: per
+    position, the launch calls of its op."""
+    whole = np.arange(start, start + period * repeats)
+    inner = repeated_block(codes[start:start + period])
+    if inner is None:
+        return whole, repeats
+    s, p, k = inner
+    block = launches[start:start + period]
+    tail = int(block.sum() - block[s:s + p * k].sum())
+    if block[:s].sum() > 0 or tail > OUTSIDE_SHARE * block[s:s + p].sum():
+        return whole, repeats  # the block's own work is more than a few ops: a forward whose layers repeat
+    one = np.arange(s, s + p * k)
+    return (start + np.arange(repeats)[:, None] * period + one[None, :]).ravel(), repeats * k
+
+
 def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
                   seqs: tuple[StepOps, ...] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per step whose launching thread runs the same forward k ≥ MIN_REQUESTS times at batch 1
@@ -71,20 +90,23 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
         seq = dict(step_ops.threads)[thread]
         dims = dims_texts(rank, seq, texts)
         sigs = [f"{name}{d}" for name, d in zip(names[seq].tolist(), dims, strict=True)]
-        found = repeated_block(text_codes(sigs))
+        codes = text_codes(sigs)
+        found = repeated_block(codes)
         if found is None:
             continue
         start, period, repeats = found
-        covered = seq[start:start + period * repeats]
-        outside = int(launches[mine].sum() - launches[covered].sum())
-        one = seq[start:start + period]
-        per_forward = int(launches[one].sum())
-        for r, d in zip(one.tolist(), dims[start:start + period], strict=True):
-            if d not in batch_ones:  # a function of the dims, which their text determines
-                batch_ones[d] = _batch_one(rank, r)
-        batch_one = sum(batch_ones[d] for d in dims[start:start + period])
         if start > 0 and launches[seq[:start]].sum() > 0:
             continue  # work before the first forward on its thread: the repeats are a forward's layers
+        at, repeats = _finest(codes, launches[seq], start, period, repeats)
+        covered, one_at = seq[at], at[:len(at) // repeats]
+        one = seq[one_at]
+        outside = int(launches[mine].sum() - launches[covered].sum())
+        per_forward = int(launches[one].sum())
+        for r, i in zip(one.tolist(), one_at.tolist(), strict=True):
+            if dims[i] not in batch_ones:  # a function of the dims, which their text determines
+                batch_ones[dims[i]] = _batch_one(rank, r)
+        batch_one = sum(batch_ones[dims[i]] for i in one_at.tolist())
+        start, period = int(one_at[0]), len(one_at)
         if outside > OUTSIDE_SHARE * per_forward or batch_one < BATCH_ONE_SHARE * period:
             continue
         hit = np.isin(top.gpu_top, covered)

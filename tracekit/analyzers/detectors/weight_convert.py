@@ -6,8 +6,9 @@ the same conversion of the same weight on every call: kernels that read (and wri
 and their launches, where converting once at load time leaves only the GEMM. Found per thread of a
 step, over the top-level ops that launch work in time order:
 
-- an anchor: an op that casts a 2-D tensor to a float8 dtype, or from int8 / uint8 to a floating one
-  (its `aten::copy_`'s destination and source types);
+- an anchor: an op that casts a 2-D tensor to a float8 dtype, or from int8 / uint8 / float8 to a
+  floating one (its `aten::copy_`'s destination and source types; a float8 checkpoint served through
+  `w.to(bf16) * scale` and a bf16 GEMM, held-out fp8_fake_quant);
 - its consumer: the first GEMM op (`linear`, `mm`, `matmul`, `addmm`, `_scaled_mm`) within MAX_AHEAD
   launching ops after it whose weight operand (linear's second input, the others' B) has the anchor's
   shape (or its transpose) and its destination dtype: the other operand is the activation;
@@ -125,7 +126,7 @@ class _Inputs:
 
 
 def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tuple[tuple[int, ...], str, str]]:
-    """Per top-level op row that casts a 2-D tensor to float8 or from int8 to a float: (its shape, the
+    """Per top-level op row that casts a 2-D tensor to float8 or from int8 / float8 to a float: (its shape, the
     source dtype, the destination dtype), from the `aten::copy_` under it (or itself)."""
     names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     out: dict[int, tuple[tuple[int, ...], str, str]] = {}
@@ -134,7 +135,7 @@ def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tup
         if not isinstance(types, list) or len(types) < 2:
             continue
         dst, src = str(types[0]), str(types[1])
-        if not (("Float8" in dst and src in FLOATING) or (src in INT8 and dst in FLOATING)):
+        if not (("Float8" in dst and src in FLOATING) or ((src in INT8 or "Float8" in src) and dst in FLOATING)):
             continue
         dims = inputs(row)[0]
         if len(dims) < 2:
