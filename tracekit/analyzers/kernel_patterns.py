@@ -167,6 +167,9 @@ CLASS_RULES: tuple[Rule, ...] = (
                 "SGLang store_kvcache (TraceLens SGLang MI300X)"),
     Rule(r"triu_tril|tril_kernel|triu_kernel|write_indices|repeat_interleave", "copy",
          source="triu_tril_kernel, nonzero's write_indices (H200)"),
+    Rule(r"roll_cuda_kernel|flip_kernel", "copy",
+         source="at::native::roll_cuda_kernel: torch.roll shifting a decode's conv state (H100 heldout13 "
+                "mamba_eager_decode; in its CUDA-graph variant the replayed kernels have no op to name them)"),
     # --- reductions, scans, sorts, pooling, losses -----------------------------------------
     Rule(r"moe::dev::(finalize|routing)::", "reduction",
          source="TensorRT-LLM fused MoE (flashinfer trtllm_fused_moe_dev_kernel.cu, B200 vLLM): finalizeKernel[VecLoad] "

@@ -102,16 +102,17 @@ def _on_gpu(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], idl
     """Host work on results copied back from the GPU: the GPU idle in the gaps + the bulk copies back
     of those steps (their calls: the copy and the wait for the GPU before it), which post-processing
     on the GPU no longer makes; the kernels that do it there are left out (a bincount or a reduction
-    over the outputs: tens of µs). None where the copies take longer than the work on them (held-out
-    ho4_weight_snapshot: 196 weight copies a step, 1 ms of work after them)."""
+    over the outputs: tens of µs). None where no bulk copy back is recorded in those steps (the sync
+    was a scalar read, `.item()`: sample train_sync) or the copies take longer than the work on them
+    (held-out ho4_weight_snapshot: 196 weight copies a step, 1 ms of work after them)."""
     steps = {(int(str(x["rank"])), int(str(x["step"]))) for x in rows}
     copy_us = 0.0
     for r, table in rank_tables(analysis, "copies"):
         t = table[(table[hostside.CP_DIRECTION] == hostside.DIR_D2H).to_numpy()
                   & np.isin(table[hostside.CP_STEP].to_numpy(), [s for rank, s in steps if rank == r.rank])]
         copy_us += float(t[hostside.CP_CALL_US].fillna(0.0).sum())
-    if copy_us > idle:
-        return None  # the copies outweigh the work on them: a copy problem (pinned_memory's), not post-processing
+    if not 0 < copy_us <= idle:
+        return None  # no bulk copy (a scalar read: .item()), or the copies outweigh the work on them (pinned_memory's)
     saving = idle + copy_us / scope.ranks
     for x in rows:
         x["copied_back"] = True
