@@ -111,7 +111,7 @@ def _on_gpu(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], idl
         t = table[(table[hostside.CP_DIRECTION] == hostside.DIR_D2H).to_numpy()
                   & np.isin(table[hostside.CP_STEP].to_numpy(), [s for rank, s in steps if rank == r.rank])]
         copy_us += float(t[hostside.CP_CALL_US].fillna(0.0).sum())
-    if not 0 < copy_us <= idle:
+    if not 0 < copy_us / scope.ranks <= idle:
         return None  # no bulk copy (a scalar read: .item()), or the copies outweigh the work on them (pinned_memory's)
     saving = idle + copy_us / scope.ranks
     for x in rows:
