@@ -113,6 +113,10 @@ HELDOUT_EXTRA: dict[str, frozenset[str]] = {
     "heldout13/ho13_triton_qknorm_rows": frozenset({"fuse_elementwise"}),  # 23.31 → 17.26 ms, torch.compile
     "heldout13/ho13_fp8_fake_quant": frozenset({"fused_llm_kernels", "fuse_elementwise"}),  # 37.21 → 16.33, compile
     "heldout13/ho13_vae_decode_fp32": frozenset({"fuse_elementwise"}),  # 58.98 → 35.47 ms, torch.compile
+    # sample_traces/heldout14/README.md (H100, 2026-12-06, first call): extra variants faster than their
+    # baseline in the same call (swa_roll_cache's cuda_graph was slower: 42.80 → 54.99 ms, not listed)
+    "heldout14/ho14_hifigan_weight_norm": frozenset({"cuda_graphs"}),  # 58.05 → 11.18 ms, the chunk graphed
+    "heldout14/ho14_segformer_tta_loop": frozenset({"cuda_graphs"}),  # 56.28 → 11.14 ms, the step graphed
 }
 
 

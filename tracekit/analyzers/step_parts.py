@@ -309,6 +309,11 @@ def idle_parts(analysis: Analysis, sel: Selection) -> dict[str, float]:
     return {IDLE_TOTAL: idle, **parts, IDLE_OTHER: 0.0 if abs(other) < 1e-6 * max(idle, 1.0) else other}
 
 
+def column_time(table: str, step_col: str, column: str) -> Callable[[Analysis, Selection], float]:
+    """The step part Σ `column` of the rows of patterns.`table` in the selected steps, µs per step."""
+    return lambda analysis, sel: per_step(_in_selection(analysis, sel, table, step_col, column), sel.steps)
+
+
 def _in_selection(analysis: Analysis, sel: Selection, table: str, step_col: str, column: str) -> float:
     """Σ `column` of the rows of patterns.`table` whose step is selected, over the ranks."""
     total_us = 0.0

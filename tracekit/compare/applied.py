@@ -11,6 +11,7 @@ from tracekit.analyzers.detectors import (
     backward_passes,
     broadcast_distance,
     cache_growth,
+    calibration,
     cleanup,
     context_projection,
     embeddings,
@@ -27,6 +28,7 @@ from tracekit.analyzers.detectors import (
     loader_respawn,
     offload,
     optimizer,
+    pair_concat,
     recompiles,
     recompute,
     recurrent,
@@ -39,6 +41,8 @@ from tracekit.analyzers.detectors import (
     unfold_conv,
     value_checks,
     weight_convert,
+    weight_norm,
+    window_shift,
 )
 from tracekit.compare.signals import (
     BECOMES,
@@ -222,6 +226,18 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_host.drop_checks: the checks are out of the loop: no step reads a check's boolean on the host
     "drop_checks": (Signal("value checks read on the host per step",
                            steps_sum("value_checks", value_checks.VC_STEP, value_checks.VC_CHECKS), FALLS, 1.0),),
+    # rules_leftover.calibration_off: calibration switched off: no calibrator histogram is left in the steps
+    "calibration_off": (Signal("calibrator histograms per step",
+                               steps_sum("calibration", calibration.CB_STEP, calibration.CB_CALIBRATORS), FALLS, 1.0),),
+    # rules_leftover.remove_weight_norm: the weights computed once: no weight-norm op is left in the steps
+    "remove_weight_norm": (Signal("weight-normalisation recomputations per step",
+                                  steps_sum("weight_norm", weight_norm.WN_STEP, weight_norm.WN_NORMS), FALLS, 1.0),),
+    # rules_cache.ring_buffer_cache: each token written in place: no step rewrites a decoding cache whole
+    "ring_buffer_cache": (Signal("whole-cache rewrites per step",
+                                 steps_sum("window_shift", window_shift.WS_STEP, window_shift.WS_REWRITES), FALLS, 1.0),),
+    # rules_pairs.split_pair_linear: the weight split: no pair concatenation feeds a Linear in the steps
+    "split_pair_linear": (Signal("pair concatenations into a Linear per step",
+                                 steps_sum("pair_concat", pair_concat.PC_STEP, pair_concat.PC_CALLS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

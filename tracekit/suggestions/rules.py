@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.detectors import calibration, pair_concat, weight_norm, window_shift
 from tracekit.analyzers.isolate import attempt
 from tracekit.analyzers.operators import BY_MODULE, where_launched
 from tracekit.analyzers.ranks import CrossRank
@@ -28,12 +29,14 @@ from tracekit.suggestions import (
     rules_int4,
     rules_kernels,
     rules_launch,
+    rules_leftover,
     rules_llm,
     rules_loader,
     rules_loops,
     rules_memory,
     rules_offload,
     rules_optimizer,
+    rules_pairs,
     rules_precision,
     rules_python,
     rules_ranks,
@@ -238,6 +241,22 @@ RULES: tuple[Rule, ...] = (
     Rule("drop_checks", rules_host.drop_checks, SNIPPETS["drop_checks"],
          StepPart("host time of the value checks read on the host", step_parts.value_checks_time), (),
          ("patterns.value_checks", "patterns.value_check_calls")),
+    Rule("calibration_off", rules_leftover.calibration_off, SNIPPETS["calibration_off"],
+         StepPart("host time of the calibrators left on",
+                  step_parts.column_time("calibration", calibration.CB_STEP, calibration.CB_HOST_US)), (),
+         ("patterns.calibration", "patterns.calibration_calls")),
+    Rule("remove_weight_norm", rules_leftover.remove_weight_norm, SNIPPETS["remove_weight_norm"],
+         StepPart("host time of the weight-normalisation recomputations",
+                  step_parts.column_time("weight_norm", weight_norm.WN_STEP, weight_norm.WN_HOST_US)), (),
+         ("patterns.weight_norm", "patterns.weight_norm_calls")),
+    Rule("ring_buffer_cache", rules_cache.ring_buffer_cache, SNIPPETS["ring_buffer_cache"],
+         StepPart("kernels of the whole-cache rewrites",
+                  step_parts.column_time("window_shift", window_shift.WS_STEP, window_shift.WS_GPU_US)), (),
+         ("patterns.window_shift", "patterns.window_shift_calls")),
+    Rule("split_pair_linear", rules_pairs.split_pair_linear, SNIPPETS["split_pair_linear"],
+         StepPart("kernels of the pair concatenations and their Linear",
+                  step_parts.column_time("pair_concat", pair_concat.PC_STEP, pair_concat.PC_GONE_US)), (),
+         ("device", "patterns.pair_concat", "patterns.in_pair_concat")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
@@ -257,13 +276,16 @@ RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 # capture forbids, and torch.compile breaks the graph at each (a resume and guards per check, fusion
 # only between checks); the checks go first (ho11 dist_validate, H100: 160 checks a step, 7.6 ms of
 # fusion predicted; turning validation off was the measured fix, 24.6 -> 17.4 ms).
-WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch_blocking", "drop_checks"),
+# They wait for calibration_off alike: a calibrator reads its input's range on the host (ho14
+# fp8_calibrator_on: 3 syncs per calibrator).
+WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch_blocking", "drop_checks",
+                                                         "calibration_off"),
                                          # more workers or a preprocessing thread do not stop a new
                                          # iterator forking its workers every step
                                          "dataloader_workers": ("reuse_dataloader",),
                                          "preprocess_off_thread": ("reuse_dataloader",),
                                          "quantize_weights": ("convert_weights_once",),
-                                         "fuse_elementwise": ("drop_checks",),
+                                         "fuse_elementwise": ("drop_checks", "calibration_off"),
                                          # a KV cache runs one position per token after the prefill: the
                                          # logits of the others are gone with it (heldout5 no_kv_cache)
                                          "last_logits": ("use_kv_cache",)}

@@ -1,4 +1,4 @@
-"""Rules about KV caches: generation without one (the whole sequence re-run for every token, or a fixed context's cross-attention keys and values projected again for every token: use a cache) and caches grown by torch.cat (preallocate the KV cache and write each new position in place)."""
+"""Rules about KV caches: generation without one (the whole sequence re-run for every token, or a fixed context's cross-attention keys and values projected again for every token: use a cache) caches grown by torch.cat (preallocate the KV cache and write each new position in place) and caches rewritten whole at every token (write it in place: a ring buffer)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tracekit.analyzers.costs.op_args import DTYPE_SIZE
 from tracekit.analyzers.detectors import cache_growth as cg
 from tracekit.analyzers.detectors import context_projection as cx
 from tracekit.analyzers.detectors import generation as gn
+from tracekit.analyzers.detectors import window_shift as ws
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import ATTENTION, CLASS, GEMM
 from tracekit.suggestions.common import (
@@ -28,6 +29,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_host import calls_gone
 from tracekit.units import plural
 
 
@@ -221,3 +223,30 @@ def cache_cross_kv(analysis: Analysis) -> Suggestion | None:
                f"per step ({x['launches_per_step']:.0f} launches), gone; the cross-attention still reads the cached "
                "keys and values")
     return suggestion("use_kv_cache", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def ring_buffer_cache(analysis: Analysis) -> Suggestion | None:
+    """Decoding caches rewritten whole at every token (patterns.window_shift), in every headline step:
+    the rewrites' kernel time. The what-if removes their calls and kernels (an in-place write of one
+    slot is left for the new token; its cost is a slot's, not counted). Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "window_shift", ws.WS_STEP):
+        gpu = float(t[ws.WS_GPU_US].sum())
+        total += gpu
+        rows.append({"rank": r.rank, "rewrites_per_step": float(t[ws.WS_REWRITES].sum()) / n,
+                     "attention_calls_per_step": float(t[ws.WS_ATTENTION].sum()) / n, "ops": str(t[ws.WS_OPS].iat[0]),
+                     "cache": str(t[ws.WS_CACHE].iat[0]), "gpu_us_per_step": gpu / n, "saving_us": gpu})
+    if not rows:
+        return None
+    x = rows[0]
+    title = (f"Write each token's K/V in place: every step rewrites its attention caches whole "
+             f"({round(float(str(x['rewrites_per_step'])))} passes per step: {x['ops']} over {x['cache']}), "
+             f"{fmt_us(float(str(x['gpu_us_per_step'])))} of GPU time per step; a ring buffer (index_copy_ at "
+             "pos % window) or a static cache's slot moves one position")
+    formula = "Σ of the whole-cache rewrites' kernel time (gathers, zero/fill, in-place adds and copies of the cache's full shape), per step"
+    return suggestion("ring_buffer_cache", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+ring_buffer_transform = calls_gone("window_shift_calls")  # the whole-cache rewrites' calls and their kernels

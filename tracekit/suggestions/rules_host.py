@@ -67,6 +67,9 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         in_value_check = r.patterns.sync_in_checks if r.patterns is not None else None
         if in_value_check is not None and len(in_value_check) == len(table):
             keep &= ~in_value_check  # a value check's read: drop_checks' change removes it with the check
+        in_calibration = r.patterns.sync_in_calibration if r.patterns is not None else None
+        if in_calibration is not None and len(in_calibration) == len(table):
+            keep &= ~in_calibration  # a calibrator's range read: calibration_off's change removes it
         in_check = r.patterns.sync_in_anomaly if r.patterns is not None else None
         if in_check is not None and len(in_check) == len(table):
             keep &= ~in_check  # autograd anomaly mode's NaN check: anomaly_mode's change removes it
@@ -171,6 +174,7 @@ def drop_checks(analysis: Analysis) -> Suggestion | None:
 
 
 drop_checks_transform = calls_gone("value_check_calls")  # every check's calls
+
 
 
 def pinned_bandwidth(device: Device | None) -> float:

@@ -94,6 +94,45 @@ torch.distributions.Distribution.set_default_validate_args(False)   # or Normal(
 torch._assert_async((scale > 0).all())    # the check stays, on the GPU: no sync (fails at the next sync)
 # python -O drops plain `assert` statements
 ''',
+    "calibration_off": '''\
+# Calibration collects statistics for the scales; once the scales are loaded it has nothing left to do,
+# but a quantizer left calibrating still measures every input (its range read on the host, a histogram):
+#   quantizer.enable_calib(); model(batches); quantizer.load_calib_amax()   # ... and never disable_calib()
+for module in model.modules():                       # pytorch-quantization / ModelOpt
+    if isinstance(module, TensorQuantizer) and module._calibrator is not None:
+        module.disable_calib()
+        module.enable_quant()
+model.apply(torch.ao.quantization.disable_observer)  # torch.ao QAT / PTQ models: observers off
+''',
+    "remove_weight_norm": '''\
+# Weight normalisation recomputes every normed weight as g * v / ||v|| in each call; at inference the
+# weights do not change: compute them once, after loading the trained weights.
+from torch.nn.utils import parametrize
+for module in model.modules():
+    if parametrize.is_parametrized(module, "weight"):   # torch.nn.utils.parametrizations.weight_norm
+        parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+# the older hook (torch.nn.utils.weight_norm): torch.nn.utils.remove_weight_norm(module)
+''',
+    "ring_buffer_cache": '''\
+# A sliding-window cache shifted one slot per token rewrites the whole window each time:
+#   k_out = k_cache[:, :, indices]; k_out[:, :, -1] = k; k_cache.zero_(); k_cache += k_out
+# Write the new key/value at its slot instead and attend over the buffer as it lies: keys carry
+# their rotary position from before they were cached, so their order in the buffer does not matter.
+slot = pos % window
+k_cache.index_copy_(2, torch.tensor([slot], device=k.device), k)
+v_cache.index_copy_(2, torch.tensor([slot], device=v.device), v)
+out = F.scaled_dot_product_attention(q, k_cache, v_cache)   # mask the slots not yet filled while pos < window
+''',
+    "split_pair_linear": '''\
+# A Linear over every pair's concatenation runs its GEMM on B*L*L rows and writes the pairs' tensor:
+#   pair = torch.cat([h[:, :, None].expand(-1, -1, L, -1), h[:, None].expand(-1, L, -1, -1)], -1)
+#   out = linear(pair)                                    # W @ [h_i; h_j] + b
+# The same function with the weight split in two halves, each applied per item (B*L rows):
+w_i, w_j = linear.weight.split([h.shape[-1], h.shape[-1]], dim=1)
+a = h @ w_i.T                                              # B x L x out
+b = h @ w_j.T + linear.bias
+out = a[:, :, None] + b[:, None, :]                        # B x L x L x out, by broadcasting
+''',
     "read_once": '''\
 # Reading finished results item by item copies a few bytes and waits for the GPU every time:
 #   for i in range(batch): hyps.append(collapse(ids[i, :lengths[i]].cpu().tolist()))

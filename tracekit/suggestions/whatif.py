@@ -132,11 +132,12 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The syncs gone but a per-tensor loop's (foreach_loops') and the value checks' (drop_checks')."""
+    """The syncs gone but a per-tensor loop's (foreach_loops'), the value checks' (drop_checks') and
+    the calibrators' (calibration_off')."""
     kept = loop_calls(r)
-    checks = r.patterns.value_check_calls if r.patterns is not None else None
-    if checks is not None and len(checks) and checks.any():
-        kept = checks if kept is None else kept | checks
+    for checks in ((r.patterns.value_check_calls, r.patterns.calibration_calls) if r.patterns is not None else ()):
+        if len(checks) and checks.any():
+            kept = checks if kept is None else kept | checks
     return no_syncs(kept)
 
 

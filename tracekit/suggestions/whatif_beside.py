@@ -1,14 +1,17 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform, filled_cache_transform
+from tracekit.suggestions.rules_cache import ring_buffer_transform
 from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_host import drop_checks_transform, read_once_transform
 from tracekit.suggestions.rules_int4 import int4_transform
+from tracekit.suggestions.rules_leftover import calibration_transform, weight_norm_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
 from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
+from tracekit.suggestions.rules_pairs import split_pair_transform
 from tracekit.suggestions.rules_recompute import single_backward_transform
 from tracekit.suggestions.rules_triton import autotune_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
@@ -25,6 +28,10 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
     "use_conv2d": use_conv2d_transform,
     "drop_checks": drop_checks_transform,  # the checks' calls gone with the host gaps before them
+    "calibration_off": calibration_transform,  # the calibrators' calls gone with the host gaps before them
+    "remove_weight_norm": weight_norm_transform,  # the weight recomputations' calls gone
+    "ring_buffer_cache": ring_buffer_transform,  # the whole-cache rewrites' calls and kernels gone
+    "split_pair_linear": split_pair_transform,  # the pair concat's work at the split's added share
     "read_once": read_once_transform,  # each read loop's calls after its first item gone
     "filled_cache": filled_cache_transform,  # the whole-cache attention kernels at the filled share  # the im2col/col2im kernels and the columns' copies gone
 }

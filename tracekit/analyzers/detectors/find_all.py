@@ -19,6 +19,7 @@ from tracekit.analyzers.detectors import (
     backward_passes,
     broadcast_distance,
     cache_growth,
+    calibration,
     context_projection,
     embeddings,
     ensembles,
@@ -37,6 +38,7 @@ from tracekit.analyzers.detectors import (
     mask_build,
     offload,
     optimizer,
+    pair_concat,
     recompute,
     recurrent,
     requests,
@@ -50,6 +52,8 @@ from tracekit.analyzers.detectors import (
     unfold_conv,
     value_checks,
     weight_convert,
+    weight_norm,
+    window_shift,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -151,6 +155,10 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     cached = static_cache.find_static_cache(rank, classes, steps.ops, rows)
     reads = item_reads.find_item_reads(rank, steps)
     checks = value_checks.find_value_checks(rank, seqs, top)
+    calibrating = calibration.find_calibration(rank, seqs, top)
+    norms = weight_norm.find_weight_norms(rank, seqs, top)
+    shifts = window_shift.find_window_shifts(rank, seqs, top)
+    pairs = pair_concat.find_pair_concats(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -261,4 +269,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         sync_in_reads=reads.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
         value_checks=checks.table, value_check_calls=checks.calls,
         sync_in_checks=checks.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
+        calibration=calibrating.table, calibration_calls=calibrating.calls,
+        weight_norm=norms.table, weight_norm_calls=norms.calls,
+        window_shift=shifts.table, window_shift_calls=shifts.calls,
+        pair_concat=pairs.table, in_pair_concat=pairs.rows,
+        sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )

@@ -155,6 +155,22 @@ def _iterations(run: list[str], counts: list[int]) -> int:
     return min(blocks, min(counts)) if blocks > 1 else max(counts)
 
 
+def _trimmed(run: list[int], names: np.ndarray) -> list[int]:
+    """`run` without the calls at its ends whose op the run calls fewer than MIN_TENSORS times: a
+    neighbouring statement's op (a loss accumulated by `total += loss` right after a weight EMA's
+    loop, heldout14 effnet_ema_loop), not a per-tensor call, that would otherwise cap the loop's
+    iterations at its one call."""
+    counts: dict[str, int] = {}
+    for row in run:
+        counts[str(names[row])] = counts.get(str(names[row]), 0) + 1
+    lo, hi = 0, len(run)
+    while lo < hi and counts[str(names[run[lo]])] < MIN_TENSORS:
+        lo += 1
+    while hi > lo and counts[str(names[run[hi - 1]])] < MIN_TENSORS:
+        hi -= 1
+    return run[lo:hi]
+
+
 def _by_thread_then_time(ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """The order of rows by thread id, then time; thread ids that do not compare (a string and a
     number, a null: a hostile trace) are taken in order of first appearance instead."""
@@ -205,7 +221,9 @@ def find_foreach_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = N
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
     ends = ops[tables.OP_END].to_numpy(dtype=float)
     out_rows: list[dict[str, object]] = []
-    for run in runs:
+    for run in (_trimmed(r, names) for r in runs):
+        if not run:
+            continue
         by_name: dict[str, list[int]] = {}
         for row in run:
             if names[row] in FOREACH_OPS:

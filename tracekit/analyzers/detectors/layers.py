@@ -47,6 +47,12 @@ GATE = re.compile(r"^aten::mul$|MulBackward")
 ANCESTOR_DEPTH = 4  # how far above a kernel's op an anchor is looked for (the autograd node of a backward op)
 # Kernels that end a segment: matrix work, lookups, communication and copies to or from the host.
 BOUNDARY_CLASSES = (GEMM, ATTENTION, CONV, EMBEDDING, COMMUNICATION, MEMCPY, MEMSET)
+# ... and kernels of gathers by index (`t[indices]`, index_select): no fused norm / RoPE / SwiGLU /
+# loss kernel does their work (heldout14 swa_roll_cache: a K/V window gathered one slot to the left,
+# zeroed and added back after each layer's RoPE, 16 times the RoPE's own time, counted as the RoPE
+# chain's until the gather ended its segment). Fills and scatters stay: a slice's backward fills
+# zeros inside RoPE's backward chain (heldout12 neox_causal_mask).
+BOUNDARY_OPS = re.compile(r"^aten::(index|index_select)$")
 
 # --- columns of Patterns.llm_chains (one row per chain kind) --------------------------------------
 LC_KIND = "kind"  # RMS_NORM, SWIGLU, ROPE, CROSS_ENTROPY
@@ -125,7 +131,8 @@ def find_llm_chains(rank: RankTrace, classes: np.ndarray, rows: np.ndarray | Non
                           "step": gpu[tables.GPU_STEP].to_numpy()[keep], "ts": gpu[tables.GPU_TS].to_numpy(dtype=float)[keep]})
     frame = frame.sort_values(["stream", "ts"], kind="stable")
     order = frame["row"].to_numpy(dtype=np.int64)
-    boundary = np.isin(classes[order], BOUNDARY_CLASSES)
+    moves = matches(op_names, BOUNDARY_OPS)
+    boundary = np.isin(classes[order], BOUNDARY_CLASSES) | ((op_pos[order] >= 0) & moves[np.clip(op_pos[order], 0, None)])
     new = boundary.copy()
     if len(order):
         new[1:] |= (frame["stream"].to_numpy()[1:] != frame["stream"].to_numpy()[:-1])

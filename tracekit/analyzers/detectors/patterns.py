@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py) and value checks read on the host in the loop (value_checks.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py), value checks read on the host in the loop (value_checks.py), quantizers still calibrating at inference (calibration.py), weight normalisation recomputed at inference (weight_norm.py), decoding caches rewritten whole at every token (window_shift.py) and Linears over concatenated pairs (pair_concat.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tracekit.analyzers.detectors import (
     backward_passes,
     broadcast_distance,
     cache_growth,
+    calibration,
     context_projection,
     embeddings,
     ensembles,
@@ -33,6 +34,7 @@ from tracekit.analyzers.detectors import (
     mask_build,
     offload,
     optimizer,
+    pair_concat,
     recompute,
     recurrent,
     requests,
@@ -45,6 +47,8 @@ from tracekit.analyzers.detectors import (
     unfold_conv,
     value_checks,
     weight_convert,
+    weight_norm,
+    window_shift,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -246,6 +250,20 @@ class Patterns:
     value_checks: pd.DataFrame = field(default_factory=value_checks.empty)
     value_check_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     sync_in_checks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # calibration.CALIBRATION_COLUMNS per step × thread; per rank.runtime row, a calibrator's call, and the
+    # same per row of `syncs`
+    calibration: pd.DataFrame = field(default_factory=calibration.empty)
+    calibration_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    sync_in_calibration: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # weight_norm.WEIGHT_NORM_COLUMNS per step × thread; per rank.runtime row, a recomputation's call
+    weight_norm: pd.DataFrame = field(default_factory=weight_norm.empty)
+    weight_norm_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # window_shift.WINDOW_SHIFT_COLUMNS per step × thread; per rank.runtime row, a whole-cache rewrite's call
+    window_shift: pd.DataFrame = field(default_factory=window_shift.empty)
+    window_shift_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # pair_concat.PAIR_CONCAT_COLUMNS per step × pair shape; per rank.gpu row, work the weight split removes
+    pair_concat: pd.DataFrame = field(default_factory=pair_concat.empty)
+    in_pair_concat: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
