@@ -176,7 +176,6 @@ def drop_checks(analysis: Analysis) -> Suggestion | None:
 drop_checks_transform = calls_gone("value_check_calls")  # every check's calls
 
 
-
 def pinned_bandwidth(device: Device | None) -> float:
     """GB/s of pinned host-to-device copies on `device` (PINNED_H2D_GBPS by device key)."""
     key = (device.key if device is not None else "").lower()
