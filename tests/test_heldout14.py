@@ -172,6 +172,39 @@ def test_window_rewritten_at_every_token():
     assert "ring_buffer_cache" not in {s.id for s in after.suggestions}
 
 
+def _cache_trace(path: Path, write: bool) -> Path:
+    """One ProfilerStep, 4 times: two aten::index_select gathers of the whole 2×4×128×64 cache (beam
+    search's reorder) and, with `write`, an aten::zero_ of it, then a decoding SDPA call (1 query over its
+    128 keys); each op 20 µs launching a 5 µs kernel, 100 µs apart."""
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#0", 0, 10_000)
+    cache = [2, 4, 128, 64]
+    t = 100
+    for _ in range(4):
+        ops = [("aten::index_select", [cache, [], [2]])] * 2 + ([("aten::zero_", [cache])] if write else [])
+        ops.append(("aten::scaled_dot_product_attention", [[2, 4, 1, 64], cache, cache]))
+        for name, dims in ops:
+            ext = b.op(name, t, 20, **{"Input Dims": dims})
+            b.launch(t + 2, 5, "void some_kernel", t + 10, 5, ext=ext)
+            t += 100
+    return b.write(path)
+
+
+def test_cache_rewrite_needs_an_in_place_write(tmp_path):
+    """Synthetic: gathers of the whole cache alone (a reorder) are no window shift; with a zero_ of it in
+    each of the 4 decoding calls' stretch: one row of 4 attention calls and 12 rewrites, 12 × 5 µs of kernels."""
+    def found(path: Path) -> window_shift.WindowShifts:
+        rank = load_trace(path).ranks[0]
+        top = TopLevel.of(rank)
+        return window_shift.find_window_shifts(rank, step_sequences(rank, StepsOf.of(rank), top), top)
+
+    assert not len(found(_cache_trace(tmp_path / "a.json", write=False)).table)
+    table = found(_cache_trace(tmp_path / "b.json", write=True)).table
+    assert table[[window_shift.WS_ATTENTION, window_shift.WS_REWRITES]].to_dict("records") == [
+        {window_shift.WS_ATTENTION: 4, window_shift.WS_REWRITES: 12}]
+    assert table[window_shift.WS_GPU_US].tolist() == [pytest.approx(60.0)]
+
+
 def test_linear_over_pair_concatenation():
     """Raw events: in each of the 4 steps one aten::cat of two 8×384×384×512 tensors (the broadcast
     residue views) and one Linear on 8×384×384×1024 with a 256×1024 weight (two aten::linear events:

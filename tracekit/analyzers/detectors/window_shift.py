@@ -9,7 +9,8 @@ The caches are the key shapes of the step's decoding attention calls (top-level
 rewrite is a top-level SHIFT_OPS call on one thread whose tensor inputs all have a cache's shape
 (an in-place add or copy of the whole window; a gather of it; a zero or fill of it); a slot write
 (`index_put_`, `index_copy_`, a copy into a slice) has a smaller input and is not one. A step counts
-with at least one rewrite per decoding attention call over those caches, MIN_REWRITES at least. One
+with at least one rewrite per decoding attention call over those caches, MIN_REWRITES at least, and
+at least one of them an in-place write (WRITE_OPS: gathers alone are a reorder, e.g. beam search's). One
 row per step and thread; per rank.runtime row, whether a rewrite issued it."""
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ MIN_KEYS = 64  # keys of a cache worth a rule
 MIN_REWRITES = 4
 SHIFT_OPS = frozenset({"aten::index", "aten::index_select", "aten::gather", "aten::roll", "aten::zero_",
                        "aten::fill_", "aten::add_", "aten::copy_", "aten::clone", "aten::contiguous"})
+# A rewrite writes the cache in place: a gather of the whole cache alone is a new tensor (beam search's
+# `index_select` of the cache by beam, whose fix is not a ring buffer), so a step counts only with one of these.
+WRITE_OPS = frozenset({"aten::zero_", "aten::fill_", "aten::add_", "aten::copy_"})
 
 # --- columns of Patterns.window_shift (one row per step × thread) -----------------------------------
 WS_STEP = "step"
@@ -85,8 +89,8 @@ def find_window_shifts(rank: RankTrace, seqs: tuple[StepOps, ...], top: TopLevel
                 continue
             shapes = set(caches)
             rewrites = [int(r) for r in seq[shift[seq]]
-                        if (t := _tensors(rank, int(r))) and all(x in shapes for x in t)]
-            if len(rewrites) < max(MIN_REWRITES, len(caches)):
+                        if (t := [x for x in _tensors(rank, int(r)) if len(x) > 1]) and all(x in shapes for x in t)]
+            if len(rewrites) < max(MIN_REWRITES, len(caches)) or not any(names[r] in WRITE_OPS for r in rewrites):
                 continue
             these = np.zeros(len(ops), dtype=bool)
             these[rewrites] = True
