@@ -36,3 +36,24 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis, "roofline", _broken)
     with pytest.raises(ValueError, match="iterable argument is empty"):
         main(["analyze", str(SAMPLE)])
+
+
+def _interrupted_in_set_name(*args: object, **kwargs: object) -> object:
+    """What Python raises when Ctrl-C lands in a class body's `__set_name__` (a dataclass field while a
+    module imports: seen in CI's start-up Ctrl-C test): a RuntimeError caused by the KeyboardInterrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise RuntimeError("Error calling __set_name__ on 'Field' instance 'x' in 'Patterns'") from exc
+
+
+def test_ctrl_c_wrapped_by_python_is_an_interruption(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Even with TRACEKIT_DEBUG=1 (bugs raise), a RuntimeError whose cause is a KeyboardInterrupt ends as
+    the one `interrupted` line and exit 130, like Ctrl-C itself."""
+    monkeypatch.setenv("TRACEKIT_DEBUG", "1")
+    monkeypatch.setattr(analysis, "roofline", _interrupted_in_set_name)
+    code = main(["analyze", str(SAMPLE)])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert err.strip() == "tracekit: interrupted"

@@ -59,7 +59,7 @@ def exit_status(exc: BaseException) -> tuple[int, str] | None:
     None for exceptions that are bugs (the CLI lets those show their traceback)."""
     if isinstance(exc, TracekitError):
         return exc.exit_code, f"error: {exc}"
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt) or _caused_by_interrupt(exc):
         return EXIT_SIGINT, "interrupted"
     if isinstance(exc, Terminated):
         return 128 + exc.signum, "terminated"
@@ -71,6 +71,19 @@ def exit_status(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, BrokenPipeError):
         return EXIT_ERROR, "error: output closed early (broken pipe)"
     return None
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt raised the exception: Ctrl-C inside a class body's `__set_name__`
+    (a dataclass field while a module imports) comes out as a RuntimeError whose cause it is."""
+    seen: set[int] = set()
+    link = exc.__cause__ or exc.__context__
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def bug_line(exc: BaseException) -> str:
