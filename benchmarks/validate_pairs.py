@@ -64,6 +64,8 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/compile_graph_breaks", "bare/compile_graph_breaks_fixed", "graph_breaks"),
     ("bare/triton_matmul_tiles", "bare/triton_matmul_tiles_fixed", "triton_config"),
     ("bare/lm_head_vocab", "bare/lm_head_vocab_fixed", "align_dims"),
+    ("bare/decode_cudnn_plans", "bare/decode_cudnn_plans_fixed", "attention_plans"),
+    ("bare/eval_grad_mode", "bare/eval_grad_mode_fixed", "inference_mode"),
 )
 
 

@@ -117,6 +117,14 @@ HELDOUT_EXTRA: dict[str, frozenset[str]] = {
     # baseline in the same call (swa_roll_cache's cuda_graph was slower: 42.80 → 54.99 ms, not listed)
     "heldout14/ho14_hifigan_weight_norm": frozenset({"cuda_graphs"}),  # 58.05 → 11.18 ms, the chunk graphed
     "heldout14/ho14_segformer_tta_loop": frozenset({"cuda_graphs"}),  # 56.28 → 11.14 ms, the step graphed
+    # sample_traces/heldout15/README.md (H100, 2026-12-06, first and second calls): extra variants faster
+    # than their baseline in the same call
+    "heldout15/ho15_gtr_t5_wo_fp32": frozenset({"fuse_elementwise"}),  # 49.71 → 36.29 ms, torch.compile
+    "heldout15/ho15_lora_tenant_loop": frozenset({"cuda_graphs"}),  # 81.26 → 19.81 ms, the step graphed
+    "heldout15/ho15_dt_rollout_grad_mode": frozenset({"cuda_graphs"}),  # 19.25 → 14.74 ms, an env step graphed
+    "heldout15/ho15_nf4_fp32_compute": frozenset({"fuse_elementwise"}),  # 38.54 → 28.76 ms, torch.compile
+    "heldout15/ho15_vmoe_einsum_dispatch": frozenset({"fuse_elementwise"}),  # 76.63 → 30.06 ms, torch.compile
+    "heldout15/ho15_ldm_vae_encode_loop": frozenset({"fuse_elementwise"}),  # 34.79 → 27.93 ms, torch.compile
 }
 
 

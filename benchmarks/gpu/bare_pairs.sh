@@ -54,6 +54,10 @@ PAIRS=(
   "triton_matmul_tiles_fixed|1|6|$S/triton_matmul_tiles.py --tiles 128,128,32 --warps 4 --stages 4"
   "lm_head_vocab|1|6|$S/lm_head_vocab.py"
   "lm_head_vocab_fixed|1|6|$S/lm_head_vocab.py --vocab 50304"
+  "decode_cudnn_plans|1|6|$S/decode_cudnn_plans.py --steps 8"
+  "decode_cudnn_plans_fixed|1|6|$S/decode_cudnn_plans.py --steps 8 --fixed"
+  "eval_grad_mode|1|6|$S/eval_grad_mode.py --steps 8"
+  "eval_grad_mode_fixed|1|6|$S/eval_grad_mode.py --steps 8 --fixed"
 )
 want=" $* "
 for row in "${PAIRS[@]}"; do

@@ -7,6 +7,7 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import (
     anomaly,
     attention_mask,
+    attention_plans,
     autotune,
     backward_passes,
     broadcast_distance,
@@ -21,6 +22,7 @@ from tracekit.analyzers.detectors import (
     full_logits,
     generation,
     gqa_expand,
+    grad_recording,
     item_reads,
     l2_penalty,
     launch_blocking,
@@ -37,6 +39,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     static_cache,
     triton_launch,
+    triton_rebuild,
     underfilled,
     unfold_conv,
     value_checks,
@@ -238,6 +241,15 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_pairs.split_pair_linear: the weight split: no pair concatenation feeds a Linear in the steps
     "split_pair_linear": (Signal("pair concatenations into a Linear per step",
                                  steps_sum("pair_concat", pair_concat.PC_STEP, pair_concat.PC_CALLS), FALLS, 1.0),),
+    # rules_leftover.inference_mode: grad off in the loop: no autograd node is created in an inference step
+    "inference_mode": (Signal("autograd nodes recorded per inference step",
+                              steps_sum("grad_recording", grad_recording.GR_STEP, grad_recording.GR_NODES), FALLS, 1.0),),
+    # rules_rebuild.define_kernel_once: the kernel defined once: no launch of it makes a new kernel object
+    "define_kernel_once": (Signal("Triton kernel objects made per step",
+                                  steps_sum("triton_rebuild", triton_rebuild.TR_STEP, triton_rebuild.TR_OBJECTS), FALLS, 1.0),),
+    # rules_rebuild.attention_plans: another backend (or fixed shapes): no cuDNN attention plan is built in the steps
+    "attention_plans": (Signal("cuDNN attention plans built per step",
+                               steps_sum("attention_plans", attention_plans.AP_STEP, attention_plans.AP_BUILDS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from tracekit.analyzers import step_parts
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import calibration, pair_concat, weight_norm, window_shift
 from tracekit.analyzers.isolate import attempt
 from tracekit.analyzers.operators import BY_MODULE, where_launched
 from tracekit.analyzers.ranks import CrossRank
@@ -40,11 +39,13 @@ from tracekit.suggestions import (
     rules_precision,
     rules_python,
     rules_ranks,
+    rules_rebuild,
     rules_recompute,
     rules_triton,
 )
 from tracekit.suggestions.common import SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rule_targets import COLUMN_TARGETS
 from tracekit.suggestions.snippets import SNIPPETS
 from tracekit.suggestions.whatif import price
 
@@ -241,22 +242,20 @@ RULES: tuple[Rule, ...] = (
     Rule("drop_checks", rules_host.drop_checks, SNIPPETS["drop_checks"],
          StepPart("host time of the value checks read on the host", step_parts.value_checks_time), (),
          ("patterns.value_checks", "patterns.value_check_calls")),
-    Rule("calibration_off", rules_leftover.calibration_off, SNIPPETS["calibration_off"],
-         StepPart("host time of the calibrators left on",
-                  step_parts.column_time("calibration", calibration.CB_STEP, calibration.CB_HOST_US)), (),
+    Rule("calibration_off", rules_leftover.calibration_off, SNIPPETS["calibration_off"], COLUMN_TARGETS["calibration_off"], (),
          ("patterns.calibration", "patterns.calibration_calls")),
-    Rule("remove_weight_norm", rules_leftover.remove_weight_norm, SNIPPETS["remove_weight_norm"],
-         StepPart("host time of the weight-normalisation recomputations",
-                  step_parts.column_time("weight_norm", weight_norm.WN_STEP, weight_norm.WN_HOST_US)), (),
+    Rule("remove_weight_norm", rules_leftover.remove_weight_norm, SNIPPETS["remove_weight_norm"], COLUMN_TARGETS["remove_weight_norm"], (),
          ("patterns.weight_norm", "patterns.weight_norm_calls")),
-    Rule("ring_buffer_cache", rules_cache.ring_buffer_cache, SNIPPETS["ring_buffer_cache"],
-         StepPart("kernels of the whole-cache rewrites",
-                  step_parts.column_time("window_shift", window_shift.WS_STEP, window_shift.WS_GPU_US)), (),
+    Rule("ring_buffer_cache", rules_cache.ring_buffer_cache, SNIPPETS["ring_buffer_cache"], COLUMN_TARGETS["ring_buffer_cache"], (),
          ("patterns.window_shift", "patterns.window_shift_calls")),
-    Rule("split_pair_linear", rules_pairs.split_pair_linear, SNIPPETS["split_pair_linear"],
-         StepPart("kernels of the pair concatenations and their Linear",
-                  step_parts.column_time("pair_concat", pair_concat.PC_STEP, pair_concat.PC_GONE_US)), (),
+    Rule("split_pair_linear", rules_pairs.split_pair_linear, SNIPPETS["split_pair_linear"], COLUMN_TARGETS["split_pair_linear"], (),
          ("device", "patterns.pair_concat", "patterns.in_pair_concat")),
+    Rule("inference_mode", rules_leftover.inference_mode, SNIPPETS["inference_mode"], COLUMN_TARGETS["inference_mode"], (),
+         ("patterns.grad_recording", "patterns.grad_recording_cut_us")),
+    Rule("define_kernel_once", rules_rebuild.define_kernel_once, SNIPPETS["define_kernel_once"], COLUMN_TARGETS["define_kernel_once"], (),
+         ("patterns.triton_rebuild", "patterns.triton_rebuild_cut_us")),
+    Rule("attention_plans", rules_rebuild.attention_plans, SNIPPETS["attention_plans"], COLUMN_TARGETS["attention_plans"], (),
+         ("patterns.attention_plans", "patterns.attention_plan_cut_us")),
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
@@ -285,7 +284,9 @@ WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch
                                          "dataloader_workers": ("reuse_dataloader",),
                                          "preprocess_off_thread": ("reuse_dataloader",),
                                          "quantize_weights": ("convert_weights_once",),
-                                         "fuse_elementwise": ("drop_checks", "calibration_off"),
+                                         # a compiled model recompiling, or run eagerly once Dynamo gave
+                                         # up: the guard is the fix, not compiling (ho15 dino_counter_recompile)
+                                         "fuse_elementwise": ("drop_checks", "calibration_off", "recompiles"),
                                          # a KV cache runs one position per token after the prefill: the
                                          # logits of the others are gone with it (heldout5 no_kv_cache)
                                          "last_logits": ("use_kv_cache",)}

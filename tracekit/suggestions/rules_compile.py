@@ -9,6 +9,7 @@ from tracekit.analyzers.detectors import compiled as cd
 from tracekit.analyzers.detectors import recompiles as rc
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_kernels import fuse_elementwise
 from tracekit.units import plural
 
 BREAKS_MIN_PCT = 2.0  # silent below this share of the step
@@ -64,9 +65,36 @@ def graph_breaks(analysis: Analysis) -> Suggestion | None:
     return suggestion("graph_breaks", title, saving, scope, formula, rows, min_pct=BREAKS_MIN_PCT)
 
 
+def _eager_fallback(analysis: Analysis) -> Suggestion | None:
+    """A compiled function Dynamo gave up on: in every headline step its cache is looked up
+    (patterns.compiled: lookups) and no compiled region runs, so the function runs eagerly (after
+    `recompile_limit` versions whose guards failed, e.g. on a Python attribute changed in forward:
+    heldout15 dino_counter_recompile, 8 lookups and no region a step). Saving: the steps compiled,
+    fuse_elementwise's estimate of them (its what-if: whatif_debug.no_recompiles)."""
+    rows: list[dict[str, Any]] = []
+    for r, table in rank_tables(analysis, "compiled"):
+        t = table[in_headline(r, table[cd.CR_STEP].to_numpy())]
+        n = len(r.launch.steady_steps)
+        if not n or t[cd.CR_STEP].nunique() < n or (t[cd.CR_REGIONS] > 0).any() or not (t[cd.CR_LOOKUPS] > 0).all():
+            continue
+        rows.append({"rank": r.rank, "mode": "eager_fallback", "lookups_per_step": float(t[cd.CR_LOOKUPS].sum()) / n,
+                     "compiled_regions_per_step": 0})
+    fused = fuse_elementwise(analysis) if rows else None
+    if fused is None:
+        return None
+    scope = Scope.of(analysis)
+    per = float(rows[0]["lookups_per_step"])
+    title = (f"torch.compile runs this model eagerly: {per:.0f} cache lookup{'' if round(per) == 1 else 's'} per step and "
+             "no compiled region, so Dynamo gave up on the frame (recompile_limit reached: a guard failed on every call, "
+             "e.g. an integer attribute changed in forward); keep per-call Python state out of the compiled function")
+    formula = ("the steps as compiled: fuse_elementwise's estimate of them (" + fused.formula + ")")
+    return suggestion("recompiles", title, fused.saving_us, scope, formula, rows)
+
+
 def recompiles(analysis: Analysis) -> Suggestion | None:
     """Dynamo compiling frames inside most headline steps (patterns.recompiles): per step, the compile
-    spans' host time, which the step waits for (nothing is launched while a frame compiles)."""
+    spans' host time, which the step waits for (nothing is launched while a frame compiles). Without
+    any, a compiled function that runs eagerly in every step (_eager_fallback)."""
     scope = Scope.of(analysis)
     rows: list[dict[str, Any]] = []
     total, frames, with_steps, steady = 0.0, 0, 0, 0
@@ -83,7 +111,7 @@ def recompiles(analysis: Analysis) -> Suggestion | None:
             rows.append({"rank": r.rank, "step": int(step), "frame_compiles": int(g[rc.RC_FRAMES].sum()),
                          "compile_us": us, "saving_us": us})
     if not rows:
-        return None
+        return _eager_fallback(analysis)
     saving = total / scope.ranks
     per = frames / (scope.steps * scope.ranks)
     title = (f"torch.compile recompiles in {with_steps} of {steady} steps: {per:.0f} frame "

@@ -29,19 +29,22 @@ AFTER_COPY = re.compile(r"\((aten::(to|_to_copy|copy_|item|_local_scalar_dense)|
 def _cleanup_covers(r: RankAnalysis, gaps: pd.DataFrame) -> np.ndarray:
     """Per host gap: at least half of it lies in the end-of-step cleanup the cleanup rules price (a
     recorded garbage collection; without such records, the silence right before a cache release), in
-    Dynamo's frame compiles (the recompiles rule's) or between two compiled graphs (graph_breaks')."""
+    Dynamo's frame compiles (the recompiles rule's), between two compiled graphs (graph_breaks') or
+    before launches whose host work a Triton kernel made anew or a cuDNN attention plan built is
+    (define_kernel_once's, attention_plans': patterns.rebuild_spans)."""
     p = r.patterns
     out = np.zeros(len(gaps), dtype=bool)
-    if p is None or not (len(p.cleanup_spans) or len(p.recompiles) or len(p.graph_breaks)) or not len(gaps):
+    if p is None or not (len(p.cleanup_spans) or len(p.recompiles) or len(p.graph_breaks) or len(p.rebuild_spans)) \
+            or not len(gaps):
         return out
     spans = p.cleanup_spans
     kinds = (cleanup.SPAN_GC,) if p.gc_recorded else (cleanup.SPAN_GC, cleanup.SPAN_SILENT)
     spans = spans[spans[cleanup.CS_WHAT].isin(kinds)]
     breaks = p.graph_breaks  # the host time between two compiled graphs: graph_breaks' (its Python, guards, sync)
     starts = np.concatenate((spans[cleanup.CS_TS].to_numpy(dtype=float), p.recompiles[recompiles.RC_TS].to_numpy(dtype=float),
-                             breaks[dynamo.GB_START].to_numpy(dtype=float)))
+                             breaks[dynamo.GB_START].to_numpy(dtype=float), p.rebuild_spans[:, 0]))
     ends = np.concatenate((spans[cleanup.CS_END].to_numpy(dtype=float), p.recompiles[recompiles.RC_END].to_numpy(dtype=float),
-                           breaks[dynamo.GB_END].to_numpy(dtype=float)))
+                           breaks[dynamo.GB_END].to_numpy(dtype=float), p.rebuild_spans[:, 1]))
     s, e = merge_intervals(starts, ends)
     a = gaps[hostside.HG_TS].to_numpy(dtype=float)
     length = gaps[hostside.HG_GAP_US].to_numpy(dtype=float)

@@ -113,6 +113,35 @@ for module in model.modules():
         parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
 # the older hook (torch.nn.utils.weight_norm): torch.nn.utils.remove_weight_norm(module)
 ''',
+    "inference_mode": '''\
+# Evaluation, serving or rollouts with grad mode on record an autograd graph for every forward (the
+# weights require grad) that no backward ever reads. Turn it off around the loop:
+with torch.inference_mode():          # or @torch.inference_mode() on the function; torch.no_grad()
+    for batch in loader:              # where results must later take part in autograd
+        out = model(batch)
+# model.eval() alone does not: it switches dropout and batch norm, not autograd
+''',
+    "define_kernel_once": '''\
+# A @triton.jit function defined inside the code that launches it is a new kernel object at every
+# call: Triton reads and hashes its source, looks the compiled kernel up on disk and loads a module
+# each time. Define it once, at module level:
+@triton.jit
+def my_kernel(X, Y, n, BLOCK: tl.constexpr):
+    ...
+
+def launch(x, y):
+    my_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+# a kernel made by a factory (one per configuration): functools.lru_cache on the factory
+''',
+    "attention_plans": '''\
+# cuDNN attention builds (and caches) a plan per shape; a decoding loop whose K/V length grows by one
+# each token builds a new one at every token. Use backends that take any length without a plan:
+from torch.nn.attention import SDPBackend, sdpa_kernel
+with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+    out = model.generate(...)        # or around the decoding loop
+# or keep cuDNN and give it few shapes: a static cache read at a fixed length with a mask, or
+# lengths padded to buckets (each bucket is planned once)
+''',
     "ring_buffer_cache": '''\
 # A sliding-window cache shifted one slot per token rewrites the whole window each time:
 #   k_out = k_cache[:, :, indices]; k_out[:, :, -1] = k; k_cache.zero_(); k_cache += k_out

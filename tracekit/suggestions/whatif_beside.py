@@ -1,4 +1,4 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from tracekit.suggestions.rules_leftover import calibration_transform, weight_no
 from tracekit.suggestions.rules_llm import last_logits_transform
 from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
 from tracekit.suggestions.rules_pairs import split_pair_transform
+from tracekit.suggestions.rules_rebuild import (
+    attention_plans_transform,
+    define_kernel_once_transform,
+    inference_mode_transform,
+)
 from tracekit.suggestions.rules_recompute import single_backward_transform
 from tracekit.suggestions.rules_triton import autotune_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
@@ -32,6 +37,9 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "remove_weight_norm": weight_norm_transform,  # the weight recomputations' calls gone
     "ring_buffer_cache": ring_buffer_transform,  # the whole-cache rewrites' calls and kernels gone
     "split_pair_linear": split_pair_transform,  # the pair concat's work at the split's added share
+    "inference_mode": inference_mode_transform,  # the calls' host gaps less the graph nodes' recording
+    "define_kernel_once": define_kernel_once_transform,  # the launches' host gaps less the kernel rebuild
+    "attention_plans": attention_plans_transform,  # the builds' host gaps less the plan
     "read_once": read_once_transform,  # each read loop's calls after its first item gone
     "filled_cache": filled_cache_transform,  # the whole-cache attention kernels at the filled share  # the im2col/col2im kernels and the columns' copies gone
 }

@@ -13,7 +13,7 @@ from tracekit.model.outlook import StepModel, Transform
 from tracekit.model.replay import ReplayCosts
 from tracekit.model.whatif import Breaks, compose, merge_breaks, shorter_gaps
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.whatif_evidence import BARE_LAUNCH_US
+from tracekit.suggestions.whatif_evidence import BARE_LAUNCH_US, rank_evidence
 
 
 def _shorter_tail(breaks: Breaks) -> Transform:
@@ -105,8 +105,15 @@ def no_gc(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
 
 
 def no_recompiles(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The frame compiles inside the steps removed from the host gaps and calls they cover."""
+    """The frame compiles inside the steps removed from the host gaps and calls they cover; where the
+    frame runs eagerly after Dynamo gave up on it (evidence mode "eager_fallback"), the steps as
+    compiled: fuse_elementwise's change."""
     p = r.patterns
+    if any(e.get("mode") == "eager_fallback" for e in rank_evidence(s, r)):
+        from tracekit.suggestions.whatif import (
+            TRANSFORMS as ALL,  # here: whatif imports this module
+        )
+        return ALL["fuse_elementwise"](s, r, per_step)
     if p is None or not len(p.recompiles):
         return None
     parts = _removed(r, p.recompiles, recompiles.RC_TID, recompiles.RC_TS, recompiles.RC_END)

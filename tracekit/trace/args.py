@@ -39,6 +39,8 @@ class Args(msgspec.Struct, gc=False):
     input_types: msgspec.Raw = field(name="Input type", default=NULL)
     input_strides: msgspec.Raw = field(name="Input Strides", default=NULL)
     concrete_inputs: msgspec.Raw = field(name="Concrete Inputs", default=NULL)
+    # autograd's sequence number at the op (recorded while grad mode is on; it advances per graph node)
+    sequence_nr: int | None = field(name="Sequence number", default=None)
     # Inductor / tracekit Triton launch ops: their whole args are kept (see OP_EXTRA)
     kernel_file: Any = None
     kernel_backend: Any = None

@@ -75,7 +75,8 @@ class Pieces:
 GPU_ORDER = (tables.GPU_NAME, tables.GPU_KIND, tables.GPU_TS, tables.GPU_DUR, tables.GPU_END, tables.GPU_DEVICE, tables.GPU_STREAM,
              tables.GPU_CORRELATION, tables.GPU_EXTERNAL_ID, *tables.GPU_GRID, *tables.GPU_BLOCK, tables.GPU_REGISTERS,
              tables.GPU_SHARED_MEM, tables.GPU_BLOCKS_PER_SM, tables.GPU_WARPS_PER_SM, tables.GPU_OCCUPANCY, tables.GPU_BYTES)
-OP_ORDER = (tables.OP_NAME, tables.OP_PID, tables.OP_TID, tables.OP_TS, tables.OP_DUR, tables.OP_END, tables.OP_EXTERNAL_ID, tables.OP_EXTRA)
+OP_ORDER = (tables.OP_NAME, tables.OP_PID, tables.OP_TID, tables.OP_TS, tables.OP_DUR, tables.OP_END, tables.OP_EXTERNAL_ID, tables.OP_SEQ,
+            tables.OP_EXTRA)
 RT_ORDER = (tables.RT_NAME, tables.RT_API, tables.RT_PID, tables.RT_TID, tables.RT_TS, tables.RT_DUR, tables.RT_END, tables.RT_CORRELATION,
             tables.RT_EXTERNAL_ID, tables.RT_KIND)
 AN_ORDER = (tables.AN_NAME, tables.AN_GPU, tables.AN_PID, tables.AN_TID, tables.AN_TS, tables.AN_DUR, tables.AN_END)
@@ -256,6 +257,7 @@ class TableBuilder:
         p.add(tables.OP_TID, id_array([e.tid for e in events]))
         self._times(p, events, ts, tables.OP_TS, tables.OP_DUR, tables.OP_END)
         self._external_ids(p, tables.OP_EXTERNAL_ID, a)
+        self._int_attr(p, tables.OP_SEQ, a, "sequence_nr")
         p.add(tables.OP_EXTRA, object_array([None if raw is None else _extra(raw) for raw in extras]))
         self.inputs.append(list(itertools.chain.from_iterable(map(_INPUTS, a))))
 

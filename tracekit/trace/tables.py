@@ -47,6 +47,7 @@ OP_INPUT_DIMS = "input_dims"
 OP_INPUT_TYPES = "input_types"
 OP_INPUT_STRIDES = "input_strides"
 OP_CONCRETE_INPUTS = "concrete_inputs"
+OP_SEQ = "seq"  # the autograd sequence number the op recorded ("Sequence number": grad mode was on), -1 none
 OP_EXTRA = "extra"  # dict of the remaining args for kernel-launching ops (Inductor / Triton), else None
 OP_STEP = "step"
 OP_ORIGIN = "origin"  # '' for the trace's own ops, else the capture trace the op was copied from

@@ -14,6 +14,7 @@ from tracekit.analyzers.detectors import (
     accumulation,
     attention,
     attention_mask,
+    attention_plans,
     autocast_weights,
     autotune,
     backward_passes,
@@ -29,6 +30,7 @@ from tracekit.analyzers.detectors import (
     gemm_layout,
     generation,
     gqa_expand,
+    grad_recording,
     heads,
     hostside,
     item_reads,
@@ -48,6 +50,7 @@ from tracekit.analyzers.detectors import (
     static_cache,
     toplevel,
     triton_launch,
+    triton_rebuild,
     underfilled,
     unfold_conv,
     value_checks,
@@ -159,6 +162,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     norms = weight_norm.find_weight_norms(rank, seqs, top)
     shifts = window_shift.find_window_shifts(rank, seqs, top)
     pairs = pair_concat.find_pair_concats(rank, steps)
+    rebuilt = triton_rebuild.find_triton_rebuilds(rank, steps)
+    plans = attention_plans.find_attention_plans(rank, steps)
+    grads = grad_recording.find_grad_recording(rank, steps)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -273,5 +279,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         weight_norm=norms.table, weight_norm_calls=norms.calls,
         window_shift=shifts.table, window_shift_calls=shifts.calls,
         pair_concat=pairs.table, in_pair_concat=pairs.rows,
+        triton_rebuild=rebuilt.table, triton_rebuild_cut_us=rebuilt.cut_us,
+        attention_plans=plans.table, attention_plan_cut_us=plans.cut_us,
+        rebuild_spans=np.concatenate((rebuilt.spans, plans.spans)),
+        grad_recording=grads.table, grad_recording_cut_us=grads.cut_us,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )

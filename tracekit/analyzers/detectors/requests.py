@@ -25,6 +25,13 @@ MIN_REQUESTS = 2  # forwards per step: fewer is one request, nothing to batch it
 # a request loop: each layer's input is the previous layer's output).
 OUTSIDE_SHARE = 0.25
 BATCH_ONE_SHARE = 0.5  # at least this share of the forward's launching ops read a tensor whose first dim is 1
+# Ops before the first forward that only stage the requests' inputs, the k of them at once (heldout15
+# lora_tenant_loop: two copy_ of [16, 128] ids and masks, then 16 forwards of a [1, 128] row each): no
+# layer of a forward. Any other launching op there, or staging of one input (heldout8 dit_sampler: a
+# [1, 4, 32, 32] latent, then 10 sampler passes, each on the previous one's output), means the
+# repeats are a forward's layers or a sequential loop.
+STAGING_OPS = frozenset({"aten::copy_", "aten::to", "aten::_to_copy", "aten::pin_memory", "aten::empty",
+                         "aten::empty_strided", "aten::zeros", "aten::ones", "aten::full"})
 
 # --- columns of Patterns.requests (one row per step served as repeated batch-1 forwards) -------------
 RQ_STEP = "step"
@@ -45,6 +52,18 @@ def empty() -> pd.DataFrame:
 def _batch_one(rank: RankTrace, row: int) -> bool:
     dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
     return any(isinstance(d, list) and len(d) >= 2 and d[0] == 1 for d in dims)
+
+
+def _staged(rank: RankTrace, names: np.ndarray, rows: np.ndarray, k: int) -> bool:
+    """Whether op rows `rows` (before the first forward) only stage inputs (STAGING_OPS) and one of
+    them holds k requests' inputs (a first dim of k)."""
+    if not np.isin(names[rows], list(STAGING_OPS)).all():
+        return False
+    for row in rows.tolist():
+        dims = rank.op_inputs(row).get(tables.OP_INPUT_DIMS) or []
+        if any(isinstance(d, list) and len(d) >= 2 and d[0] == k for d in dims):
+            return True
+    return False
 
 
 def _finest(codes: np.ndarray, launches: np.ndarray, start: int, period: int, repeats: int,
@@ -95,9 +114,10 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
         if found is None:
             continue
         start, period, repeats = found
-        if start > 0 and launches[seq[:start]].sum() > 0:
-            continue  # work before the first forward on its thread: the repeats are a forward's layers
         at, repeats = _finest(codes, launches[seq], start, period, repeats)
+        before = seq[:start][launches[seq[:start]] > 0]
+        if len(before) and not _staged(rank, names, before, repeats):
+            continue  # work before the first forward on its thread: the repeats are a forward's layers
         covered, one_at = seq[at], at[:len(at) // repeats]
         one = seq[one_at]
         outside = int(launches[mine].sum() - launches[covered].sum())

@@ -1,0 +1,32 @@
+"""The diff targets of the rules whose target is one column of their pattern table summed per step: one row each (the part of the step in words, the Patterns table, its step column, its time column)."""
+
+from __future__ import annotations
+
+from tracekit.analyzers import step_parts
+from tracekit.analyzers.detectors import (
+    attention_plans,
+    calibration,
+    grad_recording,
+    pair_concat,
+    triton_rebuild,
+    weight_norm,
+    window_shift,
+)
+from tracekit.analyzers.step_parts import StepPart
+
+COLUMN_TARGETS: dict[str, StepPart] = {
+    "calibration_off": StepPart("host time of the calibrators left on",
+        step_parts.column_time("calibration", calibration.CB_STEP, calibration.CB_HOST_US)),
+    "remove_weight_norm": StepPart("host time of the weight-normalisation recomputations",
+        step_parts.column_time("weight_norm", weight_norm.WN_STEP, weight_norm.WN_HOST_US)),
+    "ring_buffer_cache": StepPart("kernels of the whole-cache rewrites",
+        step_parts.column_time("window_shift", window_shift.WS_STEP, window_shift.WS_GPU_US)),
+    "split_pair_linear": StepPart("kernels of the pair concatenations and their Linear",
+        step_parts.column_time("pair_concat", pair_concat.PC_STEP, pair_concat.PC_GONE_US)),
+    "inference_mode": StepPart("host time of the autograd graphs recorded in inference steps",
+        step_parts.column_time("grad_recording", grad_recording.GR_STEP, grad_recording.GR_HOST_US)),
+    "define_kernel_once": StepPart("host time of the Triton kernel objects made per launch",
+        step_parts.column_time("triton_rebuild", triton_rebuild.TR_STEP, triton_rebuild.TR_HOST_US)),
+    "attention_plans": StepPart("host time of the cuDNN attention plans built per new shape",
+        step_parts.column_time("attention_plans", attention_plans.AP_STEP, attention_plans.AP_HOST_US)),
+}
