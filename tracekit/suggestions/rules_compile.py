@@ -85,8 +85,9 @@ def _eager_fallback(analysis: Analysis) -> Suggestion | None:
     scope = Scope.of(analysis)
     per = float(rows[0]["lookups_per_step"])
     title = (f"torch.compile runs this model eagerly: {per:.0f} cache lookup{'' if round(per) == 1 else 's'} per step and "
-             "no compiled region, so Dynamo gave up on the frame (recompile_limit reached: a guard failed on every call, "
-             "e.g. an integer attribute changed in forward); keep per-call Python state out of the compiled function")
+             "no compiled region, so Dynamo gave up on the frame (recompile_limit reached after guards failed on every call, "
+             "e.g. an integer attribute changed in forward, or a compile error suppressed); keep per-call Python state "
+             "out of the compiled function (TORCH_LOGS=recompiles names the guard)")
     formula = ("the steps as compiled: fuse_elementwise's estimate of them (" + fused.formula + ")")
     return suggestion("recompiles", title, fused.saving_us, scope, formula, rows)
 
