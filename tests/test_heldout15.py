@@ -15,7 +15,7 @@ import pytest
 from recorded import profiler_steps, raw_events, recording
 from tracebuilder import TraceBuilder
 
-from tracekit.analyzers.detectors import attention_plans, grad_recording, triton_rebuild
+from tracekit.analyzers.detectors import attention_plans, call_gaps, grad_recording, triton_rebuild
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.pipeline.local import analyse_file
 from tracekit.trace.load import load_trace
@@ -168,14 +168,14 @@ def test_compiled_model_run_eagerly():
 
 
 def test_call_gaps_by_hand(tmp_path):
-    """triton_rebuild.call_gaps by hand: two threads; on thread 1 calls at 0–10, 30–35 and 20–50 (by
+    """call_gaps.call_gaps by hand: two threads; on thread 1 calls at 0–10, 30–35 and 20–50 (by
     start: 0, 20, 30) give gaps 0, 10 and 0 (30 starts inside 20–50); thread 2's one call, 0."""
     b = TraceBuilder()
     b.annotation("ProfilerStep#0", 0, 100)
     for ts, dur, tid in ((0, 10, 1), (30, 5, 1), (20, 30, 1), (40, 5, 2)):
         b.launch(ts, dur, "k", ts + 60, 1, tid=tid)
     rank = load_trace(b.write(tmp_path / "gaps.json")).ranks[0]
-    gaps = triton_rebuild.call_gaps(rank)
+    gaps = call_gaps.call_gaps(rank)
     order = np.argsort(rank.runtime["ts"].to_numpy(), kind="stable")  # the loader shifts the clock
     assert gaps[order].tolist() == [0.0, 10.0, 0.0, 0.0]
     assert np.all(gaps >= 0)

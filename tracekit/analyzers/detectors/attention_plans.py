@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.call_gaps import call_gaps, host_spans
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.triton_rebuild import call_gaps, host_spans
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
 

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.detectors.accumulation import BACKWARD
+from tracekit.analyzers.detectors.call_gaps import call_gaps
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.analyzers.detectors.triton_rebuild import call_gaps
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
