@@ -18,7 +18,7 @@ from tracekit import pipeline
 from tracekit.profile.record import per_rank_path
 
 SCRIPT = SAMPLE_TRACES / "scripts" / "ddp_train.py"
-SLOW_MS = 15.0
+SLOW_MS = 40.0  # well above the step-to-step jitter of two CPU ranks on a loaded 2-core machine
 
 
 def test_per_rank_path():
