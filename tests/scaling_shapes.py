@@ -30,6 +30,17 @@ def deep_nesting(n: int) -> dict:
     return b.document()
 
 
+def deep_distinct(n: int) -> dict:
+    """deep_nesting with every op's name its own: no ancestor shares an op's key, so a search for one
+    climbs to the top (one level per pass was quadratic: 133,000 deep took 57 s)."""
+    b = TraceBuilder()
+    depth = n // 3
+    for d in range(depth):
+        ext = b.op(f"aten::op{d}", 1000.0 + 3 * d, 6.0 * (depth - d))
+        b.launch(1000.5 + 3 * d, 1.0, "ampere_sgemm_128x64_nn", 1000.0 + 3 * d, 2.0, ext=ext)
+    return b.document()
+
+
 def many_streams(n: int, events_per_stream: int = 40) -> dict:
     """n/4 kernels (each with its op and launch) spread round-robin over n/events_per_stream streams,
     overlapping; after every 10 kernels a cudaDeviceSynchronize and a synchronous cudaMemcpy."""
@@ -202,6 +213,7 @@ class Shape:
 SHAPES: tuple[Shape, ...] = (
     Shape("same_timestamps", _analyze(same_timestamps), 3000),
     Shape("deep_nesting", _analyze(deep_nesting), 3000),
+    Shape("deep_distinct", _analyze(deep_distinct), 3000),
     Shape("many_streams", _analyze(many_streams), 2000),
     Shape("streams_n10", _analyze(streams_n10), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),

@@ -128,3 +128,43 @@ def test_diff_credits_fewer_micro_batches(tmp_path):
     made = applied("larger_batch", four, one)
     assert made.applied is True and made.evidence.startswith("forward+backward passes per optimizer step 4")
     assert applied("larger_batch", four, four).applied is False
+
+
+def test_each_step_gets_its_own_passes_and_gpu_time(tmp_path):
+    """Three 1000 µs ProfilerSteps with 2, 3 and 4 micro-batches (each: linear and relu forward on the
+    main thread, two backward nodes on the autograd thread, one 2 µs kernel per op), then the optimizer:
+    per step 4 launches per pass and k × 4 × 2 µs of GPU time (16, 24, 32 µs); 36 kernels in passes."""
+    b = TraceBuilder()
+    for step, k in enumerate((2, 3, 4)):
+        cpu = 1000.0 * step + 100.0
+        b.annotation(f"ProfilerStep#{step + 1}", 1000.0 * step, 1000)
+        passes = [(LINEAR[0], MAIN, LINEAR[3], LINEAR[1], LINEAR[2]), (RELU[0], MAIN, RELU[3], RELU[1], RELU[2])]
+        passes += [(name, AUTOGRAD, "void at::native::vectorized_elementwise_kernel<backward>", None, None)
+                   for name in BACKWARD]
+        for _ in range(k):
+            for name, tid, kernel, dims, types in passes:
+                args = {"Input Dims": dims, "Input type": types} if dims is not None else {}
+                ext = b.op(name, cpu, 8, tid=tid, **args)
+                b.launch(cpu + 1, 1, kernel, cpu + 3, 2, ext=ext, tid=tid)
+                cpu += 10
+        ext = b.op("aten::_fused_adamw_", cpu, 8, tid=MAIN, **{"Input Dims": [[]], "Input type": [F32]})
+        b.launch(cpu + 1, 1, "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", cpu + 3, 2,
+                 ext=ext, tid=MAIN)
+    a = _analysis(b.write(tmp_path / "steps.json"))
+    rows = a.ranks[0].patterns.accumulation.to_dict("records")
+    assert [(r["step"], r["micro_batches"], r["launches"]) for r in rows] == [(1, 2, 4), (2, 3, 4), (3, 4, 4)]
+    assert [r["gpu_us"] for r in rows] == pytest.approx([16.0, 24.0, 32.0])
+    assert int(a.ranks[0].patterns.in_accumulation.sum()) == 36
+
+
+def test_rows_by_key_is_each_keys_rows_in_order():
+    from tracekit.trace.grouping import rows_by_key
+
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 9, 300):
+        key = rng.integers(-1, 6, n)
+        rows = np.sort(rng.choice(n, size=n // 2, replace=False)) if n else np.zeros(0, dtype=np.int64)
+        got = rows_by_key(rows, key)
+        want = {k: rows[key[rows] == k] for k in sorted(set(key[rows].tolist()))}
+        assert list(got) == list(want)
+        assert all(got[k].tolist() == want[k].tolist() for k in want)

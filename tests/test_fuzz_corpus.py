@@ -324,7 +324,8 @@ def _output_cases() -> Iterator[Case]:
 # Names that a shell or a terminal would act on: a pasted command must give them back literally
 # (shlex.split), a terminal must see no raw control character.
 HOSTILE_NAMES = ("a$(touch PWNED).json", "b`touch PWNED`.json", "c; touch PWNED.json", "d'q\"q.json",
-                 "e \\ space.json", "f\x1b]0;title\x07\x1b[31mred.json", "g\u202egnp.json")
+                 "e \\ space.json", "f\x1b]0;title\x07\x1b[31mred.json", "g\u202egnp.json",
+                 "h\nforged: ok.json")
 PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*$")
 
 
@@ -390,7 +391,7 @@ def _commands_paste_back(work: Path, args: tuple[str, ...], out: str, err: str) 
 
     problems = ["a file name was run"] if any(p.name.startswith("PWNED") for p in work.rglob("*")) else []
     for page in (p for p in work.rglob("*.html") if p.is_file()):
-        commands = re.findall(r"<code>(tracekit export .*?)</code>", page.read_text(encoding="utf-8"))
+        commands = re.findall(r"<code>(tracekit export .*?)</code>", page.read_text(encoding="utf-8"), re.S)
         if args[0] == "report" and not commands:
             problems.append(f"{page.name} shows no export command")
         for shown in commands:
@@ -510,7 +511,7 @@ def io_cases() -> Iterator[Case]:
     def says_exists(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
         return [] if " exists; wrote " in err else ["no line about the existing output"]
 
-    for i, name in enumerate(HOSTILE_NAMES[-2:]):
+    for i, name in enumerate(HOSTILE_NAMES[-3:]):
         yield Case(f"io:name_exists:{i}", exported_before(name), expect=0, verify=says_exists,
                    commands=(("export",),))
     for i, name in enumerate(HOSTILE_NAMES):
@@ -737,6 +738,8 @@ def check_case(case: Case, folder: Path) -> list[str]:
             problems.append(f"{label}: traceback")
         if RAW_CONTROL.search(out) or RAW_CONTROL.search(err):
             problems.append(f"{label}: raw control character in output: {RAW_CONTROL.search(out + err)!r}")
+        if re.search(r"^forged", f"{out}\n{err}", re.M):  # a name's newline printed raw starts a line
+            problems.append(f"{label}: a file name forged a line: {out[:200]!r} {err[:200]!r}")
         if code == 2:
             lines = err.splitlines()
             if len(lines) != 1 or not lines[0].startswith("tracekit: error: "):

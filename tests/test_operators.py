@@ -200,3 +200,52 @@ def test_ops_counted_on_inferred_steps(tmp_path):
     # (the one at 100 launches before the first window); before, no op had a step and none counted
     assert (lin.gpu_us, lin.launches) == (120.0, 4)
     assert (lin.calls, lin.cpu_total_us) == (3, 120.0)
+
+
+def _same_key_above(codes: list[int], parent: list[int]) -> list[bool]:
+    """Per interval: some ancestor has its key, found by climbing one parent at a time (the definition)."""
+    out = []
+    for row, code in enumerate(codes):
+        up = parent[row]
+        while up >= 0 and codes[up] != code:
+            up = parent[up]
+        out.append(up >= 0)
+    return out
+
+
+def test_same_key_ancestors_by_passes_and_by_the_walk_agree_with_climbing(monkeypatch):
+    import numpy as np
+
+    from tracekit.analyzers import operators
+
+    rng = np.random.default_rng(3)
+    for passes in (64, 1):  # 1: every forest deeper than one level goes to the walk
+        monkeypatch.setattr(operators, "CLIMB_PASSES", passes)
+        for n in (0, 1, 4, 40, 250):
+            for _ in range(8):
+                parent = np.array([int(rng.integers(-1, i)) if i else -1 for i in range(n)], dtype=np.int64)
+                perm = rng.permutation(n)  # rows in any order
+                where = np.argsort(perm)
+                parent = np.where(parent[perm] >= 0, where[np.maximum(parent[perm], 0)], -1)
+                codes = rng.integers(-1, 4, n)  # -1: a key pandas could not factorize
+                got = operators._under_same_key(codes, parent)
+                assert got.tolist() == _same_key_above(codes.tolist(), parent.tolist())
+
+
+def test_a_deep_chain_of_distinct_modules_is_linear():
+    """200,000 intervals, each inside the one before, all keys distinct but the innermost one, which
+    has the outermost's key: one climb per level per pass was n^2/2 steps (minutes)."""
+    import time
+
+    import numpy as np
+
+    from tracekit.analyzers.operators import _under_same_key
+
+    n = 200_000
+    codes = np.arange(n)
+    codes[-1] = 0
+    start = time.perf_counter()
+    got = _under_same_key(codes, np.arange(-1, n - 1))
+    took = time.perf_counter() - start
+    assert np.flatnonzero(got).tolist() == [n - 1]
+    assert took < 3.0, f"{took:.1f} s"

@@ -31,6 +31,7 @@ LIBRARY = re.compile(r"(^|/)(torch|torchvision|torchaudio|transformers|accelerat
 UNPLACED = ""  # OperatorView.kernels key of GPU time launched under no key of the grouping
 INSTANCE = re.compile(r"_\d+$")  # the instance number the profiler appends to a module's class name
 MAX_ROWS = 200  # rows kept per grouping (largest GPU time, then CPU time, first)
+CLIMB_PASSES = 64  # levels climbed in vectorised passes before _under_same_key walks the forest instead
 
 
 @dataclass(frozen=True)
@@ -132,18 +133,45 @@ def _parents_sweep(ts: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.nd
 
 def _under_same_key(codes: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Per interval: an enclosing interval has the same key code (climbing all intervals one level per
-    pass, each until it finds its key or the top)."""
+    pass, each until it finds its key or the top); where that takes more than CLIMB_PASSES passes (a
+    deep chain of distinct keys: one pass per level), one walk of the whole forest instead."""
     out = np.zeros(len(parent), dtype=bool)
     rows = np.flatnonzero(parent >= 0)
     up = parent[rows]
-    while len(rows):
+    for _ in range(CLIMB_PASSES):
+        if not len(rows):
+            return out
         hit = codes[up] == codes[rows]
         out[rows[hit]] = True
         up = parent[up[~hit]]
         rows = rows[~hit]
         more = up >= 0
         rows, up = rows[more], up[more]
-    return out
+    return out if not len(rows) else _under_same_key_walk(codes, parent)
+
+
+def _under_same_key_walk(codes: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """_under_same_key by one depth-first walk of the forest that counts each key on the path from the
+    root down to the interval: linear in the intervals whatever the depth."""
+    n = len(parent)
+    order = np.argsort(parent, kind="stable")  # children grouped by parent, in row order
+    first = np.searchsorted(parent[order], np.arange(n), side="left").tolist()
+    last = np.searchsorted(parent[order], np.arange(n), side="right").tolist()
+    kids, code = order.tolist(), codes.tolist()
+    on_path: defaultdict[int, int] = defaultdict(int)  # per key code (-1 included): intervals on the path
+    out = [False] * n
+    todo = [(int(r), False) for r in np.flatnonzero(parent < 0)[::-1]]
+    while todo:
+        node, leaving = todo.pop()
+        c = code[node]
+        if leaving:
+            on_path[c] -= 1
+            continue
+        out[node] = on_path[c] > 0
+        on_path[c] += 1
+        todo.append((node, True))
+        todo.extend((child, False) for child in reversed(kids[first[node]:last[node]]))
+    return np.array(out, dtype=bool)
 
 
 def _sum_up(parent: np.ndarray, depth: np.ndarray, columns: Sequence[np.ndarray]) -> None:

@@ -15,6 +15,7 @@ from tracekit.cli.common import (
     say,
     steps_option,
 )
+from tracekit.terminal import visible
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -56,9 +57,9 @@ def command(before: str, after: str, as_json: bool, html: Path | None, force: bo
 
         written = write_diff_html(result, html, force=force, inputs=inputs)
         if written != html:
-            say(f"tracekit: {html} exists; wrote {written} instead (--force replaces it)", err=True)
+            say(f"tracekit: {visible(html)} exists; wrote {visible(written)} instead (--force replaces it)", err=True)
         if not quiet:
-            say(f"tracekit: diff page written to {written}", err=True)
+            say(f"tracekit: diff page written to {visible(written)}", err=True)
     if as_json:
         echo_json(result.to_dict())
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracekit.cli.common import echo_warning, quiet_option, say
+from tracekit.terminal import visible
 
 
 @click.command("export", short_help="Write TRACE with tracekit's results added, for Perfetto.")
@@ -48,9 +49,9 @@ def _report(wanted: Path, written: Path, added: int, note: str, warnings: tuple[
         for warning in warnings:
             echo_warning(warning)
     if written != wanted:
-        say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+        say(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)", err=True)
     if not quiet:
         size = f"{fmt_bytes(written.stat().st_size)}, " if written.is_file() else ""
-        say(f"wrote {written} ({size}{added:,} tracekit events); open it at https://ui.perfetto.dev")
+        say(f"wrote {visible(written)} ({size}{added:,} tracekit events); open it at https://ui.perfetto.dev")
         if note:
             say(f"  {note}")

@@ -20,6 +20,7 @@ from tracekit.cli.common import (
     steps_option,
     worker_options,
 )
+from tracekit.terminal import visible
 
 if TYPE_CHECKING:
     from tracekit.pipeline import StepSelection
@@ -71,7 +72,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         for warning in result.warnings:
             echo_warning(warning)
     if written != wanted:
-        say(f"tracekit: {wanted} exists; wrote {written} instead (--force replaces it)", err=True)
+        say(f"tracekit: {visible(wanted)} exists; wrote {visible(written)} instead (--force replaces it)", err=True)
     if not quiet:
         head = view.ranks[0] if view.ranks else None
         label = head.verdict_label if head else ""
@@ -85,7 +86,7 @@ def command(traces: tuple[str, ...], output: Path | None, open_: bool, force: bo
         straggler = f" · straggler: rank {late[0].rank}" if late else ""
         top = f" · biggest win: {change}" if change else ""
         kb = f" ({written.stat().st_size / 1e3:,.0f} kB)" if written.is_file() else ""  # not /dev/null
-        say(f"wrote {written}{kb}{verdict}{straggler}{top}")
+        say(f"wrote {visible(written)}{kb}{verdict}{straggler}{top}")
     if open_:
         import webbrowser  # only for --open (its import pulls in subprocess)
 

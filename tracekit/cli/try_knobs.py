@@ -12,7 +12,7 @@ import click
 from tracekit.errors import OutputError, ProfileError
 from tracekit.profile.runner import Target
 from tracekit.profile.tryrun import TryResult
-from tracekit.terminal import visible_lines
+from tracekit.terminal import visible, visible_lines
 
 
 def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool, warmup: int,
@@ -61,7 +61,7 @@ def run_try(target: Target, knobs_text: str, *, output: Path | None, force: bool
             click.echo(visible_lines(render_text(done[0])))
         raise
     click.echo(visible_lines(render_text(result)))
-    say(f"table written to {table_path}")
+    say(f"table written to {visible(table_path)}")
     if not result.baseline_ok:
         click.echo(visible_lines(f"tracekit: error: the baseline run failed: {result.rows[0].reason}"), err=True)
         sys.exit(1)

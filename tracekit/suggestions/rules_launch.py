@@ -25,6 +25,7 @@ from tracekit.suggestions.common import (
 )
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_batching import ensemble_rows
+from tracekit.trace.grouping import rows_by_key
 
 # Host-wait gaps longer than this are CPU work a graph does not remove (data loading, Python
 # between iterations, waiting on a sync), not the per-kernel launch path.
@@ -121,11 +122,12 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         if graphed is not None and len(graphed.replayed) == len(host):
             host &= ~graphed.replayed
             n_graphed += int(graphed.replayed.sum())
+        host_of = rows_by_key(np.flatnonzero(host), steps)  # per step, its host-wait rows in order
         for st, t, keep in zip(lo.steps["step"].tolist(), lo.step_totals, lo.selected, strict=True):
             if not keep:
                 continue
-            mine = host & (steps == st)
-            n = int(mine.sum())
+            mine = host_of.get(int(st), np.zeros(0, dtype=np.int64))
+            n = len(mine)
             launch_gaps = float(gap[mine].sum())
             residual = n * GRAPH_GAP_US
             # at most the step's GPU idle waiting for launches (every stream idle: never busy or collective

@@ -46,13 +46,17 @@ def enclosing(ts: np.ndarray, reach: np.ndarray, group: np.ndarray) -> np.ndarra
 
 
 def depth_of(parent: np.ndarray) -> np.ndarray:
-    """Nesting depth of each interval (0: top level) from its parent row, all climbed one level per pass."""
-    depth = np.zeros(len(parent), dtype=np.int64)
-    rows = np.flatnonzero(parent >= 0)
-    up = parent[rows]
-    while len(rows):
-        depth[rows] += 1
-        up = parent[up]
-        more = up >= 0
-        rows, up = rows[more], up[more]
+    """Nesting depth of each interval (0: top level) from its parent row, by pointer jumping: each pass
+    adds the depth counted at the row's current ancestor and jumps to that one's ancestor, so a chain
+    n deep takes log2(n) passes over the rows still climbing (one level per pass was n passes)."""
+    depth = (parent >= 0).astype(np.int64)
+    up = np.asarray(parent, dtype=np.int64).copy()
+    rows = np.flatnonzero(up >= 0)
+    for _ in range(64):  # 2**64 levels: any forest; a parent cycle (never built) stops here
+        rows = rows[up[rows] >= 0]
+        if not len(rows):
+            break
+        above = up[rows]
+        depth[rows] += depth[above]  # right-hand sides read before any row of this pass is written
+        up[rows] = up[above]
     return depth

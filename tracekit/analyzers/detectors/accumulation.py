@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.toplevel import dims_texts, repeated_block, text_codes, top_ops
 from tracekit.analyzers.names import matches
 from tracekit.trace import tables
+from tracekit.trace.grouping import rows_by_key
 from tracekit.trace.model import RankTrace
 
 MIN_MICRO_BATCHES = 2  # forward+backward passes per optimizer step: fewer is no accumulation
@@ -85,12 +87,13 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
     gpu_launch = gpu[tables.GPU_LAUNCH].to_numpy(dtype=np.int64)
     gpu_top = np.where(gpu_launch >= 0, rt_top[np.maximum(gpu_launch, 0)], -1)
     gpu_dur = gpu[tables.GPU_DUR].to_numpy(dtype=float)
-    rows = []
+    rows: list[dict[str, Any]] = []
     texts: dict[bytes, str] = {}  # an op as a repeated block compares it: its name and its input shapes
-    for step in np.unique(steps.ops[forward]).tolist():
+    backward_of = rows_by_key(np.flatnonzero(backward), steps.ops)
+    owner = np.full(len(ops), -1, dtype=np.int64)  # per op: the row of `rows` whose passes hold it
+    for step, mine in rows_by_key(forward, steps.ops).items():
         if step < 0:
             continue
-        mine = forward[steps.ops[forward] == step]
         thread = Counter(tid[mine].tolist()).most_common(1)[0][0]
         seq = mine[tid[mine] == thread]
         seq = seq[np.argsort(ts[seq], kind="stable")]
@@ -105,20 +108,24 @@ def find_accumulation(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, np
         after = seq[start + period * repeats:]
         end = float(ts[after[0]]) if len(after) else math.inf
         bounds = np.append(starts, end)
-        mine_bw = np.flatnonzero(backward & (steps.ops == step))
+        mine_bw = backward_of.get(step, forward[:0])
         windows = np.searchsorted(bounds, ts[mine_bw], side="right") - 1
         inside = (windows >= 0) & (windows < repeats)
         if len(np.unique(windows[inside])) < repeats:
             continue  # a repetition without its own backward: a layer stack or a request loop, not accumulation
         covered = np.concatenate([seq[start:start + period * repeats], mine_bw[inside]])
-        hit = np.isin(gpu_top, covered)
-        in_passes |= hit
+        owner[covered] = len(rows)
         one = seq[start:start + period]
         rows.append({AC_STEP: int(step), AC_THREAD: int(thread), AC_MICRO_BATCHES: repeats,
                      AC_OPS: " → ".join(str(names[r]).removeprefix("aten::") for r in one.tolist())[:TEXT_CHARS],
                      AC_FIRST: sigs[start][:TEXT_CHARS],
                      AC_LAUNCHES: round(float(launches[covered].sum()) / repeats),
-                     AC_GPU_US: float(gpu_dur[hit].sum()),
+                     AC_GPU_US: 0.0,  # below, over all steps at once
                      AC_INPUT_BYTES: _known_sum([_first_input_bytes(rank, int(r)) for r in one.tolist()]),
                      AC_PER_SAMPLE: any(str(names[r]) in PER_SAMPLE_OPS for r in one.tolist())})
+    gpu_owner = np.where(gpu_top >= 0, owner[np.maximum(gpu_top, 0)], -1)
+    in_passes = gpu_owner >= 0
+    for row, hit in rows_by_key(np.flatnonzero(in_passes), gpu_owner).items():
+        rows[row][AC_GPU_US] = float(gpu_dur[hit].sum())
     return pd.DataFrame(rows, columns=list(ACCUMULATION_COLUMNS)), in_passes
+
