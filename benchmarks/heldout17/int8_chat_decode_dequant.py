@@ -65,7 +65,7 @@ class Layer(nn.Module):
         def q(i: int, o: int) -> Int8Linear:
             return Int8Linear(torch.randn(o, i, dtype=dtype) / i**0.5, fused)
 
-        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.n1, self.n2 = RMSNorm(d).to(dtype), RMSNorm(d).to(dtype)  # bf16 like the rest (fixed after the first run)
         self.wq, self.wk, self.wv, self.wo = q(d, d), q(d, d), q(d, d), q(d, d)
         self.gate, self.up, self.down = q(d, ff), q(d, ff), q(ff, d)
 
