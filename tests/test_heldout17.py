@@ -21,12 +21,11 @@ PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout17/labels.txt
     "ho17_sasrec_catalog_plus_one": ("ho17_sasrec_catalog_plus_one_padded_catalog", "align_dims"),
     "ho17_esm_mlm_fp32": ("ho17_esm_mlm_fp32_bf16_autocast", "lower_precision"),
     "ho17_plant_photos_loader": ("ho17_plant_photos_loader_worker_loader", "dataloader_workers"),
-    "ho17_reid_per_detection": ("ho17_reid_per_detection_batched_crops", "batch_requests"),
     "ho17_mpc_dynamics_rollout": ("ho17_mpc_dynamics_rollout_cuda_graph", "cuda_graphs"),
 }
 # first and within ±35 % of the bare saving at the first run (docs/validation.md)
 FIRST_AND_WITHIN = ["ho17_dit_latent_manual_attn", "ho17_triton_lm_ce_block", "ho17_sasrec_catalog_plus_one",
-                    "ho17_plant_photos_loader", "ho17_reid_per_detection", "ho17_mpc_dynamics_rollout"]
+                    "ho17_plant_photos_loader", "ho17_mpc_dynamics_rollout"]  # reid_per_detection: not kept (9 MB)
 
 
 def bare_ms(path: Path) -> float:
