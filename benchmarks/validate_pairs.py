@@ -57,6 +57,7 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("bare/train_tokenize_wide", "bare/train_tokenize_wide_fixed", "preprocess_off_thread"),
     ("bare/train_conv", "bare/train_conv_channels_last", "channels_last"),
     ("bare/train_conv", "bare/train_conv_bf16", "lower_precision"),
+    ("bare/train_autocast", "bare/train_autocast_bf16", "lower_precision"),
     ("bare/train_conv_bf16", "bare/train_conv_fast", "channels_last"),
     ("bare/decode_gemv", "bare/decode_gemv_int8", "quantize_weights"),
     ("bare/train_llm", "bare/train_llm_fused", "fused_llm_kernels"),

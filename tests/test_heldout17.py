@@ -22,10 +22,14 @@ PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout17/labels.txt
     "ho17_esm_mlm_fp32": ("ho17_esm_mlm_fp32_bf16_autocast", "lower_precision"),
     "ho17_plant_photos_loader": ("ho17_plant_photos_loader_worker_loader", "dataloader_workers"),
     "ho17_mpc_dynamics_rollout": ("ho17_mpc_dynamics_rollout_cuda_graph", "cuda_graphs"),
+    "ho17_t5_encoder_inf_guard": ("ho17_t5_encoder_inf_guard_branchless_guard", "graph_breaks"),
+    "ho17_int8_chat_decode_dequant": ("ho17_int8_chat_decode_dequant_int8_mm", "convert_weights_once"),
 }
-# first and within ±35 % of the bare saving at the first run (docs/validation.md)
+# first and within ±35 % of the bare saving at the first run (docs/validation.md); esm_mlm_fp32 since
+# the hidden-host fit (docs/model.md "Hidden hosts")
 FIRST_AND_WITHIN = ["ho17_dit_latent_manual_attn", "ho17_triton_lm_ce_block", "ho17_sasrec_catalog_plus_one",
-                    "ho17_plant_photos_loader", "ho17_mpc_dynamics_rollout"]  # reid_per_detection: not kept (9 MB)
+                    "ho17_plant_photos_loader", "ho17_mpc_dynamics_rollout", "ho17_t5_encoder_inf_guard",
+                    "ho17_esm_mlm_fp32"]  # reid_per_detection: not kept (9 MB)
 
 
 def bare_ms(path: Path) -> float:
@@ -57,22 +61,31 @@ def test_projection_within_15_percent_of_the_bare_step(name):
     assert u.step_us / 1000 == pytest.approx(bare_ms(path), rel=0.15)
 
 
-def test_autocast_names_precision_first_but_overshoots():
-    """fp32 ESM training: lower_precision is first and silent after autocast. Its what-if (37.4 ms at the
-    first run) overshoots the bare saving (49.26 → 28.16 ms): the raw events show autocast adding a cast
-    op per fp32 input of every GEMM and norm (aten::to per ProfilerStep: 40 → 439 over the 4 recorded
-    steps), host work that makes the bf16 step launch-bound; the what-if does not add it."""
-    before, (after, rule) = "ho17_esm_mlm_fp32", PAIRS["ho17_esm_mlm_fp32"]
+def test_autocast_adds_a_cast_per_fp32_input():
+    """fp32 ESM training under autocast: the raw events show a cast op per fp32 input of every GEMM and
+    norm (aten::to per ProfilerStep: 40 → 439 over the 4 recorded steps), host work that makes the bf16
+    step launch-bound (bare 28.2 ms, GPU 44 % busy). The fp32 step hides its host behind the GPU; the
+    model takes that host at most HIDDEN_HOST_SHARE of its traced length instead of cutting it to
+    1.6-10 ms (the first run's what-if: 37.4 ms against 21.1 measured)."""
+    before, (after, _) = "ho17_esm_mlm_fp32", PAIRS["ho17_esm_mlm_fp32"]
     counts = []
     for name in (before, after):
         events = raw_events(recording(SET, name))
         n = len(profiler_steps(events))
         counts.append(sum(e.get("name") == "aten::to" for e in events if e.get("cat") == "cpu_op") / n)
     assert counts == [40.0, 439.0]
-    found = analyse_file(recording(SET, before))
-    assert found.suggestions[0].id == rule
-    assert found.suggestions[0].per_step_us / 1000 > bare_ms(recording(SET, before)) - bare_ms(recording(SET, after))
-    assert rule not in {s.id for s in analyse_file(recording(SET, after)).suggestions}
+
+
+def test_int8_fix_measured_slower():
+    """int8 decode: the fused weight-only int8 matmul (`torch._weight_int8pack_mm`) measured slower than
+    dequantising every weight per call on the recordings' bare steps (322.9 → 408.7 ms medians, from
+    `tracekit.bare`): there is no faster fix; the raw events hold the fused kernel's op in the fixed
+    variant only."""
+    before, (after, _) = "ho17_int8_chat_decode_dequant", PAIRS["ho17_int8_chat_decode_dequant"]
+    assert bare_ms(recording(SET, before)) == pytest.approx(322.884, abs=0.01)
+    assert bare_ms(recording(SET, after)) == pytest.approx(408.651, abs=0.01)
+    ops = [{e.get("name") for e in raw_events(recording(SET, n)) if e.get("cat") == "cpu_op"} for n in (before, after)]
+    assert "aten::_weight_int8pack_mm" not in ops[0] and "aten::_weight_int8pack_mm" in ops[1]
 
 
 def test_ema_loop_is_found_but_not_first():

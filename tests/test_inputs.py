@@ -67,6 +67,33 @@ def test_a_directory_with_a_symlink_to_a_sibling_loads_one_rank(tmp_path: Path) 
     assert any("read once" in w for w in trace.warnings)
 
 
+def test_entries_named_like_traces_that_are_not_files_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    # a FIFO and a folder named *.json in a rank directory, a folder named *.json in its capture_traces/:
+    # never opened (a FIFO would block), each named once in the warnings, the two rank files read
+    from test_fuzz_corpus import base_doc, dumps
+
+    run = tmp_path / "RUN"
+    (run / "capture_traces" / "cap.json").mkdir(parents=True)
+    for name in ("rank0.json", "rank1.json"):
+        (run / name).write_text(dumps(base_doc()))
+    os.mkfifo(run / "fifo.json")
+    (run / "sub.json.gz").mkdir()
+    expected = [f"{run / 'capture_traces' / 'cap.json'}: not a regular file; skipped",
+                f"{run / 'fifo.json'}: not a regular file; skipped",
+                f"{run / 'sub.json.gz'}: not a regular file; skipped"]
+    found = collect_inputs(run)
+    assert found.traces == (run / "rank0.json", run / "rank1.json") and found.captures == ()
+    assert sorted(found.notes) == expected
+    from tracekit.trace.load import load_trace
+
+    trace = load_trace(run)
+    assert sorted(trace.ranks) == [0, 1]
+    assert sorted(w for w in trace.warnings if "regular" in w) == expected
+    code, _, err = _cli(["info", str(run)])
+    assert code == 0 and sorted(line for line in err.splitlines() if "regular" in line) == \
+        [f"tracekit: warning: {w}" for w in expected]
+
+
 @pytest.mark.parametrize("spelling", ["self", "dotdot", "symlink", "hardlink", "missing_dir_dotdot"])
 def test_every_spelling_of_an_input_is_refused_even_with_force(tmp_path: Path, spelling: str) -> None:
     src = tmp_path / "T.json"

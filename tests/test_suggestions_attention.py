@@ -49,11 +49,14 @@ class Step:
         self.cpu = 1.0
         self.gpu = 100.0
 
-    def op(self, name: str, dims: list, types: list, concrete: list | None = None, kernels=(), dur: float = 20):
+    def op(self, name: str, dims: list, types: list, concrete: list | None = None, kernels=(), dur: float = 20,
+           strides: list | None = None):
         """An op (dur µs on the CPU) launching `kernels` [(name, µs)]; returns its start for nesting."""
         args = {"Input Dims": dims, "Input type": types}
         if concrete is not None:
             args["Concrete Inputs"] = concrete
+        if strides is not None:
+            args["Input Strides"] = strides
         ts = self.cpu
         ext = self.b.op(name, ts, dur, **args)
         for n, (kernel, us) in enumerate(kernels):
@@ -222,6 +225,30 @@ def test_causal_mask_silent(tmp_path, kw):
     a = _analysis(masked_trace(tmp_path, bwd_us=None, **kw))
     assert a.ranks[0].patterns.masked_attention.empty
     assert rules_attention.causal_mask(a) is None
+
+
+def test_causal_mask_silent_on_a_padding_mask_expanded_over_the_queries(tmp_path):
+    # SDPA expands a [B, 1, 1, L] key-padding mask to [B, H, L, L] for its fused kernels (held-out
+    # esm_mlm_fp32, H100: the efficient kernels' forward and backward ops record the expanded mask with
+    # strides [L, 0, 0, 1]); stride 0 along the queries: every row the same, not a triangle. The same
+    # square mask with its own rows (strides [H·L·L, L·L, L, 1]) still fires.
+    def trace(name, mask_strides):
+        s = Step()
+        s.op("aten::_scaled_dot_product_efficient_attention_backward",
+             [Q, Q, Q, Q, [B, H, L, L], Q, [B, H, L], [], [], [], [], [], []],
+             [BF16, BF16, BF16, BF16, "bool", BF16, "float", "long int", "long int", "Scalar", "GenericList",
+              "Scalar", ""],
+             ["", "", "", "", "", "", "", "", "", "0.", "[True, True, True, False]", "False", ""],
+             [(EFFICIENT_BWD, 8000.0)],
+             strides=[[], [], [], [], mask_strides, [], [], [], [], [], [], [], []])
+        other_gemm(s)
+        return _analysis(s.write(tmp_path / name))
+
+    padding = trace("padding.json", [L, 0, 0, 1])
+    assert padding.ranks[0].patterns.masked_attention.empty
+    assert rules_attention.causal_mask(padding) is None
+    square = trace("square.json", [H * L * L, L * L, L, 1])
+    assert len(square.ranks[0].patterns.masked_attention) == 1
 
 
 def test_causal_mask_silent_below_two_percent_of_the_step(tmp_path):

@@ -72,13 +72,29 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
 CAPTURE_DIR = "capture_traces"
 
 
+def capture_folder(path: str | os.PathLike) -> Path:
+    """The capture_traces/ folder inside directory `path`, or beside file `path` (it may not exist)."""
+    p = Path(path)
+    return (p if p.is_dir() else p.parent) / CAPTURE_DIR
+
+
 def capture_files(path: str | os.PathLike) -> list[Path]:
     """Trace files of the capture_traces/ folder inside directory `path`, or beside file `path`."""
-    p = Path(path)
-    folder = (p if p.is_dir() else p.parent) / CAPTURE_DIR
+    folder = capture_folder(path)
     if not folder.is_dir():
         return []
     return sorted(f for f in folder.iterdir() if f.is_file() and is_trace_name(f))
+
+
+def irregular_entries(folder: str | os.PathLike) -> list[str]:
+    """One note per entry of `folder` named like a trace file that is not a regular file (a directory,
+    FIFO, socket or device: reading it would fail or block), which the listings above leave out; none
+    when `folder` is not a directory that can be listed."""
+    try:
+        found = sorted(f for f in Path(folder).iterdir() if is_trace_name(f) and not f.is_file())
+    except OSError:
+        return []
+    return [f"{f}: not a regular file; skipped" for f in found]
 
 
 def rank_from_name(path: Path) -> int | None:

@@ -79,4 +79,6 @@ def collect_inputs(items: str | os.PathLike | Sequence[str | os.PathLike],
     folders = dict.fromkeys(t.parent for t in traces)  # each rank file's folder, listed once
     found = [p for folder in folders for p in found_captures(folder)]
     capture_set, _ = unique_files([*named, *found])
-    return InputSet(tuple(traces), tuple(capture_set), tuple(notes))
+    irregular = [n for item in dict.fromkeys([*given, *captures, *(files.capture_folder(f) for f in folders)])
+                 for n in files.irregular_entries(item)]
+    return InputSet(tuple(traces), tuple(capture_set), tuple(dict.fromkeys([*notes, *irregular])))

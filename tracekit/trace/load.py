@@ -42,7 +42,7 @@ def load_trace(path: str | os.PathLike, *, progress: Progress | None = None,
     cannot."""
     paths, notes = unique_files(files.trace_files(path))
     loaded: list[RankTrace] = []
-    warnings: list[str] = notes
+    warnings: list[str] = [*notes, *files.irregular_entries(path)]
     for p in paths:
         if progress:
             progress(f"reading {p.name}")
@@ -72,8 +72,8 @@ def _load_captures(path: str | os.PathLike, captures: Sequence[str | os.PathLike
     beside or inside `path`; a found file that is not a readable trace (a manifest such as
     execution_details.json) is skipped with one warning naming it."""
     named = [p for c in captures for p in files.trace_files(c)]
-    found = found_captures(Path(path))
-    out = []
+    found, out = found_captures(Path(path)), []
+    warnings.extend(files.irregular_entries(files.capture_folder(path)))
     for p in unique_files([*named, *found])[0]:
         if progress:
             progress(f"reading capture {p.name}")

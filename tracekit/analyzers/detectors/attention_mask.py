@@ -109,8 +109,12 @@ def _call(rank: RankTrace, row: int, name: str) -> tuple[dict[str, object], int]
     lk = k.dims[2]
     if lq != lk or mask[-2:] != (lq, lk) or lq < 2:
         return None  # cross-attention or a padding mask: not a triangle is_causal could replace
-    flops = 2.0 * b * h * lq * lk * (e + v.dims[-1]) * (BACKWARD_FACTOR if backward else 1.0)
     m = a.tensor(mask_i)
+    if m is not None and m.strides is not None and len(m.strides) == len(m.dims) and m.strides[-2] == 0:
+        # a key-padding mask expanded over the queries (SDPA expands a [B, 1, 1, Lk] mask for its fused
+        # kernels: stride 0 along the query dim): every query row is the same, so it is not causal
+        return None
+    flops = 2.0 * b * h * lq * lk * (e + v.dims[-1]) * (BACKWARD_FACTOR if backward else 1.0)
     mask_bytes = float(b * h * lq * lk) * (m.itemsize if m is not None else 2.0)
     return {MA_OP: name, MA_SHAPES: f"q {_fmt(q.dims)}, k {_fmt(k.dims)}", MA_MASK: _fmt(mask),
             MA_DTYPE: q.dtype, MA_BACKWARD: backward, MA_FLOPS: flops, MA_MASK_BYTES: mask_bytes}, lq
