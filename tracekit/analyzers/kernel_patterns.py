@@ -178,11 +178,13 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"reduce|Reduce|reduction|Reduction|DeviceScan|DeviceRadixSort|RadixSort|radix_sort|sort|Sort|"
          r"scan|Scan|cumsum|cumprod|argmax|argmin|topk|TopK|top_k|max_pool|avg_pool|adaptive_avg|"
          r"adaptive_max|adaptive_average|average_pool|AvgPool|MaxPool|_pool|pool_|ClassNLLCriterion|nll_loss|cross_entropy|"
-         r"compute_grad_weight|histogram|Histogram|unique|bincount|segment|norm_two|CompactInit|"
+         r"compute_grad_weight|histogram|Histogram|unique|bincount|segment|norm_two|CompactInit|coalesceValues|"
          r"DeviceSelect|searchsorted|^_?(sum|mean|max|min|amax|amin|argmax|argmin)(_|$)|"
          r"^_?(col|row)_?(sum|mean|max|min)(_|$)",
          "reduction", source="at::native::reduce_kernel, cub::DeviceRadixSort*, max_pool_forward_nchw, cunn_ClassNLLCriterion; "
-                             "user Triton colsum_kernel (H200 held-out triton_colsum)"),
+                             "user Triton colsum_kernel (H200 held-out triton_colsum); sparse COO coalesce sums the "
+                             "values of duplicate indices, a segmented reduction (at::native::apply::coalesceValuesKernel, "
+                             "H100 held-out gcn_sparse_dense_graph)"),
     # --- elementwise: pointwise math, fills, RNG, optimizers -----------------------------------
     Rule(r"upsample|UpSample|interpolat|grid_sampler|resize", "elementwise",
          source="upsample_nearest2d_out_frame, upsample_bilinear2d (H200)"),
