@@ -98,6 +98,27 @@ def aperiodic(n: int) -> dict:
     return b.document()
 
 
+def many_marked_steps(n: int) -> dict:
+    """n/10 ProfilerSteps, each with a DataLoader fetch, a forward mm, a backward mm on the autograd
+    engine, an optimizer step with one multi-tensor kernel and an .item() sync: every per-step pass
+    (the DataLoader and communication tables grouped per step in a loop of pandas groups cost ~0.5 ms a
+    step) runs once per step."""
+    b = TraceBuilder()
+    for k in range(n // 10):
+        t = 1000.0 + 200 * k
+        b.annotation(f"ProfilerStep#{k}", t, 190)
+        b.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 1, 5.0)
+        ext = b.op("aten::mm", t + 10, 8.0, **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})
+        b.launch(t + 11, 2.0, "ampere_sgemm_128x64_nn", t + 20, 20.0, ext=ext)
+        ext = b.op("autograd::engine::evaluate_function: MmBackward0", t + 50, 10.0)
+        b.launch(t + 52, 2.0, "ampere_sgemm_128x64_nn", t + 60, 20.0, ext=ext)
+        ext = b.op("Optimizer.step#AdamW.step", t + 100, 20.0)
+        b.launch(t + 105, 2.0, "multi_tensor_apply_kernel<adam>", t + 110, 10.0, ext=ext)
+        b.op("aten::item", t + 130, 30.0)
+        b.launch(t + 131, 25.0, None, 0.0, 0.0, api="cudaStreamSynchronize")
+    return b.document()
+
+
 def checkpoint_entries(n: int) -> dict:
     """n/6 checkpoint entries on the main thread (an op with its launch, the checkpoint's tiny
     aten::empty, a cudaStreamIsCapturing, `_NoopSaveInputs`), and one backward node re-running a
@@ -218,6 +239,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("streams_n10", _analyze(streams_n10), 2000),
     Shape("aperiodic", _analyze(aperiodic), 3000),
     Shape("checkpoint_entries", _analyze(checkpoint_entries), 3000),
+    Shape("many_marked_steps", _analyze(many_marked_steps), 3000),
     Shape("frozen_gqa_steps", _analyze(frozen_gqa_steps), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("capture_alignment", _capture(50, False), 2000),

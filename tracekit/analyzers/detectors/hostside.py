@@ -13,6 +13,7 @@ from tracekit.analyzers.kernels import COMMUNICATION, NOT_COMPUTE
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.windows import StepWindows
 from tracekit.trace import tables
+from tracekit.trace.grouping import rows_by_key
 from tracekit.trace.intervals import busy_in_windows, busy_time_us, merge_intervals
 from tracekit.trace.model import RankTrace
 
@@ -231,17 +232,20 @@ def find_dataloader(rank: RankTrace, steps: StepsOf | None = None) -> pd.DataFra
         step.append(steps.annotations[sel])
     if not names or not sum(len(x) for x in names):
         return pd.DataFrame(columns=cols)
-    dl = pd.DataFrame({"name": np.concatenate(names), "ts": np.concatenate(ts), "end": np.concatenate(end),
-                       "step": np.concatenate(step)})
+    dl_ts, dl_end, dl_step = np.concatenate(ts), np.concatenate(end), np.concatenate(step).astype(np.int64)
+    single = matches(np.concatenate(names), SINGLE_PROCESS)
     s_all, e_all = merge_intervals(gpu[tables.GPU_TS].to_numpy(dtype=float), gpu[tables.GPU_END].to_numpy(dtype=float))
-    rows = []
-    for st, g in dl.groupby("step", sort=True):
-        w0, w1 = merge_intervals(g["ts"].to_numpy(dtype=float), g["end"].to_numpy(dtype=float))
-        length = float((w1 - w0).sum())
-        busy = float(busy_in_windows(s_all, e_all, w0, w1).sum())
-        rows.append({DL_STEP: int(st), DL_CALLS: len(g), DL_US: length, DL_GPU_IDLE_US: length - busy,
-                     DL_SINGLE: bool(g["name"].astype(str).str.contains(SINGLE_PROCESS).any())})
-    return pd.DataFrame(rows, columns=cols)
+    # each step's DataLoader intervals merged (one sort groups the rows by step), then the GPU's busy
+    # time inside all of them in one pass (a loop of pandas groups cost ~0.5 ms a step)
+    groups = rows_by_key(np.arange(len(dl_step)), dl_step)
+    merged = [merge_intervals(dl_ts[idx], dl_end[idx]) for idx in groups.values()]
+    w0, w1 = np.concatenate([m[0] for m in merged]), np.concatenate([m[1] for m in merged])
+    owner = np.repeat(np.arange(len(merged)), [len(m[0]) for m in merged])
+    length = np.bincount(owner, weights=w1 - w0, minlength=len(merged))
+    busy = np.bincount(owner, weights=busy_in_windows(s_all, e_all, w0, w1), minlength=len(merged))
+    return pd.DataFrame({DL_STEP: list(groups), DL_CALLS: [len(idx) for idx in groups.values()], DL_US: length,
+                         DL_GPU_IDLE_US: length - busy, DL_SINGLE: [bool(single[idx].any()) for idx in groups.values()]},
+                        columns=cols)
 
 
 def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None) -> pd.DataFrame:
@@ -257,18 +261,17 @@ def find_comm(rank: RankTrace, classes: np.ndarray, steps: StepsOf | None = None
     step = steps.gpu
     names = gpu[tables.GPU_NAME].to_numpy(dtype=object)
     rows = []
-    for s in np.unique(step[is_comm]).tolist():
-        c = is_comm & (step == s)
-        k = is_compute & (step == s)
-        comm = busy_time_us(ts[c], end[c])
+    computes = rows_by_key(np.flatnonzero(is_compute), step)  # one sort, not a scan of every row per step
+    for s, idx in rows_by_key(np.flatnonzero(is_comm), step).items():
+        k = computes.get(s, np.empty(0, dtype=np.int64))
+        comm = busy_time_us(ts[idx], end[idx])
         compute = busy_time_us(ts[k], end[k])
-        both = busy_time_us(np.concatenate([ts[c], ts[k]]), np.concatenate([end[c], end[k]]))
+        both = busy_time_us(np.concatenate([ts[idx], ts[k]]), np.concatenate([end[idx], end[k]]))
         exposed = both - compute
         ks, ke = merge_intervals(ts[k], end[k])
-        idx = np.flatnonzero(c)
         per = (end[idx] - ts[idx]) - busy_in_windows(ks, ke, ts[idx], end[idx])
         last = idx[np.argmax(end[idx])]
-        rows.append({CM_STEP: int(s), CM_COLLECTIVES: int(c.sum()), CM_COMM_US: comm,
+        rows.append({CM_STEP: int(s), CM_COLLECTIVES: len(idx), CM_COMM_US: comm,
                      CM_COMPUTE_US: compute, CM_OVERLAP_US: comm - exposed, CM_EXPOSED_US: exposed,
                      CM_LAST_EXPOSED_US: float(per[idx == last][0]),
                      CM_TOP: str(names[idx[int(np.argmax(per))]])})
