@@ -377,10 +377,21 @@ def _ranks_read_once(work: Path, args: tuple[str, ...], out: str, err: str) -> l
 
 
 def _capture_skipped(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
-    """A broken file in a found capture_traces/ folder is skipped with a warning, as a broken rank file is."""
-    broken = not (work / "RUN" / "capture_traces" / "bad.json").is_file() and not \
-        (work / "RUN" / "capture_traces" / "bad.json.gz").is_file()
+    """A broken file in a found capture_traces/ folder is skipped with a warning, as a broken rank file is;
+    an entry named like a trace that is not a regular file (a folder, a FIFO, a dangling link) is named
+    as such."""
+    bad = work / "RUN" / "capture_traces" / "bad.json"
+    if bad.is_symlink() or (bad.exists() and not bad.is_file()):
+        return [] if "bad.json: not a regular file; skipped" in err else ["no warning naming the irregular entry"]
+    broken = not bad.is_file() and not (work / "RUN" / "capture_traces" / "bad.json.gz").is_file()
     return [] if broken or "skipped capture_traces/ file" in err else ["no warning about the broken capture file"]
+
+
+def _rank_entry_skipped(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
+    """An entry of a rank directory named like a trace that is not a regular file: both ranks read, one
+    warning naming it."""
+    problems = [] if "odd.json: not a regular file; skipped" in err else ["no warning naming the irregular entry"]
+    return problems + ([] if re.search(r"^ranks\s+2 \(0, 1\)$", out, re.M) else [f"ranks line: {out[:200]!r}"])
 
 
 def _commands_paste_back(work: Path, args: tuple[str, ...], out: str, err: str) -> list[str]:
@@ -481,6 +492,20 @@ def io_cases() -> Iterator[Case]:
         yield Case(f"io:capture_broken:{kind}", broken_capture(kind), expect=0, verify=_capture_skipped,
                    commands={"truncated": (("info",), ("report",), ("export",)),
                              "gzip": (("analyze",), ("report",))}.get(kind, (("info",),)))
+
+    def rank_entry(kind: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
+        def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+            run = _run_folder(folder, capture=False)
+            if kind == "fifo":
+                os.mkfifo(run / "odd.json")
+            else:
+                (run / "odd.json").mkdir()
+            return run, ()
+        return make
+
+    for kind in ("fifo", "dir"):
+        yield Case(f"io:rank_irregular:{kind}", rank_entry(kind), expect=0, verify=_rank_entry_skipped,
+                   commands=(("info",),))
 
     def gate(value: str) -> Callable[[Path], tuple[Path, tuple[str, ...]]]:
         def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
