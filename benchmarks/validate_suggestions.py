@@ -44,6 +44,7 @@ WITHIN = 0.35  # the issue's bar for a what-if saving against the measured one
 TF32 = "docs/measurements/tf32_labels_h200.txt"  # the script as written vs TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
 GRAPHS = "docs/measurements/cudagraphs_try_h200.txt"  # tracekit profile --try cudagraphs
 TRY17 = "docs/measurements/try_timed_heldout17_h100.txt"  # benchmarks/gpu/try_timed.sh on the seventeenth set
+TRY18 = "docs/measurements/try_timed_heldout18_h100.txt"  # the same on three of the eighteenth set's fixed variants
 EXTRA_LABELS: dict[str, frozenset[str]] = {
     # a CUDA graph of the same loop measured 4.573 -> 0.822 ms (docs/measurements/pairs.json, small_matmul)
     "small_matmul_loop": frozenset({"cuda_graphs"}),
@@ -144,6 +145,9 @@ HELDOUT_EXTRA: dict[str, frozenset[str]] = {
     # fused_llm_kernels names torch.compile as its other way (as on heldout13 fp8_fake_quant above)
     "heldout17/ho17_dit_latent_manual_attn_sdpa": frozenset({"fuse_elementwise", "fused_llm_kernels"}),  # 27.22 → 21.17
     "heldout17/ho17_esm_mlm_fp32": frozenset({"fuse_elementwise", "fused_llm_kernels"}),  # 49.58 → 46.52 ms
+    # TRY18 (as TRY17): torch.compile of the fused-qkv music GPT, 18.03 → 13.63 ms (steps 13.49–13.98
+    # against 17.92–18.12 as written)
+    "heldout18/ho18_midi_gpt_per_head_linears_fused_qkv": frozenset({"fuse_elementwise"}),
 }
 
 

@@ -3,13 +3,15 @@ run's answers against the recordings' own unprofiled steps and the raw events.""
 
 from __future__ import annotations
 
-import gzip
-import json
-import statistics
-from pathlib import Path
-
 import pytest
-from recorded import profiler_steps, raw_events, recording
+from recorded import (
+    bare_ms,
+    check_first_and_within,
+    check_projection,
+    profiler_steps,
+    raw_events,
+    recording,
+)
 
 from tracekit.pipeline.local import analyse_file
 
@@ -32,33 +34,16 @@ FIRST_AND_WITHIN = ["ho17_dit_latent_manual_attn", "ho17_triton_lm_ce_block", "h
                     "ho17_esm_mlm_fp32"]  # reid_per_detection: not kept (9 MB)
 
 
-def bare_ms(path: Path) -> float:
-    """Median of the unprofiled step times `tracekit profile` stored in the trace (raw JSON)."""
-    with gzip.open(path) as f:
-        steps = json.load(f)["tracekit"]["bare"]["step_us"]
-    return statistics.median(steps.values()) / 1000
-
-
 @pytest.mark.parametrize("before", FIRST_AND_WITHIN)
 def test_first_suggestion_is_the_fix_and_its_saving_is_measured(before):
-    """The labelled rule is first on the baseline, its what-if within ±35 % of the saving the two
-    recordings' bare steps measured, and it is silent on the fixed variant."""
-    after, rule = PAIRS[before]
-    before_path, after_path = recording(SET, before), recording(SET, after)
-    saving = bare_ms(before_path) - bare_ms(after_path)
-    found = analyse_file(before_path)
-    assert found.suggestions[0].id == rule
-    assert found.suggestions[0].per_step_us / 1000 == pytest.approx(saving, rel=0.35)
-    assert rule not in {s.id for s in analyse_file(after_path).suggestions}
+    """The labelled rule first on the baseline, within ±35 % of the bare saving, silent after."""
+    check_first_and_within(SET, before, *PAIRS[before])
 
 
 @pytest.mark.parametrize("name", [n for pair in PAIRS.items() for n in (pair[0], pair[1][0])])
 def test_projection_within_15_percent_of_the_bare_step(name):
     """Every recording's projected unprofiled step against the median of its own bare steps."""
-    path = recording(SET, name)
-    u = analyse_file(path).analysis.unprofiled
-    assert u is not None and u.trusted
-    assert u.step_us / 1000 == pytest.approx(bare_ms(path), rel=0.15)
+    check_projection(SET, name)
 
 
 def test_autocast_adds_a_cast_per_fp32_input():

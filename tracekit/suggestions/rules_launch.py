@@ -262,7 +262,7 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
                if fwd.get("stack") == ensembles.KIND_HEADS else ""))) if f)
         title = (f"Stack the {k:.0f} attention heads' weights into one projection and one attention call: each "
                  f"step calls {k:.0f} head modules in turn on one input ({fwd['ops']}, input {fwd['first']}), "
-                 f"each with its own narrow q/k/v Linear and single-head SDPA, "
+                 f"each with its own narrow q/k/v Linear{' and single-head SDPA' if 'attention' in str(fwd['ops']) else ''}, "
                  f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "
                  f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, forward and backward; "
                  f"one Linear(d, 3·d) and one scaled_dot_product_attention over (B, heads, T, head_dim) "

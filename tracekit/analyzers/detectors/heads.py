@@ -43,6 +43,10 @@ MAX_FORWARD_PERIOD = 16
 # Linear(256, 32) and a cat), not attention heads: left out.
 MIN_PROJECTIONS = 2
 MAX_BACKWARD_PERIOD = 32
+# Heads laid out projection by projection (projection_blocks): a block is one projection's h GEMMs and
+# the op that stacks them (GPT-2 small's 12 heads: 13 ops); q, k and v (or k and v) repeat it 2–3 times.
+MAX_PROJECTION_PERIOD = 2 * 16 + 2
+MAX_PROJECTIONS = 3
 EVALUATE = "autograd::engine::evaluate_function: "  # the backward thread's op names start so
 
 
@@ -72,13 +76,14 @@ def runs(codes: np.ndarray, max_period: int, min_reps: int) -> list[tuple[int, i
     return sorted(out)
 
 
-def narrow(rank: RankTrace, block: list[int], gemm_ops: np.ndarray, k: int) -> bool:
+def narrow(rank: RankTrace, block: list[int], gemm_ops: np.ndarray, k: int, *,
+           min_projections: int = MIN_PROJECTIONS) -> bool:
     """The block has ≥ MIN_PROJECTIONS GEMM ops and every one reads one activation A (its first input) with a 2-D weight whose
     output width N satisfies N × k ≤ A's width, and no other op of the block reads A: the k blocks are
     slices of one projection. A layer stack fails: its block gives back its input's width (a GEMM with
     N = d, a residual add or norm on A), which the next layer reads."""
     gemms = [r for r in block if gemm_ops[r]]
-    if len(gemms) < MIN_PROJECTIONS:
+    if len(gemms) < min_projections:
         return False
     act = input_dims(rank, gemms[0])
     if not act or len(act[0]) < 2:
@@ -99,6 +104,36 @@ def narrow(rank: RankTrace, block: list[int], gemm_ops: np.ndarray, k: int) -> b
         if n <= 0 or n * k > width:
             return False
     return True
+
+
+def projection_blocks(rank: RankTrace, seq: np.ndarray, start: int, period: int, reps: int, gemm_ops: np.ndarray,
+                      thread: int) -> list[tuple[int, np.ndarray, int]]:
+    """The heads laid out projection by projection (every head's query, then every head's key, ...,
+    each set stacked: the from-scratch tutorials' `torch.stack([h.query(x) for h in heads])`): a block
+    of h ≥ MIN_HEADS narrow GEMMs on one activation (N × h ≤ its width) and ops that do not read it,
+    repeated ≥ MIN_PROJECTIONS times back to back. One (thread, stretch, period 1) per projection: its
+    h GEMMs are the h heads' slices of one projection."""
+    # the block starts at its first GEMM (the first head's query)
+    first = next((i for i in range(start, start + period) if gemm_ops[seq[i]]), None)
+    if first is None:
+        return []
+    reps = (start + period * reps - first) // period
+    if not MIN_PROJECTIONS <= reps <= MAX_PROJECTIONS:
+        return []
+    block = seq[first:first + period].tolist()
+    h = 0
+    while h < len(block) and gemm_ops[block[h]]:
+        h += 1
+    if h < MIN_HEADS or gemm_ops[block[h:]].any() or not narrow(rank, block, gemm_ops, h, min_projections=1):
+        return []
+    return [(thread, seq[first + b * period:first + b * period + h], 1) for b in range(reps)]
+
+
+def _per_projection(k: int, heads: set[int]) -> int:
+    """Heads laid out projection by projection: their backward runs every projection's heads in one
+    stretch of P × h (or P × h − 1: the first one's input gradient is not accumulated) repetitions; h."""
+    return next((h for h in sorted(heads) for p in range(MIN_PROJECTIONS, MAX_PROJECTIONS + 1)
+                 if k in (p * h, p * h - 1)), 0)
 
 
 def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
@@ -127,6 +162,7 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
             continue
         mine = depth0[steps.ops[depth0] == step]
         forward: list[tuple[int, np.ndarray, int]] = []  # (thread, stretch rows, period)
+        by_projection: set[int] = set()  # head counts of heads laid out projection by projection
         backward: list[tuple[int, np.ndarray, int]] = []
         for thread in np.unique(tid[mine]).tolist():
             seq = mine[tid[mine] == thread]
@@ -142,6 +178,10 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
                 block = seq[first:first + period].tolist()
                 if k >= MIN_HEADS and narrow(rank, block, gemms > 0, k):
                     forward.append((int(thread), seq[first:first + period * k], period))
+            for start, period, reps in runs(codes, MAX_PROJECTION_PERIOD, MIN_PROJECTIONS):
+                found = projection_blocks(rank, seq, start, period, reps, gemms > 0, int(thread))
+                forward += found
+                by_projection |= {len(s) for _, s, _ in found}
             # backward ops carry no shapes: by name only (a cast's launch count differs for the first head)
             bcodes = np.unique(names[seq].astype(str), return_inverse=True)[1].astype(np.int64)
             for start, period, reps in runs(bcodes, MAX_BACKWARD_PERIOD, MIN_HEADS - 1):
@@ -154,7 +194,7 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
         picked = [(FORWARD, f) for f in forward]
         for thread, stretch, period in backward:
             k = len(stretch) // period
-            heads = k if k in counts else k + 1 if k + 1 in counts else 0
+            heads = k if k in counts else k + 1 if k + 1 in counts else _per_projection(k, by_projection)
             lo, hi = ts[stretch].min(), end[stretch].max()
             accumulated = int(((tid[grads] == thread) & (ts[grads] >= lo) & (ts[grads] <= hi)).sum())
             if heads and accumulated >= heads:
@@ -167,7 +207,8 @@ def find_heads(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
             continue
         for (direction, (thread, stretch, period)), hit in zip(picked, hits, strict=True):
             k = len(stretch) // period
-            heads = k if direction == FORWARD or k in counts else k + 1
+            heads = k if direction == FORWARD or k in counts else k + 1 if k + 1 in counts \
+                else _per_projection(k, by_projection)
             heads_of[hit] = heads
             for i in np.flatnonzero(hit & (gpu_op >= 0)).tolist():
                 dims = input_dims(rank, int(gpu_op[i]))

@@ -244,20 +244,26 @@ def find_loops(rank: RankTrace, classes: np.ndarray, costs: attribution.KernelCo
     key_shapes = costs.table[attribution.SHAPES].to_numpy(dtype=object)
     stream = gpu[tables.GPU_STREAM].to_numpy()
     step = gpu[tables.GPU_STEP].to_numpy()
+    op_row = gpu[tables.GPU_OP].to_numpy()
     is_gemm = classes == GEMM
     runs: list[list[int]] = []
     cur: list[int] = []
+
+    def close(run: list[int]) -> None:
+        # GEMMs that one op call launched are its library's own loop (cuDNN's RNN steps its recurrent
+        # GEMMs inside aten::_cudnn_rnn_backward): not calls the user can batch
+        if len(run) >= LOOP_MIN_RUN and not (op_row[run[0]] >= 0 and (op_row[run] == op_row[run[0]]).all()):
+            runs.append(run)
+
     for i in order.tolist():
         sig_ok = is_gemm[i] and key_shapes[i] is not None
         if cur and sig_ok and stream[i] == stream[cur[-1]] and step[i] == step[cur[-1]] and \
                 (key_name[i], key_op[i], key_shapes[i]) == (key_name[cur[-1]], key_op[cur[-1]], key_shapes[cur[-1]]):
             cur.append(i)
             continue
-        if len(cur) >= LOOP_MIN_RUN:
-            runs.append(cur)
+        close(cur)
         cur = [i] if sig_ok else []
-    if len(cur) >= LOOP_MIN_RUN:
-        runs.append(cur)
+    close(cur)
     if not runs:
         return pd.DataFrame(columns=list(LOOP_COLUMNS))
     ts = gpu[tables.GPU_TS].to_numpy(dtype=float)
