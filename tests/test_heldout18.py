@@ -30,9 +30,11 @@ PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout18/labels.txt
     "ho18_load_forecast_lstmcell_loop": ("ho18_load_forecast_lstmcell_loop_cudnn_lstm", "cudnn_rnn"),
 }
 # first and within ±35 % of the bare saving at the first run (docs/validation.md); midi_gpt since the
-# heads detector reads projections laid out one after another (detectors/heads.py, projection_blocks)
+# heads detector reads projections laid out one after another (detectors/heads.py, projection_blocks),
+# load_forecast since cudnn_rnn prices float32 cells' GEMMs on TF32 tensor cores (rules_loops.cudnn_times)
 FIRST_AND_WITHIN = ["ho18_speech_probe_frozen_grads", "ho18_dna_lm_sdpa_tril_mask",
-                    "ho18_triton_vae_groupnorm_grid", "ho18_midi_gpt_per_head_linears"]
+                    "ho18_triton_vae_groupnorm_grid", "ho18_midi_gpt_per_head_linears",
+                    "ho18_load_forecast_lstmcell_loop"]
 
 
 @pytest.mark.parametrize("before", FIRST_AND_WITHIN)
@@ -69,3 +71,20 @@ def test_per_head_projections_laid_out_one_after_another():
     assert forward.groupby(ensembles.EN_STEP).size().tolist() == [18] * 4
     assert (table[ensembles.EN_DIRECTION] == ensembles.BACKWARD).any()
     assert "batch_bmm" not in {s.id for s in analyse_file(recording(SET, after)).suggestions}
+
+
+def test_span_f1_in_python_is_post_processing():
+    """NER training that reads its predictions and labels back every step (two `aten::to` copies of
+    [64, 256] tensors a ProfilerStep in the raw events, 128 KB each: under the bulk-copy floor) and
+    computes span F1 in Python while the GPU idles: preprocess_off_thread says to post-process on the
+    GPU (the fixed variant's change: the counts on the device, read once), not to move preprocessing to
+    a worker. A scalar read (`.item()`: sample bare/train_sync) keeps the preprocessing advice."""
+    events = raw_events(recording(SET, "ho18_ner_span_f1_per_step"))
+    copies = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::to"
+              and (e.get("args", {}).get("Input Dims") or [None])[0] == [64, 256]]
+    assert [sum(lo <= e["ts"] < hi for e in copies) for lo, hi in profiler_steps(events)] == [2] * 4
+    found = {s.id: s for s in analyse_file(recording(SET, "ho18_ner_span_f1_per_step")).suggestions}
+    s = found["preprocess_off_thread"]
+    assert s.title.startswith("Post-process on the GPU") and all(e["copied_back"] for e in s.evidence)
+    scalar = {s.id: s for s in analyse_file(recording("bare", "train_sync")).suggestions}
+    assert scalar["preprocess_off_thread"].title.startswith("Move host preprocessing")

@@ -90,9 +90,12 @@ def test_cudnn_rnn_on_a_cell_loop(tmp_path, kind):
     s = RULES_BY_ID["cudnn_rnn"].run(a)
     # cuDNN: a third of the GEMM time (the recurrent products) as it is; the other two thirds of the
     # loop GEMMs' FLOPs (62 × 2·4·256·64) at the head GEMM's rate (2·512·1024·4096 FLOP in 100 µs,
-    # under the H200's 67 TFLOPS fp32), the gates kernels as they are, the add gone
-    rate = 2 * 512 * 1024 * 4096 / 100
-    cudnn = gemm_us / 3 + (2 / 3) * 62 * 2 * 4 * 256 * 64 / rate + cell_us
+    # under the H200's 67 TFLOPS fp32), the gates kernels as they are, the add gone; float32 cells, so
+    # cuDNN's GEMMs on TF32 tensor cores (torch.backends.cudnn.allow_tf32's default): the GEMM time ÷
+    # and the rate × the H200's TF32 / FP32 peak, 494.7 / 66.9 TFLOPS (the device table's Hopper row)
+    tf32 = 494.7 / 66.9
+    rate = 2 * 512 * 1024 * 4096 / 100 * tf32
+    cudnn = gemm_us / 3 / tf32 + (2 / 3) * 62 * 2 * 4 * 256 * 64 / rate + cell_us
     assert s.evidence[0]["cudnn_us"] == pytest.approx(cudnn)
     assert s.saving_us == pytest.approx(635 + 612 - cudnn)  # the windows (launch-bound) − cuDNN's GPU time
     assert s.evidence[0]["calls_per_step"] == 16 and "nn.LSTM" in s.snippet and f"stepping {kind}_cell" in s.title

@@ -39,19 +39,22 @@ def _headline(r: RankAnalysis, table: pd.DataFrame, column: str) -> pd.DataFrame
     return table[in_headline(r, table[column].to_numpy())] if len(table) else table
 
 
-def cudnn_times(row: dict[str, Any], peak: float | None) -> dict[str, float]:
+def cudnn_times(row: dict[str, Any], peak: float | None, tensor_cores: float = 1.0) -> dict[str, float]:
     """A loop's GPU time per cuDNN (µs, summed like the row): the recurrent GEMM share as it is, the
     rest of the GEMM FLOPs at the rate of the rank's largest GEMM (at most `peak` FLOP/s; unknown:
-    as it is), the cell's own kernels as they are, the gradient accumulations and copies gone."""
+    as it is), the cell's own kernels as they are, the gradient accumulations and copies gone.
+    `tensor_cores`: how much faster cuDNN runs the GEMMs than the loop did (float32 cells: cuDNN takes
+    TF32 tensor cores by default, torch.backends.cudnn.allow_tf32, where the loop's cuBLAS matmuls run
+    full float32: the device's TF32 / FP32 peak; `peak` is then the TF32 one): both shares ÷ it."""
     share = RECURRENT_SHARE_TRAINING if row["backward"] else RECURRENT_SHARE_FORWARD
     gemm_us, flops = float(row[recurrent.RC_GEMM_US]), float(row[recurrent.RC_GEMM_FLOPS])
-    rate = float(row[recurrent.RC_REF_RATE])
+    rate = float(row[recurrent.RC_REF_RATE]) * tensor_cores
     if peak:
         rate = min(rate, peak / 1e6) if not math.isnan(rate) else math.nan
-    batched = (1 - share) * gemm_us
+    batched = (1 - share) * gemm_us / tensor_cores
     if not math.isnan(rate) and not math.isnan(flops) and rate > 0:
         batched = min(batched, (1 - share) * flops / rate)
-    gemm = share * gemm_us + batched
+    gemm = share * gemm_us / tensor_cores + batched
     return {"gemm_us": gemm, "cudnn_us": gemm + float(row[recurrent.RC_CELL_US]),
             "gemm_factor": gemm / gemm_us if gemm_us > 0 else 1.0, "share": share, "rate": rate}
 
@@ -78,8 +81,10 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
         dtype = str(first[recurrent.RC_DTYPE])
         precision = PRECISION.get(dtype)
         peak = device.peak_flops(precision) if device is not None and precision else None
+        tf32 = device.peak_flops("tf32") if device is not None and precision == "fp32" else None
         est = cudnn_times({**sums, recurrent.RC_REF_RATE: float(first[recurrent.RC_REF_RATE]),
-                           "backward": int(first[recurrent.RC_BACKWARD]) > 0}, peak)
+                           "backward": int(first[recurrent.RC_BACKWARD]) > 0},
+                          tf32 or peak, tf32 / peak if tf32 and peak else 1.0)
         now = max(sums[recurrent.RC_WINDOW_US], sums[recurrent.RC_GPU_US])
         saving = max(now - est["cudnn_us"], 0.0)
         total += saving
@@ -92,6 +97,7 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
                      "gemm_us": sums[recurrent.RC_GEMM_US] / steps, "cell_us": sums[recurrent.RC_CELL_US] / steps,
                      "other_us": sums[recurrent.RC_OTHER_US] / steps, "cudnn_us": est["cudnn_us"] / steps,
                      "gemm_factor": est["gemm_factor"], "windows_per_step": float(first[recurrent.RC_WINDOWS]),
+                     "tf32": bool(tf32),
                      "backward": int(first[recurrent.RC_BACKWARD]) > 0,
                      "saving_us": saving})
     if not rows:
@@ -103,7 +109,11 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
                f"({100 * (RECURRENT_SHARE_TRAINING if x['backward'] else RECURRENT_SHARE_FORWARD):.0f} % "
                "of the GEMM time) stay one per time step, the other GEMMs' FLOPs run as one GEMM over all time "
                "steps at the rate of the trace's largest GEMM, the cell kernels stay, the gradient accumulations "
-               f"and copies ({fmt_us(x['other_us'])}) go; × {plural(round(scope.steps), 'step')} = {fmt_us(saving)}")
+               f"and copies ({fmt_us(x['other_us'])}) go"
+               + ("; float32 cells: cuDNN's GEMMs on TF32 tensor cores (torch.backends.cudnn.allow_tf32, on by "
+                  "default), the loop's float32 GEMM time ÷ the TF32 / FP32 peak" if x["dtype"] == "float" and x["tf32"]
+                  else "")
+               + f"; × {plural(round(scope.steps), 'step')} = {fmt_us(saving)}")
     title = (f"Run the sequence with nn.LSTM / nn.GRU (cuDNN) instead of stepping {x['cell'].removeprefix('aten::')} "
              f"in Python: {x['calls_per_step']:.0f} cell calls launch {x['launches_per_step']:.0f} kernels "
              f"({fmt_us(x['gpu_us'])} of GPU time) per step")
