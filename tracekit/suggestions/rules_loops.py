@@ -111,7 +111,7 @@ def cudnn_rnn(analysis: Analysis) -> Suggestion | None:
                "steps at the rate of the trace's largest GEMM, the cell kernels stay, the gradient accumulations "
                f"and copies ({fmt_us(x['other_us'])}) go"
                + ("; float32 cells: cuDNN's GEMMs on TF32 tensor cores (torch.backends.cudnn.allow_tf32, on by "
-                  "default), the loop's float32 GEMM time ÷ the TF32 / FP32 peak" if x["dtype"] == "float" and x["tf32"]
+                  "default), the loop's float32 GEMM time ÷ the TF32 / FP32 peak" if x["tf32"]
                   else "")
                + f"; × {plural(round(scope.steps), 'step')} = {fmt_us(saving)}")
     title = (f"Run the sequence with nn.LSTM / nn.GRU (cuDNN) instead of stepping {x['cell'].removeprefix('aten::')} "

@@ -23,9 +23,10 @@ CLEANUP_SHARE = 0.5  # a host gap this much inside end-of-step cleanup is the cl
 # The sync a gap starts after, when it is a copy of GPU results to the host (`.cpu()`, `.numpy()`,
 # `.tolist()`, `.item()`): the work in the gap post-processes outputs (held-out seg_numpy_confmat:
 # a confusion matrix in numpy), which torch ops on the GPU do without the copy.
-AFTER_COPY = re.compile(r"\((aten::(to|_to_copy|copy_|item|_local_scalar_dense)|cpu|numpy|tolist)\b")
-# ...of a tensor, not of a scalar (`.item()`: a loss read for logging, sample train_sync)
-AFTER_TENSOR_COPY = re.compile(r"\((aten::(to|_to_copy|copy_)|cpu|numpy|tolist)\b")
+# AFTER_TENSOR_COPY: of a tensor, not of a scalar (`.item()`: a loss read for logging, sample train_sync).
+_TENSOR_OPS, _SCALAR_OPS = "to|_to_copy|copy_", "item|_local_scalar_dense"
+AFTER_COPY = re.compile(rf"\((aten::({_TENSOR_OPS}|{_SCALAR_OPS})|cpu|numpy|tolist)\b")
+AFTER_TENSOR_COPY = re.compile(rf"\((aten::({_TENSOR_OPS})|cpu|numpy|tolist)\b")
 
 
 def _cleanup_covers(r: RankAnalysis, gaps: pd.DataFrame) -> np.ndarray:
