@@ -51,7 +51,8 @@ def launching_calls(step: StepModel, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
-def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Transform:
+def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None, only_calls: np.ndarray | None = None,
+               replay_us: float = 0.0) -> Transform:
     """Capture the step's launches in one CUDA graph: every launch (and other runtime) call whose
     kernels are not `excluded_rows` (bool per rank.gpu row: the optimizer, kernels already replayed
     from a graph) costs nothing and the Python between them (gaps ≤ LONG_GAP_US) goes with it; one
@@ -59,7 +60,9 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
     launch or a break ends a run: a graph cannot hold them); the captured kernels follow their launch
     by GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay, and so do torch.compile's
     graph `breaks` (a graph is captured per compiled region: the calls inside a break and the part
-    of a gap inside one stay as they are)."""
+    of a gap inside one stay as they are). With `only_calls` (bool per rank.runtime row) only those
+    calls are captured (mode="reduce-overhead" on compiled graphs: the calls inside them), and each
+    graph launch costs `replay_us` more (the graph tree's own work per replay)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -68,6 +71,8 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
         kept_calls = launching_calls(step, keep_nodes)
         share, inside = breaks.cover(step) if breaks is not None else (np.zeros(g.n_calls), np.zeros(g.n_calls, dtype=bool))
         captured = np.isin(g.call_role, (ROLE_LAUNCH, ROLE_OTHER)) & ~kept_calls & ~inside
+        if only_calls is not None and len(only_calls):
+            captured &= only_calls[g.call_row]
         if not captured.any():
             return step.costs
         # a graph holds no host sync and no call left out of it: each run of captured calls on a
@@ -78,7 +83,7 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None) -> Trans
         short = captured & ~heads & (gap <= LONG_GAP_US)
         gap = np.where(short, gap * share, gap)
         dur = np.where(captured, 0.0, dur)
-        dur[heads] = GRAPH_LAUNCH_US
+        dur[heads] = GRAPH_LAUNCH_US + replay_us
         nodes = (g.gpu_launch >= 0) & captured[np.maximum(g.gpu_launch, 0)] & ~keep_nodes
         lat = np.where(nodes, GRAPH_GAP_US, lat)
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, gpu_latency_us=lat)

@@ -197,6 +197,27 @@ def _backward_breaks(rank: RankTrace, op_steps: np.ndarray, breaks: pd.DataFrame
     return pd.DataFrame(recs, columns=list(BACKWARD_BREAK_COLUMNS)) if recs else empty_backward_breaks()
 
 
+def in_compiled_graphs(rank: RankTrace, steps: StepsOf) -> np.ndarray:
+    """Per rank.runtime row: the call runs inside a compiled graph's call (`_segments`) on its thread,
+    the launches that mode="reduce-overhead" captures in the graph it replays; all False without Dynamo."""
+    rt = rank.runtime
+    out = np.zeros(len(rt), dtype=bool)
+    ops = rank.ops
+    if not len(ops) or not len(rt):
+        return out
+    region = matches(ops[tables.OP_NAME], REGION)
+    if not region.any():
+        return out
+    tid, ts, end, _ = _segments(rank, ops[tables.OP_NAME].to_numpy(dtype=object), region, steps.annotations, steps.ops)
+    r_tid, r_ts = rt[tables.RT_TID].to_numpy(), rt[tables.RT_TS].to_numpy(float)
+    for t in pd.unique(tid):
+        lo, hi = merge_intervals(ts[tid == t], end[tid == t])
+        mine = np.flatnonzero(r_tid == t)
+        at = np.searchsorted(lo, r_ts[mine], side="right") - 1
+        out[mine] = (at >= 0) & (r_ts[mine] <= hi[np.maximum(at, 0)])
+    return out
+
+
 def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, np.ndarray]:
     """(COMPILED_COLUMNS per step, BREAK_COLUMNS per graph break, BACKWARD_BREAK_COLUMNS per stretch
     between the compiled backward graphs of steps with breaks, per rank.runtime row whether it runs on

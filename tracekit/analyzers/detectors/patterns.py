@@ -108,6 +108,8 @@ class Patterns:
     # recompiles.RECOMPILE_COLUMNS per compile span inside a step (Dynamo compiling a frame)
     recompiles: pd.DataFrame = field(default_factory=dynamo_compiles.empty)
     break_thread: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per rank.runtime row
+    # per rank.runtime row: inside a compiled graph's call (compiled.in_compiled_graphs)
+    in_compiled_graph: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # triton_launch.TRITON_LAUNCH_COLUMNS per user Triton launch configuration, and per rank.gpu row
     # the index of its row (-1: not a user Triton kernel)
     triton_launches: pd.DataFrame = field(default_factory=triton_launch.empty)
