@@ -62,7 +62,7 @@ def _key(path: Path) -> str:
 
 
 def save(out_dir: Path, code: Path, paths: list[str]) -> int:
-    roots = [Path(p) for p in paths] or [ROOT / "sample_traces", ROOT.parent / "shared" / "traces"]
+    roots = [Path(p).absolute() for p in paths] or [ROOT / "sample_traces", ROOT.parent / "shared" / "traces"]
     traces = _traces([r for r in roots if r.exists()])
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps([_key(p), str(p)]) + "\n" for p in traces)
