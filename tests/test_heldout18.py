@@ -33,9 +33,10 @@ PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout18/labels.txt
 # first and within ±35 % of the bare saving at the first run (docs/validation.md); midi_gpt since the
 # heads detector reads projections laid out one after another (detectors/heads.py, projection_blocks),
 # load_forecast since cudnn_rnn prices float32 cells' GEMMs on TF32 tensor cores (rules_loops.cudnn_times)
+# edsr since channels_last prices the bias gradients' per-channel sums slower in NHWC (layout_sums.py)
 FIRST_AND_WITHIN = ["ho18_speech_probe_frozen_grads", "ho18_dna_lm_sdpa_tril_mask",
                     "ho18_triton_vae_groupnorm_grid", "ho18_midi_gpt_per_head_linears",
-                    "ho18_load_forecast_lstmcell_loop"]
+                    "ho18_load_forecast_lstmcell_loop", "ho18_edsr_superres_nchw"]
 
 
 @pytest.mark.parametrize("before", FIRST_AND_WITHIN)
@@ -114,3 +115,38 @@ def test_reduce_overhead_graphs_only_the_compiled_calls():
     assert first.id == "cuda_graphs" and first.title.startswith('Compile with mode="reduce-overhead"')
     saving = bare_ms(path) - bare_ms(recording(SET, after))
     assert first.per_step_us / 1000 == pytest.approx(saving, rel=0.35)
+
+
+def test_channels_last_prices_the_bias_sums_slower():
+    """EDSR under bf16 autocast: each of the 34 convolutions with a bias sums its 16 × 64 × 128 × 128
+    output gradient per channel (`aten::sum` on that shape, 34 per ProfilerStep in the raw events of
+    both recordings; the upsampler's convolution sums a 256-channel one, once a step). In channels_last those sums ran 1.94× slower (the recordings' reduce kernels:
+    1.30 → 2.52 ms per step); channels_last now prices them at the measured 1.77× for 64 bf16 channels
+    (docs/measurements/channel_sum_layouts_h100.txt), so its saving is net of that."""
+    before, (after, _) = "ho18_edsr_superres_nchw", PAIRS["ho18_edsr_superres_nchw"]
+    for name in (before, after):
+        events = raw_events(recording(SET, name))
+        sums = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::sum"
+                and (e.get("args", {}).get("Input Dims") or [None])[0] == [16, 64, 128, 128]]
+        assert [sum(lo <= e["ts"] < hi for e in sums) for lo, hi in profiler_steps(events)] == [34] * 4
+    s = {x.id: x for x in analyse_file(recording(SET, before)).suggestions}["channels_last"]
+    rows = [e for e in s.evidence if str(e["change"]).startswith("per-channel sum")]
+    assert all(e["saving_us"] < 0 for e in rows)
+    # the three steady steps: 34 sums of 64 channels each, and the upsampler's one of 256 channels (2.15×)
+    by_factor = {e["change"]: 0 for e in rows}
+    for e in rows:
+        by_factor[e["change"]] += e["count"]
+    assert by_factor == {"per-channel sum 1.77× slower in NHWC": 34 * 3, "per-channel sum 2.15× slower in NHWC": 3}
+
+
+def test_nhwc_sum_factor_by_nearest_channel_count():
+    """The measured table's row of the nearest channel count in log2 (96 is nearer 128 than 64); not a
+    4-D per-channel sum, or under 8 channels: None."""
+    from tracekit.suggestions.layout_sums import nhwc_sum_factor
+
+    assert nhwc_sum_factor("aten::sum", ((16, 64, 128, 128),), "bf16") == 1.77
+    assert nhwc_sum_factor("aten::sum", ((8, 96, 32, 32),), "fp32") == 3.62
+    assert nhwc_sum_factor("aten::sum", ((8, 4, 32, 32),), "fp32") is None
+    assert nhwc_sum_factor("aten::mean", ((16, 64, 128, 128),), "bf16") is None
+    assert nhwc_sum_factor("aten::sum", ((2, 16, 64, 128, 128),), "bf16") is None
+    assert nhwc_sum_factor("aten::sum", ((16, 64, 128, 128),), "fp64") is None

@@ -12,10 +12,11 @@ from tracekit.analyzers.analysis import Analysis
 from tracekit.analyzers.detectors import sdpa_fallback as sf
 from tracekit.analyzers.detectors.attention_mask import MATH
 from tracekit.analyzers.detectors.layers import LAYOUT_TRANSPOSE
-from tracekit.analyzers.kernels import ATTENTION, CONV, ELEMENTWISE, GEMM, NORMALIZATION
+from tracekit.analyzers.kernels import ATTENTION, CONV, ELEMENTWISE, GEMM, NORMALIZATION, REDUCTION
 from tracekit.analyzers.names import matches
 from tracekit.analyzers.roofline import ASSUMED
 from tracekit.suggestions.common import Scope, fmt_us, rank_tables, suggestion
+from tracekit.suggestions.layout_sums import nhwc_sum_factor
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import FUSED_ATTENTION_EFF
 from tracekit.units import plural
@@ -203,6 +204,21 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     return suggestion("lower_precision", title, saving, scope, formula, rows)
 
 
+def _channel_sums(k: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per-channel sums of 4-D activations (bias gradients) that run slower in NHWC: their time × the
+    measured NHWC / NCHW factor (layout_sums.py), the extra time as a negative saving."""
+    rows = []
+    for r in k[(k["class"] == REDUCTION) & (k["time_us"] > 0)].to_dict("records"):
+        factor = nhwc_sum_factor(r["op"], r["shapes"], r["dtype"])
+        if factor is None or factor <= 1.0:
+            continue
+        t = float(r["time_us"])
+        rows.append({"kernel": r["name"], "op": r["op"], "shapes": r["shapes"], "dtype": r["dtype"],
+                     "count": int(r["count"]), "time_us": t, "change": f"per-channel sum {factor:.2f}× slower in NHWC",
+                     "new_time_us": t * factor, "saving_us": t - t * factor})
+    return rows
+
+
 def _nchw_norms(k: pd.DataFrame, bandwidth: float) -> list[dict[str, Any]]:
     """BatchNorm rows on NCHW tensors (not named nhwc) slower than an NHWC kernel: their time at its
     share of the bandwidth (NHWC_NORM_SHARE for cuDNN's, NATIVE_NHWC_NORM_SHARE for torch's own)."""
@@ -239,16 +255,22 @@ def channels_last(analysis: Analysis) -> Suggestion | None:
     calls = sum(x["count"] for x in rows) / (scope.steps * scope.ranks)
     bandwidth = analysis.device.memory_bandwidth if analysis.device is not None else None
     norms = _nchw_norms(k, bandwidth) if bandwidth else []
-    rows += norms
+    sums = _channel_sums(k)
+    rows += norms + sums
     rows.sort(key=lambda x: -x["saving_us"])
     norm_saving = sum(x["saving_us"] for x in norms)
-    saving = (transposes + norm_saving) / scope.ranks
+    sum_cost = -sum(x["saving_us"] for x in sums)
+    saving = (transposes + norm_saving - sum_cost) / scope.ranks
+    if saving <= 0:
+        return None
     names = ", ".join(sorted({str(x["kernel"]).split("<")[0].removeprefix("void ") for x in rows
                               if x["change"] == "layout transpose removed"}))
     formula = (f"the layout transposes' time ({names}: {fmt_us(transposes / scope.ranks)}) + Σ NCHW BatchNorm "
                f"time − its bytes at {100 * NHWC_NORM_SHARE:.0f} % of the bandwidth (cuDNN's NHWC kernels; torch's "
                f"own: {100 * NATIVE_NHWC_NORM_SHARE:.0f} %) ({len(norms)} rows: "
-               f"{fmt_us(norm_saving / scope.ranks)}) = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
+               f"{fmt_us(norm_saving / scope.ranks)}) − the per-channel sums' extra time in NHWC (measured ratio by "
+               f"channels, suggestions/layout_sums.py; {len(sums)} rows: {fmt_us(sum_cost / scope.ranks)}) = "
+               f"{fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
     title = (f"Use channels_last: cuDNN transposes NCHW ↔ NHWC {calls:.0f} times per step around the "
              f"convolutions ({fmt_us(transposes / scope.ranks / scope.steps)} per step)"
              + (f", and BatchNorm runs its slower NCHW kernels ({fmt_us(norm_saving / scope.ranks / scope.steps)} "

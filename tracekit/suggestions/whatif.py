@@ -54,6 +54,7 @@ from tracekit.suggestions.whatif_evidence import (
     rank_evidence,
 )
 from tracekit.suggestions.whatif_host import preprocess_transform
+from tracekit.suggestions.whatif_layout import channels_last_transform
 from tracekit.suggestions.whatif_loops import (
     batch_bmm_transform,
     batch_requests_transform,
@@ -181,19 +182,6 @@ def _pattern_rows(r: RankAnalysis, name: str, per_step: float) -> Transform | No
     return scale_nodes(mask, per_step)
 
 
-def _channels_last(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    """The layout transposes gone (their traced time per step, all of it) and the BatchNorm kernels
-    faster by the rest of the saving (the rule's evidence splits the two)."""
-    rows = rank_evidence(s, r)
-    total = sum(evidence_number(e, "saving_us") for e in rows)
-    norms = sum(evidence_number(e, "saving_us") for e in rows if e.get("change") != "layout transpose removed")
-    share = norms / total if total > 0 else 0.0
-    gone = _pattern_rows(r, "layout_transposes", per_step * (1 - share))
-    if gone is None:
-        return None
-    return compose([gone, scale_nodes(class_rows(r, (NORMALIZATION,)), per_step * share)]) if share > 0 else gone
-
-
 def _batch_decode(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The step's work shared by the batch the suggestion assumes (its evidence's `batch`)."""
     batch = max((evidence_number(e, "batch") for e in rank_evidence(s, r)), default=0.0) or float(DECODE_BATCH)
@@ -290,7 +278,7 @@ TRANSFORMS: dict[str, TransformFor] = {
     "pinned_memory": _pinned,
     "batch_bmm": batch_bmm_transform,
     "lower_precision": _lower_precision,
-    "channels_last": _channels_last,
+    "channels_last": channels_last_transform,
     "batch_decode": _batch_decode,
     "batch_requests": batch_requests_transform,
     "batch_samples": batch_samples_transform,
