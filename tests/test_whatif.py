@@ -235,8 +235,8 @@ def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
 def test_reduce_overhead_graphs_only_the_compiled_calls(tmp_path):
     """A step of 20 launches, the 6th to 15th inside a compiled graph's call (a `Torch-Compiled Region`
     op and the `## Call CompiledFxGraph` annotation over them): the detector marks those 10 launch
-    calls; the what-if with them as `only_calls` opens one graph at the 6th (GRAPH_LAUNCH_US plus the
-    replay's own 7 µs), frees the other 9, and leaves the 10 eager launch calls at their durations."""
+    calls; the what-if with them as `only_calls` opens one graph at the 6th (GRAPH_LAUNCH_US), frees the
+    other 9, and leaves the 10 eager launch calls at their durations."""
     import numpy as np
 
     from tracekit.model.whatif import cuda_graph
@@ -256,11 +256,11 @@ def test_reduce_overhead_graphs_only_the_compiled_calls(tmp_path):
     assert int(inside.sum()) == 20 and len(inside) == 40
     step = model.steps[0]
     g = step.graph
-    costs = cuda_graph(np.zeros(len(rank.classification.table), dtype=bool), only_calls=inside, replay_us=7.0)(step)
+    costs = cuda_graph(np.zeros(len(rank.classification.table), dtype=bool), only_calls=inside)(step)
     launch_calls = np.flatnonzero(np.isin(np.arange(g.n_calls), g.gpu_launch))
     assert len(launch_calls) == 20
     dur = costs.call_dur_us[launch_calls]
-    assert dur[5] == GRAPH_LAUNCH_US + 7.0 and (dur[6:15] == 0.0).all()
+    assert dur[5] == GRAPH_LAUNCH_US and (dur[6:15] == 0.0).all()
     before = step.costs.call_dur_us if step.costs.call_dur_us is not None else g.call_dur_us
     eager = np.r_[0:5, 15:20]
     assert (dur[eager] == before[launch_calls][eager]).all() and (dur[eager] > 0).all()

@@ -51,8 +51,7 @@ def launching_calls(step: StepModel, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
-def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None, only_calls: np.ndarray | None = None,
-               replay_us: float = 0.0) -> Transform:
+def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None, only_calls: np.ndarray | None = None) -> Transform:
     """Capture the step's launches in one CUDA graph: every launch (and other runtime) call whose
     kernels are not `excluded_rows` (bool per rank.gpu row: the optimizer, kernels already replayed
     from a graph) costs nothing and the Python between them (gaps ≤ LONG_GAP_US) goes with it; one
@@ -61,8 +60,7 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None, only_cal
     by GRAPH_GAP_US. Syncs, longer host gaps and the excluded launches stay, and so do torch.compile's
     graph `breaks` (a graph is captured per compiled region: the calls inside a break and the part
     of a gap inside one stay as they are). With `only_calls` (bool per rank.runtime row) only those
-    calls are captured (mode="reduce-overhead" on compiled graphs: the calls inside them), and each
-    graph launch costs `replay_us` more (the graph tree's own work per replay)."""
+    calls are captured (mode="reduce-overhead" on compiled graphs: the calls inside them)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -83,7 +81,7 @@ def cuda_graph(excluded_rows: np.ndarray, breaks: Breaks | None = None, only_cal
         short = captured & ~heads & (gap <= LONG_GAP_US)
         gap = np.where(short, gap * share, gap)
         dur = np.where(captured, 0.0, dur)
-        dur[heads] = GRAPH_LAUNCH_US + replay_us
+        dur[heads] = GRAPH_LAUNCH_US
         nodes = (g.gpu_launch >= 0) & captured[np.maximum(g.gpu_launch, 0)] & ~keep_nodes
         lat = np.where(nodes, GRAPH_GAP_US, lat)
         return dataclasses.replace(step.costs, call_gap_us=gap, call_dur_us=dur, gpu_latency_us=lat)

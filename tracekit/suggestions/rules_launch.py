@@ -38,13 +38,6 @@ GRAPH_GAP_US = 0.5
 CUDA_GRAPHS_MIN_PCT = 5.0  # a graph is a real change: suggest it only when it pays
 MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel a step gains nothing;
 # with inferred steps, one graph spans many of them: the launches of the whole run count)
-# Host work of one replay of a torch.compile mode="reduce-overhead" graph beyond its graph launch
-# (the CUDA-graph tree's checks, input copies). 0: the what-if keeps the compiled call's own Python
-# before its first launch, and a reduce-overhead call costs no more than that: fixed 32–33 µs a call
-# against default mode's 35–37 µs (least squares over chains of 4, 16 and 64 kernels, static or fresh
-# inputs; docs/measurements/graph_tree_cost_h100.txt). The recorded pairs come within +2 % (heldout18
-# ppo_rollout) and +10 % (heldout5 compiled_rollout, plain runs) of the measured saving.
-REPLAY_TREE_US = 0.0
 # The step's compiled graphs issue at least this share of its runtime calls: the change is
 # mode="reduce-overhead" on them; with fewer, a graph of the step (compile the model whole)
 COMPILED_CALLS_SHARE = 0.5
@@ -174,7 +167,7 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
     per_step = gaps_total / (scope.steps * scope.ranks)
     title = (f"Capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\"): the GPU waits "
              f"{fmt_us(per_step)} per step for kernel launches in the profiled run")
-    if not n_graphed and any(reduce_overhead_calls(r) is not None for r in analysis.ranks):  # the step already runs torch.compile's graphs: graph those (suggestions/whatif.py)
+    if not n_graphed and any(reduce_overhead_calls(r) is not None for r in analysis.ranks):
         title = (f"Compile with mode=\"reduce-overhead\": CUDA graphs of the step's torch.compile graphs (the eager "
                  f"code around them stays as it is); the GPU waits {fmt_us(per_step)} per step for kernel launches "
                  "in the profiled run")
@@ -188,7 +181,10 @@ def reduce_overhead_calls(r: RankAnalysis) -> np.ndarray | None:
     """Per rank.runtime row, the calls inside torch.compile's graphs when they are at least
     COMPILED_CALLS_SHARE of the rank's runtime calls and no kernel replays from a CUDA graph: the change
     is then mode="reduce-overhead" on the compiled functions, which graphs those calls and leaves the
-    eager code around them as it is (suggestions/whatif.py). None otherwise."""
+    eager code around them as it is (suggestions/whatif.py). A replay adds no host work to price: the
+    what-if keeps the compiled call's Python before its first launch, and a reduce-overhead call costs
+    no more than that (fixed 32–33 µs a call against default mode's 35–37 µs, least squares over chains
+    of 4, 16 and 64 kernels: docs/measurements/graph_tree_cost_h100.txt). None otherwise."""
     p = r.patterns
     inside = p.in_compiled_graph if p is not None else None
     if inside is None or not len(inside) or inside.mean() < COMPILED_CALLS_SHARE:

@@ -38,7 +38,7 @@ from tracekit.model.whatif_runs import compile_runs, fuse_runs
 from tracekit.suggestions.common import MIN_SAVING_US, SILENT_BELOW_PCT
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_decode import DECODE_BATCH
-from tracekit.suggestions.rules_launch import REPLAY_TREE_US, reduce_overhead_calls
+from tracekit.suggestions.rules_launch import reduce_overhead_calls
 from tracekit.suggestions.rules_loader import reuse_transform
 from tracekit.suggestions.whatif_attention import causal_mask_transform
 from tracekit.suggestions.whatif_beside import BESIDE_TRANSFORMS
@@ -130,8 +130,7 @@ def _breaks(r: RankAnalysis) -> Breaks | None:
 
 
 def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
-    only = reduce_overhead_calls(r)
-    return cuda_graph(_graph_excluded(r), _breaks(r), only, REPLAY_TREE_US if only is not None else 0.0)
+    return cuda_graph(_graph_excluded(r), _breaks(r), reduce_overhead_calls(r))
 
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
