@@ -72,6 +72,8 @@ wrap(link, "nest_ops", "op nesting")
 wrap(load, "_decode_inputs", "op inputs decoded at load")
 wrap(tracekit.pipeline.core, "load_file", "load_trace in all")
 wrap(tracekit.analyzers.analysis, "analyze_rank", "analyze in all")
+wrap(tracekit.pipeline.local, "model_ranks", "execution model (every rank)")
+wrap(tracekit.pipeline.local, "suggest_checked", "rules + what-if replays")
 try:
     main(["report", "-q", "-j", "1", "--force", "-o", sys.argv[2], sys.argv[1]])
 except SystemExit:

@@ -146,6 +146,9 @@ CLASS_RULES: tuple[Rule, ...] = (
          r"ComputeInternalGradients|ComputeFusedParams|ComputeBackwardFusedParams|GradGammaBeta|"
          r"cuApplyLayerNorm|cuApplyRMSNorm|bn_fw_|bn_bw_|_norm_kernel|norm_fwd|norm_bwd|NormFwd|NormBwd",
          "normalization", source="vectorized_layer_norm_kernel, cudnn::bn_fw_tr_1C11_kernel_NCHW, MIOpenBatchNorm*"),
+    Rule(r"sinkhorn|Sinkhorn", "normalization",
+         source="Sinkhorn-Knopp scaling normalizes rows and columns in turn: user Triton kernel sinkhorn_half "
+                "(H100 heldout19 triton_sinkhorn_column_stride)"),
     Rule(r"^(rms|rmsn)_\w+$|^\w+_rms$", "normalization",
          source="user Triton RMSNorm kernels named by their own `rms` token (H200 heldout5: rms_rows, rms_token_tiles)"),
     # --- embedding -------------------------------------------------------------------------

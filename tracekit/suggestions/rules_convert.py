@@ -19,6 +19,14 @@ from tracekit.suggestions.model import Suggestion
 from tracekit.units import plural
 
 LOOKUP = "aten::embedding"  # a consumer that reads rows of the converted table, not all of it
+# int8 GEMMs (torch._int_mm, CUTLASS i16832 kernels) on activations of 8,192 rows reach this share of the
+# dense int8 peak (H100, heldout19 mixer_fake_quant_serving --variant int8_mm: 8192×768 @ 768×3072 at
+# 535 TOPS and 8192×3072 @ 3072×768 at 683 TOPS, 27 % and 35 % of 1979)
+INT8_MM_EFF = 0.3
+# an int8 GEMM's int32 output is rescaled to float in a pass of its own (torch._int_mm has no epilogue):
+# read 4 B and write 4 B per element at this share of the memory bandwidth (the same recording: the
+# rescale `mul` on 8192×3072 at 2384 GB/s, 71 % of 3352)
+DEQUANT_BYTES, DEQUANT_SHARE = 8.0, 0.7
 
 
 def _from_fp8(source: str, to: str) -> bool:
@@ -34,6 +42,52 @@ def fp8_ratio(analysis: Analysis) -> float:
     fp8 = device.peak_flops("fp8") if device is not None else None
     bf16 = device.peak_flops("bf16") if device is not None else None
     return max(bf16 / fp8, 0.5) if fp8 and bf16 else 1.0
+
+
+def int8_factor(analysis: Analysis, rank: int, consumer: str, weight: str) -> float:
+    """The share of its time a float GEMM reading a weight of this shape (either orientation) keeps as an
+    int8 GEMM: its FLOPs at INT8_MM_EFF of the int8 peak, plus the rescale of its int32 output (FLOPs /
+    2K elements × DEQUANT_BYTES at DEQUANT_SHARE of the bandwidth), over its time now (roofline rows of
+    the rank, at most 1); 1.0 where the device has no int8 tensor cores or no such row has FLOPs."""
+    device = analysis.device
+    peak = device.peak_flops("int8") if device is not None else None
+    r = next((x for x in analysis.ranks if x.rank == rank), None)
+    if not peak or r is None or r.roofline.table is None:
+        return 1.0
+    dims = tuple(int(x) for x in weight.strip("[]").split(","))
+    shapes, k = {dims, dims[::-1]}, dims[1] if consumer == "aten::linear" else dims[0]
+    flops = time = 0.0
+    for row in r.roofline.table.to_dict("records"):
+        if row["class"] == "gemm" and isinstance(row["shapes"], tuple) and shapes & set(row["shapes"]) \
+                and row["flops"] == row["flops"] and row["flops"] > 0:
+            flops += float(row["flops"])
+            time += float(row["time_us"])
+    if not time > 0 or not k:
+        return 1.0
+    assert device is not None
+    rescale = flops / (2 * k) * DEQUANT_BYTES / (device.memory_bandwidth * DEQUANT_SHARE)
+    return min(1.0, (flops / (peak * INT8_MM_EFF) + rescale) * 1e6 / time)
+
+
+def _fake_quant_gemms(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], saving: float) -> Suggestion | None:
+    """Quantization-aware-trained layers served unconverted: the weights' fake-quantization kernels gone
+    and each GEMM that reads one as an int8 GEMM (int8_factor of its time)."""
+    n = scope.steps
+    mine = [x for x in rows if x["to"] == wc.FAKE_QUANT]
+    calls = sum(float(str(x["calls_per_step"])) for x in mine) / scope.ranks
+    fq = sum(float(str(x["kernel_us_per_step"])) for x in mine) / scope.ranks
+    gemm = sum(float(str(x["gemm_us_per_step"])) for x in mine) / scope.ranks
+    kept = sum(float(str(x["gemm_us_per_step"])) * float(str(x["gemm_factor"])) for x in mine) / scope.ranks
+    name = analysis.device.name if analysis.device is not None else "this device"
+    formula = (f"per step, the weights' fake-quantization kernels ({mine[0]['ops']}: {fmt_us(fq)}) + the float GEMMs "
+               f"that read them ({fmt_us(gemm)}) − the same FLOPs as int8 GEMMs on {name} at "
+               f"{100 * INT8_MM_EFF:.0f} % of its int8 peak, each output rescaled from int32 in a pass of its own "
+               f"({fmt_us(kept)}) = {fmt_us(saving / n)} per step; the "
+               "activations' quantization stays (an int8 GEMM quantizes its input every call too)")
+    title = (f"Convert the quantization-aware-trained layers for serving (int8 weights quantized once, int8 GEMMs: "
+             f"torchao's int8 quantize_ or torch.ao.quantization.convert): {plural(round(calls), 'GEMM call')} per "
+             "step fake-quantize a float weight and multiply in float")
+    return suggestion("convert_weights_once", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
 
 
 def _fp8_gemms(analysis: Analysis, scope: Scope, rows: list[dict[str, object]], saving: float,
@@ -78,15 +132,19 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
         return None
     n = scope.steps
     ratio = fp8_ratio(analysis)
+    factors = {key: ratio if _from_fp8(key[3], key[4]) else int8_factor(analysis, key[0], key[1], key[2])
+               if key[4] == wc.FAKE_QUANT else 1.0 for key in kept}
     rows = [{"rank": rank, "op": consumer, "weight": weight, "source": source, "to": to, "ops": g.ops,
              "calls_per_step": g.calls / n, "launches_per_step": g.launches / n,
              "output_scales_per_step": g.scales / n, "kernel_us_per_step": g.time_us / n,
              "gemm_us_per_step": g.gemm_us / n, "weight_bytes": g.weight_bytes,
-             "gemm_factor": ratio if _from_fp8(source, to) else 1.0,
-             "saving_us": g.time_us + (g.gemm_us * (1.0 - ratio) if _from_fp8(source, to) else 0.0)}
+             "gemm_factor": factors[(rank, consumer, weight, source, to)],
+             "saving_us": g.time_us + g.gemm_us * (1.0 - factors[(rank, consumer, weight, source, to)])}
             for (rank, consumer, weight, source, to), g in kept.items()]
     rows.sort(key=lambda x: -float(str(x["saving_us"])))
     saving = sum(float(str(x["saving_us"])) for x in rows) / scope.ranks
+    if any(x["to"] == wc.FAKE_QUANT for x in rows):
+        return _fake_quant_gemms(analysis, scope, rows, saving)
     if any(float(str(x["gemm_factor"])) < 1.0 for x in rows):
         return _fp8_gemms(analysis, scope, rows, saving, ratio)
     calls = sum(g.calls for g in kept.values()) / n / scope.ranks

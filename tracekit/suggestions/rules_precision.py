@@ -114,12 +114,15 @@ def _new_time(row: dict[str, Any], analysis: Analysis, fast: str, autocast: bool
 
 
 def _from_fp64(row: dict[str, Any], analysis: Analysis, t: float, full: float) -> tuple[float, str] | None:
-    """A float64 kernel row in fp32: a compute-bound GEMM at the TF32 roof at the efficiency it reached
-    on the fp64 roof (at most 1: Hopper's fp64 tensor cores run above the table's fp64 peak), at least
-    half its bytes / bandwidth; a memory-bound kernel at half its bytes (fp32 tensors)."""
+    """A float64 kernel row in fp32: a compute-bound GEMM or convolution at the TF32 roof at the
+    efficiency it reached on the fp64 roof (at most 1: Hopper's fp64 tensor cores run above the table's
+    fp64 peak), at least half its bytes / bandwidth; a memory-bound kernel at half its bytes (fp32
+    tensors). cuDNN's float64 convolutions (dgrad_engine, wgrad_alg0_engine, implicit_convolve_dgemm)
+    reach 1-9 % of the fp64 roof and their fp32 ones 9-24 % of the TF32 roof (heldout19 nowcast_unet,
+    H100: conv 89.3 → 2.55 ms per step)."""
     device = analysis.device
     assert device is not None
-    if row["class"] == GEMM and row.get("bound") == "compute":
+    if row["class"] in (GEMM, CONV) and row.get("bound") == "compute":
         slow, tf32 = (row.get("peak_tflops") or 0.0) * 1e12, device.peak_flops("tf32")
         achieved = float(row["achieved_tflops"] or 0.0) * 1e12
         if slow <= 0 or not achieved > 0 or not tf32:
@@ -169,7 +172,7 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
     saving = total / scope.ranks
     by_class = pd.DataFrame(rows).groupby("class")["count"].sum().to_dict()
     described = {
-        "fp64 → TF32 roof": "fp64 → TF32 roof (float64 GEMMs): FLOPs / (TF32 peak × the efficiency reached on the "
+        "fp64 → TF32 roof": "fp64 → TF32 roof (float64 GEMMs and convolutions): FLOPs / (TF32 peak × the efficiency reached on the "
                             "fp64 roof, at most 1), at least half the bytes / bandwidth",
         "fp64 → fp32 tensors: half the bytes": "fp64 → fp32 tensors (memory-bound kernels): t × 0.5",
         "fp32 → TF32 roof": "fp32 → TF32 roof: FLOPs / (TF32 peak × the efficiency reached on the fp32 roof), "
@@ -184,13 +187,14 @@ def lower_precision(analysis: Analysis) -> Suggestion | None:
                                                  f"({100 * FUSED_ATTENTION_EFF:.0f} % of the {fast} peak), at least "
                                                  "half the bytes / bandwidth",
     }
-    formula = (f"Σ t − t' over {len(rows)} fp32 kernel rows = {fmt_us(before / scope.ranks)} − "
+    fp64 = sum(x["count"] for x in rows if str(x["model"]).startswith("fp64"))
+    fp64_saving = sum(x["saving_us"] for x in rows if str(x["model"]).startswith("fp64"))
+    which = "float64 and fp32" if fp64 and fp64 < sum(x["count"] for x in rows) else "float64" if fp64 else "fp32"
+    formula = (f"Σ t − t' over {len(rows)} {which} kernel rows = {fmt_us(before / scope.ranks)} − "
                f"{fmt_us((before - total) / scope.ranks)} = {fmt_us(saving)}; t' by model: "
                + "; ".join(described[m] for m in sorted(models))
                + (f"; BatchNorm unchanged (torch's native kernels run it on {fast} input)" if convs else
                   "" if autocast else " (bf16 autocast would halve the bytes too)"))
-    fp64 = sum(x["count"] for x in rows if str(x["model"]).startswith("fp64"))
-    fp64_saving = sum(x["saving_us"] for x in rows if str(x["model"]).startswith("fp64"))
     if fp64 and fp64_saving >= 0.5 * total:  # the title names what holds most of the saving
         title = (f"Compute in fp32 with TF32 (or bf16 autocast) instead of float64: {plural(fp64, 'float64 kernel call')} "
                  "run at the fp64 rate with twice the fp32 bytes")

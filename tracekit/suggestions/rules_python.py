@@ -13,12 +13,20 @@ from tracekit.analyzers.detectors import cleanup, hostside, recompiles
 from tracekit.analyzers.detectors import compiled as dynamo
 from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
 from tracekit.suggestions.model import Suggestion
-from tracekit.suggestions.snippets_inference import POSTPROCESS_ON_GPU
+from tracekit.suggestions.snippets_inference import POSTPROCESS_ON_GPU, PREPROCESS_ON_GPU
 from tracekit.trace.intervals import busy_in_windows, merge_intervals
 
 PREPROCESS_MIN_PCT = 2.0  # the GPU must wait on host work for at least this share of the span
 GAP_IDLE_SHARE = 0.5  # a host gap counts when the GPU idles through at least this share of it
 NO_OP = "Python with no recorded op"
+# recorded ops that convert, read back, allocate or make views, not compute on CPU data: host work named
+# by them is no torch computation to move (held-out ho7_lars_loop_foreach: `aten::unbind` of a parameter
+# list; HTA's nccl_data: DDP's `aten::unflatten_dense_tensors`; both on CUDA tensors, launching nothing)
+NOT_COMPUTE = re.compile(r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|tolist|empty|empty_strided|zeros|ones|"
+                         r"full|tensor|as_tensor|from_numpy|lift_fresh|detach|alias|view|view_as|_reshape_alias|"
+                         r"reshape|select|slice|narrow|expand|as_strided|permute|transpose|t|squeeze|unsqueeze|"
+                         r"flatten|unflatten|split|split_with_sizes|chunk|unbind|stack|cat|"
+                         r"flatten_dense_tensors|unflatten_dense_tensors)$")
 CLEANUP_SHARE = 0.5  # a host gap this much inside end-of-step cleanup is the cleanup rules'
 # The sync a gap starts after, when it is a copy of GPU results to the host (`.cpu()`, `.numpy()`,
 # `.tolist()`, `.item()`): the work in the gap post-processes outputs (held-out seg_numpy_confmat:
@@ -98,6 +106,15 @@ def preprocess_off_thread(analysis: Analysis) -> Suggestion | None:
         found = _on_gpu(analysis, scope, rows, saving, formula, str(after_copy[0]["after_sync"]))
         if found is not None:
             return found
+    if ran.startswith("aten::") and not NOT_COMPUTE.search(ran):
+        # torch ops on CPU tensors fill the gaps (they launched nothing): the same ops run on the GPU
+        title = (f"Compute the host preprocessing on the GPU (or in DataLoader workers): the GPU idles "
+                 f"{fmt_us(per_step)} per step while the CPU runs torch ops on CPU tensors ({ran[:40]}) between "
+                 "launches")
+        found = suggestion("preprocess_off_thread", title, saving, scope,
+                           formula + "; on the GPU those ops add their kernels' time, not counted", rows,
+                           min_pct=PREPROCESS_MIN_PCT)
+        return dataclasses.replace(found, snippet=PREPROCESS_ON_GPU) if found is not None else None
     title = (f"Move host preprocessing off the training thread: the GPU idles {fmt_us(per_step)} per step "
              f"while the CPU runs {ran[:60]} between launches")
     return suggestion("preprocess_off_thread", title, saving, scope, formula, rows, min_pct=PREPROCESS_MIN_PCT)

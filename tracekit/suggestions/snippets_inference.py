@@ -82,3 +82,15 @@ for images, labels in loader:
 confusion = hist.view(num_classes, num_classes).cpu()   # one copy, after the loop
 # (or copy non_blocking into pinned buffers and hand them to a worker thread while the GPU runs on)
 '''
+
+# preprocess_off_thread where the host gaps are filled by torch ops on CPU tensors (a spectrogram, a
+# resize, a normalisation computed on the CPU every step; held-out heldout19 birdcall_cpu_melspec):
+PREPROCESS_ON_GPU = '''\
+# The same torch ops run on the GPU once their input is there: move the raw batch first,
+# then transform it on the device (or do the CPU version in DataLoader workers).
+wave = wave.to("cuda", non_blocking=True)                  # raw input, pinned by the DataLoader
+spec = torch.stft(wave, n_fft=1024, hop_length=256,
+                  window=torch.hann_window(1024, device="cuda"), return_complex=True)
+feats = (mel_fb.to("cuda") @ spec.abs().pow(2)).clamp_min(1e-10).log()   # was: on the CPU
+loss = model(feats); loss.backward(); opt.step()
+'''

@@ -23,7 +23,12 @@ def convert_once_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> T
     p = r.patterns
     if p is None or not len(p.weight_convert_calls) or not p.weight_convert_calls.any():
         return None
-    factor = min((f for e in rank_evidence(s, r) if (f := evidence_number(e, "gemm_factor")) > 0), default=1.0)
+    # each group's GEMM time × its factor, as one factor on the consumers: weighted by their time
+    weighted = [(f, evidence_number(e, "gemm_us_per_step")) for e in rank_evidence(s, r)
+                if (f := evidence_number(e, "gemm_factor")) > 0]
+    total = sum(w for _, w in weighted if w > 0)
+    factor = sum(f * w for f, w in weighted if w > 0) / total if total > 0 else \
+        min((f for f, _ in weighted), default=1.0)
     if factor < 1.0 and len(p.weight_consumers) == len(r.classification.table):
         return compose([remove_calls(p.weight_convert_calls), scale_rows(np.where(p.weight_consumers, factor, 1.0))])
     device = r.roofline.device

@@ -8,7 +8,8 @@ step, over the top-level ops that launch work in time order:
 
 - an anchor: an op that casts a 2-D tensor to a float8 dtype, or from int8 / uint8 / float8 to a
   floating one (its `aten::copy_`'s destination and source types; a float8 checkpoint served through
-  `w.to(bf16) * scale` and a bf16 GEMM, held-out fp8_fake_quant);
+  `w.to(bf16) * scale` and a bf16 GEMM, held-out fp8_fake_quant), or fake-quantizes a 2-D float tensor
+  (`fake_quantize_per_{channel,tensor}_affine`: a QAT layer served unconverted, `to` FAKE_QUANT);
 - its consumer: the first GEMM op (`linear`, `mm`, `matmul`, `addmm`, `_scaled_mm`) within MAX_AHEAD
   launching ops after it whose weight operand (linear's second input, the others' B) has the anchor's
   shape (or its transpose) and its destination dtype: the other operand is the activation;
@@ -49,7 +50,13 @@ WEIGHT_ARG = {"aten::linear": 1, "aten::mm": 1, "aten::matmul": 1, "aten::_scale
 GEMM_OPS = re.compile(r"^aten::(linear|mm|matmul|addmm|_scaled_mm|bmm|baddbmm|addmv|mv|_int_mm|embedding)$")
 CHAIN_OPS = re.compile(r"^aten::(abs|abs_|amax|amin|aminmax|max|min|div|div_|mul|mul_|reciprocal|clamp|clamp_|"
                        r"clamp_min|clamp_max|round|round_|sub|sub_|neg|to|_to_copy|copy_|float|half|bfloat16|"
-                       r"type_as|contiguous|clone|fill_|maximum|minimum|where)$")
+                       r"type_as|contiguous|clone|fill_|maximum|minimum|where|"
+                       r"_?fake_quantize_(learnable_)?per_(channel|tensor)_affine)$")
+# A quantization-aware-trained layer served unconverted: its float weight fake-quantized (rounded to the
+# int8 grid and back, still float) before a float GEMM every call (torch.ao.quantization's FakeQuantize,
+# held-out mixer_fake_quant_serving); the anchor is that op, `to` the FAKE_QUANT label
+FAKE_QUANT_OP = re.compile(r"^aten::_?fake_quantize_(learnable_)?per_(channel|tensor)_affine$")
+FAKE_QUANT = "int8 (fake-quantized)"
 COPY = "aten::copy_"
 INT8 = frozenset({"signed char", "unsigned char"})
 FLOATING = frozenset({"float", "double", "c10::Half", "c10::BFloat16"})
@@ -95,7 +102,9 @@ def _dims(v: object) -> tuple[int, ...] | None:
     return None
 
 
-def _itemsize(dtype: str) -> int:
+def _itemsize(dtype: str, source: str = "") -> int:
+    if dtype == FAKE_QUANT:  # the GEMM reads the fake-quantized weight in its float dtype
+        return ITEMSIZE.get(source, 4)
     return 1 if "Float8" in dtype else ITEMSIZE.get(dtype, 2)
 
 
@@ -143,6 +152,12 @@ def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tup
         shape = _dims(dims[1])
         if shape is not None and len(shape) == 2 and _dims(dims[0]) == shape:
             out.setdefault(int(top[row]), (shape, src, dst))
+    for row in np.flatnonzero(matches(names, FAKE_QUANT_OP)).tolist():
+        dims, types = inputs(row)
+        shape = _dims(dims[0]) if dims else None
+        src = str(types[0]) if types else ""
+        if shape is not None and len(shape) == 2 and src in FLOATING:
+            out.setdefault(int(top[row]), (shape, src, src))
     return out
 
 
@@ -230,7 +245,8 @@ def _thread_chains(order: np.ndarray, anchors: dict[int, tuple[tuple[int, ...], 
         n_out = w[0] if str(names[order[j]]) == "aten::linear" else w[1]
         scale = _output_scale(order, j, names, inputs, n_out) if src in INT8 and not scaled else -1
         taken.update(ops)
-        out.append(_Chain(int(order[j]), w, source, dst, ops, scale))
+        fake = any(FAKE_QUANT_OP.search(str(names[r])) for r in ops)
+        out.append(_Chain(int(order[j]), w, source, FAKE_QUANT if fake else dst, ops, scale))
     return out
 
 
@@ -311,7 +327,7 @@ def _result(rank: RankTrace, top: TopLevel, chains: list[tuple[int, _Chain]], na
         return none
     recs = [{WC_STEP: step, WC_CONSUMER: consumer, WC_WEIGHT: str(list(weight)),
              WC_SOURCE: f"{list(source[0])} {source[1]}", WC_TO: to, **g,
-             WC_WEIGHT_BYTES: float(math.prod(weight) * _itemsize(to))}
+             WC_WEIGHT_BYTES: float(math.prod(weight) * _itemsize(to, source[1]))}
             for (step, consumer, weight, source, to), g in sorted(groups.items(), key=lambda kv: str(kv[0]))]
     return WeightConverts(pd.DataFrame(recs, columns=list(CONVERT_COLUMNS)), g_chain >= 0, g_consumer >= 0,
                           rt_chain >= 0)
