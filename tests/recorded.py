@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tracekit.pipeline.local import analyse_file
+from tracekit.pipeline.local import LocalResult, analyse_file
 
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -20,6 +22,13 @@ def recording(folder: str, name: str) -> Path:
     if not path.exists():
         pytest.skip(f"sample_traces/{folder} is not in this checkout")
     return path
+
+
+@functools.lru_cache(maxsize=16)
+def analysed(path: Path) -> LocalResult:
+    """analyse_file(path), once per test process: a set's checks read the same recordings' results
+    again (the projection of every recording, the first suggestion of each pair); nothing mutates them."""
+    return analyse_file(path)
 
 
 def raw_events(path: Path) -> list[dict]:
@@ -46,15 +55,41 @@ def check_first_and_within(folder: str, before: str, after: str, rule: str) -> N
     recordings' bare steps measured, and it is silent on the fixed variant."""
     before_path, after_path = recording(folder, before), recording(folder, after)
     saving = bare_ms(before_path) - bare_ms(after_path)
-    found = analyse_file(before_path)
+    found = analysed(before_path)
     assert found.suggestions[0].id == rule
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(saving, rel=0.35)
-    assert rule not in {s.id for s in analyse_file(after_path).suggestions}
+    assert rule not in {s.id for s in analysed(after_path).suggestions}
 
 
 def check_projection(folder: str, name: str) -> None:
     """The recording's projected unprofiled step within ±15 % of the median of its own bare steps."""
     path = recording(folder, name)
-    u = analyse_file(path).analysis.unprofiled
+    u = analysed(path).analysis.unprofiled
     assert u is not None and u.trusted
     assert u.step_us / 1000 == pytest.approx(bare_ms(path), rel=0.15)
+
+
+def pairs_of(folder: str) -> dict[str, tuple[str, str]]:
+    """sample_traces/FOLDER/pairs.txt as {before: (after, the labelled rule)} ({} without the file)."""
+    path = SAMPLE_TRACES / folder / "pairs.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    rows = [line.split() for line in lines if line.strip() and not line.startswith("#")]
+    return {before: (after, rule) for before, after, rule in rows}
+
+
+def set_tests(folder: str, first_and_within: list[str]) -> tuple[Callable[[str], None], Callable[[str], None]]:
+    """The two checks every held-out set makes, as pytest tests over its pairs.txt: the labelled fix
+    first with a measured saving on `first_and_within`, and every recording's projection."""
+    pairs = pairs_of(folder)
+
+    @pytest.mark.parametrize("before", first_and_within)
+    def first_and_within_test(before: str) -> None:
+        """The labelled rule first on the baseline, within ±35 % of the bare saving, silent after."""
+        check_first_and_within(folder, before, *pairs[before])
+
+    @pytest.mark.parametrize("name", [n for before, (after, _) in pairs.items() for n in (before, after)])
+    def projection_test(name: str) -> None:
+        """Every recording's projected unprofiled step against the median of its own bare steps."""
+        check_projection(folder, name)
+
+    return first_and_within_test, projection_test

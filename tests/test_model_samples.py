@@ -21,6 +21,7 @@ from tracekit.model import (
     step_graphs,
 )
 from tracekit.model.projection import projected_costs
+from tracekit.model.replay import replay_points
 from tracekit.trace import tables
 
 NO_GPU = "no GPU activity"
@@ -135,6 +136,25 @@ def test_vectorised_replay_matches_the_event_loop(name):
             assert fast.path is not None and loop.path is not None
             assert astuple(fast.path) == pytest.approx(astuple(loop.path), abs=1e-6)
     assert fast_steps > 0
+
+
+@pytest.mark.parametrize("name", ["train_sync.trace.json.gz", "train_dataloader.trace.json.gz",
+                                  "bare/train_copies.trace.json.gz"])
+def test_times_only_replay_matches_the_critical_path_loop(name):
+    """The fits to bare steps replay without the critical path (replay._event_times); on steps whose
+    calls wait for the GPU it must give exactly the event loop's times, unmodified and projected."""
+    rank = tracekit.load_trace(SAMPLE_TRACES / name).rank()
+    waiting = 0
+    for graph in step_graphs(rank, plan_steps(rank)):
+        waiting += bool(graph.call_waits.any())
+        for costs in (None, projected_costs(graph, DEFAULT_OVERHEAD)):
+            lean = replay_points(graph, costs, critical_path=False, vectorised=False)
+            full = replay_points(graph, costs, critical_path=True, vectorised=False)
+            for a, b in ((lean.call_start, full.call_start), (lean.call_end, full.call_end),
+                         (lean.gpu_start, full.gpu_start), (lean.gpu_end, full.gpu_end)):
+                assert np.array_equal(a, b)
+            assert not lean.pred and full.pred
+    assert waiting > 0
 
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
