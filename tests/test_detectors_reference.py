@@ -7,7 +7,9 @@ added it, fffc2a0 with the per-sample loop's decode exclusion, and the third set
 chains, loops and attention patterns, with the same numbers, in the same order. The numbers
 themselves are checked by the detector tests on synthetic traces (test_suggestions_*.py). After an
 intended change to what the detectors find, regenerate with
-`TRACEKIT_UPDATE_GOLDEN=1 python -m pytest tests/test_detectors_reference.py` and review the diff."""
+`TRACEKIT_UPDATE_GOLDEN=1 python -m pytest tests/test_detectors_reference.py` and review the diff
+(it then loads every sample trace). Without it, the traces test_invariants analyses are compared there,
+from that analysis (tests/detector_reference.py), and this file loads only the others."""
 
 from __future__ import annotations
 
@@ -17,16 +19,12 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES
+from detector_reference import GOLDEN, checked_with_invariants, detected, reference, sample_name
 
 from tracekit.analyzers.analysis import rank_patterns
-from tracekit.analyzers.costs.op_args import format_shapes
-from tracekit.analyzers.detectors import sequences
-from tracekit.jsonsafe import records
 from tracekit.trace.load import load_trace
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "detectors.json"
-SEQUENCES = ("chains", "loops", "attention", "masked_attention")  # compared row by row
-OTHERS = ("syncs", "copies", "dataloader", "comm", "optimizer", "host_gaps")  # compared by row count
+UPDATE = bool(os.environ.get("TRACEKIT_UPDATE_GOLDEN"))
 
 
 def _sample_files() -> list[Path]:
@@ -34,61 +32,54 @@ def _sample_files() -> list[Path]:
 
 
 def _group(name: str) -> str:
-    """The sample folder a reference key belongs to ('.' for the top level): one test per folder, so
-    the 460-odd traces are split into tests that the parallel run schedules early, not one long one."""
+    """The sample folder a reference key belongs to ('.' for the top level): one test per folder."""
     return name.split("/", 1)[0] if "/" in name else "."
 
 
-def _name(path: Path) -> str:
-    return str(path.relative_to(SAMPLE_TRACES))
+def _mine(path: Path) -> bool:
+    """Loaded here: every trace when regenerating, else those test_invariants does not analyse."""
+    return UPDATE or sample_name(path) not in checked_with_invariants()
 
 
-GROUPS = sorted({_group(_name(p)) for p in _sample_files()})
-
-
-def _detected(path: Path) -> dict[str, object]:
-    """Every detector table of every rank of the trace at `path`, as JSON-safe records."""
-    out: dict[str, object] = {}
-    for rank in load_trace(path).ranks.values():  # the patterns as analyze finds them, without the other analyzers
-        p = rank_patterns(rank)
-        rows = {name: records(getattr(p, name), {sequences.LP_SHAPES: format_shapes}) for name in SEQUENCES}
-        counts = {f"{name}_rows": len(getattr(p, name)) for name in OTHERS}
-        out[str(rank.rank)] = rows | counts | {"training": p.training, "in_optimizer": int(p.in_optimizer.sum())}
-    return out
+GROUPS = sorted({_group(sample_name(p)) for p in _sample_files() if _mine(p)})
 
 
 def _write_group(group: str, found: dict[str, object]) -> None:
     """TRACEKIT_UPDATE_GOLDEN: replace this folder's entries of the reference (the others are kept)."""
-    reference = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-    reference = {k: v for k, v in reference.items() if _group(k) != group} | found
-    GOLDEN.write_text(json.dumps(reference, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    current = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    current = {k: v for k, v in current.items() if _group(k) != group} | found
+    GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    reference.cache_clear()
 
 
 @pytest.mark.parametrize("group", GROUPS or ["-"])
 def test_detectors_find_what_the_reference_found(group: str) -> None:
-    files = [p for p in _sample_files() if _group(_name(p)) == group]
+    files = [p for p in _sample_files() if _group(sample_name(p)) == group and _mine(p)]
     if not files:
         pytest.skip("no sample traces")
-    found = {_name(p): _detected(p) for p in files}
-    if os.environ.get("TRACEKIT_UPDATE_GOLDEN"):
-        _write_group(group, json.loads(json.dumps(found, sort_keys=True, allow_nan=False)))
-    reference = {k: v for k, v in json.loads(GOLDEN.read_text()).items() if _group(k) == group}
-    assert sorted(found) == sorted(reference)
-    for name in reference:
-        assert json.loads(json.dumps(found[name], sort_keys=True, allow_nan=False)) == reference[name], name
+    found = {sample_name(p): detected((r.rank, rank_patterns(r)) for r in load_trace(p).ranks.values())
+             for p in files}
+    if UPDATE:
+        _write_group(group, found)
+    expected = {k: v for k, v in reference().items() if k in found}
+    assert sorted(found) == sorted(expected)
+    for name in expected:
+        assert found[name] == expected[name], name
 
 
 def test_the_reference_holds_every_sample_trace_and_each_kind_of_sequence() -> None:
     files = _sample_files()
     if not files:
         pytest.skip("no sample traces")
-    reference = json.loads(GOLDEN.read_text())
-    if os.environ.get("TRACEKIT_UPDATE_GOLDEN"):  # a trace removed from sample_traces leaves the reference too
-        names = {_name(p) for p in files}
-        reference = {k: v for k, v in reference.items() if k in names}
-        GOLDEN.write_text(json.dumps(reference, indent=1, sort_keys=True, allow_nan=False) + "\n")
-    assert sorted(_name(p) for p in files) == sorted(reference)
+    held = json.loads(GOLDEN.read_text())
+    if UPDATE:  # a trace removed from sample_traces leaves the reference too
+        names = {sample_name(p) for p in files}
+        held = {k: v for k, v in held.items() if k in names}
+        GOLDEN.write_text(json.dumps(held, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    assert sorted(sample_name(p) for p in files) == sorted(held)
     # some sample traces hold each kind of sequence pattern, so the comparison is not vacuous
-    kinds = {kind for doc in reference.values() for rank in doc.values() for kind in ("chains", "loops", "attention")
+    kinds = {kind for doc in held.values() for rank in doc.values() for kind in ("chains", "loops", "attention")
              if rank[kind]}
     assert kinds == {"chains", "loops", "attention"}
+    # and test_invariants compares every other sample trace it analyses
+    assert {sample_name(p) for p in files} - {sample_name(p) for p in files if _mine(p)} <= checked_with_invariants()

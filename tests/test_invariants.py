@@ -1,19 +1,21 @@
 """Invariants that hold on every trace, ours and other projects': the parts of a step add up to its
 span, gpu-bound only when the GPU is busy most of the window, no saving larger than the step, and an
-evidence sentence that agrees with the numbers it sits beside."""
+evidence sentence that agrees with the numbers it sits beside; and on the sample traces, the pattern
+detectors' tables of that same analysis equal tests/golden/detectors.json (tests/detector_reference.py,
+so that no other test loads every sample trace again)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from conftest import SAMPLE_TRACES, shared_trace_files
+from conftest import shared_trace_files
+from detector_reference import INVARIANT_SAMPLES, detected, reference, sample_name
 
 from tracekit.analyzers.totals import BUSY_SHARE, GPU_BOUND, UNDETERMINED, LaunchTotals
 from tracekit.pipeline.local import analyse_file
 
-SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz") if "bare" not in p.parts)
-TRACES = SAMPLES + shared_trace_files()
+TRACES = INVARIANT_SAMPLES + shared_trace_files()
 
 
 def _tol(t: LaunchTotals) -> float:
@@ -55,6 +57,8 @@ def check_evidence(t: LaunchTotals, where: str) -> None:
 def test_invariants(path):
     result = analyse_file(path)
     a = result.analysis
+    if path in INVARIANT_SAMPLES and sample_name(path) in reference():  # the detectors' reference, from this analysis
+        assert detected((r.rank, r.patterns) for r in a.ranks) == reference()[sample_name(path)], path.name
     for r in a.ranks:
         for i, t in enumerate(r.launch.step_totals):
             where = f"{path.name} rank {r.rank} step position {i}"
