@@ -20,6 +20,7 @@ per rank.runtime row, the sync calls whose read is a round trip."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers.detectors.item_reads import D2H, MAX_BYTES
 from tracekit.analyzers.names import matches
@@ -64,8 +65,7 @@ def find_sync_read_calls(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     end = ops[tables.OP_END].to_numpy(dtype=float)
     dims = ops[tables.OP_INPUT_DIMS].to_numpy(dtype=object) if tables.OP_INPUT_DIMS in ops else None
     op_tid = ops[tables.OP_TID].to_numpy(dtype=object)
-    rt_tid = rt[tables.RT_TID].to_numpy(dtype=object)
-    rt_ts = rt[tables.RT_TS].to_numpy(dtype=float)
+    by_thread = _calls_by_thread(rt[tables.RT_TID].to_numpy(dtype=object), rt[tables.RT_TS].to_numpy(dtype=float))
     siblings = _previous_sibling(parent, ts, op_tid)
     following = np.full(len(siblings), -1, dtype=np.int64)
     following[siblings[siblings >= 0]] = np.flatnonzero(siblings >= 0)
@@ -83,8 +83,11 @@ def find_sync_read_calls(rank: RankTrace) -> tuple[np.ndarray, np.ndarray]:
             prev = int(siblings[prev])
         if prev >= 0 and names[prev] in GATHER_OPS and _feeds(dims, prev, chain):
             start = ts[prev]
-        inside = (rt_tid == op_tid[read]) & (rt_ts >= start) & (rt_ts <= end[read]) & (out < 0)
-        out[inside] = s
+        thread = by_thread.get(str(op_tid[read]))
+        if thread is not None:
+            starts, rows = thread
+            inside = rows[np.searchsorted(starts, start, side="left"):np.searchsorted(starts, end[read], side="right")]
+            out[inside[out[inside] < 0]] = s
         trip[s] = types is not None and _takes_host_number(types, following, read)
     return out, trip
 
@@ -100,6 +103,20 @@ def _takes_host_number(types: np.ndarray, following: np.ndarray, read: int) -> b
             return True
         nxt = int(following[nxt])
     return False
+
+
+def _calls_by_thread(tid: np.ndarray, ts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per thread (its id as text: ids of mixed types in untrusted traces), its runtime calls' start
+    times in order and their rows: each read's calls are one binary search away."""
+    keys = np.asarray([str(t) for t in tid.tolist()], dtype=object)
+    order = np.lexsort((ts, keys.astype(str)))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if not len(order):
+        return out
+    cuts = np.flatnonzero(keys[order[1:]] != keys[order[:-1]]) + 1
+    for part in np.split(order, cuts):
+        out[str(keys[part[0]])] = (ts[part], part)
+    return out
 
 
 def _read_chain(op: int, names: np.ndarray, parent: np.ndarray, copy_ops: set[int]) -> list[int]:
@@ -119,8 +136,9 @@ def _read_chain(op: int, names: np.ndarray, parent: np.ndarray, copy_ops: set[in
 
 def _previous_sibling(parent: np.ndarray, ts: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Per op: the op before it on its thread with the same parent (by start time), -1 for the first."""
-    keys = np.asarray([f"{t}\x00{p}" for t, p in zip(tid.tolist(), parent.tolist(), strict=True)], dtype=object)
-    order = np.lexsort((ts, keys.astype(str)))
+    threads = pd.factorize(pd.Series(tid, dtype=object).astype(str))[0].astype(np.int64)
+    keys = threads * (int(parent.max(initial=0)) + 2) + (parent + 1)
+    order = np.lexsort((ts, keys))
     prev = np.full(len(parent), -1, dtype=np.int64)
     same = keys[order[1:]] == keys[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
