@@ -284,6 +284,11 @@ WAITS_FOR: dict[str, tuple[str, ...]] = {"cuda_graphs": ("graph_breaks", "launch
                                          "dataloader_workers": ("reuse_dataloader",),
                                          "preprocess_off_thread": ("reuse_dataloader",),
                                          "quantize_weights": ("convert_weights_once",),
+                                         # the breaks', the checks' and the calibrators' reads are
+                                         # theirs: their changes take the syncs away (compile_graph_breaks:
+                                         # 6 `.item()` a step at the breaks; ho14 fp8_calibrator_on: the
+                                         # range reads of calibrators calibration_off's detector did not mark)
+                                         "avoid_sync": ("graph_breaks", "drop_checks", "calibration_off"),
                                          # a compiled model recompiling, or run eagerly once Dynamo gave
                                          # up: the guard is the fix, not compiling (ho15 dino_counter_recompile)
                                          "fuse_elementwise": ("drop_checks", "calibration_off", "recompiles"),
