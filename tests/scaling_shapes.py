@@ -183,6 +183,30 @@ def _capture_pair(n: int, drop_every: int, interleave: bool) -> tuple[dict, dict
     return ex.document(), cap.document()
 
 
+def value_reads(n: int) -> dict:
+    """Four ProfilerSteps of n/40 reads each, the int8 scale read's shape: a stack of two scalars
+    (a cat kernel), its `.tolist()` (an aten::to whose 8-byte device-to-host copy and stream sync
+    wait) and a mul taking the value back as a Python float (sync_reads: one binary search per read;
+    a mask over every call per read was quadratic)."""
+    b = TraceBuilder()
+    reads = max(n // 40, 1)
+    t = 1000.0
+    for _ in range(4):
+        b.annotation("ProfilerStep#1", t, 30.0 * reads + 10)
+        for _ in range(reads):
+            ext = b.op("aten::stack", t, 6.0, **{"Input Dims": [[[], []], []]})
+            b.launch(t + 1, 1.0, "CatArrayBatchedCopy", t + 2, 1.0, ext=ext)
+            ext = b.op("aten::to", t + 8, 12.0, **{"Input Dims": [[2], [], [], [], []]})
+            b.launch(t + 9, 6.0, "Memcpy DtoH (Device -> Pageable)", t + 10, 1.0, ext=ext, api="cudaMemcpyAsync",
+                     kind="memcpy", bytes=8)
+            b.launch(t + 16, 2.0, None, 0.0, 0.0, ext=ext, api="cudaStreamSynchronize")
+            ext = b.op("aten::mul", t + 22, 5.0, **{"Input Dims": [[64, 64], []], "Input type": ["float", "double"]})
+            b.launch(t + 23, 1.0, "vectorized_elementwise_kernel<4, mul>", t + 25, 2.0, ext=ext)
+            t += 30.0
+        t += 10.0
+    return b.document()
+
+
 def separators_in_args(n: int) -> dict:
     """A small valid trace whose first kernel's args hold a string of n/3 event separators `},{`."""
     b = TraceBuilder()
@@ -242,6 +266,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("many_marked_steps", _analyze(many_marked_steps), 3000),
     Shape("frozen_gqa_steps", _analyze(frozen_gqa_steps), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
+    Shape("value_reads", _analyze(value_reads), 4000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),
     Shape("export_large", _export(aperiodic), 3000),
