@@ -207,6 +207,39 @@ def value_reads(n: int) -> dict:
     return b.document()
 
 
+def zeroed_triton_steps(n: int) -> dict:
+    """Four ProfilerSteps, each a zero_grad range zeroing n/80 gradients one `aten::zero_` at a time, a
+    backward thread accumulating into each (AccumulateGrad → aten::add_), and n/80 runs of two user
+    Triton passes over one [512, 512] tensor (zeroed_grads: one binary search per range and a pointer
+    over the accumulations; triton_passes: a walk over the user Triton kernels only)."""
+    b = TraceBuilder()
+    b.top["tracekit"] = {"triton_metadata": "cpu_op", "triton_kernels": [
+        {"name": "row_max", "arg_names": ["x_ptr", "m_ptr"]}, {"name": "row_normalise", "arg_names": ["x_ptr", "m_ptr"]}]}
+    k = max(n // 80, 1)
+    t = 1000.0
+    for step in range(1, 5):
+        start = t
+        b.annotation("Optimizer.zero_grad#AdamW.zero_grad", t, 10.0 * k)
+        for _ in range(k):
+            ext = b.op("aten::zero_", t + 1, 5.0, **{"Input Dims": [[64, 64]]})
+            b.launch(t + 2, 1.0, "vectorized_elementwise_kernel<4, FillFunctor<float> >", t + 3, 1.0, ext=ext)
+            t += 10.0
+        for _ in range(k):
+            b.op("torch::autograd::AccumulateGrad", t, 8.0, tid=200, **{"Input Dims": [[64, 64]]})
+            ext = b.op("aten::add_", t + 1, 6.0, tid=200, **{"Input Dims": [[64, 64], [64, 64], []]})
+            b.launch(t + 2, 1.0, "vectorized_elementwise_kernel<4, CUDAFunctor_add<float> >", t + 3, 2.0, ext=ext, tid=200)
+            t += 10.0
+        for _ in range(k):
+            for user, name in enumerate(("row_max", "row_normalise"), start=1):
+                ext = b.op(name, t, 6.0, kernel_backend="triton", tracekit_user_kernel=user, grid="[512, 1, 1]", num_warps=4,
+                           **{"Input Dims": [[512, 512], [512]]})
+                b.launch(t + 1, 2.0, name, t + 3, 3.0, ext=ext, api="cuLaunchKernel", cat="cuda_driver")
+                t += 10.0
+        b.annotation(f"ProfilerStep#{step}", start, t - start + 5)
+        t += 10.0
+    return b.document()
+
+
 def separators_in_args(n: int) -> dict:
     """A small valid trace whose first kernel's args hold a string of n/3 event separators `},{`."""
     b = TraceBuilder()
@@ -267,6 +300,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("frozen_gqa_steps", _analyze(frozen_gqa_steps), 3000),
     Shape("synced_streams", _analyze(synced_streams), 6000),
     Shape("value_reads", _analyze(value_reads), 4000),
+    Shape("zeroed_triton_steps", _analyze(zeroed_triton_steps), 4000),
     Shape("capture_alignment", _capture(50, False), 2000),
     Shape("capture_interleaved", _capture(7, True), 2000),
     Shape("export_large", _export(aperiodic), 3000),

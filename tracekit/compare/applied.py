@@ -39,6 +39,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     static_cache,
     triton_launch,
+    triton_passes,
     triton_rebuild,
     underfilled,
     unfold_conv,
@@ -46,6 +47,7 @@ from tracekit.analyzers.detectors import (
     weight_convert,
     weight_norm,
     window_shift,
+    zeroed_grads,
 )
 from tracekit.compare.signals import (
     BECOMES,
@@ -250,6 +252,12 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_rebuild.attention_plans: another backend (or fixed shapes): no cuDNN attention plan is built in the steps
     "attention_plans": (Signal("cuDNN attention plans built per step",
                                steps_sum("attention_plans", attention_plans.AP_STEP, attention_plans.AP_BUILDS), FALLS, 1.0),),
+    # rules_optimizer.grads_to_none: gradients freed: no zero_grad range zeroes gradients in the steps
+    "grads_to_none": (Signal("gradients zeroed per step",
+                             steps_sum("zeroed_grads", zeroed_grads.ZG_STEP, zeroed_grads.ZG_ZEROED), FALLS, 1.0),),
+    # rules_triton.fuse_triton_passes: one kernel: no run of Triton passes over one tensor is left in the steps
+    "fuse_triton_passes": (Signal("runs of Triton passes over one tensor per step",
+                                  steps_sum("triton_passes", triton_passes.TP_STEP, triton_passes.TP_RUNS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -8,9 +8,11 @@ from tracekit.analyzers.detectors import (
     calibration,
     grad_recording,
     pair_concat,
+    triton_passes,
     triton_rebuild,
     weight_norm,
     window_shift,
+    zeroed_grads,
 )
 from tracekit.analyzers.step_parts import StepPart
 
@@ -29,4 +31,8 @@ COLUMN_TARGETS: dict[str, StepPart] = {
         step_parts.column_time("triton_rebuild", triton_rebuild.TR_STEP, triton_rebuild.TR_HOST_US)),
     "attention_plans": StepPart("host time of the cuDNN attention plans built per new shape",
         step_parts.column_time("attention_plans", attention_plans.AP_STEP, attention_plans.AP_HOST_US)),
+    "fuse_triton_passes": StepPart("kernel time of the Triton passes over one tensor, less the fused kernel's",
+        step_parts.column_time("triton_passes", triton_passes.TP_STEP, triton_passes.TP_SAVING_US)),
+    "grads_to_none": StepPart("kernels of the gradients' zeroing and of the accumulations into the zeros",
+        step_parts.column_time("zeroed_grads", zeroed_grads.ZG_STEP, zeroed_grads.ZG_GPU_US)),
 }

@@ -1,7 +1,8 @@
-"""Rules about Python loops the framework could do in one call: per-tensor loops (torch._foreach_* ops), requests served one at a time at batch 1 (one batched forward) and per-sample loops with data-dependent sizes (padded, one batched call)."""
+"""Rules about Python loops the framework could do in one call: per-tensor loops (torch._foreach_* ops), requests served one at a time at batch 1 (one batched forward) per-sample loops with data-dependent sizes (padded, one batched call) and loops over a counter's values (one pass)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -149,7 +150,8 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
         after = max(span / k, gpu_after)
         saving = max(span - after, 0.0) * scope.steps
         total += saving
-        rows.append({"rank": r.rank, "requests_per_step": k, "forward": str(t[requests.RQ_OPS].iat[0]),
+        rounds = float(np.median(t[requests.RQ_ROUNDS].to_numpy(dtype=float))) if requests.RQ_ROUNDS in t else 1.0
+        rows.append({"rank": r.rank, "requests_per_step": k, "rounds_per_step": rounds, "forward": str(t[requests.RQ_OPS].iat[0]),
                      "first_op": str(t[requests.RQ_FIRST].iat[0]), "launches_per_forward": int(t[requests.RQ_LAUNCHES].iat[0]),
                      "gpu_us_per_step": gpu_us, "batched_gpu_us": gpu_after, "batched_step_us": after,
                      "saving_us": saving})
@@ -164,6 +166,16 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
                f"{fmt_us(x['batched_step_us'])} per step = {fmt_us(saving / scope.steps)}")
     title = (f"Batch the requests: each step runs the same forward {k:.0f} times at batch 1 "
              f"({x['launches_per_forward']} launches each, same shapes); one forward at batch {k:.0f} launches once")
+    rounds = float(x["rounds_per_step"])
+    if rounds > 1:
+        formula = (f"in each of {rounds:.0f} rounds per step, one forward on the {k:.0f} inputs stacked instead of {k:.0f} "
+                   f"forwards: the forwards' host work and launches × 1/{k:.0f}, each kernel at its roof for {k:.0f}× the "
+                   f"work, weights read once; the rounds' own ops stay; as traced, the step − max(the step / {k:.0f}, the "
+                   f"batched GPU time) = {fmt_us(saving / scope.steps)} per step")
+        title = (f"Stack the {k:.0f} forwards of each round into one call: each of the {rounds:.0f} rounds per step runs "
+                 f"the same forward {k:.0f} times in a row on same-shaped inputs ({x['launches_per_forward']} launches "
+                 f"each), e.g. classifier-free guidance's conditional and unconditional passes; "
+                 f"`model(torch.cat([x, x]), ...).chunk({k:.0f})` launches once")
     return suggestion("batch_requests", title, saving, scope, formula, rows)
 
 
@@ -239,6 +251,7 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
         rows.append({"rank": r.rank, "samples_per_step": k, "loop": str(t[samples.SL_OPS].iat[0]),
                      "size_min": int(t[samples.SL_MIN].min()), "size_max": int(t[samples.SL_MAX].max()),
                      "size_mean": float(t[samples.SL_MEAN].mean()),
+                     "counter": bool(t[samples.SL_COUNTER].fillna(False).astype(bool).all()),
                      "launches_per_step": float(t[samples.SL_LAUNCHES].sum()) / scope.steps,
                      "host_us_per_step": host / scope.steps,
                      "gpu_us_per_step": float(t[samples.SL_GPU_US].sum()) / scope.steps, "saving_us": saving})
@@ -256,12 +269,33 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
     title = (f"Pad the samples to the batch maximum and run the loop body once: each step repeats the same ops "
              f"{k:.0f} times, one per sample, with a size from the data ({x['size_min']}–{x['size_max']}), "
              f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step")
-    if same:
+    if same and x["counter"]:
+        title = (f"Compute all {k:.0f} values in one pass: each step runs the same ops {k:.0f} times, once per "
+                 f"value of a loop counter, over the same tensors ({x['loop']}), "
+                 f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step "
+                 "(the counter as a tensor dimension: torch.bincount / scatter_add_ / one-hot)")
+        formula = (f"the loop's {k:.0f} repetitions as one pass over the same inputs: its host time × (1 − 1/{k:.0f}) "
+                   f"= {fmt_us(x['host_us_per_step'])} × {1 - 1 / k:.3f} per step as traced; the what-if keeps one "
+                   "repetition's launches and kernels (each repetition reads the same inputs; one pass reads them once)")
+    elif same:
         title = (f"Run the loop body once for all {k:.0f}: each step repeats the same ops {k:.0f} times on "
                  f"same-shaped inputs and joins the results, {x['launches_per_step']:.0f} launches and "
                  f"{fmt_us(x['host_us_per_step'])} of host time per step (stack the samples or chunks; "
                  "per-table or per-head weights stacked into one batched call)")
-    return suggestion("batch_samples", title, saving, scope, formula, rows)
+    found = suggestion("batch_samples", title, saving, scope, formula, rows)
+    if found is not None and same and x["counter"]:
+        found = dataclasses.replace(found, snippet=COUNTER_SNIPPET)
+    return found
+
+
+COUNTER_SNIPPET = '''\
+# A loop over values (classes, bins, ids) runs the same kernels once per value over the same tensors:
+#   for c in range(C): inter[c] += ((pred == c) & (gt == c)).sum(); union[c] += ((pred == c) | (gt == c)).sum()
+# Make the value a tensor index and do all of them in one pass:
+conf = torch.bincount((gt * C + pred).flatten(), minlength=C * C).view(C, C)   # or conf.scatter_add_(...)
+inter = conf.diagonal(); union = conf.sum(0) + conf.sum(1) - inter
+# (per-value masks at once: F.one_hot(x, C); per-value sums: torch.zeros(C).index_add_(0, x, w))
+'''
 
 
 def ensemble_factor(r: RankAnalysis, device: Device) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Rule about static weights converted on every call: quantise to float8 (or dequantise from int8) once, at load time."""
+"""Rule about static weights converted on every call: quantise to float8 or int8 (or dequantise from int8) once, at load time."""
 
 from __future__ import annotations
 
@@ -150,9 +150,10 @@ def convert_weights_once(analysis: Analysis) -> Suggestion | None:
     calls = sum(g.calls for g in kept.values()) / n / scope.ranks
     launches = sum(g.launches for g in kept.values()) / n / scope.ranks
     to_fp8 = any("Float8" in str(x["to"]) for x in rows)
+    to_int = any(str(x["to"]) in ("signed char", "unsigned char") for x in rows)
     from_int = any(str(x["source"]).endswith(("signed char", "unsigned char")) for x in rows)
     autocast = any(str(x["ops"]).startswith("autocast") for x in rows)
-    what = " and ".join(w for w, on in (("quantise them to float8", to_fp8), ("dequantise them from int8", from_int),
+    what = " and ".join(w for w, on in (("quantise them to float8", to_fp8), ("quantise them to int8", to_int), ("dequantise them from int8", from_int),
                                         ("cast them from float32 under autocast", autocast)) if on)
     formula = (f"Σ over {plural(len(rows), 'weight shape')} of the conversion kernels' time (each GEMM call's weight "
                f"chain: {rows[0]['ops']}) = {fmt_us(saving)} ({fmt_us(saving / n)} per step); their "

@@ -1,4 +1,4 @@
-"""Rules about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace; parameters the optimizer does not train left requiring grad; an L2 penalty over every parameter in the loss that the optimizer's weight_decay does in its step."""
+"""Rules about the optimizer step: a per-parameter (or multi-tensor) optimizer that a fused one would replace; parameters the optimizer does not train left requiring grad; an L2 penalty over every parameter in the loss that the optimizer's weight_decay does in its step; gradients zeroed where they could be freed."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import frozen_grads as fg
 from tracekit.analyzers.detectors import l2_penalty as lp
 from tracekit.analyzers.detectors import offload, optimizer
+from tracekit.analyzers.detectors import zeroed_grads as zg
 from tracekit.model.outlook import Transform
 from tracekit.model.whatif import remove_calls
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
+from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
+    Scope,
+    every_step_tables,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_host import calls_gone
 from tracekit.units import plural
 
 # Like every rule until the execution model lands (issue 19), the saving is on the profiled timeline
@@ -200,3 +210,35 @@ def weight_decay_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> T
     if p is None or not len(p.l2_penalty_calls) or not p.l2_penalty_calls.any():
         return None
     return remove_calls(p.l2_penalty_calls)
+
+
+def grads_to_none(analysis: Analysis) -> Suggestion | None:
+    """zero_grad ranges that write zeros into the gradients (patterns.zeroed_grads), in every headline
+    step: the zeroing kernels and the in-place accumulations into those zeros that follow (what
+    set_to_none=True does without). The what-if removes their calls and kernels. Silent below
+    SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "zeroed_grads", zg.ZG_STEP):
+        gpu = float(t[zg.ZG_GPU_US].sum())
+        total += gpu
+        rows.append({"rank": r.rank, "op": str(t[zg.ZG_OP].iat[0]), "zeroed_per_step": float(t[zg.ZG_ZEROED].sum()) / n,
+                     "adds_per_step": float(t[zg.ZG_ADDS].sum()) / n,
+                     "zero_gpu_us_per_step": float(t[zg.ZG_ZERO_GPU_US].sum()) / n,
+                     "add_gpu_us_per_step": float(t[zg.ZG_ADD_GPU_US].sum()) / n,
+                     "calls_per_step": float(t[zg.ZG_CALLS].sum()) / n, "saving_us": gpu})
+    if not rows:
+        return None
+    x = rows[0]
+    zeroed, adds = round(float(str(x["zeroed_per_step"]))), round(float(str(x["adds_per_step"])))
+    title = (f"Free the gradients instead of zeroing them (zero_grad(set_to_none=True), the default): {x['op']} writes "
+             f"zeros into {zeroed} gradients per step ({fmt_us(float(str(x['zero_gpu_us_per_step'])))}) and backward "
+             f"then adds {adds} new gradients into those zeros ({fmt_us(float(str(x['add_gpu_us_per_step'])))}), "
+             "where it would keep them as they are")
+    formula = ("Σ per step of the zeroing kernels under Optimizer.zero_grad and the kernels of the first in-place "
+               "accumulations (AccumulateGrad → aten::add_) after it, one per zeroed gradient")
+    return suggestion("grads_to_none", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+grads_to_none_transform = calls_gone("zeroed_grad_calls")  # the zeroing and the accumulations into the zeros gone

@@ -1,4 +1,4 @@
-"""Rules about user Triton kernels: far below their roof (the launch configuration — grid, tiles, warps, stages — to autotune), and the autotuner benchmarking inside every step (a key that changes every call)."""
+"""Rules about user Triton kernels: far below their roof (the launch configuration — grid, tiles, warps, stages — to autotune), the autotuner benchmarking inside every step (a key that changes every call), and passes over one tensor that one kernel would do."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from tracekit.analyzers import roofline as rl
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import autotune as at
 from tracekit.analyzers.detectors import triton_launch as tl
+from tracekit.analyzers.detectors import triton_passes as tp
 from tracekit.analyzers.kernels import GEMM
 from tracekit.model.whatif import Transform, remove_calls
 from tracekit.suggestions.common import (
@@ -21,6 +22,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_host import calls_gone
 from tracekit.suggestions.rules_precision import NHWC_NORM_SHARE
 from tracekit.units import plural
 
@@ -190,3 +192,34 @@ def autotune_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Trans
     if p is None or not len(p.autotune_calls) or not p.autotune_calls.any():
         return None
     return remove_calls(p.autotune_calls)
+
+
+def fuse_triton_passes(analysis: Analysis) -> Suggestion | None:
+    """Runs of user Triton kernels passing over one tensor (patterns.triton_passes), in every headline
+    step: the runs' kernel time − the fused kernel's (each run's longest kernel). The what-if removes
+    the other kernels with their launches. Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    for r, t, n in every_step_tables(analysis, "triton_passes", tp.TP_STEP):
+        saving = float(t[tp.TP_SAVING_US].sum())
+        total += saving
+        rows.append({"rank": r.rank, "chain": str(t[tp.TP_CHAIN].iat[0]), "shape": str(t[tp.TP_SHAPE].iat[0]),
+                     "grid": str(t[tp.TP_GRID].iat[0]), "runs_per_step": float(t[tp.TP_RUNS].sum()) / n,
+                     "kernels_per_step": float(t[tp.TP_KERNELS].sum()) / n,
+                     "time_us_per_step": float(t[tp.TP_TIME_US].sum()) / n,
+                     "fused_us_per_step": float(t[tp.TP_FUSED_US].sum()) / n, "saving_us": saving})
+    if not rows:
+        return None
+    x = rows[0]
+    runs = round(float(str(x["runs_per_step"])))
+    passes = round(float(str(x["kernels_per_step"])) / max(runs, 1))
+    title = (f"Fuse the {passes} Triton passes into one kernel: {x['chain']} each read the whole {x['shape']} tensor "
+             f"(grid {x['grid']}), {plural(runs, 'time')} per step ({fmt_us(float(str(x['time_us_per_step'])))} of kernels); "
+             "one kernel that keeps each row on chip reads it once")
+    formula = ("per run, its kernels' time − its longest kernel's (the fused kernel does the widest pass's loads and "
+               f"stores once): {fmt_us(float(str(x['time_us_per_step'])))} − {fmt_us(float(str(x['fused_us_per_step'])))} per step")
+    return suggestion("fuse_triton_passes", title, total / scope.ranks, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+fuse_triton_passes_transform = calls_gone("triton_pass_calls")  # the runs' shorter passes gone with their launches

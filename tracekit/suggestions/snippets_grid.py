@@ -1,4 +1,4 @@
-"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters; an L2 penalty the optimizer applies; one backward over the summed losses), keyed by rule id."""
+"""Code snippets of the rules about work the GPU need not do (one launch over all the pieces; grouped-query attention without expanded K/V; gradients of frozen parameters; an L2 penalty the optimizer applies; gradients freed, not zeroed; one backward over the summed losses; Triton passes fused), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ backbone.requires_grad_(False)          # no .grad for it, and backward stops at
 backbone.eval()                         # if it should not update batch-norm statistics or use dropout
 optimizer = torch.optim.AdamW(head.parameters(), lr=1e-3, fused=True)
 # (or run the frozen part under torch.no_grad() / torch.inference_mode() and train on its outputs)
+''',
+    "grads_to_none": '''\
+# zero_grad(set_to_none=False) writes zeros into every gradient, and backward then adds each new
+# gradient into them (read, read, write). Freed gradients cost neither: backward's first accumulation
+# keeps the new gradient as it is.
+optimizer.zero_grad(set_to_none=True)    # the default since torch 2.0; model.zero_grad() likewise
+# Code that reads p.grad after zero_grad must allow None (`if p.grad is not None`); gradient
+# accumulation over micro-batches works the same (zero once per optimizer step).
 ''',
     "weight_decay": '''\
 # An L2 penalty summed in the loss launches a square, a sum and an add per parameter tensor, their
@@ -56,6 +64,20 @@ loss.backward()
 # weight (weight standardisation, spectral norm, LoRA) goes in as it is:
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
+''',
+    "fuse_triton_passes": '''\
+# Separate kernels for a row's max, its sum of exponentials and the normalisation read the whole input
+# three times (and pass per-row statistics through global memory). One program per row does all three
+# on the row it loaded once:
+@triton.jit
+def softmax(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+# Rows too long for one block: loop over column blocks with an online max and sum (two reads, not three),
+# or let torch.compile fuse torch.softmax / layer_norm for you.
 ''',
     "autotune_once": '''\
 # @triton.autotune benchmarks every config again whenever its key changes: a key on a size that

@@ -1,4 +1,4 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from tracekit.suggestions.rules_host import drop_checks_transform, read_once_tra
 from tracekit.suggestions.rules_int4 import int4_transform
 from tracekit.suggestions.rules_leftover import calibration_transform, weight_norm_transform
 from tracekit.suggestions.rules_llm import last_logits_transform
-from tracekit.suggestions.rules_optimizer import freeze_transform, weight_decay_transform
+from tracekit.suggestions.rules_optimizer import (
+    freeze_transform,
+    grads_to_none_transform,
+    weight_decay_transform,
+)
 from tracekit.suggestions.rules_pairs import split_pair_transform
 from tracekit.suggestions.rules_rebuild import (
     attention_plans_transform,
@@ -18,7 +22,7 @@ from tracekit.suggestions.rules_rebuild import (
     inference_mode_transform,
 )
 from tracekit.suggestions.rules_recompute import single_backward_transform
-from tracekit.suggestions.rules_triton import autotune_transform
+from tracekit.suggestions.rules_triton import autotune_transform, fuse_triton_passes_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
 BESIDE_TRANSFORMS: dict[str, TransformFor] = {
@@ -27,9 +31,11 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "last_logits": last_logits_transform,  # the whole-logits kernels × 1/S
     "freeze_params": freeze_transform,  # backward past the last trained gradient gone
     "int4_large_batch": int4_transform,  # the large-M int4 GEMMs at the bf16 cuBLAS reference time
-    "weight_decay": weight_decay_transform,  # the loss's L2 penalty gone, forward and backward
+    "weight_decay": weight_decay_transform,
+    "grads_to_none": grads_to_none_transform,  # the zeroing and the accumulations into the zeros gone  # the loss's L2 penalty gone, forward and backward
     "single_backward": single_backward_transform,  # the repeated backward passes' kernels once
-    "autotune_once": autotune_transform,  # the tuning windows' calls and what they launched gone
+    "autotune_once": autotune_transform,
+    "fuse_triton_passes": fuse_triton_passes_transform,  # the runs' shorter passes gone with their launches  # the tuning windows' calls and what they launched gone
     "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
     "use_conv2d": use_conv2d_transform,
     "drop_checks": drop_checks_transform,  # the checks' calls gone with the host gaps before them

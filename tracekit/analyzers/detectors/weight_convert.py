@@ -1,4 +1,4 @@
-"""Static weights converted on every call: a GEMM's weight operand quantised to float8 or dequantised from int8 by a chain of aten ops right before the GEMM, every call, from a tensor nothing else in the step touches.
+"""Static weights converted on every call: a GEMM's weight operand quantised to float8 or int8 or dequantised from int8 by a chain of aten ops right before the GEMM, every call, from a tensor nothing else in the step touches.
 
 `Fp8Linear.forward` computing `w.abs().amax() / 448`, `w / scale` and `.to(float8_e4m3fn)` before
 `torch._scaled_mm`, or an eager weight-only int8 linear `F.linear(x, w_int8.to(bf16)) * scale`, redo
@@ -6,8 +6,9 @@ the same conversion of the same weight on every call: kernels that read (and wri
 and their launches, where converting once at load time leaves only the GEMM. Found per thread of a
 step, over the top-level ops that launch work in time order:
 
-- an anchor: an op that casts a 2-D tensor to a float8 dtype, or from int8 / uint8 / float8 to a
-  floating one (its `aten::copy_`'s destination and source types; a float8 checkpoint served through
+- an anchor: an op that casts a 2-D tensor to a float8 dtype or int8 (a W8A8 layer quantizing its
+  weight per call for `torch._int_mm`, held-out int8_ranker_requantize_weights), or from int8 / uint8 /
+  float8 to a floating one (its `aten::copy_`'s destination and source types; a float8 checkpoint served through
   `w.to(bf16) * scale` and a bf16 GEMM, held-out fp8_fake_quant), or fake-quantizes a 2-D float tensor
   (`fake_quantize_per_{channel,tensor}_affine`: a QAT layer served unconverted, `to` FAKE_QUANT);
 - its consumer: the first GEMM op (`linear`, `mm`, `matmul`, `addmm`, `_scaled_mm`) within MAX_AHEAD
@@ -46,7 +47,7 @@ from tracekit.trace.model import RankTrace
 # (and an embedding lookup's table: F.embedding(ids, table_int8.to(bf16) * scale[:, None]) converts the
 # whole table to read a few rows of it)
 WEIGHT_ARG = {"aten::linear": 1, "aten::mm": 1, "aten::matmul": 1, "aten::_scaled_mm": 1, "aten::addmm": 2,
-              "aten::embedding": 0}
+              "aten::_int_mm": 1, "aten::embedding": 0}
 GEMM_OPS = re.compile(r"^aten::(linear|mm|matmul|addmm|_scaled_mm|bmm|baddbmm|addmv|mv|_int_mm|embedding)$")
 CHAIN_OPS = re.compile(r"^aten::(abs|abs_|amax|amin|aminmax|max|min|div|div_|mul|mul_|reciprocal|clamp|clamp_|"
                        r"clamp_min|clamp_max|round|round_|sub|sub_|neg|to|_to_copy|copy_|float|half|bfloat16|"
@@ -135,7 +136,7 @@ class _Inputs:
 
 
 def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tuple[tuple[int, ...], str, str]]:
-    """Per top-level op row that casts a 2-D tensor to float8 or from int8 / float8 to a float: (its shape, the
+    """Per top-level op row that casts a 2-D tensor to float8 or int8 or from int8 / float8 to a float: (its shape, the
     source dtype, the destination dtype), from the `aten::copy_` under it (or itself)."""
     names = rank.ops[tables.OP_NAME].to_numpy(dtype=object)
     out: dict[int, tuple[tuple[int, ...], str, str]] = {}
@@ -144,7 +145,8 @@ def _anchors(rank: RankTrace, top: np.ndarray, inputs: _Inputs) -> dict[int, tup
         if not isinstance(types, list) or len(types) < 2:
             continue
         dst, src = str(types[0]), str(types[1])
-        if not (("Float8" in dst and src in FLOATING) or ((src in INT8 or "Float8" in src) and dst in FLOATING)):
+        if not ((("Float8" in dst or dst in INT8) and src in FLOATING)
+                or ((src in INT8 or "Float8" in src) and dst in FLOATING)):
             continue
         dims = inputs(row)[0]
         if len(dims) < 2:
