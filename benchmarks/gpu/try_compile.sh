@@ -2,10 +2,12 @@
 # `tracekit profile --try compile` on held-out rows in one device call: whether torch.compile of the
 # model's root modules makes each step faster unprofiled (the measured answer to fuse_elementwise's
 # saving on that row). Each row's --try table and JSON go to $OUT as soon as it ends.
-#   bash benchmarks/gpu/try_compile.sh DEADLINE_S N:NAME[:VARIANT] ...   (N: the held-out set's number)
+#   [KNOB=cudagraphs] bash benchmarks/gpu/try_compile.sh DEADLINE_S N:NAME[:VARIANT] ...   (N: the held-out set's number)
+# KNOB (default compile): the --try knob; cudagraphs is the measured answer to cuda_graphs' saving.
 # Rows start only while DEADLINE_S seconds have not passed; each run is stopped after 150 s.
 set -u
 DEADLINE=$1; shift
+KNOB=${KNOB:-compile}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 unset CUDA_LAUNCH_BLOCKING TRITON_INTERPRET
@@ -17,7 +19,7 @@ for row in "$@"; do
     tag=ho${n}_$name${variant:+_$variant}
     if (( SECONDS - start > DEADLINE )); then echo "SKIP $tag (deadline)"; continue; fi
     t0=$SECONDS
-    (cd "$W" && timeout 300 python3 -m tracekit profile --try compile --timeout 150 --warmup 2 --active 4 --no-report \
+    (cd "$W" && timeout 300 python3 -m tracekit profile --try "$KNOB" --timeout 150 --warmup 2 --active 4 --no-report \
         --force -o "$W/$tag.trace.json.gz" "$OLDPWD/benchmarks/heldout$n/$name.py" ${variant:+--variant "$variant"} \
         --steps 12 >"$R/$tag.try.txt" 2>"$W/$tag.err")
     echo "$tag rc=$? $((SECONDS - t0)) s"
