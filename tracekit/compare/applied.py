@@ -182,7 +182,7 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     "foreach_loops": (Signal("per-tensor loop calls per step", steps_sum("foreach_loops", foreach.FL_STEP, foreach.FL_CALLS),
                              FALLS, 0.75),),
     # rules_batching.batch_requests: one forward at batch k: the steps served as repeated batch-1 forwards vanish.
-    "batch_requests": (Signal("batch-1 forwards per step", steps_sum("requests", requests.RQ_STEP, requests.RQ_REQUESTS),
+    "batch_requests": (Signal("repeated forwards per step (batch-1 requests, or per round)", steps_sum("requests", requests.RQ_STEP, requests.RQ_REQUESTS),
                               FALLS, 1.0),),
     # rules_memory.larger_batch (gradient accumulation): fewer, larger micro-batches: the forward+backward
     # passes per optimizer step (patterns.accumulation) halve or more (the memory-only case: no check of its own).
