@@ -130,8 +130,11 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"scudnn|^sm\d+_xmma_(fprop|dgrad|wgrad)|^(?=.*xmma_)(?=.*_cudnn)|implicit_convolve_sgemm|"
          r"explicit_convolve_sgemm|wgrad_alg\d_engine|dgrad_engine|dgrad2d|^(void )?fft2d_|winograd|"
          r"cutlass_cudnn|cask_|ImplicitGemmConvolution|reduce_wgrad|im2col|col2im|conv2d|conv3d|"
-         r"Conv(?!ert)|conv_|_conv(?!ert)|depthwise|igemm|naive_conv|gridwise_convolution|convolution",
-         "conv", source="cudnn_infer_volta_scudnn_*, sm80_xmma_fprop_implicit_gemm_*, dgrad_engine, wgrad_alg0_engine"),
+         r"Conv(?!ert)|conv_|_conv(?!ert)|depthwise|igemm|naive_conv|gridwise_convolution|convolution|"
+         r"cutlass__\d+x_cudnn::Kernel<cutlass_tensorop_\w*(fprop|dgrad|wgrad)",
+         "conv", source="cudnn_infer_volta_scudnn_*, sm80_xmma_fprop_implicit_gemm_*, dgrad_engine, wgrad_alg0_engine; "
+                        "cuDNN's CUTLASS kernels, cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_"
+                        "bf16_256x64_32x4_nhwc_align8> (H100 heldout22 camera_trap, one launch outside any op)"),
     # --- GEMM libraries -------------------------------------------------------------------
     Rule(r"^nvjet_|xmma_gemm|^(ampere|volta|turing|maxwell|hopper|ada|sm\d+)_\w*(gemm|gemv)|gemv|"
          r"gemmk1_|gemmSN|splitKreduce|cublasLt|cublas|epilogue::impl::globalKernel|^Cijk_|"
