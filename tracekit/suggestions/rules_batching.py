@@ -150,7 +150,7 @@ def batch_requests(analysis: Analysis) -> Suggestion | None:
         after = max(span / k, gpu_after)
         saving = max(span - after, 0.0) * scope.steps
         total += saving
-        rounds = float(np.median(t[requests.RQ_ROUNDS].to_numpy(dtype=float))) if requests.RQ_ROUNDS in t else 1.0
+        rounds = float(np.median(t[requests.RQ_ROUNDS].to_numpy(dtype=float)))
         rows.append({"rank": r.rank, "requests_per_step": k, "rounds_per_step": rounds, "forward": str(t[requests.RQ_OPS].iat[0]),
                      "first_op": str(t[requests.RQ_FIRST].iat[0]), "launches_per_forward": int(t[requests.RQ_LAUNCHES].iat[0]),
                      "gpu_us_per_step": gpu_us, "batched_gpu_us": gpu_after, "batched_step_us": after,
@@ -251,7 +251,7 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
         rows.append({"rank": r.rank, "samples_per_step": k, "loop": str(t[samples.SL_OPS].iat[0]),
                      "size_min": int(t[samples.SL_MIN].min()), "size_max": int(t[samples.SL_MAX].max()),
                      "size_mean": float(t[samples.SL_MEAN].mean()),
-                     "counter": bool(t[samples.SL_COUNTER].fillna(False).astype(bool).all()),
+                     "counter": bool(t[samples.SL_COUNTER].astype(bool).all()),
                      "launches_per_step": float(t[samples.SL_LAUNCHES].sum()) / scope.steps,
                      "host_us_per_step": host / scope.steps,
                      "gpu_us_per_step": float(t[samples.SL_GPU_US].sum()) / scope.steps, "saving_us": saving})

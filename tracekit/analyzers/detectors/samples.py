@@ -165,12 +165,16 @@ def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, l
         sizes = [1] * repeats  # same-shaped slices joined after the loop: stacked, not padded
     if (sizes is None and period >= MIN_BODY_OPS and any(shapes) and all(x == shapes[0] for x in shapes)
             and counter_loop(rank, body, names)):
-        sizes = [1] * repeats  # one computation per value of the loop's counter: run for all values at once
+        sizes = CounterSizes([1] * repeats)  # one computation per value of the loop's counter
     if period < MIN_BODY_OPS:
         return found, (body, sizes) if sizes is not None else None
     if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist()) and not any(shapes)):
         return found, (body, sizes)
     return found, None
+
+
+class CounterSizes(list[int]):
+    """The sizes (all 1) of a loop over a counter's values (counter_loop): one pass does them all."""
 
 
 def _number(text: object) -> float | None:
@@ -309,8 +313,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
             for rep, size in zip(body, sizes, strict=True):
                 in_loop[np.isin(gpu_top, rep)] = max(int(size), 1)
             hit = np.isin(gpu_top, covered)
-            counter = (isinstance(body, np.ndarray) and body.ndim == 2 and max(sizes) == 1
-                       and counter_loop(rank, body, names))
+            counter = isinstance(sizes, CounterSizes)
             rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: samples, SL_COUNTER: bool(counter),
                          SL_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[max(body, key=len)])[:OPS_CHARS],
                          SL_MIN: int(min(sizes)), SL_MAX: int(max(sizes)), SL_MEAN: float(np.mean(sizes)),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analyzers.detectors.gqa_expand import dims_of
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.trace import tables
 from tracekit.trace.model import RankTrace
@@ -53,18 +54,12 @@ class TritonPasses:
     calls: np.ndarray  # per rank.runtime row: the launch of a run's kernel other than its longest
 
 
-def _shape(v: object) -> tuple[int, ...] | None:
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
 def _signature(rank: RankTrace, op: int) -> tuple[tuple[int, ...], str] | None:
     """(the first tensor argument's shape, the grid) of a user Triton launch op when its other tensors
     are that shape or small; None otherwise."""
     inputs = rank.op_inputs(op)
     dims = inputs.get(tables.OP_INPUT_DIMS) or []
-    shapes = [s for s in (_shape(d) for d in dims) if s is not None]
+    shapes = [s for s in (dims_of(d) for d in dims) if s is not None]
     if not shapes or len(shapes[0]) < 2 or math.prod(shapes[0]) < MIN_ELEMENTS:
         return None
     big = shapes[0]
