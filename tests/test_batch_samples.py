@@ -177,3 +177,35 @@ def test_a_loop_inside_each_layer_is_found(tmp_path):
     assert s is not None and len(s.evidence) == 1  # one rank: its rows are summed
     assert s.saving_us == pytest.approx(2 * 478 * 15 / 16)
     assert s.evidence[0]["launches_per_step"] == 2 * 48
+
+
+def one_op_trace(tmp_path, views: str = "same", name: str = "one_op"):
+    """16 repetitions of a one-op body, `mean` over (n, 768) rows (n from SIZES), each after a
+    non-launching aten::select of one (16, 256, 768) batch (`views`="same"), of a different tensor
+    each time ("different") or with no view ("none"), then a stack of the 16 means."""
+    h = Host(span=1000.0)
+    for i, n in enumerate(SIZES):
+        if views != "none":
+            source = [16, 256, 768] if views == "same" else [16 + i, 256, 768]
+            h.op("aten::select", [source, [], []], [F32, "Scalar", "Scalar"], kernels=0)
+        h.op("aten::mean", [[n, 768], [], [], []], [F32, "", "Scalar", ""])
+    h.op("aten::stack", [[], []], ["TensorList", "Scalar"])
+    return h.write(tmp_path / f"{name}.json")
+
+
+def test_a_reduction_per_slice_of_one_batch_is_a_segment_loop(tmp_path):
+    """One launching op a repetition is a per-sample loop when each repetition reads a view of one
+    same-shaped tensor (samples.VIEWS): the means start at 110 + 20 j µs (a select, then the mean,
+    10 µs apart), 8 µs each: the loop's host time is 20 × 15 + 8 = 308 µs, × (1 − 1/16) = 288.75 µs."""
+    s = rules_batching.batch_samples(_analysis(one_op_trace(tmp_path)))
+    assert s is not None and s.saving_us == pytest.approx(308 * 15 / 16)
+    row = s.evidence[0]
+    assert (row["samples_per_step"], row["size_min"], row["size_max"], row["loop"]) == (16, 1, 16, "mean")
+    assert s.title.startswith("Reduce all 16 segments in one call") and "index_add_" in s.snippet
+
+
+@pytest.mark.parametrize("views", ["none", "different"])
+def test_one_op_over_whole_tensors_is_not_a_sample_loop(tmp_path, views):
+    """Without a view before each repetition, or with views of tensors of differing shapes, one op
+    repeated over sizes is a per-tensor loop (a norm per gradient): not batch_samples'."""
+    assert rules_batching.batch_samples(_analysis(one_op_trace(tmp_path, views, name=views))) is None

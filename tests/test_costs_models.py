@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.analyzers.costs.models import model_for, op_cost
-from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, broadcast
+from tracekit.analyzers.costs.op_args import LONGEST, OpArgs, broadcast, user_gemm_flops
 
 BF16, F32, HALF, LONG = "c10::BFloat16", "float", "c10::Half", "long int"
 MB = 1 << 20
@@ -250,3 +250,17 @@ def test_wrapped_python_numbers_do_not_promote():
     assert c.dtype == "bf16" and c.bytes == 2 * n + 8 + 2 * n
     # an integer tensor times a Python float becomes the default float dtype
     assert op_cost("aten::mul", [[10], []], [LONG, "double"]).bytes == 8 * 10 + 8 + 4 * 10
+
+
+@pytest.mark.parametrize(("weight", "expected"), [
+    ([2048, 65536], 2.0 * 8192 * 65536 * 2048),  # B[K, N]: the tutorial's matmul_kernel(a, b, c, M, N, K)
+    ([65536, 2048], 2.0 * 8192 * 65536 * 2048),  # B[N, K]: nn.Linear's weight read transposed (x @ W.T)
+    ([4096, 2048], None),  # neither K × N nor N × K: not this kernel's operands
+])
+def test_user_triton_matmul_flops_from_its_arguments(weight, expected):
+    """2·M·N·K of a user Triton kernel whose integer arguments M, N, K match A[M, K] and B (held-out
+    triton_softcap_head_row_order: x (8192, 2048), W (65536, 2048), out (8192, 65536))."""
+    types = ["c10::BFloat16"] * 3 + ["Scalar"] * 3
+    args = OpArgs.of([[8192, 2048], weight, [8192, 65536], [], [], []], types,
+                     concrete=["", "", "", "8192", "65536", "2048"])
+    assert user_gemm_flops(args, ["x_ptr", "w_ptr", "out_ptr", "M", "N", "K"]) == expected

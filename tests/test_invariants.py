@@ -1,19 +1,22 @@
 """Invariants that hold on every trace, ours and other projects': the parts of a step add up to its
 span, gpu-bound only when the GPU is busy most of the window, no saving larger than the step, and an
 evidence sentence that agrees with the numbers it sits beside; and on the sample traces, the pattern
-detectors' tables of that same analysis equal tests/golden/detectors.json (tests/detector_reference.py,
-so that no other test loads every sample trace again)."""
+detectors' tables of that same analysis equal tests/golden/detectors.json (tests/detector_reference.py);
+and from the same loaded trace, the model's trust gate and kernel classification (tests/trace_checks.py):
+no other test loads every sample and shared trace again."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from conftest import shared_trace_files
+from conftest import SAMPLE_TRACES, shared_trace_files
 from detector_reference import INVARIANT_SAMPLES, detected, reference, sample_name
+from trace_checks import check_gate, check_other_share, expected_abstention
 
+import tracekit
 from tracekit.analyzers.totals import BUSY_SHARE, GPU_BOUND, UNDETERMINED, LaunchTotals
-from tracekit.pipeline.local import analyse_file
+from tracekit.pipeline.local import analyse_trace
 
 TRACES = INVARIANT_SAMPLES + shared_trace_files()
 
@@ -55,7 +58,11 @@ def check_evidence(t: LaunchTotals, where: str) -> None:
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.name))
 def test_invariants(path):
-    result = analyse_file(path)
+    trace = tracekit.load_trace(path)
+    check_other_share(trace)
+    if "capture_traces" not in path.parts or not path.is_relative_to(SAMPLE_TRACES):
+        check_gate(trace, expected_abstention(path))
+    result = analyse_trace(trace)
     a = result.analysis
     if path in INVARIANT_SAMPLES and sample_name(path) in reference():  # the detectors' reference, from this analysis
         assert detected((r.rank, r.patterns) for r in a.ranks) == reference()[sample_name(path)], path.name

@@ -8,7 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
+from conftest import SAMPLE_TRACES, SHARED_TRACES
+from detector_reference import INVARIANT_SAMPLES
+from trace_checks import check_other_share
 
 import tracekit
 from tracekit.analyzers.kernels import (
@@ -22,16 +24,15 @@ from tracekit.analyzers.kernels import (
     classify_name,
 )
 
-TARGET_OTHER = 0.02  # at most 2 % of GPU time may stay unclassified
-
-
 H200_NAMES = Path(__file__).resolve().parent / "data" / "kernel_names" / "h200_torch211.json.gz"
 
 
 def _sample_files() -> list:
+    """The sample files test_invariants does not load (it checks the rest: tests/trace_checks.py)."""
     if not SAMPLE_TRACES.is_dir():
         return []
-    return sorted(p for p in SAMPLE_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    return sorted(p for p in SAMPLE_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz"))
+                  and p not in INVARIANT_SAMPLES)
 
 
 def _load(rel: str):
@@ -41,28 +42,9 @@ def _load(rel: str):
     return tracekit.load_trace(path)
 
 
-def _user_triton_names(rank) -> set[str]:
-    """Names of the user Triton kernels `tracekit profile` recorded (meta.tracekit triton_kernels)."""
-    table = (rank.meta.tracekit or {}).get("triton_kernels")
-    if isinstance(table, str):  # older recordings kept it as text
-        return set(re.findall(r"'name': '([^']+)'", table))
-    return {str(e.get("name")) for e in table or () if isinstance(e, dict)}
-
-
-@pytest.mark.parametrize("path", [*shared_trace_files(), *_sample_files(), H200_NAMES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*_sample_files(), H200_NAMES], ids=lambda p: p.name)
 def test_other_share_at_most_two_percent(path):
-    """Besides user Triton kernels whose name says nothing of their work (heldout6 `seg_kernel`, a
-    segmented row sum, and `varlen_kernel`: a name is all a trace keeps of a user kernel), which stay
-    `other` rather than guessed; they are counted apart and must be user kernels tracekit recorded."""
-    trace = tracekit.load_trace(path)
-    for rank in trace.ranks.values():
-        kc = classify(rank)
-        assert len(kc.table) == len(rank.gpu)
-        other = (kc.table[CLASS] == OTHER).to_numpy()
-        user = rank.gpu["name"].isin(_user_triton_names(rank)).to_numpy()
-        dur = rank.gpu["dur"].to_numpy(dtype=float)
-        share = float(dur[other & ~user].sum()) / kc.total_us if kc.total_us else 0.0
-        assert share <= TARGET_OTHER, kc.classes
+    check_other_share(tracekit.load_trace(path))
 
 
 def _classes(rel: str) -> tuple:

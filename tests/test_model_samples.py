@@ -1,4 +1,5 @@
-"""The trust gate and the replay on every sample trace and every shared trace: trusted, or abstaining for a listed reason."""
+"""The trust gate on the sample traces test_invariants does not load (the bare pairs'; it checks the gate on
+every other sample and shared trace: tests/trace_checks.py), and the replay and projection on chosen ones."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace_files
+from detector_reference import INVARIANT_SAMPLES
+from trace_checks import SAMPLE_ABSTAINS, SHARED_ABSTAINS, check_gate, expected_abstention
 
 import tracekit
 from tracekit.analyzers.step_plan import plan_steps
 from tracekit.model import (
     DEFAULT_OVERHEAD,
-    FIDELITY_LIMIT,
     fidelity,
     project_steps,
     replay,
@@ -24,52 +26,14 @@ from tracekit.model.projection import projected_costs
 from tracekit.model.replay import replay_points
 from tracekit.trace import tables
 
-NO_GPU = "no GPU activity"
-INFERRED = "no ProfilerStep marks"
-# 13 % since queued launches follow their stream (model/graph.py QUEUED_US); before, 10 % with 11 % late
-UNNAMED_WAITS = "replay 13% off: "
-# Where the model abstains, and why (the start of its one-line reason); every other trace must be trusted.
-# heldout10 sinkhorn_check's CUDA-graph variant (H100): 10 replays a step of a ~240-kernel graph whose
-# kernels start up to ~0.7 ms after their replay's launch on an idle stream (queued inside the graph)
-GRAPH_QUEUED = "replay 19% off: "
-SAMPLE_ABSTAINS = {"cpu_train_transformer.trace.json.gz": NO_GPU,
-                   "heldout10/ho10_sinkhorn_check_cuda_graph.trace.json.gz": GRAPH_QUEUED}
-SHARED_ABSTAINS = {
-    "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz": NO_GPU,
-    "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz": NO_GPU,  # counters only
-    "hta/distributed_info_unavailable/distributed_info_not_found.json.gz": NO_GPU,
-    "hta/mixed_files/rank_non_gpu.json.gz": NO_GPU,
-    "tracelens/b200/eager_trace.json.gz": INFERRED,
-    "tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz": INFERRED,
-    "tracelens/inference/xdit_flux.1_aiter_sage/capture_traces/capture_trace_rank_0.json.gz": INFERRED,
-    "tracelens/perf_model_normalization_normalization_layer_test.json.gz": INFERRED,
-    # activation checkpointing on MI300X: kernels on idle streams wait for work on other streams
-    "tracelens/mi300/resnet_act_checkpoint.json.gz": UNNAMED_WAITS,
-}
-SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz") if "capture_traces" not in p.parts)
-
-
-def _check(path: Path, expected: str | None) -> None:
-    trace = tracekit.load_trace(path)
-    for rank in trace.ranks.values():
-        plan = plan_steps(rank)
-        gate = fidelity(rank, plan)
-        if expected is None:
-            assert gate.trusted, f"{path.name} rank {rank.rank}: {gate.reason}"
-            assert gate.median_error <= FIDELITY_LIMIT and gate.steps == int(plan.selected.sum())
-            assert gate.reason == ""
-        else:
-            assert not gate.trusted and gate.reason.startswith(expected), gate.reason
+# the samples test_invariants does not load (its INVARIANT_SAMPLES: every one but the bare pairs')
+SAMPLES = sorted(p for p in SAMPLE_TRACES.rglob("*.json.gz")
+                 if "capture_traces" not in p.parts and p not in INVARIANT_SAMPLES)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(SAMPLE_TRACES)))
 def test_gate_on_sample_traces(path):
-    _check(path, SAMPLE_ABSTAINS.get(str(path.relative_to(SAMPLE_TRACES))))
-
-
-@pytest.mark.parametrize("path", shared_trace_files(), ids=lambda p: str(p.relative_to(SHARED_TRACES)))
-def test_gate_on_shared_traces(path):
-    _check(path, SHARED_ABSTAINS.get(str(path.relative_to(SHARED_TRACES))))
+    check_gate(tracekit.load_trace(path), expected_abstention(path))
 
 
 def test_expected_abstentions_name_existing_traces(shared_traces):

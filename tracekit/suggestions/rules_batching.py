@@ -282,10 +282,32 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
                  f"same-shaped inputs and joins the results, {x['launches_per_step']:.0f} launches and "
                  f"{fmt_us(x['host_us_per_step'])} of host time per step (stack the samples or chunks; "
                  "per-table or per-head weights stacked into one batched call)")
+    segments = not same and x["loop"] in SEGMENT_REDUCTIONS  # one reduction per slice of one tensor (samples.VIEWS)
+    if segments:
+        title = (f"Reduce all {k:.0f} segments in one call: each step runs `{x['loop']}` {k:.0f} times, once per "
+                 f"slice of one tensor ({x['size_min']}–{x['size_max']} rows each), "
+                 f"{x['launches_per_step']:.0f} launches and {fmt_us(x['host_us_per_step'])} of host time per step "
+                 "(a segment reduction: index_add_ / scatter_reduce over a segment index built with the batch)")
     found = suggestion("batch_samples", title, saving, scope, formula, rows)
     if found is not None and same and x["counter"]:
         found = dataclasses.replace(found, snippet=COUNTER_SNIPPET)
+    elif found is not None and segments:
+        found = dataclasses.replace(found, snippet=SEGMENT_SNIPPET)
     return found
+
+
+# A loop body of one of these over views of one tensor is a segment reduction (samples.sliced_views)
+SEGMENT_REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "max", "min", "prod", "logsumexp", "norm"})
+SEGMENT_SNIPPET = '''\
+# One reduction per segment of one tensor (sub-words → words, atoms → molecules, points → objects):
+#   words = torch.stack([h[b, s:e].mean(0) for b, spans in enumerate(batch_spans) for s, e in spans])
+# Build a segment id per row once with the batch (from the tokenizer's word_ids(), say), then one call:
+seg = seg_ids.to(h.device)                         # (n_rows,) the word of each kept sub-word row
+rows = h[row_batch, row_pos]                       # (n_rows, d) the kept sub-word vectors, one gather
+sums = torch.zeros(n_words, h.shape[-1], device=h.device, dtype=h.dtype).index_add_(0, seg, rows)
+words = sums / torch.bincount(seg, minlength=n_words).clamp_min(1)[:, None]
+# (max per segment: torch.zeros(...).scatter_reduce_(0, seg[:, None].expand_as(rows), rows, "amax"))
+'''
 
 
 COUNTER_SNIPPET = '''\

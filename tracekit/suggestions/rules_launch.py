@@ -295,7 +295,10 @@ def batch_bmm(analysis: Analysis) -> Suggestion | None:
                  f"(torch.func.stack_module_state + torch.vmap, or one torch.bmm/baddbmm per layer): each step "
                  f"calls the same layers ({fwd['ops']}, input {fwd['first']}) {k:.0f} times with other weights, "
                  f"{sum(x['gemms_per_step'] for x in members):.0f} GEMMs and "
-                 f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, forward and backward")
+                 f"{fmt_us(sum(x['host_us_per_step'] for x in members))} of host time per step, "
+                 + ("forward and backward" if any(x["direction"] != ensembles.FORWARD for x in members) else
+                    f"forward only, their {k:.0f} outputs stacked (one model over {k:.0f} chunks of a batch: run it "
+                    "once on the whole batch)"))
     # an ensemble alone: silent below 2 % of the step as traced too (the priced list's floor)
     floor = SILENT_BELOW_PCT if members and not rows else MIN_SAVING_PCT
     return suggestion("batch_bmm", title, saving, scope, f"{formula} = {fmt_us(saving)}", rows + members,

@@ -270,8 +270,9 @@ Model = Callable[[str, OpArgs], "OpCost | None"]
 
 def user_gemm_flops(a: OpArgs, arg_names: object) -> float | None:
     """2*M*N*K for a user kernel with integer arguments named M, N, K whose values match a pair of
-    2-D tensor arguments A[M, K] and B[K, N] (e.g. matmul_kernel(a, b, c, M, N, K, ...)); None for
-    any other kernel. `arg_names`: the kernel's parameter names, position by position."""
+    2-D tensor arguments A[M, K] and B[K, N] or B[N, K] (e.g. matmul_kernel(a, b, c, M, N, K, ...);
+    a weight in nn.Linear's layout, read transposed: held-out triton_softcap_head_row_order's
+    x[8192, 2048] @ W[65536, 2048].T); None for any other kernel. `arg_names`: the kernel's parameter names, position by position."""
     if not isinstance(arg_names, list):
         return None
     values = {}
@@ -284,6 +285,6 @@ def user_gemm_flops(a: OpArgs, arg_names: object) -> float | None:
         return None
     m, n, k = values["M"], values["N"], values["K"]
     shapes = {t.dims for t in a.tensors()}
-    if (m, k) in shapes and (k, n) in shapes:
+    if (m, k) in shapes and ((k, n) in shapes or (n, k) in shapes):
         return 2.0 * m * n * k
     return None

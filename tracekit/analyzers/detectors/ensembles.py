@@ -89,6 +89,22 @@ def top_level(rank: RankTrace, classes: np.ndarray) -> tuple[np.ndarray, ...]:
     return rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur
 
 
+def stretch_row(rank: RankTrace, where: tuple[int, int, str, int], stretch: np.ndarray, period: int, first: int,
+                hit: np.ndarray, top_level_of: tuple[np.ndarray, ...]) -> dict[str, object]:
+    """One row of ENSEMBLE_COLUMNS: `where` = (step, thread, direction, members k) of a stretch of k
+    blocks of `period` op rows, `first` the forward block's first op, `hit` its GPU rows (top_level_of:
+    top_level(rank, classes))."""
+    _, launches, _, gemms, _, names, ts, end, _, _, gpu_dur = top_level_of
+    step, thread, direction, k = where
+    one = stretch[:period]
+    return {EN_STEP: step, EN_THREAD: thread, EN_DIRECTION: direction, EN_MEMBERS: k,
+            EN_OPS: " → ".join(str(names[r]).removeprefix("aten::") for r in one.tolist())[:TEXT_CHARS],
+            EN_FIRST: f"{names[first]}{rank.op_inputs(first).get(tables.OP_INPUT_DIMS)}"[:TEXT_CHARS],
+            EN_LAUNCHES: int(launches[one].sum()), EN_GEMMS: int(gemms[stretch].sum()),
+            EN_HOST_US: float(end[stretch].max() - ts[stretch].min()),
+            EN_GPU_US: float(gpu_dur[hit].sum()), EN_KIND: KIND_ENSEMBLE}
+
+
 def has_accumulate_grad(rank: RankTrace) -> bool:
     """Whether any op of the rank is the autograd engine's AccumulateGrad node (a backward with weights
     of their own: what the ensemble and per-head detectors need; inference traces have none)."""
@@ -107,7 +123,8 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
     members_of = np.zeros(len(gpu), dtype=np.int64)
     if not len(ops) or not len(rt) or not len(gpu) or not has_accumulate_grad(rank):
         return empty(), members_of, np.full(len(gpu), np.nan), np.zeros(len(rt), dtype=bool)
-    rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level(rank, classes)
+    top_level_of = top_level(rank, classes)
+    rt_top, launches, gpu_top, gemms, depth0, names, ts, end, tid, grads, gpu_dur = top_level_of
     rows: list[dict[str, object]] = []
     calls = np.zeros(len(rt), dtype=bool)
     texts: dict[bytes, str] = {}
@@ -152,12 +169,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
         calls |= np.isin(rt_top, np.concatenate([stretch for _, (_, stretch, _) in picked]))
         for (direction, (thread, stretch, period)), hit in zip(picked, hits, strict=True):
             members_of[hit] = k
-            one = stretch[:period]
-            rows.append({EN_STEP: int(step), EN_THREAD: int(thread), EN_DIRECTION: direction, EN_MEMBERS: k,
-                         EN_OPS: " → ".join(str(names[r]).removeprefix("aten::") for r in one.tolist())[:TEXT_CHARS],
-                         EN_FIRST: f"{names[first]}{rank.op_inputs(int(first)).get(tables.OP_INPUT_DIMS)}"[:TEXT_CHARS],
-                         EN_LAUNCHES: int(launches[one].sum()), EN_GEMMS: int(gemms[stretch].sum()),
-                         EN_HOST_US: float(end[stretch].max() - ts[stretch].min()),
-                         EN_GPU_US: float(gpu_dur[hit].sum()), EN_KIND: KIND_ENSEMBLE})
+            rows.append(stretch_row(rank, (int(step), int(thread), direction, k), stretch, period, int(first), hit,
+                                    top_level_of))
     return (pd.DataFrame(rows, columns=list(ENSEMBLE_COLUMNS)), members_of,
             np.where(members_of > 0, gpu_dur, np.nan), calls)

@@ -24,6 +24,7 @@ from tracekit.analyzers.detectors import (
     context_projection,
     embeddings,
     ensembles,
+    ensembles_inference,
     foreach,
     frozen_grads,
     full_logits,
@@ -133,6 +134,9 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     # passes with a backward each are one model's micro-batches or per-sample gradients, not an ensemble
     ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles.find_ensembles(
         rank, classes, steps, skip=in_requests | in_accumulation if len(in_accumulation) == len(in_requests) else in_requests)
+    if not len(ensemble_loops):  # inference: the members' outputs joined by one stack (no backward to read)
+        ensemble_loops, ensemble_members, ensemble_gpu_us, ensemble_calls = ensembles_inference.find_inference_ensembles(
+            rank, classes, steps, skip=in_requests)
     # attention heads as separate modules: batch_bmm's ensemble evidence too (stacked weights, one call)
     head_loops, head_members, head_gpu_us, ensemble_shared, head_calls = heads.find_heads(rank, classes, steps,
                                                                                        skip=in_requests)
