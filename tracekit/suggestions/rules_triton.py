@@ -139,7 +139,7 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
              f"{programs} reach {top['roof_pct']:.0f} % of the {top['roof']} roof (tuned: {top['tuned_roof_pct']:.0f} %)")
     if top["bound"] == "memory":
         title += f"; try {top['autotune']}"
-    elif _one_axis(str(top["grid"])) and float(top["programs"]) >= MANY_TILES:
+    elif _one_axis(str(top["grid"])) and float(top["programs"]) >= MANY_TILES and _tile_area(str(top["tile"])) >= TUNED_TILE_AREA:
         title += ("; on its one-axis grid, map program ids to tiles in groups of row strips (the matmul "
                   "tutorial's GROUP_SIZE_M order) so the tiles in flight share their inputs in L2")
     return suggestion("triton_config", title, saving, scope, formula, rows, min_pct=TRITON_MIN_PCT)
@@ -150,6 +150,17 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
 # HBM (held-out triton_softcap_head_row_order, H100: 65,536 tiles of 64×128, 18.1 → 6.7 ms a call with
 # GROUP_M = 8 and nothing else changed). The order is not in the trace: the title names it beside the tiles.
 MANY_TILES = 1024
+
+
+# ... with output tiles of at least this many elements (64 × 64): smaller tiles are the first thing
+# to tune (the tutorial matmul at 16 × 16 already orders its programs in groups), the title's autotune
+TUNED_TILE_AREA = 64 * 64
+
+
+def _tile_area(tile: str) -> int:
+    """BLOCK_M × BLOCK_N of a tile text ("64×128×32"); 0 when it has fewer than two sizes."""
+    sizes = [int(t) for t in tile.split("×") if t.strip().isdigit()]
+    return sizes[0] * sizes[1] if len(sizes) >= 2 else 0
 
 
 def _one_axis(grid: str) -> bool:
