@@ -3,6 +3,7 @@
 # archived into $OUT as soon as it is written (a call cut off by its limit still returns what ran):
 #   bash benchmarks/gpu/record_rows.sh N DEADLINE_S NAME[:VARIANT] ...   (N: the set's number)
 # Rows start only while DEADLINE_S seconds have not passed; traces go to $OUT/tracesK.tar (<= 12 MB each).
+# ANALYZE=0 skips the on-device `tracekit analyze --json` of each row (the recordings are analysed here).
 set -u
 N=$1; DEADLINE=$2; shift 2
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -20,7 +21,11 @@ for row in "$@"; do
         "benchmarks/heldout$N/$name.py" ${variant:+--variant "$variant"} --steps 8 >"$W/$tag.log" 2>&1
     echo "$tag rc=$? $((SECONDS - t0)) s"
     [ -f "$W/$tag.trace.json.gz" ] || continue
-    timeout 60 python3 -m tracekit analyze --json "$W/$tag.trace.json.gz" >"$W/an/$tag.json" 2>"$W/an/$tag.err"
+    if [ "${ANALYZE:-1}" != 0 ]; then
+        timeout 60 python3 -m tracekit analyze --json "$W/$tag.trace.json.gz" >"$W/an/$tag.json" 2>"$W/an/$tag.err"
+    else
+        : >"$W/an/$tag.json"; : >"$W/an/$tag.err"
+    fi
     tarf="$R/traces$part.tar"
     if [ -f "$tarf" ] && (( $(stat -c %s "$tarf") > 11000000 )); then part=$((part + 1)); tarf="$R/traces$part.tar"; fi
     (cd "$W" && tar rf "$tarf" "$tag.trace.json.gz" "$tag.log" "an/$tag.json" "an/$tag.err")

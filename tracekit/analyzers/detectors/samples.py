@@ -158,18 +158,17 @@ def sliced_views(rank: RankTrace, body: np.ndarray, names: np.ndarray, memo: dic
     first of them reading one shape in all repetitions (slices of one batch tensor, VIEWS)."""
     ops = rank.ops
     depth, tid = ops[tables.OP_DEPTH].to_numpy(), ops[tables.OP_TID].to_numpy()
-    read: list[int] | None = None
+    firsts = []
     prev = -1
     for row in body[:, 0].tolist():
-        views = [r for r in range(max(prev + 1, row - VIEW_REACH), row)
-                 if depth[r] == 0 and tid[r] == tid[row] and str(names[r]) in VIEWS]
-        if not views:
+        view = next((r for r in range(max(prev + 1, row - VIEW_REACH), row)
+                     if depth[r] == 0 and tid[r] == tid[row] and str(names[r]) in VIEWS), None)
+        if view is None:
             return False
-        dims = _flat_dims(rank, views[:1], memo)[0]
-        if not dims or (read is not None and dims != read):
-            return False
-        read, prev = dims, row
-    return True
+        firsts.append(view)
+        prev = row
+    read = _flat_dims(rank, firsts, memo)
+    return bool(read[0]) and all(dims == read[0] for dims in read)
 
 
 def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, list[int]],
@@ -341,8 +340,11 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
                 sizes = forward[len(body)][::-1]
             covered = np.concatenate(list(body))
             samples = len(body) if len(body) > 1 else next(iter(forward))  # an interleaved backward: its loop's k
+            size_of = np.zeros(len(ops), dtype=np.int64)  # per op row its repetition's size (one pass, not one isin each)
             for rep, size in zip(body, sizes, strict=True):
-                in_loop[np.isin(gpu_top, rep)] = max(int(size), 1)
+                size_of[rep] = max(int(size), 1)
+            picked = np.where(gpu_top >= 0, size_of[np.maximum(gpu_top, 0)], 0)
+            in_loop = np.where(picked > 0, picked, in_loop)
             hit = np.isin(gpu_top, covered)
             counter = isinstance(sizes, CounterSizes)
             rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: samples, SL_COUNTER: bool(counter),
