@@ -208,10 +208,11 @@ def padded_roof(r: RankAnalysis, device: Device, k: float) -> np.ndarray:
     flops = costs[attribution.FLOPS].to_numpy(dtype=float)
     nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
     gemm = r.classification.table[CLASS].to_numpy(dtype=object) == GEMM
+    dtypes, shapes = costs[attribution.DTYPE].to_numpy(dtype=object), costs[attribution.SHAPES].to_numpy(dtype=object)
     for i in np.flatnonzero(sizes > 0).tolist():
         grow = k * largest / float(sizes[i])
-        dtype = costs[attribution.DTYPE].iat[i]
-        shared = min(_shared_bytes(costs[attribution.SHAPES].iat[i], dtype), nbytes[i]) if gemm[i] else 0.0
+        dtype = dtypes[i]
+        shared = min(_shared_bytes(shapes[i], dtype), nbytes[i]) if gemm[i] else 0.0
         out[i] = _roof(device, dtype, grow * flops[i], grow * (nbytes[i] - shared) + shared)
     return out
 
