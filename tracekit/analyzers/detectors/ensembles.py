@@ -90,11 +90,11 @@ def top_level(rank: RankTrace, classes: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def stretch_row(rank: RankTrace, where: tuple[int, int, str, int], stretch: np.ndarray, period: int, first: int,
-                hit: np.ndarray, top_level_of: tuple[np.ndarray, ...]) -> dict[str, object]:
+                gpu_us: float, top_level_of: tuple[np.ndarray, ...]) -> dict[str, object]:
     """One row of ENSEMBLE_COLUMNS: `where` = (step, thread, direction, members k) of a stretch of k
-    blocks of `period` op rows, `first` the forward block's first op, `hit` its GPU rows (top_level_of:
-    top_level(rank, classes))."""
-    _, launches, _, gemms, _, names, ts, end, _, _, gpu_dur = top_level_of
+    blocks of `period` op rows, `first` the forward block's first op, `gpu_us` its GPU rows' time
+    (top_level_of: top_level(rank, classes))."""
+    _, launches, _, gemms, _, names, ts, end, _, _, _ = top_level_of
     step, thread, direction, k = where
     one = stretch[:period]
     return {EN_STEP: step, EN_THREAD: thread, EN_DIRECTION: direction, EN_MEMBERS: k,
@@ -102,7 +102,7 @@ def stretch_row(rank: RankTrace, where: tuple[int, int, str, int], stretch: np.n
             EN_FIRST: f"{names[first]}{rank.op_inputs(first).get(tables.OP_INPUT_DIMS)}"[:TEXT_CHARS],
             EN_LAUNCHES: int(launches[one].sum()), EN_GEMMS: int(gemms[stretch].sum()),
             EN_HOST_US: float(end[stretch].max() - ts[stretch].min()),
-            EN_GPU_US: float(gpu_dur[hit].sum()), EN_KIND: KIND_ENSEMBLE}
+            EN_GPU_US: gpu_us, EN_KIND: KIND_ENSEMBLE}
 
 
 def has_accumulate_grad(rank: RankTrace) -> bool:
@@ -169,7 +169,7 @@ def find_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsOf,
         calls |= np.isin(rt_top, np.concatenate([stretch for _, (_, stretch, _) in picked]))
         for (direction, (thread, stretch, period)), hit in zip(picked, hits, strict=True):
             members_of[hit] = k
-            rows.append(stretch_row(rank, (int(step), int(thread), direction, k), stretch, period, int(first), hit,
-                                    top_level_of))
+            rows.append(stretch_row(rank, (int(step), int(thread), direction, k), stretch, period, int(first),
+                                    float(gpu_dur[hit].sum()), top_level_of))
     return (pd.DataFrame(rows, columns=list(ENSEMBLE_COLUMNS)), members_of,
             np.where(members_of > 0, gpu_dur, np.nan), calls)

@@ -47,15 +47,19 @@ def find_inference_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsO
     ensembles.find_ensembles, with the per-GPU-row member counts and durations and the member calls.
     GPU rows of `skip` (another pattern's) keep a stretch out."""
     ops, rt, gpu = rank.ops, rank.runtime, rank.gpu
-    members_of = np.zeros(len(gpu), dtype=np.int64)
-    calls = np.zeros(len(rt), dtype=bool)
     if not len(ops) or not len(rt) or not len(gpu) or has_accumulate_grad(rank):
-        return empty(), members_of, np.full(len(gpu), np.nan), calls
+        return empty(), np.zeros(len(gpu), dtype=np.int64), np.full(len(gpu), np.nan), np.zeros(len(rt), dtype=bool)
     top_level_of = top_level(rank, classes)
     rt_top, launches, gpu_top, gemms, depth0, names, ts, _, tid, _, gpu_dur = top_level_of
     rows: list[dict[str, object]] = []
     texts: dict[bytes, str] = {}
     joins = np.isin(names, list(JOINS))
+    launched = gpu_top >= 0  # per op row: its GPU time, whether another pattern owns its work, its members
+    op_gpu_us = np.bincount(gpu_top[launched], weights=gpu_dur[launched], minlength=len(ops))
+    owned = np.zeros(len(ops), dtype=bool)
+    if skip is not None and len(skip) == len(gpu):
+        owned[gpu_top[launched & skip]] = True
+    op_members = np.zeros(len(ops), dtype=np.int64)
     for step in np.unique(steps.ops[depth0]).tolist():
         if step < 0:
             continue
@@ -71,14 +75,13 @@ def find_inference_ensembles(rank: RankTrace, classes: np.ndarray, steps: StepsO
                 if after >= len(seq) or not joins[seq[after]] or listed_inputs(rank, int(seq[after])) != k:
                     continue
                 stretch = seq[lo:after]
-                if not gemms[stretch].any() or not independent(rank, stretch[:period].tolist()):
+                if (not gemms[stretch].any() or owned[stretch].any()
+                        or not independent(rank, stretch[:period].tolist())):
                     continue
-                hit = np.isin(gpu_top, stretch)
-                if skip is not None and len(skip) == len(gpu) and (hit & skip).any():
-                    continue
-                members_of[hit] = k
-                calls |= np.isin(rt_top, stretch)
-                rows.append(stretch_row(rank, (int(step), int(thread), FORWARD, k), stretch, period, int(stretch[0]), hit,
-                                        top_level_of))
+                op_members[stretch] = k
+                rows.append(stretch_row(rank, (int(step), int(thread), FORWARD, k), stretch, period, int(stretch[0]),
+                                        float(op_gpu_us[stretch].sum()), top_level_of))
+    members_of = np.where(launched, op_members[np.maximum(gpu_top, 0)], 0)
+    calls = (rt_top >= 0) & (op_members[np.maximum(rt_top, 0)] > 0)
     return (pd.DataFrame(rows, columns=list(ENSEMBLE_COLUMNS)), members_of,
             np.where(members_of > 0, gpu_dur, np.nan), calls)
