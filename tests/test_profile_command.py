@@ -210,6 +210,32 @@ def test_warmup_and_active_keep_only_the_active_steps(workdir: Path) -> None:
     assert len(sgd) == 3  # one optimizer step per recorded step, none from the others
 
 
+@pytest.mark.parametrize(
+    ("warmup", "active", "recorded"),
+    [
+        (2, 3, [5, 6, 7]),  # the pieces #2..#4 filled the window: it starts again at #5 with 3 steps
+        (6, 2, [10, 11]),  # the pieces #0..#4 were warm-up: 6 warm-up steps counted from #5
+    ],
+)
+def test_several_optimizer_steps_before_the_first_explicit_mark(
+    workdir: Path, warmup: int, active: int, recorded: list[int]
+) -> None:
+    """Four optimizer steps per iteration, tracekit.step() at its end: the hook marks four steps in the
+    first iteration (#0..#4) before the script's mark takes over. Every recorded step must be one whole
+    iteration: one aten::cumsum (its first op) and four SGD steps, counted from the raw events."""
+    assert cli("--warmup", str(warmup), "--active", str(active), str(DATA / "train.py"), "8", "updates") == 0
+    doc = load(workdir / "train.trace.json.gz")
+    assert step_names(doc) == [f"ProfilerStep#{n}" for n in recorded]
+    meta = doc["tracekit"]
+    assert (meta["steps_recorded"], meta["first_step"], meta["step_source"]) == (active, recorded[0], "explicit")
+    steps = [e for e in doc["traceEvents"] if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    for step in steps:
+        inside = [e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation")
+                  and step["ts"] <= e["ts"] < step["ts"] + step["dur"]]
+        assert sum(e["name"] == "aten::cumsum" for e in inside) == 1
+        assert sum(e["name"].startswith("Optimizer.step#SGD") for e in inside) == 4
+
+
 def test_warmup_alone_records_every_later_step(workdir: Path) -> None:
     assert cli("--warmup", "3", str(DATA / "train.py"), "5", "hook") == 0
     assert step_names(load(workdir / "train.trace.json.gz")) == [

@@ -49,7 +49,7 @@ OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2.0, "dur": 1.5,
 def test_trace_gets_metadata_first_and_its_own_name(tmp_path: Path) -> None:
     out = tmp_path / "run.trace.json.gz"
     doc = kineto_doc([STEP0, OP])
-    write_trace(FakeProfiler(doc), out, {"version": "x", "steps": [1, 2]}, drop_step0=False)
+    write_trace(FakeProfiler(doc), out, {"version": "x", "steps": [1, 2]}, )
     got = read(out)
     assert next(iter(got)) == "tracekit"
     assert got["tracekit"] == {"version": "x", "steps": [1, 2]}
@@ -60,7 +60,7 @@ def test_trace_gets_metadata_first_and_its_own_name(tmp_path: Path) -> None:
 
 def test_plain_json_when_the_name_has_no_gz(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    write_trace(FakeProfiler(kineto_doc([OP])), out, {}, drop_step0=False)
+    write_trace(FakeProfiler(kineto_doc([OP])), out, {}, )
     assert json.loads(out.read_text())["traceEvents"] == [OP]
 
 
@@ -69,7 +69,7 @@ def test_large_trace_is_streamed_intact(tmp_path: Path) -> None:
     fake = FakeProfiler(kineto_doc(events))
     assert len(fake.text) > (1 << 20) + 4096
     out = tmp_path / "big.trace.json.gz"
-    write_trace(fake, out, {"k": 1}, drop_step0=False)
+    write_trace(fake, out, {"k": 1}, )
     got = read(out)
     assert got["traceEvents"] == events and got["traceName"] == "big.trace.json.gz"
 
@@ -78,7 +78,7 @@ def test_whole_run_step0_is_dropped_when_nothing_was_marked(tmp_path: Path) -> N
     out = tmp_path / "nosteps.trace.json.gz"
     other = {**STEP0, "name": "ProfilerStep#0", "cat": "cpu_op"}  # not an annotation: kept
     doc = kineto_doc([STEP0, OP, STEP0_GPU, other])
-    write_trace(FakeProfiler(doc), out, {"steps_recorded": 0}, drop_step0=True)
+    write_trace(FakeProfiler(doc), out, {"steps_recorded": 0}, drop_steps=frozenset({0}))
     got = read(out)
     assert got["traceEvents"] == [OP, other]
     assert next(iter(got)) == "tracekit" and got["traceName"] == "nosteps.trace.json.gz"
@@ -86,11 +86,11 @@ def test_whole_run_step0_is_dropped_when_nothing_was_marked(tmp_path: Path) -> N
 
 def test_export_failures_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="could not export the trace: kineto said no"):
-        write_trace(FakeProfiler(fail=True), tmp_path / "a.json.gz", {}, drop_step0=False)
+        write_trace(FakeProfiler(fail=True), tmp_path / "a.json.gz", {}, )
     with pytest.raises(ProfileError, match="not a JSON object"):
-        write_trace(FakeProfiler(text="[1, 2]"), tmp_path / "b.json.gz", {}, drop_step0=False)
+        write_trace(FakeProfiler(text="[1, 2]"), tmp_path / "b.json.gz", {}, )
     with pytest.raises(OutputError, match="cannot write the trace"):
-        write_trace(FakeProfiler(kineto_doc([])), tmp_path / "no" / "c.json", {}, drop_step0=False)
+        write_trace(FakeProfiler(kineto_doc([])), tmp_path / "no" / "c.json", {}, )
     assert list(tmp_path.iterdir()) == []  # temp files cleaned up
 
 

@@ -18,7 +18,7 @@ from tracekit.trace.files import trace_stem
 from tracekit.trace.tables import TRACEKIT_KEY
 
 META_KEY = TRACEKIT_KEY
-STEP0_NAME = "ProfilerStep#0"
+STEP_PREFIX = "ProfilerStep#"
 _CHUNK = 1 << 20
 _TAIL = 4096
 _TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"')
@@ -48,12 +48,15 @@ class ChromeTraceExport(Protocol):
     def export_chrome_trace(self, path: str) -> None: ...
 
 
-def write_trace(prof: ChromeTraceExport, path: Path, meta: dict[str, Any], *, drop_step0: bool, force: bool = True) -> Path:
+def write_trace(
+    prof: ChromeTraceExport, path: Path, meta: dict[str, Any], *, drop_steps: frozenset[int] = frozenset(), force: bool = True
+) -> Path:
     """Export `prof` to `path` (.gz => gzip) with `meta` as the top-level "tracekit" object; return
     the path written.
 
-    `drop_step0` removes the ProfilerStep#0 annotation that spans the whole run when the script
-    marked no steps. The file appears complete or not at all: temp files are created with O_EXCL
+    `drop_steps` names the ProfilerStep#N annotations to remove: #0 when it spans the whole run (the
+    script marked no steps), or the pieces of a first step that several optimizer steps cut before
+    the script's own marks took over (Session.dropped_steps). The file appears complete or not at all: temp files are created with O_EXCL
     beside it (tracekit.output, the package's one atomic writer), then published; without
     `force` a file that appeared meanwhile is kept and the trace goes to a numbered name.
     """
@@ -75,8 +78,8 @@ def write_trace(prof: ChromeTraceExport, path: Path, meta: dict[str, Any], *, dr
                 f"{path}: torch.profiler could not export the trace: {exc}"
             ) from None
         with _open_out(tmp, gz=path.name.endswith(".gz")) as out:
-            if drop_step0:
-                _rewrite(raw, out, meta, path.name)
+            if drop_steps:
+                _rewrite(raw, out, meta, path.name, {f"{STEP_PREFIX}{n}" for n in drop_steps})
             else:
                 _splice(raw, out, meta, path.name)
         path = publish(tmp, path, force=force)
@@ -134,8 +137,8 @@ def _splice(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
         out.write(_TRACE_NAME.sub(b'"traceName": ' + json.dumps(name).encode(), tail, count=1))
 
 
-def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None:
-    """Parse, drop the whole-run ProfilerStep#0, add the metadata, write (rare: no step marked)."""
+def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str, dropped: set[str]) -> None:
+    """Parse, drop the step annotations named in `dropped`, add the metadata, write (rare)."""
     data = msgspec.json.decode(raw.read_bytes())
     encode = msgspec.json.encode
     if not isinstance(data, dict):
@@ -147,7 +150,7 @@ def _rewrite(raw: Path, out: IO[bytes], meta: dict[str, Any], name: str) -> None
             for e in events
             if not (
                 isinstance(e, dict)
-                and e.get("name") == STEP0_NAME
+                and e.get("name") in dropped
                 and e.get("cat") in ("user_annotation", "gpu_user_annotation")
             )
         ]

@@ -171,7 +171,7 @@ def finish(
     """Write the trace (and the report when planned); None when the schedule recorded nothing."""
     if not session.trace_ready:
         return None
-    trace_path = write_trace(session.profiler, trace_path, meta, drop_step0=session.whole_run_step, force=force)
+    trace_path = write_trace(session.profiler, trace_path, meta, drop_steps=session.dropped_steps(), force=force)
     report_error = None
     verdict = ""
     writer = report_writer() if report_path is not None else None

@@ -92,20 +92,40 @@ class _Actions(Protocol):
 
 
 class _Schedule:
-    """torch.profiler schedule: wait 0, warmup W, active A (or every later step), repeat 1."""
+    """torch.profiler schedule: wait 0, warmup W, active A (or every later step), repeat 1; `shift`
+    renumbers the steps after a realignment (step n is schedule step n - shift)."""
 
     def __init__(self, options: ProfileOptions, action: _Actions) -> None:
+        self._options = options
         self._warmup = options.warmup
         self._last = None if options.active is None else options.warmup + options.active - 1
         self._action = action
+        self.shift = 0
 
     def __call__(self, step: int) -> Any:
         action = self._action
+        step -= self.shift
         if step < self._warmup:
             return action.WARMUP
         if self._last is None or step < self._last:
             return action.RECORD
         return action.RECORD_AND_SAVE if step == self._last else action.NONE
+
+    def records(self, step: int) -> bool:
+        """Whether ProfilerStep#step is in the recorded window."""
+        return self._options.recorded(step - self.shift)
+
+    def realign(self, step: int) -> bool:
+        """Make ProfilerStep#(step + 1) the script's second step: in the warm-up, the warm-up starts
+        over; once recording, the window starts there with all its steps (when #step ends the
+        window, a new profiler cycle replaces the first). False once the window has been saved."""
+        if step < self._warmup:
+            self.shift = step
+            return True
+        if self._last is None or step <= self._last:
+            self.shift = step + 1 - self._warmup
+            return True
+        return False
 
 
 class Session:
@@ -132,6 +152,9 @@ class Session:
         self._want_triton = triton
         self._explicit = False
         self._optimizer_marks = 0
+        self._pieces = 0  # ProfilerStep#0..#pieces-1: the first step, cut by several optimizer steps
+        self._dropped: frozenset[int] = frozenset()  # those of the pieces recorded before the realignment
+        self._schedule: _Schedule | None = None
         self._primary_optimizer: int | None = None
         self._prof: Any = None
         self._optimizer_hook: OptimizerSteps | None = None
@@ -153,9 +176,10 @@ class Session:
         from torch.profiler import ProfilerAction, profile
 
         self.cuda = bool(torch.cuda.is_available())
+        self._schedule = _Schedule(self.options, ProfilerAction)
         self._prof = profile(
             activities=profiler_activities(self.cuda),
-            schedule=_Schedule(self.options, ProfilerAction),
+            schedule=self._schedule,
             on_trace_ready=self._on_trace_ready,
             record_shapes=RECORD_SHAPES,
             with_stack=self.options.with_stack,
@@ -216,9 +240,19 @@ class Session:
         if explicit and not self._explicit:
             self._explicit = True
             self.step_source = "explicit"
-            if self._optimizer_marks:  # the hook already marked this boundary: take over from it
+            if self._optimizer_marks == 1:  # the hook already marked this boundary: take over from it
                 return
+            if self._optimizer_marks > 1:  # several optimizer steps cut the script's first step
+                self._realign()
         self.advance()
+
+    def _realign(self) -> None:
+        """ProfilerStep#0..#marks are pieces of the script's first step: the next one starts its
+        second, the schedule's window moves after them and the pieces leave the recorded steps."""
+        pieces = range(self.marks + 1)
+        recorded = frozenset(s for s in pieces if self._schedule is not None and self._schedule.records(s))
+        if self._schedule is None or self._schedule.realign(self.marks):
+            self._pieces, self._dropped = len(pieces), recorded
 
     def advance(self) -> None:
         """End ProfilerStep#marks and start the next one."""
@@ -226,7 +260,8 @@ class Session:
             self.marks += 1
             if self.debug is not None:
                 self.debug.sample()
-            with self._noise.hidden():
+            with self._noise.hidden(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*clears events.*")  # a realigned window's new cycle
                 self._prof.step()
 
     def _on_optimizer_step(self, optimizer: object) -> None:
@@ -252,7 +287,13 @@ class Session:
         """ProfilerStep numbers present in the trace (empty when no step was marked)."""
         if not self.marks and self.step_source != "caller":
             return []
-        return [s for s in range(self.marks + 1) if self.options.recorded(s)]
+        records = self._schedule.records if self._schedule is not None else self.options.recorded
+        return [s for s in range(self._pieces, self.marks + 1) if records(s)]
+
+    def dropped_steps(self) -> frozenset[int]:
+        """ProfilerStep annotations the written trace leaves out: the whole-run #0 when no step was
+        marked, or the recorded pieces of a first step cut by several optimizer steps."""
+        return frozenset({0}) if self.whole_run_step else self._dropped
 
 
 def _triton_installed() -> bool:

@@ -1,4 +1,5 @@
-"""Fixture: a tiny training loop. argv: STEPS MODE, MODE in hook|explicit|explicit-first|two|range."""
+"""Fixture: a tiny training loop. argv: STEPS MODE, MODE in hook|explicit|explicit-first|two|range|updates
+(updates: four optimizer steps per iteration, one aten::cumsum at its start, tracekit.step() at its end)."""
 
 import sys
 
@@ -16,6 +17,13 @@ x = torch.randn(16, 8)
 for _ in range(steps):
     if mode == "explicit-first":
         step()
+    if mode == "updates":
+        x.cumsum(0)
+        for _ in range(4):
+            model(x).square().mean().backward()
+            opt.step()
+        step()
+        continue
     if mode == "range":
         with step_range():
             model(x).square().mean().backward()
