@@ -95,3 +95,20 @@ def test_program_order_named_only_for_a_one_axis_grid():
     from tracekit.suggestions.rules_triton import _one_axis
 
     assert _one_axis("[65536, 1, 1]") and not _one_axis("[64, 512, 1]") and not _one_axis("[1, 1, 1]")
+
+
+def test_reduce_overhead_warmups_are_not_host_preprocessing():
+    """smiles_cudagraph_every_shape (recorded a session after the rest): per step the raw events' 16
+    Torch-Compiled Region ranges cover ≥ 98 % of the ProfilerStep (a new shape per call: each call warms
+    up or records a CUDA graph, and cuDNN builds a plan per new length inside it). The host gaps there are
+    torch.compile's own work, not preprocessing a DataLoader could take over: preprocess_off_thread stays
+    silent (it said 149 ms a step before), and attention_plans, first, names padding to a few buckets."""
+    path = recording(SET, "ho22_smiles_cudagraph_every_shape")
+    events = raw_events(path)
+    for lo, hi in profiler_steps(events):
+        regions = [e for e in events if e.get("ph") == "X" and lo <= e["ts"] < hi
+                   and str(e.get("name", "")).startswith("Torch-Compiled Region")]
+        assert len(regions) == 16 and sum(e["dur"] for e in regions) >= 0.98 * (hi - lo)
+    found = analysed(path)
+    assert [s.id for s in found.suggestions] == ["attention_plans"]
+    assert "padded to a few buckets" in found.suggestions[0].title

@@ -6,6 +6,7 @@ ho8_graph_loop (a GCN run one molecule at a time, 128 graphs a step)."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -103,5 +104,11 @@ def test_helpers_compiled_one_by_one_keep_the_whole_step_graph():
     found = analyse_file(path)
     assert int(found.analysis.ranks[0].patterns.in_compiled_graph.sum()) == inside
     first = found.suggestions[0]
-    assert first.id == "cuda_graphs" and first.title.startswith("Capture the step in a CUDA graph")
+    # 41 `Torch-Compiled Region` ranges per step in the raw events, none inside another (no graph break):
+    # the title names compiling the model instead of the helpers
+    regions = sorted((e for e in events if e.get("ph") == "X"
+                      and str(e.get("name", "")).startswith("Torch-Compiled Region")), key=lambda e: e["ts"])
+    assert len(regions) == 41 * found.analysis.headline.steps
+    assert not any(b["ts"] < a["ts"] + a["dur"] for a, b in itertools.pairwise(regions))
+    assert first.id == "cuda_graphs" and first.title.startswith("Compile the model, not 41 helper calls per step")
     assert first.per_step_us / 1000 == pytest.approx(35.66 - 12.32, rel=0.35)

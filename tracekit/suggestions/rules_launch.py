@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import compiled as cd
 from tracekit.analyzers.detectors import ensembles, samples, sequences
 from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import ATTENTION
@@ -41,6 +42,10 @@ MIN_GAPS_PER_STEP = 10  # ... and when there are launches to remove (one kernel 
 # The step's compiled graphs issue at least this share of its runtime calls: the change is
 # mode="reduce-overhead" on them; with fewer, a graph of the step (compile the model whole)
 COMPILED_CALLS_SHARE = 0.5
+# Compiled regions per step, none inside another (functions compiled one by one and called from eager
+# code), from which the title names compiling the model instead: heldout23 trajectory_compiled_helpers,
+# 496 helper calls a step (rms_norm, swiglu) between eager linears and SDPA.
+HELPER_REGIONS_MIN = 16
 # A KV cache that grows as the step decodes: one attention call signature (op, query shape) whose key
 # input takes at least this many lengths in the headline steps (transformers' DynamicCache: torch.cat
 # of every layer's cache at every token, new shapes and addresses each time).
@@ -171,10 +176,29 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         title = (f"Compile with mode=\"reduce-overhead\": CUDA graphs of the step's torch.compile graphs (the eager "
                  f"code around them stays as it is); the GPU waits {fmt_us(per_step)} per step for kernel launches "
                  "in the profiled run")
+    helpers = compiled_helper_calls(analysis)
+    if not n_graphed and helpers is not None and all(reduce_overhead_calls(r) is None for r in analysis.ranks):
+        title = (f"Compile the model, not {helpers:.0f} helper calls per step, with mode=\"reduce-overhead\" (one CUDA "
+                 f"graph of the step; each compiled helper now pays its guard check and wrapper between eager ops): "
+                 f"the GPU waits {fmt_us(per_step)} per step for kernel launches in the profiled run")
     if n_graphed:
         title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
                  f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches in the profiled run")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
+
+
+def compiled_helper_calls(analysis: Analysis) -> float | None:
+    """Compiled regions per headline step when they are at least HELPER_REGIONS_MIN and none holds
+    another (no graph break: patterns.graph_breaks is empty), on the first rank that has them: small
+    functions compiled one by one and called from eager code. None otherwise."""
+    for r, table in rank_tables(analysis, "compiled"):
+        t = table[in_headline(r, table[cd.CR_STEP].to_numpy())]
+        breaks = r.patterns.graph_breaks if r.patterns is not None else None
+        if not len(t) or (breaks is not None and len(breaks)):
+            continue
+        per = float(t[cd.CR_REGIONS].sum()) / max(Scope.of(analysis).steps, 1)
+        return per if per >= HELPER_REGIONS_MIN else None
+    return None
 
 
 def reduce_overhead_calls(r: RankAnalysis) -> np.ndarray | None:

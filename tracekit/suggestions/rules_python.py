@@ -40,22 +40,25 @@ AFTER_TENSOR_COPY = re.compile(rf"\((aten::({_TENSOR_OPS})|cpu|numpy|tolist)\b")
 def _cleanup_covers(r: RankAnalysis, gaps: pd.DataFrame) -> np.ndarray:
     """Per host gap: at least half of it lies in the end-of-step cleanup the cleanup rules price (a
     recorded garbage collection; without such records, the silence right before a cache release), in
-    Dynamo's frame compiles (the recompiles rule's), between two compiled graphs (graph_breaks') or
+    Dynamo's frame compiles (the recompiles rule's), between two compiled graphs (graph_breaks'),
     before launches whose host work a Triton kernel made anew or a cuDNN attention plan built is
-    (define_kernel_once's, attention_plans': patterns.rebuild_spans)."""
+    (define_kernel_once's, attention_plans': patterns.rebuild_spans), or inside a compiled function
+    (patterns.compiled_spans: its guards, wrappers and CUDA-graph trees' warm-ups, which no thread of the
+    script's own can take over: heldout22 smiles_cudagraph_every_shape, 149 ms a step of gaps inside
+    `Torch-Compiled Region` while each new shape is warmed up and recorded)."""
     p = r.patterns
     out = np.zeros(len(gaps), dtype=bool)
-    if p is None or not (len(p.cleanup_spans) or len(p.recompiles) or len(p.graph_breaks) or len(p.rebuild_spans)) \
-            or not len(gaps):
+    if p is None or not (len(p.cleanup_spans) or len(p.recompiles) or len(p.graph_breaks) or len(p.rebuild_spans)
+                         or len(p.compiled_spans)) or not len(gaps):
         return out
     spans = p.cleanup_spans
     kinds = (cleanup.SPAN_GC,) if p.gc_recorded else (cleanup.SPAN_GC, cleanup.SPAN_SILENT)
     spans = spans[spans[cleanup.CS_WHAT].isin(kinds)]
     breaks = p.graph_breaks  # the host time between two compiled graphs: graph_breaks' (its Python, guards, sync)
     starts = np.concatenate((spans[cleanup.CS_TS].to_numpy(dtype=float), p.recompiles[recompiles.RC_TS].to_numpy(dtype=float),
-                             breaks[dynamo.GB_START].to_numpy(dtype=float), p.rebuild_spans[:, 0]))
+                             breaks[dynamo.GB_START].to_numpy(dtype=float), p.rebuild_spans[:, 0], p.compiled_spans[:, 0]))
     ends = np.concatenate((spans[cleanup.CS_END].to_numpy(dtype=float), p.recompiles[recompiles.RC_END].to_numpy(dtype=float),
-                           breaks[dynamo.GB_END].to_numpy(dtype=float), p.rebuild_spans[:, 1]))
+                           breaks[dynamo.GB_END].to_numpy(dtype=float), p.rebuild_spans[:, 1], p.compiled_spans[:, 1]))
     s, e = merge_intervals(starts, ends)
     a = gaps[hostside.HG_TS].to_numpy(dtype=float)
     length = gaps[hostside.HG_GAP_US].to_numpy(dtype=float)

@@ -218,6 +218,19 @@ def in_compiled_graphs(rank: RankTrace, steps: StepsOf) -> np.ndarray:
     return out
 
 
+def region_spans(rank: RankTrace) -> np.ndarray:
+    """(start, end) of every Torch-Compiled Region, merged over threads: the host time of compiled
+    functions (their guards, wrappers, graph calls, CUDA-graph trees' warm-ups and recordings)."""
+    ops = rank.ops
+    if not len(ops):
+        return np.zeros((0, 2))
+    region = matches(ops[tables.OP_NAME], REGION)
+    if not region.any():
+        return np.zeros((0, 2))
+    lo, hi = merge_intervals(ops[tables.OP_TS].to_numpy(float)[region], ops[tables.OP_END].to_numpy(float)[region])
+    return np.column_stack((lo, hi))
+
+
 def find_compiled(rank: RankTrace, steps: StepsOf) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, np.ndarray]:
     """(COMPILED_COLUMNS per step, BREAK_COLUMNS per graph break, BACKWARD_BREAK_COLUMNS per stretch
     between the compiled backward graphs of steps with breaks, per rank.runtime row whether it runs on

@@ -293,6 +293,7 @@ class Patterns:
     triton_passes: pd.DataFrame = field(default_factory=triton_passes.empty)
     triton_pass_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     rebuild_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # both: (start, end) of the host time cut
+    compiled_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (start, end) of the compiled regions, merged
 
     def to_dict(self) -> dict[str, Any]:
         tables = ("chains", "loops", "attention", "syncs", "copies", "dataloader", "comm")
