@@ -215,6 +215,8 @@ def test_warmup_and_active_keep_only_the_active_steps(workdir: Path) -> None:
     [
         (2, 3, [5, 6, 7]),  # the pieces #2..#4 filled the window: it starts again at #5 with 3 steps
         (6, 2, [10, 11]),  # the pieces #0..#4 were warm-up: 6 warm-up steps counted from #5
+        (0, 2, [5, 6]),  # the window (#0, #1) was saved before the mark: a new cycle records #5, #6
+        (3, 1, [5]),  # the window (#3) had ended: a new cycle records #5
     ],
 )
 def test_several_optimizer_steps_before_the_first_explicit_mark(

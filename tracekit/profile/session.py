@@ -115,17 +115,11 @@ class _Schedule:
         """Whether ProfilerStep#step is in the recorded window."""
         return self._options.recorded(step - self.shift)
 
-    def realign(self, step: int) -> bool:
+    def realign(self, step: int) -> None:
         """Make ProfilerStep#(step + 1) the script's second step: in the warm-up, the warm-up starts
-        over; once recording, the window starts there with all its steps (when #step ends the
-        window, a new profiler cycle replaces the first). False once the window has been saved."""
-        if step < self._warmup:
-            self.shift = step
-            return True
-        if self._last is None or step <= self._last:
-            self.shift = step + 1 - self._warmup
-            return True
-        return False
+        over; once recording or past the window, the window starts there with all its steps (a new
+        profiler cycle when #step ended it or came after it: its events replace the first cycle's)."""
+        self.shift = step if step < self._warmup else step + 1 - self._warmup
 
 
 class Session:
@@ -250,9 +244,10 @@ class Session:
         """ProfilerStep#0..#marks are pieces of the script's first step: the next one starts its
         second, the schedule's window moves after them and the pieces leave the recorded steps."""
         pieces = range(self.marks + 1)
-        recorded = frozenset(s for s in pieces if self._schedule is not None and self._schedule.records(s))
-        if self._schedule is None or self._schedule.realign(self.marks):
-            self._pieces, self._dropped = len(pieces), recorded
+        self._dropped = frozenset(s for s in pieces if self._schedule is not None and self._schedule.records(s))
+        self._pieces = len(pieces)
+        if self._schedule is not None:
+            self._schedule.realign(self.marks)
 
     def advance(self) -> None:
         """End ProfilerStep#marks and start the next one."""
