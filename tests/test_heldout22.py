@@ -102,7 +102,7 @@ def test_reduce_overhead_warmups_are_not_host_preprocessing():
     Torch-Compiled Region ranges cover ≥ 98 % of the ProfilerStep (a new shape per call: each call warms
     up or records a CUDA graph, and cuDNN builds a plan per new length inside it). The host gaps there are
     torch.compile's own work, not preprocessing a DataLoader could take over: preprocess_off_thread stays
-    silent (it said 149 ms a step before), and attention_plans, first, names padding to a few buckets."""
+    silent (it said 149 ms a step before), and attention_plans, first, leads with padding to a few shapes."""
     path = recording(SET, "ho22_smiles_cudagraph_every_shape")
     events = raw_events(path)
     for lo, hi in profiler_steps(events):
@@ -111,4 +111,7 @@ def test_reduce_overhead_warmups_are_not_host_preprocessing():
         assert len(regions) == 16 and sum(e["dur"] for e in regions) >= 0.98 * (hi - lo)
     found = analysed(path)
     assert [s.id for s in found.suggestions] == ["attention_plans"]
-    assert "padded to a few buckets" in found.suggestions[0].title
+    # the plans are built inside the compiled model (the regions above): padding comes first in the title
+    assert found.suggestions[0].title.startswith("Pad the inputs to a few shapes: inside the compiled model")
+    eager = analysed(recording("heldout23", "ho23_rag_decoder_repeat_kv")).suggestions[0]  # an eager decoder's plans
+    assert eager.id == "attention_plans" and eager.title.startswith("Use an SDPA backend without per-shape plans")
