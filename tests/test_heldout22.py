@@ -113,5 +113,5 @@ def test_reduce_overhead_warmups_are_not_host_preprocessing():
     assert [s.id for s in found.suggestions] == ["attention_plans"]
     # the plans are built inside the compiled model (the regions above): padding comes first in the title
     assert found.suggestions[0].title.startswith("Pad the inputs to a few shapes: inside the compiled model")
-    eager = analysed(recording("heldout23", "ho23_rag_decoder_repeat_kv")).suggestions[0]  # an eager decoder's plans
+    eager = analysed(recording(SET, "ho22_asr_decoder_cross_kv_recompute")).suggestions[0]  # an eager decoder's plans
     assert eager.id == "attention_plans" and eager.title.startswith("Use an SDPA backend without per-shape plans")
