@@ -6,12 +6,15 @@ import contextlib
 import gzip
 import io
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from shared_analysis import CACHE_ENV
 
 # A bug in tracekit shows its traceback under the tests (tracekit.errors.DEBUG_ENV; the CLI otherwise
 # prints one "internal error" line): the tests that assert "Traceback" is absent keep catching bugs.
@@ -19,6 +22,7 @@ os.environ.setdefault("TRACEKIT_DEBUG", "1")
 
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
+_CACHE_FOLDER = pytest.StashKey[str]()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -26,6 +30,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     count asks psutil for the host's physical cores, which a CPU-pinned container exceeds and a
     2-vCPU VM can report as 1."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's folder of shared analyses (tests/shared_analysis.py), made by the controlling process
+    before xdist starts its workers, which inherit its environment."""
+    if not hasattr(config, "workerinput") and CACHE_ENV not in os.environ:
+        folder = tempfile.mkdtemp(prefix="tracekit-tests-")
+        os.environ[CACHE_ENV] = folder
+        config.stash[_CACHE_FOLDER] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_CACHE_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(CACHE_ENV, None)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 import statistics
@@ -10,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 
-from tracekit.pipeline.local import LocalResult, analyse_file
+from tracekit.pipeline.local import LocalResult
 
 SAMPLE_TRACES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -24,11 +24,11 @@ def recording(folder: str, name: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=16)
 def analysed(path: Path) -> LocalResult:
-    """analyse_file(path), once per test process: a set's checks read the same recordings' results
-    again (the projection of every recording, the first suggestion of each pair); nothing mutates them."""
-    return analyse_file(path)
+    """analyse_file(path), once per test run (tests/shared_analysis.py): a set's checks read the same
+    recordings' results again (the projection of every recording, the first suggestion of each pair),
+    and test_invariants reads them too."""
+    return analysed_file(path)
 
 
 def raw_events(path: Path) -> list[dict]:

@@ -9,8 +9,7 @@ import statistics
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 BEFORE, AFTER = "train_autocast", "train_autocast_bf16"
 
@@ -22,7 +21,7 @@ def bare_ms(name: str) -> float:
 
 @pytest.mark.parametrize("name", [BEFORE, AFTER])
 def test_projection_within_15_percent(name):
-    u = analyse_file(recording("bare", name)).analysis.unprofiled
+    u = analysed_file(recording("bare", name)).analysis.unprofiled
     assert u is not None and u.trusted
     assert u.step_us / 1000 == pytest.approx(bare_ms(name), rel=0.15)
 
@@ -33,10 +32,10 @@ def test_lower_precision_first_and_silent_after_but_overshoots():
     sets it (docs/model.md, "Not covered: a host that runs a step ahead")."""
     saving = bare_ms(BEFORE) - bare_ms(AFTER)
     assert saving == pytest.approx(16.26, abs=0.01)
-    first = analyse_file(recording("bare", BEFORE)).suggestions[0]
+    first = analysed_file(recording("bare", BEFORE)).suggestions[0]
     assert first.id == "lower_precision"
     assert first.per_step_us / 1000 > 1.35 * saving
-    assert "lower_precision" not in {s.id for s in analyse_file(recording("bare", AFTER)).suggestions}
+    assert "lower_precision" not in {s.id for s in analysed_file(recording("bare", AFTER)).suggestions}
 
 
 def test_the_fp32_host_runs_a_step_ahead():

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.model import outlook
 from tracekit.model.projection import DEFAULT_OVERHEAD
-from tracekit.pipeline.local import analyse_file
 
 GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
 STEP_US = 8030.0
@@ -44,7 +44,7 @@ def test_bare_step_below_the_gpu_floor_keeps_the_hidden_host_share(tmp_path):
     taken at HIDDEN_HOST_SHARE (0.55) of its traced length (the host path replayed with no GPU time),
     by a per-event scale between 0 and the default's 3.75, the gaps kept. The projected step stays the
     GPU's, ≈ 8027 µs."""
-    result = analyse_file(gpu_set_trace(tmp_path, 7000.0))
+    result = analysed_file(gpu_set_trace(tmp_path, 7000.0))
     (model,) = result.models
     assert model.trusted and len(model.steps) == 4
     graphs = tuple(s.graph for s in model.steps)
@@ -60,7 +60,7 @@ def test_bare_step_below_the_gpu_floor_keeps_the_hidden_host_share(tmp_path):
 def test_bare_step_above_the_traced_one_is_fitted_as_before(tmp_path):
     """Bare 8100 µs, longer than the traced 8027 µs: not the floor case; the plain fit lowers the
     per-event cost as far as it goes (0: the host removes nothing) and leaves the gaps."""
-    (model,) = analyse_file(gpu_set_trace(tmp_path, 8100.0)).models
+    (model,) = analysed_file(gpu_set_trace(tmp_path, 8100.0)).models
     assert model.overhead.per_event_scale == 0.0 and model.overhead.gap_scale == 1.0
 
 
@@ -76,7 +76,7 @@ def test_no_kv_cache_saving_with_the_host_kept():
     is host-bound and pays more launches than the what-if adds (docs/validation.md). With the fit's
     search for the least host reduction starting at no per-event cost (not at the default's), the host
     kept is HIDDEN_HOST_SHARE of its traced length: 167.4 ms (+27 %)."""
-    result = analyse_file(NO_KV)
+    result = analysed_file(NO_KV)
     (model,) = result.models
     assert model.overhead.per_event_scale < DEFAULT_OVERHEAD.per_event_scale
     first = result.suggestions[0]

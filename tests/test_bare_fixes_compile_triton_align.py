@@ -6,9 +6,8 @@ silent on the "after" trace."""
 from __future__ import annotations
 
 import pytest
+from shared_analysis import analysed_file
 from test_bare_projection import BARE, _measured
-
-from tracekit.pipeline.local import analyse_file
 
 # (before, after, the rule whose change the pair makes)
 FIXES = (
@@ -23,7 +22,7 @@ def test_what_if_against_the_measured_fix(before, after, rule):
     b_path, a_path = BARE / f"{before}.trace.json.gz", BARE / f"{after}.trace.json.gz"
     if not (b_path.exists() and a_path.exists()):
         pytest.skip(f"sample_traces/bare/{before} / {after} are not recorded in this checkout")
-    b, a = analyse_file(b_path), analyse_file(a_path)
+    b, a = analysed_file(b_path), analysed_file(a_path)
     realised = _measured(b, b_path) - _measured(a, a_path)
     assert b.suggestions[0].id == rule  # the first suggestion is the fix that was made
     assert b.suggestions[0].per_step_us == pytest.approx(realised, rel=0.35)
@@ -39,7 +38,7 @@ def test_cuda_graphs_waits_for_the_graph_breaks():
     b_path, a_path = BARE / "compile_graph_breaks.trace.json.gz", BARE / "compile_graph_breaks_fixed.trace.json.gz"
     if not (b_path.exists() and a_path.exists()):
         pytest.skip("sample_traces/bare/compile_graph_breaks* are not recorded in this checkout")
-    b, a = analyse_file(b_path), analyse_file(a_path)
+    b, a = analysed_file(b_path), analysed_file(a_path)
     assert "graph_breaks" in WAITS_FOR["cuda_graphs"]
     assert RULES_BY_ID["cuda_graphs"].run(b.analysis) is not None
     assert [s.id for s in b.suggestions] == ["graph_breaks"]
@@ -55,7 +54,7 @@ def test_graph_breaks_evidence_on_the_h200_trace():
     path = BARE / "compile_graph_breaks.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/bare/compile_graph_breaks is not recorded in this checkout")
-    s = analyse_file(path).suggestions[0]
+    s = analysed_file(path).suggestions[0]
     assert s.title.startswith("Remove torch.compile graph breaks: 11 breaks per step between 12 compiled "
                               "regions (12 cache lookups), at aten::item")
     per_step = {e["at"]: e["breaks_per_step"] for e in s.evidence}
@@ -70,7 +69,7 @@ def test_align_dims_evidence_on_the_h200_trace():
     path = BARE / "lm_head_vocab.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/bare/lm_head_vocab is not recorded in this checkout")
-    s = analyse_file(path).suggestions[0]
+    s = analysed_file(path).suggestions[0]
     got = sorted((e["pad"], e["why"]) for e in s.evidence)
     assert got == [("K=50257 → 50304", "kernel align1; sm75 kernel on sm_90; leading dim A 50257"),
                    ("M=50257 → 50304", "kernel align1; sm75 kernel on sm_90; leading dim A 50257"),
@@ -84,7 +83,7 @@ def test_triton_config_evidence_on_the_h200_trace():
     path = BARE / "triton_matmul_tiles.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/bare/triton_matmul_tiles is not recorded in this checkout")
-    e = analyse_file(path).suggestions[0].evidence[0]
+    e = analysed_file(path).suggestions[0].evidence[0]
     assert (e["grid"], e["tile"], e["num_warps"], e["num_stages"]) == ("[65536, 1, 1]", "16×16×16", 4, 3)
     assert e["constexprs"] == "BLOCK_SIZE_M=16, BLOCK_SIZE_N=16, BLOCK_SIZE_K=16, GROUP_SIZE_M=8"
     # 2·4096³ FLOPs per launch at 989.4 TFLOP/s (fp16 dense) = 138.9 µs against the kernels' 41,828.6 µs

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 
 import tracekit
 from tracekit.analyzers.totals import GPU_BOUND, GPU_BOUND_SHARE
-from tracekit.pipeline.local import analyse_file
 
 BARE = SAMPLE_TRACES / "bare"
 NAMES = sorted(p.name.removesuffix(".trace.json.gz") for p in BARE.glob("*.trace.json.gz"))
@@ -34,7 +34,7 @@ VERDICT_MISSES = {"train_conv_bf16"}
 @pytest.mark.parametrize("name", NAMES)
 def test_projection_calibrated_by_the_bare_run(name):
     path = BARE / f"{name}.trace.json.gz"
-    result = analyse_file(path)
+    result = analysed_file(path)
     u = result.analysis.unprofiled
     assert u is not None and u.trusted and u.source == "bare"
     measured = _measured(result, path)
@@ -55,8 +55,8 @@ def test_projection_calibrated_by_the_bare_run(name):
 def test_gap_scale_only_where_per_event_cost_cannot_explain_the_step():
     """train_compile: few recorded events around Inductor's Python; even twice the default per-event
     cost leaves the projected step longer than measured, so the host gaps shrink too."""
-    compiled = analyse_file(BARE / "train_compile.trace.json.gz").models[0].overhead
-    decode = analyse_file(BARE / "gpt2_decode.trace.json.gz").models[0].overhead
+    compiled = analysed_file(BARE / "train_compile.trace.json.gz").models[0].overhead
+    decode = analysed_file(BARE / "gpt2_decode.trace.json.gz").models[0].overhead
     assert compiled.gap_scale < 1.0 and decode.gap_scale == 1.0
 
 
@@ -81,7 +81,7 @@ FIXES = (
 @pytest.mark.parametrize("before, after, rule", FIXES)
 def test_what_if_against_the_measured_fix(before, after, rule):
     b_path, a_path = BARE / f"{before}.trace.json.gz", BARE / f"{after}.trace.json.gz"
-    b, a = analyse_file(b_path), analyse_file(a_path)
+    b, a = analysed_file(b_path), analysed_file(a_path)
     realised = _measured(b, b_path) - _measured(a, a_path)
     assert b.suggestions[0].id == rule  # the first suggestion is the fix that was made
     assert b.suggestions[0].per_step_us == pytest.approx(realised, rel=0.35)
@@ -127,7 +127,7 @@ RULE_PAIRS = (
 @pytest.mark.parametrize("before, after, rule, first, within", RULE_PAIRS)
 def test_rule_pairs_of_the_layer_rules(before, after, rule, first, within):
     b_path, a_path = BARE / f"{before}.trace.json.gz", BARE / f"{after}.trace.json.gz"
-    b, a = analyse_file(b_path), analyse_file(a_path)
+    b, a = analysed_file(b_path), analysed_file(a_path)
     realised = _measured(b, b_path) - _measured(a, a_path)
     found = {s.id: s for s in b.suggestions}
     assert (b.suggestions[0].id == rule) is first

@@ -8,11 +8,11 @@ import statistics
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_batching import F32, Host
 from test_suggestions_kernels import _analysis
 
 from tracekit.analyzers.detectors import samples
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_batching, rules_launch
 from tracekit.suggestions.rules import RULES_BY_ID
 
@@ -124,11 +124,11 @@ def test_list_loop_pair_first_within_35_percent_and_silent_after():
     # measured saving from the raw bare steps: 42.96 → 4.56 ms (38.4)
     measured = _bare_ms(path) - _bare_ms(fixed)
     assert measured == pytest.approx(38.4, abs=0.05)
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     assert found and found[0].id == "batch_samples"
     assert "cuda_graphs" not in {s.id for s in found}
     assert found[0].per_step_us / 1e3 == pytest.approx(measured, rel=0.35)
-    assert "batch_samples" not in {s.id for s in analyse_file(fixed).suggestions}
+    assert "batch_samples" not in {s.id for s in analysed_file(fixed).suggestions}
 
 
 JOIN = ("aten::cat", [[], []], ["TensorList", "Scalar"])  # a tensor list's shapes are not recorded

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from test_diff import tk
 from test_suggestions_host import loader_trace
 from tracebuilder import TraceBuilder
@@ -60,7 +61,7 @@ def sync_trace(path: Path, sync: bool = True, k_us: float = 300.0) -> Path:
 
 def pair(before: Path, after: Path) -> tuple[LocalResult, LocalResult]:
     """Both analysed as tracekit diff analyses them (the model on; BEFORE's rules priced by it)."""
-    return analyse_file(before), analyse_file(after, with_suggestions=False)
+    return analysed_file(before), analyse_file(after, with_suggestions=False)
 
 
 def test_avoid_sync_applied_and_realised_on_the_projected_steps(tmp_path: Path) -> None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 
 def _trace(name: str) -> Path:
@@ -25,10 +24,10 @@ def test_query_loop_gemv_and_topk_per_query():
         assert sum(1 for e in ops if e["name"] == "aten::topk") == 128
         assert sum(1 for e in ops if e["name"] == "aten::addmv_"
                    and e["args"]["Input Dims"][1] == [524288, 256]) == 128
-    first = analyse_file(path).suggestions[0]
+    first = analysed_file(path).suggestions[0]
     assert first.id == "batch_samples" and first.evidence[0]["samples_per_step"] == 128
     assert first.per_step_us == pytest.approx(20650.0, rel=0.35)
-    assert "batch_samples" not in {s.id for s in analyse_file(_trace("ho10_query_loop_batched")).suggestions}
+    assert "batch_samples" not in {s.id for s in analysed_file(_trace("ho10_query_loop_batched")).suggestions}
 
 
 def test_autocast_casts_float32_weights_every_token():
@@ -50,12 +49,12 @@ def test_autocast_casts_float32_weights_every_token():
                       and child["args"]["Input Dims"][0] == e["args"]["Input Dims"][1]
                       and child["args"]["Concrete Inputs"][1] == "15")
         assert casts == 17 * 16
-    found = {s.id: s for s in analyse_file(path).suggestions}
+    found = {s.id: s for s in analysed_file(path).suggestions}
     s = found["convert_weights_once"]
     assert "cast them from float32 under autocast" in s.title
     assert sum(e["calls_per_step"] for e in s.evidence) == 272
     assert (s.traced_saving_us or 0.0) / 4 == pytest.approx(26120.0, rel=0.35)
-    assert "convert_weights_once" not in {s.id for s in analyse_file(_trace("ho10_autocast_decode_bf16_weights")).suggestions}
+    assert "convert_weights_once" not in {s.id for s in analysed_file(_trace("ho10_autocast_decode_bf16_weights")).suggestions}
 
 
 def test_triton_autotune_re_tuned_every_step():
@@ -68,11 +67,11 @@ def test_triton_autotune_re_tuned_every_step():
         fills = sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::fill_"
                     and lo <= e["ts"] < hi and e["args"]["Input Dims"][0] == [67108864])
         assert fills >= 180
-    first = analyse_file(path).suggestions[0]
+    first = analysed_file(path).suggestions[0]
     assert first.id == "autotune_once" and first.evidence[0]["kernel"] == "add_rmsnorm"
     assert 180 <= first.evidence[0]["flushes_per_step"] <= 260
     assert first.per_step_us == pytest.approx(39970.0, rel=0.35)
-    assert not {s.id for s in analyse_file(_trace("ho10_triton_autotune_key_stable_key")).suggestions} & {"autotune_once"}
+    assert not {s.id for s in analysed_file(_trace("ho10_triton_autotune_key_stable_key")).suggestions} & {"autotune_once"}
 
 
 def test_broadcast_shape_by_hand():
@@ -96,10 +95,10 @@ def test_vq_nearest_code_by_broadcast_difference():
         assert len(subs) == 1
         after = [e["name"] for e in ops[subs[0] + 1:subs[0] + 8] if e.get("args", {}).get("Input Dims", [])[:1] == [[16384, 2048, 64]]]
         assert after[0] == "aten::pow" and "aten::sum" in after
-    first = analyse_file(path).suggestions[0]
+    first = analysed_file(path).suggestions[0]
     assert first.id == "distance_gemm" and first.evidence[0]["difference_elements"] == 16384 * 2048 * 64
     assert first.per_step_us == pytest.approx(16810.0, rel=0.35)
-    assert "distance_gemm" not in {s.id for s in analyse_file(_trace("ho10_vq_broadcast_matmul_dist")).suggestions}
+    assert "distance_gemm" not in {s.id for s in analysed_file(_trace("ho10_vq_broadcast_matmul_dist")).suggestions}
 
 
 def test_einsum_forward_counts_against_its_bmm_backward():
@@ -118,7 +117,7 @@ def test_einsum_forward_counts_against_its_bmm_backward():
         assert sum(1 for e in top if e["name"] == "aten::einsum" and lo <= e["ts"] < hi) == 8
         assert sum(1 for e in ops if e["name"] == "autograd::engine::evaluate_function: BmmBackward0"
                    and lo <= e["ts"] < hi) == 8
-    assert "single_backward" not in {s.id for s in analyse_file(path).suggestions}
+    assert "single_backward" not in {s.id for s in analysed_file(path).suggestions}
 
 
 def test_convergence_checks_are_no_round_trips():
@@ -131,7 +130,7 @@ def test_convergence_checks_are_no_round_trips():
     events = raw_events(path)
     reads = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::item"]
     assert [sum(lo <= e["ts"] < hi for e in reads) for lo, hi in profiler_steps(events)] == [100] * 4
-    result = analyse_file(path)
+    result = analysed_file(path)
     p = result.analysis.ranks[0].patterns
     assert len(set(p.sync_read_group[p.sync_read_group >= 0].tolist())) >= 400
     assert not p.sync_round_trip.any()

@@ -9,8 +9,7 @@ import json
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 H100_BW, H100_BF16_PEAK = 3.35e12, 989.4e12  # device table: NVIDIA H100 SXM5 80GB
 
@@ -36,11 +35,11 @@ def test_first_suggestion_is_the_fix_and_silent_after(name, variant, label, befo
     """First: the label; its what-if within ±35 % of the plain-run saving, but bert_foreach_off's
     (−37 % of the plain runs' 18.3 ms; −12 % of the 13.1 ms its own bare run measured: the plain and
     bare runs of that pair differ by 3.3 and 1.9 ms); the rule silent on the fixed variant."""
-    first = analyse_file(recording("heldout12", f"ho12_{name}")).suggestions[0]
+    first = analysed_file(recording("heldout12", f"ho12_{name}")).suggestions[0]
     assert first.id == label
     tolerance = 0.4 if name == "bert_foreach_off" else 0.35
     assert first.per_step_us / 1000 == pytest.approx(before_ms - after_ms, rel=tolerance)
-    after = analyse_file(recording("heldout12", f"ho12_{name}_{variant}")).suggestions
+    after = analysed_file(recording("heldout12", f"ho12_{name}_{variant}")).suggestions
     assert label not in {s.id for s in after}
 
 
@@ -66,7 +65,7 @@ def test_neox_causal_mask_reads_the_mask_per_head():
     assert attention_ms(events) == pytest.approx(10.81, abs=0.05)
     assert attention_ms(raw_events(recording("heldout12", "ho12_neox_causal_mask_is_causal"))) == pytest.approx(3.82, abs=0.05)
     assert pytest.approx(320.5, abs=0.1) == 2 * 16 * 4096 * 4096 * 2 / H100_BW * 1e6
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     causal = next(s for s in found if s.id == "causal_mask")
     assert [s.id for s in found].index("causal_mask") == 1
     assert causal.per_step_us / 1000 == pytest.approx(44.514 - 36.181, rel=0.35)
@@ -89,4 +88,4 @@ def test_triton_attention_kernel_is_judged_by_its_flops():
     flops = 2 * 4 * 16 * 4096 * 4096 * 128
     share = len(kernels) / len(steps) * flops / (per_step_us * 1e-6) / H100_BF16_PEAK
     assert len(kernels) / len(steps) == 4 and share == pytest.approx(0.39, abs=0.01)
-    assert "triton_config" not in {s.id for s in analyse_file(path).suggestions}
+    assert "triton_config" not in {s.id for s in analysed_file(path).suggestions}

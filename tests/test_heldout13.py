@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.detectors import requests
-from tracekit.pipeline.local import analyse_file
 
 H100_BF16_PEAK, H100_FP8_PEAK = 989.4, 1978.9  # TFLOP/s, device table: NVIDIA H100 SXM5 80GB
 
@@ -45,10 +45,10 @@ def test_first_suggestion_is_the_fastest_fix(name, variant, first_id, measured_m
     """The first suggestion is the change that measured fastest, its what-if within ±35 % of that
     saving; it is silent on the recorded fixed variant when that variant is its change. (dna_padding_mask,
     the tenth workload, stays a miss: no rule drops an all-true padding mask.)"""
-    first = analyse_file(recording("heldout13", f"ho13_{name}")).suggestions[0]
+    first = analysed_file(recording("heldout13", f"ho13_{name}")).suggestions[0]
     assert first.id == first_id
     assert first.per_step_us / 1000 == pytest.approx(measured_ms, rel=tolerance)
-    after = {s.id for s in analyse_file(recording("heldout13", f"ho13_{name}_{variant}")).suggestions}
+    after = {s.id for s in analysed_file(recording("heldout13", f"ho13_{name}_{variant}")).suggestions}
     labelled = {"nbeats_clip_loop": "foreach_loops", "triton_qknorm_rows": "triton_config",
                 "vae_decode_fp32": "lower_precision", "fp8_fake_quant": "convert_weights_once"}.get(name, first_id)
     assert labelled not in after
@@ -63,7 +63,7 @@ def test_frames_are_the_requests():
     steps = profiler_steps(events)
     convs = [sum(1 for e in events if e.get("name") == "aten::conv2d" and lo <= e["ts"] < hi) for lo, hi in steps]
     assert convs == [16] * 4
-    table = analyse_file(path).analysis.ranks[0].patterns.requests
+    table = analysed_file(path).analysis.ranks[0].patterns.requests
     assert table[requests.RQ_REQUESTS].tolist() == [16] * 4
 
 
@@ -75,7 +75,7 @@ def test_a_silu_without_a_gate_is_no_swiglu():
     steps = profiler_steps(events)
     for name, count in (("aten::silu", 29), ("aten::mul", 0)):
         assert [sum(1 for e in events if e.get("name") == name and lo <= e["ts"] < hi) for lo, hi in steps] == [count] * 4
-    found = analyse_file(path)
+    found = analysed_file(path)
     assert not len(found.analysis.ranks[0].patterns.llm_chains)
     assert "fused_llm_kernels" not in {s.id for s in found.suggestions}
 
@@ -94,14 +94,14 @@ def test_float8_weights_dequantised_every_call():
                and e["args"].get("Input type", [])[:2] == ["c10::BFloat16", "c10::Float8_e4m3fn"]
                and len(e["args"]["Input Dims"][0]) == 2) for lo, hi in steps]
     assert deq == [16] * 4
-    s = next(x for x in analyse_file(path).suggestions if x.id == "convert_weights_once")
+    s = next(x for x in analysed_file(path).suggestions if x.id == "convert_weights_once")
     assert s.title.startswith("Run the GEMMs in FP8")
     assert {e["weight"] for e in s.evidence} == {"[16384, 3072]", "[9216, 3072]", "[3072, 8192]", "[3072, 3072]"}
     assert sum(e["calls_per_step"] for e in s.evidence) == 16
     assert pytest.approx(0.49997, abs=1e-5) == H100_BF16_PEAK / H100_FP8_PEAK  # at least half: a GEMV's bytes
     assert all(e["gemm_factor"] == 0.5 for e in s.evidence)
     assert s.per_step_us / 1000 == pytest.approx(28.420 - 18.161, rel=0.35)
-    assert "convert_weights_once" not in {x.id for x in analyse_file(recording("heldout13", "ho13_fp8_fake_quant_scaled_mm")).suggestions}
+    assert "convert_weights_once" not in {x.id for x in analysed_file(recording("heldout13", "ho13_fp8_fake_quant_scaled_mm")).suggestions}
 
 
 def test_host_work_on_copied_results():
@@ -114,7 +114,7 @@ def test_host_work_on_copied_results():
     copies = [[e["args"]["bytes"] for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]
                and lo <= e["ts"] < hi] for lo, hi in steps]
     assert all(sorted(c) == [2097152, 16777216] for c in copies)
-    s = analyse_file(path).suggestions[0]
+    s = analysed_file(path).suggestions[0]
     assert s.id == "preprocess_off_thread" and s.title.startswith("Post-process on the GPU")
     assert "aten::to" in s.title and "torch.bincount" in s.snippet
     assert all(e["copied_back"] for e in s.evidence)

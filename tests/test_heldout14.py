@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import (
@@ -22,7 +23,6 @@ from tracekit.analyzers.detectors import (
 )
 from tracekit.analyzers.detectors.hostside import StepsOf
 from tracekit.analyzers.detectors.toplevel import TopLevel, step_sequences
-from tracekit.pipeline.local import analyse_file
 from tracekit.trace import tables
 from tracekit.trace.load import load_trace
 
@@ -42,13 +42,13 @@ def test_calibrators_left_on():
     path = recording("heldout14", "ho14_fp8_calibrator_on")
     assert _per_step(path, "aten::histc") == [32] * 4
     assert _per_step(path, "aten::_scaled_mm") == [32] * 4
-    found = analyse_file(path)
+    found = analysed_file(path)
     table = found.analysis.ranks[0].patterns.calibration
     assert table[calibration.CB_CALIBRATORS].tolist() == [32] * 4
     assert found.suggestions[0].id == "calibration_off"
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(15.931 - 6.217, rel=0.35)
     assert "avoid_sync" not in {s.id for s in found.suggestions}
-    after = analyse_file(recording("heldout14", "ho14_fp8_calibrator_on_calib_off"))
+    after = analysed_file(recording("heldout14", "ho14_fp8_calibrator_on_calib_off"))
     assert not len(after.analysis.ranks[0].patterns.calibration)
     assert "calibration_off" not in {s.id for s in after.suggestions}
 
@@ -59,11 +59,11 @@ def test_weight_norm_recomputed_at_inference():
     saving (median 22.977 → 16.447 ms with the parametrizations removed), silent on that variant."""
     path = recording("heldout14", "ho14_hifigan_weight_norm")
     assert _per_step(path, "aten::_weight_norm") == [312] * 4
-    found = analyse_file(path)
+    found = analysed_file(path)
     assert found.analysis.ranks[0].patterns.weight_norm[weight_norm.WN_NORMS].tolist() == [312] * 4
     mine = [s for s in found.suggestions if s.id == "remove_weight_norm"]
     assert mine and mine[0].per_step_us / 1000 == pytest.approx(22.977 - 16.447, rel=0.35)
-    after = analyse_file(recording("heldout14", "ho14_hifigan_weight_norm_remove_weight_norm"))
+    after = analysed_file(recording("heldout14", "ho14_hifigan_weight_norm_remove_weight_norm"))
     assert "remove_weight_norm" not in {s.id for s in after.suggestions}
 
 
@@ -154,7 +154,7 @@ def test_window_rewritten_at_every_token():
         assert [sum(1 for e in events if e.get("name") == name and lo <= e["ts"] < hi
                     and (dims is None or e["args"].get("Input Dims") == dims))
                 for lo, hi in profiler_steps(events)] == [count] * 4
-    found = analyse_file(path)
+    found = analysed_file(path)
     table = found.analysis.ranks[0].patterns.window_shift
     assert table[window_shift.WS_REWRITES].tolist() == [96] * 4
     assert table[window_shift.WS_ATTENTION].tolist() == [16] * 4
@@ -167,7 +167,7 @@ def test_window_rewritten_at_every_token():
     op = rank.gpu[tables.GPU_OP].to_numpy()
     read = [rank.op_inputs(int(i)).get(tables.OP_INPUT_DIMS) or [] for i in op[in_chain] if i >= 0]
     assert read and not any(cache in dims for dims in read)
-    after = analyse_file(recording("heldout14", "ho14_swa_roll_cache_ring_buffer"))
+    after = analysed_file(recording("heldout14", "ho14_swa_roll_cache_ring_buffer"))
     assert not len(after.analysis.ranks[0].patterns.window_shift)
     assert "ring_buffer_cache" not in {s.id for s in after.suggestions}
 
@@ -217,7 +217,7 @@ def test_linear_over_pair_concatenation():
                               ("aten::linear", [[8, 384, 384, 1024], [256, 1024], [256]], 2)):
         assert [sum(1 for e in events if e.get("name") == name and lo <= e["ts"] < hi and e["args"].get("Input Dims") == dims)
                 for lo, hi in profiler_steps(events)] == [count] * 4
-    found = analyse_file(path)
+    found = analysed_file(path)
     table = found.analysis.ranks[0].patterns.pair_concat
     assert table[pair_concat.PC_CALLS].tolist() == [1] * 4
     assert table[pair_concat.PC_FEATURES].tolist() == [1024] * 4 and table[pair_concat.PC_OUT].tolist() == [256] * 4
@@ -225,7 +225,7 @@ def test_linear_over_pair_concatenation():
     saving = found.suggestions[0].per_step_us / 1000
     assert saving == pytest.approx(19.565 - 8.628, rel=0.35)
     assert saving == pytest.approx(22.486 - 11.198, rel=0.35)
-    after = analyse_file(recording("heldout14", "ho14_contact_pair_concat_split_weight"))
+    after = analysed_file(recording("heldout14", "ho14_contact_pair_concat_split_weight"))
     assert not len(after.analysis.ranks[0].patterns.pair_concat)
     assert "split_pair_linear" not in {s.id for s in after.suggestions}
 
@@ -235,7 +235,7 @@ def test_ema_loop_without_the_following_statement():
     docstring: two mul, an add and a copy_ per tensor) is followed on its thread by the loss accumulation's
     one aten::add_; that call no longer caps the loop's iterations at 1: 360 tensors, 1,440 calls a step."""
     path = recording("heldout14", "ho14_effnet_ema_loop")
-    loops = analyse_file(path).analysis.ranks[0].patterns.foreach_loops
+    loops = analysed_file(path).analysis.ranks[0].patterns.foreach_loops
     assert loops[foreach.FL_TENSORS].tolist() == [360] * 4
     assert loops[foreach.FL_CALLS].tolist() == [1440] * 4
     assert "aten::add_" not in set(loops[foreach.FL_OPS])

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import attention_plans, call_gaps, grad_recording, triton_rebuild
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.pipeline.local import analyse_file
 from tracekit.trace.load import load_trace
 
 
@@ -40,14 +40,14 @@ def test_triton_kernel_made_per_call():
     with gzip.open(path) as f:
         table = json.load(f)["tracekit"]["triton_kernels"]
     assert {(t["file"], t["line"]) for t in table if t["name"] == "rope_kernel"} == {(table[0]["file"], 57)}
-    found = analyse_file(path)
+    found = analysed_file(path)
     t = found.analysis.ranks[0].patterns.triton_rebuild
     assert t[triton_rebuild.TR_LAUNCHES].tolist() == [4] * 4 and t[triton_rebuild.TR_OBJECTS].tolist() == [4] * 4
     assert t[triton_rebuild.TR_SITE].iat[0] == "triton_rope_inner_jit.py:57"
     assert found.suggestions[0].id == "define_kernel_once"
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(21.116 - 5.652, rel=0.35)
     assert "preprocess_off_thread" not in {s.id for s in found.suggestions}  # those gaps are the rebuilds'
-    after = analyse_file(recording("heldout15", "ho15_triton_rope_inner_jit_module_kernel"))
+    after = analysed_file(recording("heldout15", "ho15_triton_rope_inner_jit_module_kernel"))
     assert not len(after.analysis.ranks[0].patterns.triton_rebuild)
     assert "define_kernel_once" not in {s.id for s in after.suggestions}
 
@@ -67,14 +67,14 @@ def test_cudnn_plan_per_new_length():
             shape = str(e["args"]["Input Dims"])
             assert (e["dur"] >= 1000) == (shape not in seen)
             seen.add(shape)
-    found = analyse_file(path)
+    found = analysed_file(path)
     t = found.analysis.ranks[0].patterns.attention_plans
     assert t[attention_plans.AP_BUILDS].tolist() == [4] * 6
     assert found.suggestions[0].id == "attention_plans"
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(147.057 - 9.012, rel=0.35)
     after_path = recording("bare", "decode_cudnn_plans_fixed")
     assert not any(_in_steps(after_path, lambda e: e.get("name") == "aten::_cudnn_attention_forward"))
-    assert "attention_plans" not in {s.id for s in analyse_file(after_path).suggestions}
+    assert "attention_plans" not in {s.id for s in analysed_file(after_path).suggestions}
 
 
 def test_plan_builds_are_not_preprocessing():
@@ -85,7 +85,7 @@ def test_plan_builds_are_not_preprocessing():
     slow = _in_steps(path, lambda e: e.get("name") == "aten::_cudnn_attention_forward" and e["dur"] >= 1000)
     assert [len(s) for s in slow] == [4] * 4
     assert min(e["dur"] for s in slow for e in s) > 30_000
-    ids = [s.id for s in analyse_file(path).suggestions]
+    ids = [s.id for s in analysed_file(path).suggestions]
     assert ids[:2] == ["attention_plans", "read_once"] and "preprocess_off_thread" not in ids
 
 
@@ -139,11 +139,11 @@ def test_requests_staged_together():
         before = ops[:[e["name"] for e in ops].index("aten::arange")]
         assert {e["name"] for e in before} <= {"aten::select", "aten::slice", "aten::as_strided", "aten::copy_"}
         assert [e["args"]["Input Dims"][0] for e in before if e["name"] == "aten::copy_"] == [[16, 128]] * 2
-    found = analyse_file(path)
+    found = analysed_file(path)
     assert found.analysis.ranks[0].patterns.requests["requests"].tolist() == [16] * 4
     assert found.suggestions[0].id == "batch_requests"
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(76.854 - 4.983, rel=0.35)
-    sampler = analyse_file(recording("heldout8", "ho8_dit_sampler"))
+    sampler = analysed_file(recording("heldout8", "ho8_dit_sampler"))
     assert not len(sampler.analysis.ranks[0].patterns.requests)
 
 
@@ -157,14 +157,14 @@ def test_compiled_model_run_eagerly():
     lookups = _in_steps(path, lambda e: e.get("name") == "TorchDynamo Cache Lookup")
     regions = _in_steps(path, lambda e: str(e.get("name", "")).startswith("Torch-Compiled Region"))
     assert [len(x) for x in lookups] == [8] * 4 and not any(regions)
-    found = analyse_file(path)
+    found = analysed_file(path)
     ids = [s.id for s in found.suggestions]
     assert ids[0] == "recompiles" and "fuse_elementwise" not in ids
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(20.210 - 15.939, rel=0.35)
     after_path = recording("heldout15", "ho15_dino_counter_recompile_counter_outside")
     assert [len(x) for x in _in_steps(after_path, lambda e: str(e.get("name", "")).startswith("Torch-Compiled Region"))] \
         == [8] * 4
-    assert not {"recompiles", "fuse_elementwise"} & {s.id for s in analyse_file(after_path).suggestions}
+    assert not {"recompiles", "fuse_elementwise"} & {s.id for s in analysed_file(after_path).suggestions}
 
 
 def test_call_gaps_by_hand(tmp_path):
@@ -202,15 +202,15 @@ def test_autograd_recorded_at_inference():
     assert _seq_rise(before) == [944] * 6 and _seq_rise(after) == [0] * 6
     assert not any(_in_steps(after, lambda e: "Sequence number" in e.get("args", {})))
     assert set(_seq_rise(recording("", "small_matmul_loop"))) == {0}
-    found = analyse_file(before)
+    found = analysed_file(before)
     assert found.analysis.ranks[0].patterns.grad_recording["nodes"].tolist() == [944] * 6
     mine = [s for s in found.suggestions if s.id == "inference_mode"]
     assert mine and 1.0 < mine[0].per_step_us / 1000 < 19.097 - 10.793
-    assert "inference_mode" not in {s.id for s in analyse_file(after).suggestions}
+    assert "inference_mode" not in {s.id for s in analysed_file(after).suggestions}
     dt = recording("heldout15", "ho15_dt_rollout_grad_mode")
     assert _seq_rise(dt) == [1272] * 4
-    assert "inference_mode" in {s.id for s in analyse_file(dt).suggestions}
-    fixed = analyse_file(recording("heldout15", "ho15_dt_rollout_grad_mode_inference_mode"))
+    assert "inference_mode" in {s.id for s in analysed_file(dt).suggestions}
+    fixed = analysed_file(recording("heldout15", "ho15_dt_rollout_grad_mode_inference_mode"))
     assert "inference_mode" not in {s.id for s in fixed.suggestions}
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from recorded import recording
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.totals import GPU_BOUND
-from tracekit.pipeline.local import analyse_file
 
 SET = "heldout16"
 PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout16/labels.txt
@@ -46,7 +46,7 @@ def test_projection_within_15_percent_where_the_bare_steps_agree(name):
     steps = bare_steps_ms(path)
     if max(steps) > STEADY * min(steps):
         pytest.skip(f"bare steps spread {max(steps) / min(steps):.2f}x")
-    u = analyse_file(path).analysis.unprofiled
+    u = analysed_file(path).analysis.unprofiled
     assert u is not None and u.trusted
     assert u.step_us / 1000 == pytest.approx(statistics.median(steps), rel=0.15)
 
@@ -65,10 +65,10 @@ def test_python_envs_first_and_within():
     before, (after, rule) = "ho16_ppo_python_envs", PAIRS["ho16_ppo_python_envs"]
     b, a = recording(SET, before), recording(SET, after)
     saving = statistics.median(bare_steps_ms(b)) - statistics.median(bare_steps_ms(a))
-    found = analyse_file(b)
+    found = analysed_file(b)
     assert found.suggestions[0].id == rule
     assert found.suggestions[0].per_step_us / 1000 == pytest.approx(saving, rel=0.35)
-    assert rule not in {s.id for s in analyse_file(a).suggestions}
+    assert rule not in {s.id for s in analysed_file(a).suggestions}
 
 
 def test_uncompiled_flex_attention_names_compile_first():
@@ -78,7 +78,7 @@ def test_uncompiled_flex_attention_names_compile_first():
     before, (after, rule) = "ho16_flex_docmask_eager", PAIRS["ho16_flex_docmask_eager"]
     b, a = recording(SET, before), recording(SET, after)
     saving = statistics.median(bare_steps_ms(b)) - statistics.median(bare_steps_ms(a))
-    first = analyse_file(b).suggestions[0]
+    first = analysed_file(b).suggestions[0]
     assert first.id == rule
     assert first.per_step_us / 1000 < 0.5 * saving
 
@@ -87,4 +87,4 @@ def test_uncompiled_flex_attention_names_compile_first():
                                   "ho16_fewshot_prefix_recompute", "ho16_catalog_score_gather"])
 def test_gpu_bound_verdicts(name):
     """The four GPU-set baselines (bare GPU share 99-100 %, docs/validation.md) are called gpu-bound."""
-    assert analyse_file(recording(SET, name)).analysis.unprofiled.verdict == GPU_BOUND
+    assert analysed_file(recording(SET, name)).analysis.unprofiled.verdict == GPU_BOUND

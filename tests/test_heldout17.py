@@ -12,8 +12,7 @@ from recorded import (
     raw_events,
     recording,
 )
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 SET = "heldout17"
 PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout17/labels.txt
@@ -84,7 +83,7 @@ def test_ema_loop_is_found_but_not_first():
         hits = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == op]
         recorded = [sum(lo <= e["ts"] < hi for e in hits) for lo, hi in windows]
         assert recorded == [per_step] * len(windows)
-    found = analyse_file(recording(SET, before))
+    found = analysed_file(recording(SET, before))
     ids = [s.id for s in found.suggestions]
     assert rule in ids and ids[0] == "cuda_graphs"
-    assert rule not in {s.id for s in analyse_file(recording(SET, after)).suggestions}
+    assert rule not in {s.id for s in analysed_file(recording(SET, after)).suggestions}

@@ -13,9 +13,9 @@ from recorded import (
     raw_events,
     recording,
 )
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.detectors import ensembles
-from tracekit.pipeline.local import analyse_file
 
 SET = "heldout18"
 PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout18/labels.txt
@@ -66,13 +66,13 @@ def test_per_head_projections_laid_out_one_after_another():
                 and (e.get("args", {}).get("Input Dims") or [None, None])[1] == [64, 768]
                 and (e.get("args", {}).get("Input type") or [None])[0] == "float"]
         assert [sum(lo <= e["ts"] < hi for e in hits) for lo, hi in profiler_steps(events)] == [per_step] * 4
-    table = analyse_file(recording(SET, before)).analysis.ranks[0].patterns.ensembles
+    table = analysed_file(recording(SET, before)).analysis.ranks[0].patterns.ensembles
     forward = table[table[ensembles.EN_DIRECTION] == ensembles.FORWARD]
     assert set(forward[ensembles.EN_KIND]) == {ensembles.KIND_HEADS}
     assert set(forward[ensembles.EN_MEMBERS]) == {12}
     assert forward.groupby(ensembles.EN_STEP).size().tolist() == [18] * 4
     assert (table[ensembles.EN_DIRECTION] == ensembles.BACKWARD).any()
-    assert "batch_bmm" not in {s.id for s in analyse_file(recording(SET, after)).suggestions}
+    assert "batch_bmm" not in {s.id for s in analysed_file(recording(SET, after)).suggestions}
 
 
 def test_span_f1_in_python_is_post_processing():
@@ -85,10 +85,10 @@ def test_span_f1_in_python_is_post_processing():
     copies = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::to"
               and (e.get("args", {}).get("Input Dims") or [None])[0] == [64, 256]]
     assert [sum(lo <= e["ts"] < hi for e in copies) for lo, hi in profiler_steps(events)] == [2] * 4
-    found = {s.id: s for s in analyse_file(recording(SET, "ho18_ner_span_f1_per_step")).suggestions}
+    found = {s.id: s for s in analysed_file(recording(SET, "ho18_ner_span_f1_per_step")).suggestions}
     s = found["preprocess_off_thread"]
     assert s.title.startswith("Post-process on the GPU") and all(e["copied_back"] for e in s.evidence)
-    scalar = {s.id: s for s in analyse_file(recording("bare", "train_sync")).suggestions}
+    scalar = {s.id: s for s in analysed_file(recording("bare", "train_sync")).suggestions}
     assert scalar["preprocess_off_thread"].title.startswith("Move host preprocessing")
 
 
@@ -107,7 +107,7 @@ def test_reduce_overhead_graphs_only_the_compiled_calls():
     inside = [e for e in calls if any(t == e["tid"] and lo <= e["ts"] <= hi for t, lo, hi in windows)]
     steps = profiler_steps(events)
     per_step = [sum(lo <= e["ts"] < hi for e in inside) for lo, hi in steps]
-    found = analyse_file(path)
+    found = analysed_file(path)
     rank = found.analysis.ranks[0]
     assert int(rank.patterns.in_compiled_graph.sum()) == len(inside)
     assert per_step[0] > 1000 and len(set(per_step)) == 1  # 128 calls a step, the same launches each
@@ -129,7 +129,7 @@ def test_channels_last_prices_the_bias_sums_slower():
         sums = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::sum"
                 and (e.get("args", {}).get("Input Dims") or [None])[0] == [16, 64, 128, 128]]
         assert [sum(lo <= e["ts"] < hi for e in sums) for lo, hi in profiler_steps(events)] == [34] * 4
-    s = {x.id: x for x in analyse_file(recording(SET, before)).suggestions}["channels_last"]
+    s = {x.id: x for x in analysed_file(recording(SET, before)).suggestions}["channels_last"]
     rows = [e for e in s.evidence if str(e["change"]).startswith("per-channel sum")]
     assert all(e["saving_us"] < 0 for e in rows)
     # the three steady steps: 34 sums of 64 channels each, and the upsampler's one of 256 channels (2.15×)

@@ -15,9 +15,9 @@ from recorded import (
     raw_events,
     recording,
 )
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.detectors import weight_convert as wc
-from tracekit.pipeline.local import analyse_file
 
 SET = "heldout19"
 PAIRS = {  # before: (after, the labelled rule), benchmarks/heldout19/labels.txt
@@ -59,7 +59,7 @@ def test_float64_convolutions_priced_at_the_tf32_roof():
                and re.search(r"dgrad_engine|wgrad_alg0_engine|implicit_convolve_dgemm", e["name"])]
     # 64 a step (the first window also holds one kernel of the step before it: the GPU runs behind)
     assert [sum(lo <= e["ts"] < hi for e in doubles) for lo, hi in profiler_steps(events)][1:] == [64] * 3
-    s = analyse_file(recording(SET, before)).suggestions[0]
+    s = analysed_file(recording(SET, before)).suggestions[0]
     assert s.id == "lower_precision" and "instead of float64" in s.title
     conv = [e for e in s.evidence if e["class"] == "conv" and e["model"] == "fp64 → TF32 roof"]
     assert conv and all(e["new_time_us"] < e["time_us"] for e in conv)
@@ -79,14 +79,14 @@ def test_fake_quantized_weights_converted_once_to_int8_gemms():
     fq = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::fake_quantize_per_channel_affine"
           and len((e.get("args", {}).get("Input Dims") or [[]])[0]) == 2]
     assert [sum(lo <= e["ts"] < hi for e in fq) for lo, hi in profiler_steps(events)] == [48] * 4
-    found = analyse_file(recording(SET, before))
+    found = analysed_file(recording(SET, before))
     table = found.analysis.ranks[0].patterns.weight_converts
     assert set(table[wc.WC_TO]) == {wc.FAKE_QUANT}
     assert table.groupby(wc.WC_STEP)[wc.WC_CALLS].sum().tolist() == [48] * 4
     first = found.suggestions[0]
     assert first.id == "convert_weights_once" and first.title.startswith("Convert the quantization-aware-trained")
     assert all(0 < e["gemm_factor"] < 1 for e in first.evidence)
-    assert "convert_weights_once" not in {s.id for s in analyse_file(recording(SET, after)).suggestions}
+    assert "convert_weights_once" not in {s.id for s in analysed_file(recording(SET, after)).suggestions}
 
 
 def test_melspec_on_the_cpu_is_said_to_move_to_the_gpu():
@@ -99,6 +99,6 @@ def test_melspec_on_the_cpu_is_said_to_move_to_the_gpu():
     stft = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::stft"
             and (e.get("args", {}).get("Input Dims") or [None])[0] == [16, 160512]]
     assert [sum(lo <= e["ts"] < hi for e in stft) for lo, hi in profiler_steps(events)] == [2] * 4
-    s = {x.id: x for x in analyse_file(recording(SET, before)).suggestions}["preprocess_off_thread"]
+    s = {x.id: x for x in analysed_file(recording(SET, before)).suggestions}["preprocess_off_thread"]
     assert s.title.startswith("Compute the host preprocessing on the GPU") and "aten::stft" in s.title
     assert "torch.stft" in (s.snippet or "")

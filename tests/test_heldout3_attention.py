@@ -10,6 +10,7 @@ import json
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 
 import tracekit
 from tracekit.analyzers.analysis import analyze
@@ -51,15 +52,14 @@ def _bare_median_ms(path) -> float:
 def test_float64_gemms_get_lower_precision_first_within_35_percent():
     if not FP64.exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     # measured: the stored bare steps, float64 → bf16 autocast (benchmarks/heldout3/float64_features.py)
     measured = _bare_median_ms(FP64) - _bare_median_ms(FP64_FIXED)
-    result = analyse_file(FP64)
+    result = analysed_file(FP64)
     first = result.suggestions[0]
     assert first.id == "lower_precision" and "float64" in first.title
     assert abs(first.per_step_us / 1e3 - measured) <= 0.35 * measured
-    assert all(s.id != "lower_precision" for s in analyse_file(FP64_FIXED).suggestions)
+    assert all(s.id != "lower_precision" for s in analysed_file(FP64_FIXED).suggestions)
 
 
 # (before, its fastest fix, the rule that fix answers): benchmarks/heldout3/, sample_traces/heldout3/README.md
@@ -76,12 +76,11 @@ def test_the_rule_fires_first_and_prices_the_measured_saving(before, after, rule
     b_path, a_path = SAMPLE_TRACES / "heldout3" / f"{before}.trace.json.gz", SAMPLE_TRACES / "heldout3" / f"{after}.trace.json.gz"
     if not b_path.exists() or not a_path.exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     # measured: the unprofiled steps stored in both files (manual_attention 31.83 → 9.50 ms,
     # pageable_h2d 14.98 → 2.01 ms)
     measured = _bare_median_ms(b_path) - _bare_median_ms(a_path)
-    first = analyse_file(b_path).suggestions[0]
+    first = analysed_file(b_path).suggestions[0]
     assert first.id == rule
     assert abs(first.per_step_us / 1e3 - measured) <= 0.35 * measured, (first.per_step_us, measured)
-    assert all(s.id != rule for s in analyse_file(a_path).suggestions)
+    assert all(s.id != rule for s in analysed_file(a_path).suggestions)

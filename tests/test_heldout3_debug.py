@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 
 HELDOUT = SAMPLE_TRACES / "heldout3"
 
@@ -46,16 +47,15 @@ def test_first_on_before_silent_on_after_within_35_percent(name, rule, check):
     before, after = f"ho3_{name}", f"ho3_{name}_fixed"
     if not (HELDOUT / f"{before}.trace.json.gz").exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     doc_before, doc_after = _doc(before), _doc(after)
     # measured: anomaly_mode 46.15 → 9.09 ms, empty_cache 163.67 → 16.70 ms (sample_traces/heldout3/README.md)
     measured = _bare_median_ms(doc_before) - _bare_median_ms(doc_after)
-    result = analyse_file(HELDOUT / f"{before}.trace.json.gz")
+    result = analysed_file(HELDOUT / f"{before}.trace.json.gz")
     first = result.suggestions[0]
     assert first.id == rule
     assert abs(first.per_step_us / 1e3 - measured) <= 0.35 * measured
-    assert all(s.id != rule for s in analyse_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
+    assert all(s.id != rule for s in analysed_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
     # the evidence counts what the raw events hold: 289 NaN checks (one aten::isnan each) per step;
     # 28.75 cudaFree per step (31, 28, 28, 28), and none in the fixed trace
     per_step = _per_step(doc_before, *check)
@@ -68,11 +68,10 @@ def test_first_on_before_silent_on_after_within_35_percent(name, rule, check):
 def test_no_other_rule_claims_the_cleanup_or_the_checks():
     if not (HELDOUT / "ho3_empty_cache.trace.json.gz").exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     # the silence before the release was preprocess_off_thread's (111 ms), the NaN checks' syncs avoid_sync's
-    assert "preprocess_off_thread" not in {s.id for s in analyse_file(HELDOUT / "ho3_empty_cache.trace.json.gz").suggestions}
-    assert "avoid_sync" not in {s.id for s in analyse_file(HELDOUT / "ho3_anomaly_mode.trace.json.gz").suggestions}
+    assert "preprocess_off_thread" not in {s.id for s in analysed_file(HELDOUT / "ho3_empty_cache.trace.json.gz").suggestions}
+    assert "avoid_sync" not in {s.id for s in analysed_file(HELDOUT / "ho3_anomaly_mode.trace.json.gz").suggestions}
 
 
 def test_with_recorded_collections_gc_collect_names_the_pause(tmp_path):
@@ -81,7 +80,6 @@ def test_with_recorded_collections_gc_collect_names_the_pause(tmp_path):
     annotations are added here from the raw events)."""
     if not (HELDOUT / "ho3_empty_cache.trace.json.gz").exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     doc = _doc("ho3_empty_cache")
     events = doc["traceEvents"]
@@ -101,7 +99,7 @@ def test_with_recorded_collections_gc_collect_names_the_pause(tmp_path):
     path = tmp_path / "ho3_empty_cache_gc.trace.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     assert [s.id for s in found[:2]] == ["gc_collect", "empty_cache"]
     # measured without the profiler (sample_traces/heldout3/README.md): gc.collect() kept, empty_cache()
     # dropped 142.44 ms; both dropped 16.70 ms: the collection is 125.74 ms of the step
@@ -126,16 +124,15 @@ def test_recorded_with_collections_on_the_h200(before, after, rule):
     unprofiled saving the two traces store, and no collection on the variant without gc.collect()."""
     if not (HELDOUT / f"{before}.trace.json.gz").exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     doc_before, doc_after = _doc(before), _doc(after)
     assert doc_before["tracekit"]["gc_pauses"] == "annotations"
     # measured (bare medians): 146.84 / 152.42 → 15.36 ms; 45.53 → 9.09 ms
     measured = _bare_median_ms(doc_before) - _bare_median_ms(doc_after)
-    first = analyse_file(HELDOUT / f"{before}.trace.json.gz").suggestions[0]
+    first = analysed_file(HELDOUT / f"{before}.trace.json.gz").suggestions[0]
     assert first.id == rule
     assert abs(first.per_step_us / 1e3 - measured) <= 0.35 * measured
-    assert all(s.id != rule for s in analyse_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
+    assert all(s.id != rule for s in analysed_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
     if rule == "gc_collect":
         # one explicit collection per step in the raw events, none once gc.collect() is gone
         assert _per_step(doc_before, "user_annotation", "tracekit::gc.collect() gen 2") == 1

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 
 HELDOUT3 = SAMPLE_TRACES / "heldout3"
 
@@ -23,9 +24,8 @@ def _result(name: str):
     path = HELDOUT3 / f"{name}.trace.json.gz"
     if not path.exists():
         pytest.skip("no heldout3 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
-    return analyse_file(path)
+    return analysed_file(path)
 
 
 def test_an_ensemble_loop_gets_batch_bmm_first_within_35_percent():

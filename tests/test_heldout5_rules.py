@@ -12,6 +12,7 @@ import json
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 
 HELDOUT = SAMPLE_TRACES / "heldout5"
 
@@ -40,22 +41,20 @@ PAIRS = [
 def test_rule_first_on_before_silent_on_after(before: str, after: str, rule: str, tol: float) -> None:
     if not (HELDOUT / f"{before}.trace.json.gz").exists():
         pytest.skip("no heldout5 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     measured = _bare_median_ms(before) - _bare_median_ms(after)
-    found = analyse_file(HELDOUT / f"{before}.trace.json.gz").suggestions
+    found = analysed_file(HELDOUT / f"{before}.trace.json.gz").suggestions
     assert found and found[0].id == rule
     assert abs(found[0].per_step_us / 1e3 - measured) <= tol * measured
-    assert all(s.id != rule for s in analyse_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
+    assert all(s.id != rule for s in analysed_file(HELDOUT / f"{after}.trace.json.gz").suggestions)
 
 
 def test_cuda_graphs_waits_for_launch_blocking() -> None:
     """With CUDA_LAUNCH_BLOCKING=1 cuda_graphs is held back (rules.WAITS_FOR); with it off it fires."""
     if not (HELDOUT / "ho5_launch_blocking.trace.json.gz").exists():
         pytest.skip("no heldout5 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
-    ids = [s.id for s in analyse_file(HELDOUT / "ho5_launch_blocking.trace.json.gz").suggestions]
+    ids = [s.id for s in analysed_file(HELDOUT / "ho5_launch_blocking.trace.json.gz").suggestions]
     assert "cuda_graphs" not in ids
-    ids_off = [s.id for s in analyse_file(HELDOUT / "ho5_launch_blocking_off.trace.json.gz").suggestions]
+    ids_off = [s.id for s in analysed_file(HELDOUT / "ho5_launch_blocking_off.trace.json.gz").suggestions]
     assert ids_off[0] == "cuda_graphs"

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -146,7 +147,7 @@ def test_heldout7_lars_loop_first_is_foreach(heldout7):
     events = _steady_events(_doc("ho7_lars_loop"), (3,))
     assert sum(e["name"] == "aten::linalg_vector_norm" for e in events) == 300
     assert sum(e["name"] == "aten::is_nonzero" for e in events) == 450
-    s = analyse_file(heldout7 / "ho7_lars_loop.trace.json.gz").suggestions[0]
+    s = analysed_file(heldout7 / "ho7_lars_loop.trace.json.gz").suggestions[0]
     assert s.id == "foreach_loops"
     e = s.evidence[0]
     assert (e["tensors"], e["syncs_per_step"]) == (150, 450.0)
@@ -159,7 +160,7 @@ def test_heldout7_compile_nancheck_breaks_hold_cuda_graphs(heldout7):
     events = _steady_events(_doc("ho7_compile_nancheck"), (3,))
     assert sum(e["name"] == "Torch-Compiled Region: 1/0" for e in events) == 4
     assert sum(e["name"] == "aten::is_nonzero" for e in events) == 4
-    found = analyse_file(heldout7 / "ho7_compile_nancheck.trace.json.gz").suggestions
+    found = analysed_file(heldout7 / "ho7_compile_nancheck.trace.json.gz").suggestions
     assert found[0].id == "graph_breaks" and "3 breaks per step between 4 compiled regions" in found[0].title
     assert "cuda_graphs" not in {s.id for s in found}  # WAITS_FOR: the breaks first
 
@@ -170,7 +171,7 @@ def test_heldout7_tril_attention_is_unfused_attention(heldout7):
     events = _steady_events(_doc("ho7_tril_attention"), (3,))
     fwd = [e for e in events if e["name"] == "aten::_softmax"]
     assert len(fwd) == 6 and all(e["args"]["Input Dims"][0] == [8, 12, 1024, 1024] for e in fwd)
-    s = analyse_file(heldout7 / "ho7_tril_attention.trace.json.gz").suggestions[0]
+    s = analysed_file(heldout7 / "ho7_tril_attention.trace.json.gz").suggestions[0]
     assert s.id == "use_sdpa"
     row = s.evidence[0]
     assert row["scores"] == "[8, 12, 1024, 1024]" and row["count"] == 18  # 6 per step over the 3 steady steps
@@ -189,7 +190,7 @@ def test_heldout7_triton_tiles_is_a_gemm_under_the_bf16_roof(heldout7):
     time_us = sum(e["dur"] for e in kernels)
     flops = 2.0 * 16384 * 4096 * 4096
     tuned_us = 12 * flops / 989.4e12 * 1e6 / 0.6
-    a = analyse_file(heldout7 / "ho7_triton_tiles.trace.json.gz")
+    a = analysed_file(heldout7 / "ho7_triton_tiles.trace.json.gz")
     k = a.analysis.kernels
     assert set(k.loc[k["name"] == "linear_relu_kernel", "class"]) == {"gemm"}
     s = a.suggestions[0]
@@ -227,7 +228,7 @@ def test_heldout7_dp_per_sample_is_per_sample_gradients(heldout7):
     173.7 ms saving. Larger micro-batches cannot keep the per-sample gradients apart: larger_batch is silent."""
     events = _steady_events(_doc("ho7_dp_per_sample"), (3,))
     assert sum(e["name"] == "aten::cross_entropy_loss" for e in events) == 128
-    found = analyse_file(heldout7 / "ho7_dp_per_sample.trace.json.gz").suggestions
+    found = analysed_file(heldout7 / "ho7_dp_per_sample.trace.json.gz").suggestions
     s = found[0]
     assert s.id == "batch_samples" and "torch.func.vmap" in s.title
     assert s.evidence[0]["micro_batches"] == 128
@@ -238,7 +239,7 @@ def test_heldout7_dp_per_sample_is_per_sample_gradients(heldout7):
 def test_heldout7_video_conv3d_precision_title_names_the_convolutions(heldout7):
     """H100 video_conv3d: float32 NCDHW 3D convolutions (TF32 kernels) with 4 small float64 calls; the title
     names what holds most of the saving (the TF32 convolutions → bf16), not the float64 calls."""
-    found = analyse_file(heldout7 / "ho7_video_conv3d.trace.json.gz").suggestions
+    found = analysed_file(heldout7 / "ho7_video_conv3d.trace.json.gz").suggestions
     s = next(x for x in found if x.id == "lower_precision")
     assert s.title.startswith("Autocast to bf16") and "float64" not in s.title
 
@@ -246,7 +247,7 @@ def test_heldout7_video_conv3d_precision_title_names_the_convolutions(heldout7):
 def test_heldout7_lars_loop_leaves_the_synced_loop_out_of_cuda_graphs(heldout7):
     """A loop that reads a value back per tensor cannot be captured: cuda_graphs prices the model's launches
     without it, below foreach_loops (H100 lars_loop: measured 76.79 → 40.50 ms bare, a 36.29 ms saving)."""
-    found = {s.id: s for s in analyse_file(heldout7 / "ho7_lars_loop.trace.json.gz").suggestions}
+    found = {s.id: s for s in analysed_file(heldout7 / "ho7_lars_loop.trace.json.gz").suggestions}
     assert found["foreach_loops"].per_step_us > found["cuda_graphs"].per_step_us
     assert abs(found["foreach_loops"].per_step_us - 36_289) / 36_289 < 0.35
 
@@ -256,9 +257,9 @@ def test_heldout7_encoder_layers_are_no_ensemble(heldout7):
     of the (B, S, E) activation the residual add reads (from the raw events: aten::linear of [64, 128, 512]
     beside aten::add of [128, 64, 512]): a layer stack, not 12 ensemble members, so batch_bmm is silent; the
     loop that reads its value back in one step of four prints as 0.25 loops per step."""
-    found = analyse_file(heldout7 / "ho7_lars_loop_foreach.trace.json.gz").suggestions
+    found = analysed_file(heldout7 / "ho7_lars_loop_foreach.trace.json.gz").suggestions
     assert "batch_bmm" not in {s.id for s in found}
-    graph = analyse_file(heldout7 / "ho7_graph_train_step_cuda_graph.trace.json.gz").suggestions
+    graph = analysed_file(heldout7 / "ho7_graph_train_step_cuda_graph.trace.json.gz").suggestions
     loops = next(s for s in graph if s.id == "foreach_loops")
     assert "0.25 loops per step over" in loops.title
 
@@ -272,7 +273,7 @@ def test_heldout7_diff_credits_the_change_made(heldout7):
     for before, after, made in (("ho7_lars_loop", "ho7_lars_loop_foreach", "foreach_loops"),
                                 ("ho7_dp_per_sample", "ho7_dp_per_sample_vmap", "batch_samples")):
         assert not any(e.get("cat") == "kernel" and e["name"].startswith("triton_") for e in _doc(after)["traceEvents"])
-        d = compare_results(analyse_file(heldout7 / f"{before}.trace.json.gz"),
+        d = compare_results(analysed_file(heldout7 / f"{before}.trace.json.gz"),
                             analyse_file(heldout7 / f"{after}.trace.json.gz", with_suggestions=False))
         checks = {s.id: s for s in d.suggestions}
         assert checks[made].applied is True

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.detectors import samples
 from tracekit.model.graph import HANDOFF_US, cross_thread_anchors
-from tracekit.pipeline.local import analyse_file
 
 HELDOUT8 = Path(__file__).resolve().parents[1] / "sample_traces" / "heldout8"
 NODE = "autograd::engine::evaluate_function: "
@@ -75,7 +75,7 @@ def test_graph_loop_backward_is_part_of_the_loop_and_priced():
     addmm = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == NODE + "AddmmBackward0"
              and s3["ts"] <= e["ts"] < s3["ts"] + s3["dur"]]
     assert len(addmm) == 514
-    r = analyse_file(before)
+    r = analysed_file(before)
     table = r.analysis.ranks[0].patterns.sample_loops
     threads = table.groupby("step")["thread"].nunique()
     assert (threads == 2).all()  # the forward loop and its backward on the engine's thread, every step
@@ -101,7 +101,7 @@ def test_helpers_compiled_one_by_one_keep_the_whole_step_graph():
     calls = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     inside = sum(any(t == e["tid"] and lo <= e["ts"] <= hi for t, lo, hi in windows) for e in calls)
     assert 0 < inside < 0.5 * len(calls)
-    found = analyse_file(path)
+    found = analysed_file(path)
     assert int(found.analysis.ranks[0].patterns.in_compiled_graph.sum()) == inside
     first = found.suggestions[0]
     # 41 `Torch-Compiled Region` ranges per step in the raw events, none inside another (no graph break):

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 ROOT = Path(__file__).resolve().parents[1] / "sample_traces"
 HELDOUT9 = ROOT / "heldout9"
@@ -45,12 +44,12 @@ def test_gpu_aug_loop_same_shaped_images_joined_by_a_cat():
     step), then one aten::cat: batch_samples first, 57.3 ms against 66.30 − 6.03 = 60.27 ms measured."""
     path = _trace("ho9_gpu_aug_loop")
     assert set(_top_level_per_step(path, "aten::affine_grid_generator")) == {256}
-    r = analyse_file(path)
+    r = analysed_file(path)
     first = r.suggestions[0]
     assert first.id == "batch_samples" and first.evidence[0]["samples_per_step"] == 256
     assert (first.evidence[0]["size_min"], first.evidence[0]["size_max"]) == (1, 1)
     assert first.per_step_us == pytest.approx(60270.0, rel=0.35)
-    assert "batch_samples" not in {s.id for s in analyse_file(_trace("ho9_gpu_aug_loop_batched")).suggestions}
+    assert "batch_samples" not in {s.id for s in analysed_file(_trace("ho9_gpu_aug_loop_batched")).suggestions}
 
 
 def test_chunked_ffn_loop_inside_each_layer():
@@ -60,11 +59,11 @@ def test_chunked_ffn_loop_inside_each_layer():
     path = _trace("ho9_chunked_ffn")
     assert set(_top_level_per_step(path, "aten::gelu")) == {192}
     assert set(_top_level_per_step(path, "aten::cat")) == {6}
-    r = analyse_file(path)
+    r = analysed_file(path)
     first = r.suggestions[0]
     assert first.id == "batch_samples" and first.evidence[0]["samples_per_step"] == 32
     assert first.per_step_us == pytest.approx(59570.0, rel=0.35)
-    assert "batch_samples" not in {s.id for s in analyse_file(_trace("ho9_chunked_ffn_no_chunking")).suggestions}
+    assert "batch_samples" not in {s.id for s in analysed_file(_trace("ho9_chunked_ffn_no_chunking")).suggestions}
 
 
 def test_fused_llm_kernels_needs_attention():
@@ -73,7 +72,7 @@ def test_fused_llm_kernels_needs_attention():
     path = _trace("ho9_unfold_conv")
     kernels = {e["name"] for e in _events(path) if e.get("cat") == "kernel"}
     assert not any(k for k in kernels if "flash" in k or "fmha" in k or "sdpa" in k or "attention" in k)
-    assert "fused_llm_kernels" not in {s.id for s in analyse_file(path).suggestions}
+    assert "fused_llm_kernels" not in {s.id for s in analysed_file(path).suggestions}
     llm = ROOT / "bare" / "train_llm.trace.json.gz"
     if llm.exists():
-        assert "fused_llm_kernels" in {s.id for s in analyse_file(llm).suggestions}
+        assert "fused_llm_kernels" in {s.id for s in analysed_file(llm).suggestions}

@@ -13,8 +13,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 
-from tracekit.pipeline.local import LocalResult, analyse_file
+from tracekit.pipeline.local import LocalResult
 
 HELDOUT = Path(__file__).resolve().parents[1] / "sample_traces" / "heldout"
 PAIRS = (
@@ -33,7 +34,7 @@ def _raw(stem: str) -> dict:
 
 @cache
 def _analysed(stem: str) -> LocalResult:
-    return analyse_file(HELDOUT / f"{stem}.trace.json.gz")
+    return analysed_file(HELDOUT / f"{stem}.trace.json.gz")
 
 
 def _bare_median_us(doc: dict) -> float:

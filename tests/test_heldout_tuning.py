@@ -10,8 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-
-from tracekit.pipeline.local import analyse_file
+from shared_analysis import analysed_file
 
 HELDOUT = Path(__file__).resolve().parents[1] / "sample_traces" / "heldout"
 # (before, the rule its fix answers, a phrase its title must hold)
@@ -38,8 +37,8 @@ def test_first_within_35_percent_and_silent_after_the_fix(before: str, rule: str
     # measured saving from the raw bare steps: padmask 12.212 → 3.084 ms (9.13), layernorm 3.395 →
     # 2.485 (0.91), vit 85.087 → 16.382 (68.70), norm_gelu 13.897 → 4.633 (9.26)
     measured = _bare_ms(path) - _bare_ms(fixed)
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     assert found and found[0].id == rule
     assert phrase in found[0].title
     assert found[0].per_step_us / 1e3 == pytest.approx(measured, rel=0.35)
-    assert rule not in {s.id for s in analyse_file(fixed).suggestions}
+    assert rule not in {s.id for s in analysed_file(fixed).suggestions}

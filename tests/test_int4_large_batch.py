@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers import analyze
 from tracekit.analyzers.costs.models import op_cost
 from tracekit.compare.applied import applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_int4
 from tracekit.suggestions.rules import RULES_BY_ID
 from tracekit.trace.load import load_trace
@@ -97,7 +97,7 @@ def test_the_cpu_op_and_mismatched_scales():
 
 
 def test_rule_fires_first_on_the_prefill_within_the_band():
-    result = analyse_file(BASE)
+    result = analysed_file(BASE)
     ids = [s.id for s in result.suggestions]
     assert ids[0] == "int4_large_batch"
     s = result.suggestions[0]
@@ -121,10 +121,10 @@ def test_rule_fires_first_on_the_prefill_within_the_band():
 
 @pytest.mark.parametrize("path", [BF16_WEIGHTS, DEQUANT], ids=["bf16_weights", "dequant"])
 def test_silent_on_the_fixes(path: Path):
-    result = analyse_file(path)
+    result = analysed_file(path)
     assert "int4_large_batch" not in {s.id for s in result.suggestions}
     assert not _raw_int4_calls(path)
-    got = applied("int4_large_batch", analyse_file(BASE).analysis, result.analysis)
+    got = applied("int4_large_batch", analysed_file(BASE).analysis, result.analysis)
     assert got.applied is True and got.evidence == "int4 GEMM calls with M ≥ 256 per step 8.0 → 0.0"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers import integrity as it
@@ -200,16 +201,15 @@ def test_text_json_and_report_show_the_finding(tmp_path, capsys):
 
 
 def test_no_suggestions_when_the_trace_cannot_support_a_verdict(tmp_path):
-    from tracekit.pipeline.local import analyse_file
 
     doc = _events()
     for e in doc["traceEvents"]:
         if e.get("cat") in GPU_CATS and "ts" in e:
             e["ts"] = e["ts"] + 400_000.0
-    shifted = analyse_file(_write(doc, tmp_path / "shifted.json.gz"))
+    shifted = analysed_file(_write(doc, tmp_path / "shifted.json.gz"))
     assert shifted.analysis.verdict == UNDETERMINED
     assert shifted.suggestions == ()  # the GPU timeline is 400 ms off: no saving can be read from it
-    assert analyse_file(SAMPLE).suggestions != ()  # the intact sample does get its suggestions
+    assert analysed_file(SAMPLE).suggestions != ()  # the intact sample does get its suggestions
 
 
 def test_graph_replay_after_a_long_host_sync_is_not_gpu_bound(tmp_path):

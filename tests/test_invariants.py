@@ -12,11 +12,10 @@ import re
 import pytest
 from conftest import SAMPLE_TRACES, shared_trace_files
 from detector_reference import INVARIANT_SAMPLES, detected, reference, sample_name
+from shared_analysis import loaded_and_analysed
 from trace_checks import check_gate, check_other_share, expected_abstention
 
-import tracekit
 from tracekit.analyzers.totals import BUSY_SHARE, GPU_BOUND, UNDETERMINED, LaunchTotals
-from tracekit.pipeline.local import analyse_trace
 
 TRACES = INVARIANT_SAMPLES + shared_trace_files()
 
@@ -58,11 +57,10 @@ def check_evidence(t: LaunchTotals, where: str) -> None:
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.name))
 def test_invariants(path):
-    trace = tracekit.load_trace(path)
+    trace, result = loaded_and_analysed(path)  # the one analysis of this file the whole run shares
     check_other_share(trace)
     if "capture_traces" not in path.parts or not path.is_relative_to(SAMPLE_TRACES):
         check_gate(trace, expected_abstention(path))
-    result = analyse_trace(trace)
     a = result.analysis
     if path in INVARIANT_SAMPLES and sample_name(path) in reference():  # the detectors' reference, from this analysis
         assert detected((r.rank, r.patterns) for r in a.ranks) == reference()[sample_name(path)], path.name

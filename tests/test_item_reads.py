@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import item_reads as ir
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.pipeline.local import analyse_file
 from tracekit.trace.load import load_trace
 
 D2H = "Memcpy DtoH (Device -> Pageable)"
@@ -70,9 +70,9 @@ def test_ctc_tolist_recording():
                    and calls[i + 1]["name"] == "cudaStreamSynchronize" for i in reads)
         between = calls[reads[0]:reads[-1]]
         assert not any("LaunchKernel" in e["name"] for e in between)
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     first = found[0]
     assert first.id == "read_once" and first.evidence[0]["reads_per_step"] == 64
     assert first.per_step_us == pytest.approx(6174.0 - 4330.0, rel=0.35)
     assert "avoid_sync" not in {s.id for s in found}
-    assert "read_once" not in {s.id for s in analyse_file(recording("heldout9", "ho9_ctc_tolist_gpu_collapse")).suggestions}
+    assert "read_once" not in {s.id for s in analysed_file(recording("heldout9", "ho9_ctc_tolist_gpu_collapse")).suggestions}

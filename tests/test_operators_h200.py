@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 
 import tracekit
 from tracekit.analyzers.analysis import analyze
 from tracekit.analyzers.operators import BY_LINE, BY_MODULE, BY_OP, operator_views
 from tracekit.analyzers.step_plan import plan_steps
-from tracekit.pipeline.local import analyse_file
 
 TRACE = Path(__file__).resolve().parent / "data" / "memory" / "stack_b32.trace.json.gz"
 B, S, D, HEADS, BLOCKS = 32, 512, 512, 8, 4
@@ -70,7 +70,7 @@ def test_backward_is_placed_on_no_line(views):
 def test_where_is_a_share_of_all_the_kernels_time():
     if not TRACE.exists():
         pytest.skip(f"{TRACE} is not in this checkout")
-    found = {s.id: s.where for s in analyse_file(TRACE).suggestions}
+    found = {s.id: s.where for s in analysed_file(TRACE).suggestions}
     where = found["lower_precision"]
     assert where.startswith("memory_validate.py:45 forward launches ")
     share = float(where.split(" launches ")[1].split(" %")[0])

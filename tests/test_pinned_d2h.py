@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import hostside as H
-from tracekit.pipeline.local import analyse_file
 from tracekit.report.meta import d2h_words
 from tracekit.suggestions import rules_host
 from tracekit.suggestions.rules import RULES_BY_ID
@@ -117,7 +117,7 @@ def test_bare_fit_runs_stretched_copies_at_one_rate(tmp_path):
     the copy shrinks with the copy). The median of the four steps is the mean of a 3000 and the
     5000 µs one: 4008 + D (1 + 20 (1/3000 + 1/5000)) = 6000 gives D = 1970.98 µs, 16 MiB at
     8.512 GB/s; the per-event scale stays the default's, the host gaps as they are."""
-    result = analyse_file(stretched_trace(tmp_path, (3000.0, 1000.0, 3000.0, 5000.0), 6000.0))
+    result = analysed_file(stretched_trace(tmp_path, (3000.0, 1000.0, 3000.0, 5000.0), 6000.0))
     (model,) = result.models
     assert model.trusted and len(model.steps) == 4
     d = (6000 - 4008) / (1 + 20 * (1 / 3000 + 1 / 5000))
@@ -136,7 +136,7 @@ def test_bare_fit_runs_stretched_copies_at_one_rate(tmp_path):
 
 def test_bare_fit_keeps_copies_that_reach_the_bare_step(tmp_path):
     """The same steps timed at their traced length (bare 9050 µs ≥ every step): nothing to shrink."""
-    result = analyse_file(stretched_trace(tmp_path, (3000.0, 1000.0, 3000.0, 5000.0), 9050.0))
+    result = analysed_file(stretched_trace(tmp_path, (3000.0, 1000.0, 3000.0, 5000.0), 9050.0))
     assert result.models[0].overhead.d2h_gbps is None
     assert result.analysis.unprofiled is not None and d2h_words(result.analysis.unprofiled) == ""
 
@@ -153,7 +153,7 @@ def test_weight_snapshot_pair():
     before, after = HELDOUT4 / "ho4_weight_snapshot.trace.json.gz", HELDOUT4 / "ho4_weight_snapshot_fixed.trace.json.gz"
     if not before.exists() or not after.exists():
         pytest.skip("held-out traces not present")
-    r = analyse_file(before)
+    r = analysed_file(before)
     u = r.analysis.unprofiled
     assert u is not None and u.trusted
     steps = len(r.models[0].steps)
@@ -164,5 +164,5 @@ def test_weight_snapshot_pair():
     first = r.suggestions[0]
     assert first.id == "pinned_memory"
     assert first.per_step_us == pytest.approx(47017, rel=0.35)
-    fixed = analyse_file(after)
+    fixed = analysed_file(after)
     assert "pinned_memory" not in [s.id for s in fixed.suggestions]

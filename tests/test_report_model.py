@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.unprofiled import SOURCE_WORDS
 from tracekit.model import critical_segments, replay
 from tracekit.pipeline import run
-from tracekit.pipeline.local import LocalResult, analyse_file
+from tracekit.pipeline.local import LocalResult
 from tracekit.report.context import RankView, rank_view, report_view
 from tracekit.report.critical_view import MAX_PATH_SEGMENTS
 from tracekit.report.html import render
@@ -38,7 +39,7 @@ def _local(name: str) -> LocalResult:
     path = SAMPLE_TRACES / name
     if not path.exists():
         pytest.skip(f"sample_traces/{name} is not in this checkout")
-    return analyse_file(path)
+    return analysed_file(path)
 
 
 def _view(local: LocalResult) -> RankView:
@@ -184,7 +185,7 @@ def test_cards_and_overlap_train_optimizer_loop(optimizer):
 
 
 def test_abstaining_rank_says_why(tmp_path):
-    local = analyse_file(no_marks_trace(tmp_path / "nomarks.json"))
+    local = analysed_file(no_marks_trace(tmp_path / "nomarks.json"))
     model = local.models[0]
     assert not model.trusted
     why = model.unprofiled.abstained[0][1]

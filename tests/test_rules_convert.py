@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_kernels import _analysis
 from test_whatif import launch_loop
 from tracebuilder import TraceBuilder
@@ -16,7 +17,6 @@ from tracebuilder import TraceBuilder
 from tracekit.analyzers.detectors import weight_convert as wc
 from tracekit.compare.applied import Applied, applied
 from tracekit.model.whatif import remove_calls
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_convert
 from tracekit.suggestions.rules import RULES_BY_ID, suggest
 
@@ -171,7 +171,7 @@ def test_remove_calls_by_hand(tmp_path):
     one ends at 5.6875 + 9 × 43 + 3 = 395.6875, + 130 = 525.6875 µs; the GPU ends at
     5.6875 + 9 × 43 + 8 + 10 = 410.6875. A 25 µs floor on every kernel: still CPU-bound (the GPU ends at
     5.6875 + 9 × 43 + 8 + 25 = 425.6875)."""
-    result = analyse_file(launch_loop(tmp_path / "loop.json"))
+    result = analysed_file(launch_loop(tmp_path / "loop.json"))
     (model,) = result.models
     rank = result.analysis.ranks[0]
     assert result.analysis.unprofiled.step_us == pytest.approx(955.6875)
@@ -193,7 +193,7 @@ def test_held_out_int8_dequant_first_silent_after():
     before, after = HELDOUT4 / "ho4_int8_dequant.trace.json.gz", HELDOUT4 / "ho4_int8_dequant_fixed.trace.json.gz"
     if not before.exists():
         pytest.skip("sample_traces/heldout4 is not in this checkout")
-    b, a = analyse_file(before), analyse_file(after)
+    b, a = analysed_file(before), analysed_file(after)
     first = b.suggestions[0]
     assert first.id == "convert_weights_once"
     rows = {row["weight"]: row for row in first.evidence}
@@ -215,12 +215,12 @@ def test_heldout6_embedding_table_dequantised_per_lookup() -> None:
     `aten::to` and an `aten::mul` over the whole table (2 kernels of ~1.4 ms). Measured unprofiled (the
     traces' bare steps) 180.05 → 7.48 ms gathering the rows first, a 172.57 ms saving
     (sample_traces/heldout6/README.md). First suggestion, within ±35 %; silent on the variant."""
-    before = analyse_file(HELDOUT6 / "ho6_int8_embedding.trace.json.gz")
+    before = analysed_file(HELDOUT6 / "ho6_int8_embedding.trace.json.gz")
     s = before.suggestions[0]
     assert s.id == "convert_weights_once"
     assert s.title.startswith("Convert only the rows you look up")
     e = s.evidence[0]
     assert (e["op"], e["weight"], e["calls_per_step"], e["launches_per_step"]) == ("aten::embedding", "[4194304, 128]", 64.0, 128.0)
     assert abs(s.per_step_us - 172_570) / 172_570 < 0.35
-    after = analyse_file(HELDOUT6 / "ho6_int8_embedding_gather_first.trace.json.gz")
+    after = analysed_file(HELDOUT6 / "ho6_int8_embedding_gather_first.trace.json.gz")
     assert all(x.id != "convert_weights_once" for x in after.suggestions)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import frozen_grads as fg
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >"
@@ -64,11 +64,11 @@ def test_heldout6_frozen_backbone_pair() -> None:
     measured unprofiled (the traces' bare steps) 29.18 → 10.41 ms with `requires_grad_(False)`, an 18.77 ms
     saving (sample_traces/heldout6/README.md). From the raw events per step: 146 AccumulateGrad calls, the
     first two of the head's shapes ([1000, 1024], [1000]) and the fused AdamW's list holds those two."""
-    before = analyse_file(HELDOUT6 / "ho6_frozen_backbone.trace.json.gz")
+    before = analysed_file(HELDOUT6 / "ho6_frozen_backbone.trace.json.gz")
     s = before.suggestions[0]
     assert s.id == "freeze_params"
     e = s.evidence[0]
     assert (e["accumulated"], e["updated"], e["unread"]) == (146, 2, 144)
     assert abs(s.per_step_us - 18_770) / 18_770 < 0.35
-    after = analyse_file(HELDOUT6 / "ho6_frozen_backbone_freeze.trace.json.gz")
+    after = analysed_file(HELDOUT6 / "ho6_frozen_backbone_freeze.trace.json.gz")
     assert all(x.id != "freeze_params" for x in after.suggestions)

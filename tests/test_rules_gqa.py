@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import gqa_expand as gq
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 COPY = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda>"
@@ -81,12 +81,12 @@ def test_heldout6_gqa_repeat_pair() -> None:
     repeat_interleave'd 4× per layer per token): measured unprofiled (the traces' bare steps) 106.72 →
     22.12 ms with enable_gqa=True, an 84.60 ms saving (sample_traces/heldout6/README.md). From the raw
     events per steady step: 128 expansion copies (72.1 ms) and 64 cuDNN attention kernels (23.2 ms)."""
-    before = analyse_file(HELDOUT6 / "ho6_gqa_repeat.trace.json.gz")
+    before = analysed_file(HELDOUT6 / "ho6_gqa_repeat.trace.json.gz")
     s = before.suggestions[0]
     assert s.id == "enable_gqa"
     e = s.evidence[0]
     assert (e["group"], e["queries"], e["calls_per_step"]) == (4, 1, 64.0)
     assert abs(e["copy_us_per_step"] - 72_000) < 500 and abs(e["attention_us_per_step"] - 23_200) < 100
     assert abs(s.per_step_us - 84_600) / 84_600 < 0.35
-    after = analyse_file(HELDOUT6 / "ho6_gqa_repeat_enable_gqa.trace.json.gz")
+    after = analysed_file(HELDOUT6 / "ho6_gqa_repeat_enable_gqa.trace.json.gz")
     assert all(x.id != "enable_gqa" for x in after.suggestions)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import underfilled as uf
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 KERNEL = "seg_kernel"  # a user Triton kernel's name
@@ -73,10 +73,10 @@ def test_heldout6_triton_segments_pair() -> None:
     6.03 ms with one launch over a (512, 8) grid per batch, a 171.96 ms saving (sample_traces/heldout6/
     README.md). From the raw events: 17,390 seg_kernel kernels, all with grid [8, 1, 1] on the
     trace's 132 SMs (6 %), median 42.6 µs. First suggestion, within ±35 %; silent on the variant."""
-    before = analyse_file(HELDOUT6 / "ho6_triton_segments.trace.json.gz")
+    before = analysed_file(HELDOUT6 / "ho6_triton_segments.trace.json.gz")
     s = before.suggestions[0]
     assert s.id == "merge_launches"
     assert s.evidence[0]["blocks_per_launch"] == 8 and s.evidence[0]["sms"] == SMS
     assert abs(s.per_step_us - 171_960) / 171_960 < 0.35
-    after = analyse_file(HELDOUT6 / "ho6_triton_segments_one_launch.trace.json.gz")
+    after = analysed_file(HELDOUT6 / "ho6_triton_segments_one_launch.trace.json.gz")
     assert all(x.id != "merge_launches" for x in after.suggestions)

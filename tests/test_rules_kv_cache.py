@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import generation as gn
 from tracekit.compare.applied import Applied, applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_cache
 from tracekit.suggestions.rules import RULES_BY_ID
 
@@ -158,9 +158,9 @@ def test_what_if_and_applied(tmp_path):
     10 µs tail ends it at 380 µs: 659 − 380 = 279 µs saved (the traced estimate, 222 µs, sets the later
     forwards' host time against their GPU time alone). The cached model's trace shows the change: no
     forward over the whole sequence is left."""
-    before = analyse_file(trace(tmp_path, no_cache([512, 513, 514, 515, 516, 517])))
+    before = analysed_file(trace(tmp_path, no_cache([512, 513, 514, 515, 516, 517])))
     (tmp_path / "after").mkdir()
-    after = analyse_file(trace(tmp_path / "after", [forward(512, 512, 512)]
+    after = analysed_file(trace(tmp_path / "after", [forward(512, 512, 512)]
                                + [forward(1, n, 1) for n in (513, 514, 515, 516, 517)]))
     s = next(x for x in before.suggestions if x.id == "use_kv_cache")
     assert s.whatif.startswith("what-if replay") and before.analysis.unprofiled.step_us == pytest.approx(659.0)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze, step_parts
 from tracekit.analyzers.detectors import launch_blocking as lb
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 GEMM = "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNN"
@@ -60,7 +60,7 @@ def queued_trace(tmp_path, *, call_us: float = 8.0, kernels: tuple[float, ...] =
 
 
 def test_blocking_launches_fire_with_the_replayed_saving(tmp_path):
-    result = analyse_file(blocking_trace(tmp_path))
+    result = analysed_file(blocking_trace(tmp_path))
     s = next(x for x in result.suggestions if x.id == "launch_blocking")
     assert result.suggestions[0].id == "launch_blocking"
     # Projection (every launch blocks: the H200 default launch profile, fast 6.3 µs, median 8.4 µs): a
@@ -125,6 +125,6 @@ def test_uniform_kernels_need_the_recorded_setting(tmp_path):
 def test_silent_below_two_percent(tmp_path):
     # 100 ms more of host time before the first launch of each step: the same 450.8 µs saving is
     # 0.44 % of a ~101.45 ms step, under SILENT_BELOW_PCT
-    result = analyse_file(blocking_trace(tmp_path, gap_us=100_000.0))
+    result = analysed_file(blocking_trace(tmp_path, gap_us=100_000.0))
     assert RULES_BY_ID["launch_blocking"].run(result.analysis) is not None
     assert "launch_blocking" not in {s.id for s in result.suggestions}

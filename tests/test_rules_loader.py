@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -46,7 +47,7 @@ def loader_trace(tmp_path, *, fresh: bool = True, host_us: float = 0.0, steps: i
 
 
 def test_fires_first_with_the_start_up_wait_and_shutdown(tmp_path):
-    result = analyse_file(loader_trace(tmp_path))
+    result = analysed_file(loader_trace(tmp_path))
     assert result.suggestions[0].id == "reuse_dataloader"
     s = result.suggestions[0]
     # traced estimate: per steady step start-up 10,000 + wait 5,000 + shutdown 3,000 = 18,000 µs (the
@@ -70,7 +71,7 @@ def test_silent_on_a_persistent_iterator(tmp_path):
 
 def test_silent_below_the_bar(tmp_path):
     # 18,000 µs of a step with 1 s of recorded host work besides: 1.8 % of the step, under 2 %
-    result = analyse_file(loader_trace(tmp_path, host_us=1_000_000.0))
+    result = analysed_file(loader_trace(tmp_path, host_us=1_000_000.0))
     assert len(result.analysis.ranks[0].patterns.loader_respawn)  # found, but too small to say
     assert "reuse_dataloader" not in {x.id for x in result.suggestions}
 

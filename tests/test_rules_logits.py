@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import full_logits as fl
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 GEMM = "nvjet_sm90_tst_192x192_64x4_2x1_v_bz_TNT"
@@ -62,12 +62,12 @@ def test_heldout6_prefill_logits_pair() -> None:
     whole, then `[:, -1]`): measured unprofiled (the traces' bare steps) 47.78 → 24.97 ms projecting the
     last position alone, a 22.82 ms saving (sample_traces/heldout6/README.md). From the raw events per
     steady step: the head GEMM (~13.0 ms) and the float32 cast of [8, 2048, 151936] (~8.1 ms)."""
-    before = analyse_file(HELDOUT6 / "ho6_prefill_logits.trace.json.gz")
+    before = analysed_file(HELDOUT6 / "ho6_prefill_logits.trace.json.gz")
     s = before.suggestions[0]
     assert s.id == "last_logits"
     e = s.evidence[0]
     assert (e["logits"], e["positions"]) == ("[8, 2048, 151936]", 2048)
     assert abs(e["projection_us_per_step"] - 13_000) < 400 and abs(e["other_us_per_step"] - 8_100) < 300
     assert abs(s.per_step_us - 22_820) / 22_820 < 0.35
-    after = analyse_file(HELDOUT6 / "ho6_prefill_logits_last_only.trace.json.gz")
+    after = analysed_file(HELDOUT6 / "ho6_prefill_logits_last_only.trace.json.gz")
     assert all(x.id != "last_logits" for x in after.suggestions)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze, step_parts
 from tracekit.analyzers.detectors import offload as of
 from tracekit.compare.applied import Applied, applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_offload, rules_optimizer
 from tracekit.suggestions.rules import RULES_BY_ID
 from tracekit.suggestions.snippets import OPTIMIZER_ON_GPU_DEEPSPEED
@@ -137,7 +137,7 @@ def test_what_if_replay_by_hand(tmp_path):
     timeline (the fused kernel, 6.1 µs after the GEMMs end at +1020, ends long before the CPU tail);
     the projection had already taken the profiler's cost of the recorded events in that stretch from
     it, at most all it took from the step (traced 10,000 − projected)."""
-    result = analyse_file(offload_trace(tmp_path / "t.json"))
+    result = analysed_file(offload_trace(tmp_path / "t.json"))
     first = result.suggestions[0]
     assert first.id == "optimizer_on_gpu" and first.whatif and "what-if replay" in first.whatif
     projected = result.analysis.unprofiled.step_us
@@ -163,7 +163,7 @@ def test_silent_on_the_fused_step(tmp_path):
     a = analyze(tracekit.load_trace(offload_trace(tmp_path / "t.json", variant="fused")))
     assert a.ranks[0].patterns.offload.empty  # the range launches the fused kernels: on the GPU
     assert RULE.run(a) is None
-    assert "optimizer_on_gpu" not in {s.id for s in analyse_file(tmp_path / "t.json").suggestions}
+    assert "optimizer_on_gpu" not in {s.id for s in analysed_file(tmp_path / "t.json").suggestions}
     before = analyze(tracekit.load_trace(offload_trace(tmp_path / "b.json")))
     assert applied("optimizer_on_gpu", before, a) == Applied(True, "optimizer steps run on the host per step 1.0 → 0.0")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.pipeline.local import analyse_file
@@ -135,12 +136,12 @@ def test_heldout5_checkpoint_all_pair() -> None:
     (32 in the 4 steps, ~446 µs each as traced, from the raw events: the previous block's last
     `aten::add` to the next `aten::layer_norm`, against ~40 µs between blocks without checkpointing)
     8.64 ms (−31 %), second behind cuda_graphs. Silent on the variant without checkpointing."""
-    before = analyse_file(HELDOUT5 / "ho5_checkpoint_all.trace.json.gz")
+    before = analysed_file(HELDOUT5 / "ho5_checkpoint_all.trace.json.gz")
     patterns = before.analysis.ranks[0].patterns
     assert (patterns.recompute_entry_us > 0).sum() == 64  # the IsCapturing call and the first launch, per entry
     assert abs(patterns.recompute_entry_us.sum() / 32 - 446) < 10
     s = next(x for x in before.suggestions if x.id == "drop_checkpointing")
     assert abs(s.per_step_us - 8641) < 0.02 * 8641
     assert abs(s.per_step_us - 12600) / 12600 < 0.35
-    after = analyse_file(HELDOUT5 / "ho5_checkpoint_all_no_checkpoint.trace.json.gz")
+    after = analysed_file(HELDOUT5 / "ho5_checkpoint_all_no_checkpoint.trace.json.gz")
     assert all(x.id != "drop_checkpointing" for x in after.suggestions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -72,10 +73,9 @@ def test_multitask_backward_pair():
     before, after = HELDOUT9 / "ho9_multitask_backward.trace.json.gz", HELDOUT9 / "ho9_multitask_backward_sum_losses.trace.json.gz"
     if not before.exists():
         pytest.skip("the ninth held-out set's recordings are not in this checkout")
-    from tracekit.pipeline.local import analyse_file
-    b = analyse_file(before)
+    b = analysed_file(before)
     t = b.analysis.ranks[0].patterns.backward_passes
     assert set(t[bp.BP_FORWARD]) == {39} and set(t[bp.BP_BACKWARD]) == {99}
     s = b.suggestions[0]  # first: 8.2 ms against fuse_elementwise's 7.7 (what-if replays, H100)
     assert s.id == "single_backward" and s.per_step_us == pytest.approx(8560.0, rel=0.35)
-    assert "single_backward" not in {x.id for x in analyse_file(after).suggestions}
+    assert "single_backward" not in {x.id for x in analysed_file(after).suggestions}

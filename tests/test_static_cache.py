@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers import kernels
 from tracekit.analyzers.detectors import static_cache as sc
-from tracekit.pipeline.local import analyse_file
 from tracekit.trace.load import load_trace
 
 ATTN = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x128_1x4x1_cga1x1x1_kernel0_0"
@@ -96,10 +96,10 @@ def test_static_cache_mask_recording():
         ends = sorted(int(e["args"]["Concrete Inputs"][3]) for e in ops if e["name"] == "aten::slice"
                       and e["args"]["Input Dims"][0] == [16, 8, 8192, 128] and e["args"]["Concrete Inputs"][1] == "2")
         assert ends == sorted(list(range(1025, 1041)) * 16)
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     first = found[0]
     assert first.id == "filled_cache"
     x = first.evidence[0]
     assert x["calls_per_step"] == 128 and x["cache_positions"] == 8192 and x["filled_positions"] == pytest.approx(1032.5)
     assert first.per_step_us == pytest.approx(32747.0 - 25477.0, rel=0.4)
-    assert "filled_cache" not in {s.id for s in analyse_file(recording("heldout10", "ho10_static_cache_mask_filled_prefix")).suggestions}
+    assert "filled_cache" not in {s.id for s in analysed_file(recording("heldout10", "ho10_static_cache_mask_filled_prefix")).suggestions}

@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -18,7 +19,6 @@ from tracekit.analyzers import analyze, step_parts
 from tracekit.analyzers.detectors import attention_mask as am
 from tracekit.analyzers.detectors import mask_build as mb
 from tracekit.compare.applied import applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_attention, rules_kernels, suggest
 from tracekit.suggestions.rules import RULES, RULES_BY_ID
 from tracekit.suggestions.whatif import GPU_CLASSES, TRANSFORMS
@@ -333,8 +333,8 @@ def test_held_out_causal_mask_with_its_host_build_within_35_pct():
         pytest.skip("sample_traces/heldout2 is not in this checkout")
     measured = _bare_median_us("ho2_causal_mask") - _bare_median_us("ho2_causal_mask_fixed")
     assert measured / 1e3 == pytest.approx(4.530, abs=1e-3)
-    b = analyse_file(HELDOUT2 / "ho2_causal_mask.trace.json.gz")
-    a = analyse_file(HELDOUT2 / "ho2_causal_mask_fixed.trace.json.gz")
+    b = analysed_file(HELDOUT2 / "ho2_causal_mask.trace.json.gz")
+    a = analysed_file(HELDOUT2 / "ho2_causal_mask_fixed.trace.json.gz")
     first = b.suggestions[0]
     assert first.id == "causal_mask"
     assert first.per_step_us == pytest.approx(measured, rel=0.35)  # the kernels alone: 1.72 ms, −62 %

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
 
@@ -165,12 +166,11 @@ def test_the_optimizers_own_loop_is_fused_optimizers():
     Optimizer.step#AdamW.step): fused_optimizer names it, and no per-tensor loop is found outside it."""
     from conftest import SAMPLE_TRACES
 
-    from tracekit.pipeline.local import analyse_file
 
     path = SAMPLE_TRACES / "train_optimizer_loop.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/train_optimizer_loop is not recorded in this checkout")
-    result = analyse_file(path)
+    result = analysed_file(path)
     assert all(not len(r.patterns.foreach_loops) for r in result.analysis.ranks)
     ids = [s.id for s in result.suggestions]
     assert ids[0] == "fused_optimizer" and "foreach_loops" not in ids

@@ -12,12 +12,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import cache_growth as cg
 from tracekit.compare.applied import Applied, applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_cache
 from tracekit.suggestions.rules import RULES_BY_ID
 
@@ -115,8 +115,8 @@ def test_held_out_kv_cat_first_within_35_pct_silent_after():
     assert _bare_median_us(raw_b) / 1e3 == pytest.approx(120.87, abs=0.01)
     assert _bare_median_us(raw_a) / 1e3 == pytest.approx(34.40, abs=0.01)
     measured = _bare_median_us(raw_b) - _bare_median_us(raw_a)  # 86.52 ms
-    b = analyse_file(HELDOUT3 / "ho3_kv_cat.trace.json.gz")
-    a = analyse_file(HELDOUT3 / "ho3_kv_cat_fixed.trace.json.gz")
+    b = analysed_file(HELDOUT3 / "ho3_kv_cat.trace.json.gz")
+    a = analysed_file(HELDOUT3 / "ho3_kv_cat_fixed.trace.json.gz")
     first = b.suggestions[0]
     assert first.id == "preallocate_kv_cache"
     assert first.per_step_us == pytest.approx(measured, rel=0.35)
@@ -135,7 +135,7 @@ def test_held_out_kv_cat_evidence_from_the_raw_events():
     if not (HELDOUT3 / "ho3_kv_cat.trace.json.gz").exists():
         pytest.skip("sample_traces/heldout3 is not in this checkout")
     doc = _raw("ho3_kv_cat")
-    row = analyse_file(HELDOUT3 / "ho3_kv_cat.trace.json.gz").suggestions[0].evidence[0]
+    row = analysed_file(HELDOUT3 / "ho3_kv_cat.trace.json.gz").suggestions[0].evidence[0]
     events = doc["traceEvents"]
     cats = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::cat"]
     # 8 layers × (k, v) × 16 tokens = 256 cats per step, 1024 over the 4 recorded steps
@@ -157,7 +157,7 @@ def test_hugging_face_dynamic_cache_below_two_percent():
     path = HELDOUT3.parent / "gpt2_generate.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/gpt2_generate is not in this checkout")
-    result = analyse_file(path)
+    result = analysed_file(path)
     table = result.analysis.ranks[0].patterns.cache_growth
     assert set(table[cg.CG_SHAPE]) == {"[1, 12, L, 64]", "[1, L]"}
     span = result.analysis.totals.span_us

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -107,8 +108,7 @@ def test_silent_without_a_break(tmp_path):
 
 
 def test_saving_is_a_whatif_replay_of_the_merged_regions(tmp_path):
-    from tracekit.pipeline.local import analyse_file
-    result = analyse_file(break_trace(tmp_path))
+    result = analysed_file(break_trace(tmp_path))
     s = {x.id: x for x in result.suggestions}["graph_breaks"]
     assert "what-if replay" in s.whatif
     # merge_breaks removes the traced stretch t0+55 → t0+650 from the main thread (graph A's last launch
@@ -116,7 +116,7 @@ def test_saving_is_a_whatif_replay_of_the_merged_regions(tmp_path):
     # The step is CPU-bound (its end is the step mark), so it shortens by what the projection left of
     # those 595 µs: less than 595, more than the 200 µs GPU idle the traced estimate counts
     assert 200.0 < s.per_step_us < 595.0
-    fixed = analyse_file(break_trace(tmp_path, broken=False, name="fixed.json"))
+    fixed = analysed_file(break_trace(tmp_path, broken=False, name="fixed.json"))
     assert "graph_breaks" not in {x.id for x in fixed.suggestions}
 
 
@@ -134,9 +134,8 @@ def test_a_cuda_graph_keeps_the_breaks(tmp_path):
     the stretch of each break alone (launch B's 180 µs gap lies inside it and stays), merging the
     regions removes it."""
     from tracekit.model.whatif import cuda_graph, merge_breaks
-    from tracekit.pipeline.local import analyse_file
     from tracekit.suggestions.whatif import _breaks
-    result = analyse_file(break_trace(tmp_path))
+    result = analysed_file(break_trace(tmp_path))
     model, rank = result.models[0], result.analysis.ranks[0]
     breaks = _breaks(rank)
     assert breaks is not None and len(breaks.starts) == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -165,7 +166,6 @@ def test_recorded_debug_settings_are_named(tmp_path):
 
 
 def test_silent_below_two_percent_of_the_step(tmp_path):
-    from tracekit.pipeline.local import analyse_file
 
     b = TraceBuilder()
     for step in (1, 2):
@@ -182,7 +182,7 @@ def test_silent_below_two_percent_of_the_step(tmp_path):
     # 10,000 µs step, above its 0.5 % floor
     assert RULES_BY_ID["empty_cache"].run(a).per_step_us == pytest.approx(155.0)
     # what the user sees stays silent below 2 % of the step
-    assert "empty_cache" not in {s.id for s in analyse_file(path).suggestions}
+    assert "empty_cache" not in {s.id for s in analysed_file(path).suggestions}
 
 
 def test_anomaly_mode_without_nan_checks_when_the_recorder_says_it_was_on(tmp_path):
@@ -202,7 +202,6 @@ def test_anomaly_mode_without_nan_checks_when_the_recorder_says_it_was_on(tmp_pa
 def test_a_collection_after_the_last_launch_is_priced_from_the_tail(tmp_path):
     """gc.collect() at the end of the step, after its last launch: the what-if takes it from the main
     thread's tail (the step mark's end after the last call), not only from the host gaps before calls."""
-    from tracekit.pipeline.local import analyse_file
 
     b = TraceBuilder()
     b.top["tracekit"] = {"gc_pauses": "annotations"}
@@ -212,7 +211,7 @@ def test_a_collection_after_the_last_launch_is_priced_from_the_tail(tmp_path):
         for k in range(10):  # launches at t0 + 100 k (5 µs) of 80 µs kernels
             b.launch(t0 + 100 * k, 5, GEMM, t0 + 10 + 100 * k, 80)
         b.annotation("tracekit::gc.collect() gen 2", t0 + 2000, 7000)
-    s = {x.id: x for x in analyse_file(b.write(tmp_path / "tail.json")).suggestions}["gc_collect"]
+    s = {x.id: x for x in analysed_file(b.write(tmp_path / "tail.json")).suggestions}["gc_collect"]
     # per step: the tail runs from the last launch's end (t0+905) to the mark's end (t0+10000), 9095 µs,
     # 7000 of them the collection; the projection takes the profiler's cost of its one recorded event
     # (a few µs) off the tail, so the replay saves 7000 µs × (projected tail / 9095) ≈ 7000 µs (within 0.1 %)

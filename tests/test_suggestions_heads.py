@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from test_heldout3_loops import _bare_median_ms
 from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
@@ -133,11 +134,10 @@ def _pair():
     paths = [HELDOUT4 / f"ho4_head_list{tail}.trace.json.gz" for tail in ("", "_fixed")]
     if not all(p.exists() for p in paths):
         pytest.skip("no heldout4 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
     # measured: the stored bare steps, 12 Head modules × 6 layers → one Linear(768, 3 × 768) and one SDPA
     # per layer (benchmarks/heldout4/head_list.py)
-    return analyse_file(paths[0]), analyse_file(paths[1]), _bare_median_ms(paths[0]) - _bare_median_ms(paths[1])
+    return analysed_file(paths[0]), analysed_file(paths[1]), _bare_median_ms(paths[0]) - _bare_median_ms(paths[1])
 
 
 def test_head_list_gets_batch_bmm_first_within_35_percent():

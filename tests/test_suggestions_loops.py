@@ -11,12 +11,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from test_suggestions_kernels import _analysis
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import recurrent
 from tracekit.compare.applied import Applied, applied
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions import rules_loops
 from tracekit.suggestions.rules import RULES_BY_ID
 
@@ -212,7 +212,7 @@ def test_held_out_pair_first_within_35_pct_silent_after(before, after, rule, bef
     assert _bare_median_us(raw_b) / 1e3 == pytest.approx(before_ms, abs=1e-3)
     assert _bare_median_us(raw_a) / 1e3 == pytest.approx(after_ms, abs=1e-3)
     measured = _bare_median_us(raw_b) - _bare_median_us(raw_a)  # 46.904 ms and 6.544 ms
-    b, a = analyse_file(HELDOUT / f"{before}.trace.json.gz"), analyse_file(HELDOUT / f"{after}.trace.json.gz")
+    b, a = analysed_file(HELDOUT / f"{before}.trace.json.gz"), analysed_file(HELDOUT / f"{after}.trace.json.gz")
     first = b.suggestions[0]
     assert first.id == rule  # outranks cuda_graphs (35.4 ms and 4.10 ms on these traces) by its saving
     assert first.per_step_us == pytest.approx(measured, rel=0.35)
@@ -228,12 +228,12 @@ def test_held_out_evidence_from_the_raw_events():
     if not (HELDOUT / "ho_lstm_cells.trace.json.gz").exists():
         pytest.skip("sample_traces/heldout is not in this checkout")
     steps = 4  # ProfilerSteps 2..5, the steady ones
-    lstm = analyse_file(HELDOUT / "ho_lstm_cells.trace.json.gz").suggestions[0].evidence[0]
+    lstm = analysed_file(HELDOUT / "ho_lstm_cells.trace.json.gz").suggestions[0].evidence[0]
     # 2 layers × 64 time steps: 512 aten::lstm_cell events over the 4 recorded steps
     assert lstm["calls_per_step"] == len(_events(_raw("ho_lstm_cells"), "cpu_op", "aten::lstm_cell")) / steps == 128
     assert (lstm["batch"], lstm["input_size"], lstm["hidden_size"]) == (32, 1024, 1024)
     emb_doc = _raw("ho_embedding_bags")
-    rows = {e["direction"]: e for e in analyse_file(HELDOUT / "ho_embedding_bags.trace.json.gz").suggestions[0].evidence}
+    rows = {e["direction"]: e for e in analysed_file(HELDOUT / "ho_embedding_bags.trace.json.gz").suggestions[0].evidence}
     # 26 tables: 104 aten::embedding_bag events; their forward kernels' time, summed from the raw kernels
     assert rows["forward"]["tables"] == len(_events(emb_doc, "cpu_op", "aten::embedding_bag")) / steps == 26
     bag_us = sum(e["dur"] for e in _events(emb_doc, "kernel", "void at::native::(anonymous namespace)::EmbeddingBag_"))
@@ -248,7 +248,7 @@ def test_concat_embeddings_silent_on_one_table_per_request():
     path = HELDOUT / "ho_encoder_requests.trace.json.gz"
     if not path.exists():
         pytest.skip("sample_traces/heldout is not in this checkout")
-    r = analyse_file(path)
+    r = analysed_file(path)
     fwd = r.analysis.ranks[0].patterns.embedding_lookups.query("direction == 'forward'")
     calls = len(_events(_raw("ho_encoder_requests"), "cpu_op", "aten::embedding"))
     assert int(fwd["calls"].sum()) == calls == 4 * 48 and set(fwd["dim"]) == {512}

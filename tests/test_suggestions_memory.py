@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 from tracekit.suggestions.rules_memory import multiple
 
@@ -122,7 +122,7 @@ def test_silent_when_the_step_waits_on_cpu_work(tmp_path):
 
 
 def test_what_if_replays_the_host_side_per_sample(tmp_path):
-    result = analyse_file(launch_steps(tmp_path / "t.json"))
+    result = analysed_file(launch_steps(tmp_path / "t.json"))
     (s,) = [x for x in result.suggestions if x.id == "larger_batch"]
     u = result.analysis.unprofiled
     assert u is not None and u.trusted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -142,8 +143,7 @@ def test_silent_below_two_percent(tmp_path):
 
 
 def test_saving_is_a_whatif_replay(tmp_path):
-    from tracekit.pipeline.local import analyse_file
-    s = {x.id: x for x in analyse_file(tokenize_trace(tmp_path)).suggestions}["preprocess_off_thread"]
+    s = {x.id: x for x in analysed_file(tokenize_trace(tmp_path)).suggestions}["preprocess_off_thread"]
     # The traced estimate: 5000 µs of GPU idle per step. The what-if replay (suggestions/whatif.py,
     # shorter_longest_gap) on the projected steps, by hand: the launch calls take 5 µs, the fast launch,
     # so each recorded CPU event costs 3.75 × (5 − 3.85) = 4.3125 µs (DEFAULT_OVERHEAD); the 5000 µs gap
@@ -193,8 +193,7 @@ def test_whatif_shortens_every_gap_the_gpu_waits_in(tmp_path):
     the what-if shortens the longest gap by what it holds (3000 µs, nothing recorded in it: the projection
     leaves it whole) and the next by the rest (3000 µs): 6000 µs per step (it stopped at the longest
     gap's 3000 µs before)."""
-    from tracekit.pipeline.local import analyse_file
-    s = {x.id: x for x in analyse_file(two_gap_trace(tmp_path)).suggestions}["preprocess_off_thread"]
+    s = {x.id: x for x in analysed_file(two_gap_trace(tmp_path)).suggestions}["preprocess_off_thread"]
     assert s.traced_saving_us == pytest.approx(2 * 6000.0)
     assert [(e["gaps"], e["gap_us"]) for e in s.evidence] == [(2, 6000.0), (2, 6000.0)]
     assert s.per_step_us == pytest.approx(6000.0, abs=1.0)

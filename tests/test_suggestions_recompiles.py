@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
@@ -52,9 +53,8 @@ def test_held_out_recompiles_first_and_silent_with_dynamic_shapes():
     before = HELDOUT / "ho4_compile_recompile.trace.json.gz"
     if not before.exists():
         pytest.skip("no heldout4 sample trace")
-    from tracekit.pipeline.local import analyse_file
 
-    found = analyse_file(before).suggestions
+    found = analysed_file(before).suggestions
     assert found[0].id == "recompiles"
     # one entire_frame_compile per steady step in the raw events (steps 2–4 of the headline): 279.1, 265.5
     # and 271.5 ms; their mean 272.0 ms. The unprofiled run paid 3.2 s a step for the same recompiles
@@ -70,4 +70,4 @@ def test_held_out_recompiles_first_and_silent_with_dynamic_shapes():
               and any(m["ts"] <= e["ts"] < m["ts"] + m["dur"] for m in marks.values())]
     assert len(frames) == 3  # from the raw events: one frame compile per steady step
     assert found[0].per_step_us == pytest.approx(sum(frames) / 3, rel=1e-3)
-    assert all(s.id != "recompiles" for s in analyse_file(HELDOUT / "ho4_compile_recompile_fixed.trace.json.gz").suggestions)
+    assert all(s.id != "recompiles" for s in analysed_file(HELDOUT / "ho4_compile_recompile_fixed.trace.json.gz").suggestions)

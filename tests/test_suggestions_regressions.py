@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 
 import tracekit
 from tracekit.analyzers import analyze
@@ -71,9 +72,8 @@ def test_no_saving_larger_than_the_steps(tmp_path, stem):
 def test_the_fixed_variants_get_no_residual_suggestion(stem):
     # each is the "after" trace of a pair whose fix was applied (sample_traces/README.md); what is left
     # of the rule's target there is at most a few % of the step, below the 2 % shown
-    from tracekit.pipeline.local import analyse_file
 
-    result = analyse_file(SAMPLES / f"{stem}.trace.json.gz")
+    result = analysed_file(SAMPLES / f"{stem}.trace.json.gz")
     assert [s.id for s in result.suggestions] == []
 
 
@@ -83,9 +83,8 @@ def test_graph_breaks_only_where_a_frame_resumes_inside_its_region(stem, breaks)
     # of the 6 blocks (counted from the raw events): 11 breaks. train_llm_fused and decode_gemv_int8
     # compile small functions one by one (torch.compile(rms_norm), a compiled GEMV) and call them from
     # eager code: sibling regions, none inside another, no break
-    from tracekit.pipeline.local import analyse_file
 
-    result = analyse_file(SAMPLES / "bare" / f"{stem}.trace.json.gz")
+    result = analysed_file(SAMPLES / "bare" / f"{stem}.trace.json.gz")
     r = result.analysis.ranks[0]
     steady = set(int(s) for s in r.launch.steady_steps)
     per_step = r.patterns.graph_breaks.groupby("step").size()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 
 from tracekit.analyzers.detectors.unfold_conv import column_shape
-from tracekit.pipeline.local import analyse_file
 
 
 def _trace(name: str) -> Path:
@@ -47,7 +47,7 @@ def test_unfold_conv_first_with_its_im2col_work():
                 if e.get("cat") == "cuda_runtime" and inside(e["tid"], e["ts"]) and "correlation" in e.get("args", {})}
     per_step = [sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
                     and lo <= launched.get(e.get("args", {}).get("correlation"), -1.0) < hi) for lo, hi in steps]
-    r = analyse_file(path)
+    r = analysed_file(path)
     first = r.suggestions[0]
     assert first.id == "use_conv2d"
     x = first.evidence[0]
@@ -55,7 +55,7 @@ def test_unfold_conv_first_with_its_im2col_work():
     assert x["im2col_col2im_us_per_step"] == pytest.approx(sum(per_step[1:]) / 3, rel=0.01)
     assert x["largest_column_bytes"] == 2 * 64 * 576 * 4096
     assert first.per_step_us == pytest.approx(37800.0, rel=0.35)
-    assert "use_conv2d" not in {s.id for s in analyse_file(_trace("ho9_unfold_conv_conv2d")).suggestions}
+    assert "use_conv2d" not in {s.id for s in analysed_file(_trace("ho9_unfold_conv_conv2d")).suggestions}
 
 
 def test_cross_attention_projections_again_every_token():
@@ -68,10 +68,10 @@ def test_cross_attention_projections_again_every_token():
     for lo, hi in profiler_steps(events):
         assert sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::linear" and lo <= e["ts"] < hi
                    and (e.get("args", {}).get("Input Dims") or [[]])[0] == [32, 1500, 1024]) == 192
-    found = {s.id: s for s in analyse_file(path).suggestions}
+    found = {s.id: s for s in analysed_file(path).suggestions}
     x = found["use_kv_cache"].evidence[0]
     assert (x["mode"], x["projections_per_forward"], x["forwards_per_step"]) == ("cross", 12, 16)
     assert (x["context_rows"], x["query_rows"]) == (32 * 1500, 32)
     assert found["use_kv_cache"].title.startswith("Cache the cross-attention keys and values")
-    assert "use_kv_cache" not in {s.id for s in analyse_file(_trace("ho9_cross_kv_recompute_cache_cross_kv")).suggestions}
-    assert "use_kv_cache" not in {s.id for s in analyse_file(_trace("ho9_compile_method")).suggestions}
+    assert "use_kv_cache" not in {s.id for s in analysed_file(_trace("ho9_cross_kv_recompute_cache_cross_kv")).suggestions}
+    assert "use_kv_cache" not in {s.id for s in analysed_file(_trace("ho9_compile_method")).suggestions}

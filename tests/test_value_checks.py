@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from recorded import profiler_steps, raw_events, recording
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.analyzers.detectors import toplevel
 from tracekit.analyzers.detectors import value_checks as vc
 from tracekit.analyzers.detectors.hostside import StepsOf
-from tracekit.pipeline.local import analyse_file
 from tracekit.trace.load import load_trace
 
 D2H = "Memcpy DtoH (Device -> Pageable)"
@@ -76,7 +76,7 @@ def test_dist_validate_recording():
     for lo, hi in profiler_steps(events):
         names = [e["name"] for e in events if e.get("cat") == "cpu_op" and lo <= e["ts"] < hi]
         assert names.count("aten::is_nonzero") == names.count("aten::_is_all_true") == 160
-    found = analyse_file(path).suggestions
+    found = analysed_file(path).suggestions
     first = found[0]
     assert first.id == "drop_checks" and first.evidence[0]["checks_per_step"] == 160
     assert first.per_step_us == pytest.approx(24565.0 - 17441.0, rel=0.35)

@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.analyzers import analyze
 from tracekit.analyzers.detectors import l2_penalty as lp
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.rules import RULES_BY_ID
 
 KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >"
@@ -144,11 +144,11 @@ def test_heldout8_l2_penalty_counts_from_the_raw_events() -> None:
 def test_heldout8_l2_penalty_pair() -> None:
     """The rule fires on the baseline with a what-if saving within ±35 % of the measured 20.6 ms, and is
     silent on the fix (Adam's weight_decay) and on the _foreach_norm penalty (no per-tensor squares)."""
-    before = analyse_file(BASELINE)
+    before = analysed_file(BASELINE)
     (s,) = [x for x in before.suggestions if x.id == "weight_decay"]
     assert abs(s.per_step_us - MEASURED_SAVING_US) / MEASURED_SAVING_US < 0.35
     assert s.evidence[0]["tensors"] == 150
     for other in ("ho8_l2_penalty_adam_wd", "ho8_l2_penalty_foreach_norm"):
-        after = analyse_file(HELDOUT8 / f"{other}.trace.json.gz")
+        after = analysed_file(HELDOUT8 / f"{other}.trace.json.gz")
         assert all(x.id != "weight_decay" for x in after.suggestions)
         assert not len(after.analysis.ranks[0].patterns.l2_penalty)

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 import tracekit
 from tracekit.model.whatif import GRAPH_GAP_US, GRAPH_LAUNCH_US
-from tracekit.pipeline.local import LocalResult, analyse_file
+from tracekit.pipeline.local import LocalResult
 
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
 
@@ -19,7 +20,7 @@ ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::Add
 @cache
 def _sample(path: Path) -> LocalResult:
     """A sample trace analysed once for the whole module (several tests read the same ones; read only)."""
-    return analyse_file(path)
+    return analysed_file(path)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -42,7 +43,7 @@ def launch_loop(path, steps: int = 2, launches: int = 20):
 
 
 def test_cuda_graph_what_if_by_hand(tmp_path):
-    result = analyse_file(launch_loop(tmp_path / "loop.json"))
+    result = analysed_file(launch_loop(tmp_path / "loop.json"))
     (s,) = [x for x in result.suggestions if x.id == "cuda_graphs"]
     # Projected (DEFAULT_OVERHEAD): the fast launch is 5 µs, so a recorded CPU event costs
     # 3.75 × (5 − 3.85) = 4.3125 µs; the first gap (10 µs) holds the step mark: 5.6875 µs; launches
@@ -121,7 +122,7 @@ def test_abstaining_model_keeps_traced_savings(tmp_path):
             at = t + 10.0 + 45.0 * j
             b.op(op, at, 20.0)
             b.launch(at + 5.0, 5.0, ELEMENTWISE, at + 15.0, 10.0)
-    result = analyse_file(b.write(tmp_path / "nomarks.json"))
+    result = analysed_file(b.write(tmp_path / "nomarks.json"))
     u = result.analysis.unprofiled
     assert u is not None and not u.trusted and "no ProfilerStep marks" in u.abstained[0][1]
     assert result.analysis.verdict == result.analysis.totals.verdict
@@ -164,7 +165,7 @@ def test_a_sync_ends_the_graph(tmp_path):
             if i == 9:  # after the 10th launch (at t + 415, kernel t + 425 → t + 435): sync to t + 436
                 b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
                        "tid": b.tid, "ts": at + 6.0, "dur": 15.0, "args": {"correlation": 70000 + k}})
-    result = analyse_file(b.write(tmp_path / "synced.json"))
+    result = analysed_file(b.write(tmp_path / "synced.json"))
     model, rank = result.models[0], result.analysis.ranks[0]
     step = model.steps[0]
     g = step.graph
@@ -190,7 +191,7 @@ def test_fuse_region_takes_one_factor_per_gpu_row(tmp_path):
 
     from tracekit.model.whatif import fuse_region
 
-    result = analyse_file(launch_loop(tmp_path / "loop.json", steps=1))
+    result = analysed_file(launch_loop(tmp_path / "loop.json", steps=1))
     (model,) = result.models
     n = len(result.analysis.ranks[0].classification.table)
     assert n == 20
@@ -214,7 +215,7 @@ def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
     from tracekit.model.whatif import unblock_copies
     from tracekit.suggestions.whatif_evidence import class_rows
 
-    result = analyse_file(copy_trace(tmp_path, copy_sync_us=150.0))
+    result = analysed_file(copy_trace(tmp_path, copy_sync_us=150.0))
     model, rank = result.models[0], result.analysis.ranks[0]
     copies, mine = class_rows(rank, (MEMCPY,)), rank.patterns.copy_syncs
     step = model.steps[0]
@@ -249,7 +250,7 @@ def test_reduce_overhead_graphs_only_the_compiled_calls(tmp_path):
         for i in range(20):
             at = t + 10.0 + 45.0 * i
             b.launch(at, 5.0, ELEMENTWISE, at + 10.0, 10.0)
-    result = analyse_file(b.write(tmp_path / "compiled.json"))
+    result = analysed_file(b.write(tmp_path / "compiled.json"))
     model, rank = result.models[0], result.analysis.ranks[0]
     inside = rank.patterns.in_compiled_graph
     # per step the launches at 10 + 45 i for i = 5..14 (235..640 after the step's start) are inside

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from tracebuilder import TraceBuilder
 
 from tracekit.model.whatif_runs import compile_runs
-from tracekit.pipeline.local import analyse_file
 from tracekit.suggestions.whatif_evidence import class_rows
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -37,7 +37,7 @@ def chain_trace(path: Path) -> Path:
 
 
 def test_a_run_of_three_becomes_one_launch_and_a_third_of_its_gpu_time(tmp_path: Path) -> None:
-    result = analyse_file(chain_trace(tmp_path / "chain.json"))
+    result = analysed_file(chain_trace(tmp_path / "chain.json"))
     model, rank = result.models[0], result.analysis.ranks[0]
     step = model.steps[0]
     g = step.graph
@@ -89,7 +89,7 @@ def _fused_gpu_times(path: Path) -> list[float]:
     """The GPU times of the step's kernels (launch order) under fuse_elementwise's what-if."""
     from tracekit.suggestions.whatif import _fuse_elementwise
 
-    result = analyse_file(path)
+    result = analysed_file(path)
     model, rank = result.models[0], result.analysis.ranks[0]
     step = model.steps[0]
     g = step.graph
@@ -133,7 +133,7 @@ def test_a_host_gap_longer_than_a_millisecond_inside_a_run_stays(tmp_path: Path)
         b.launch(t0 + 52, 5, MUL, t0 + 60, 10, ext=b.op("aten::mul", t0 + 50, 8))
         b.launch(t0 + 1567, 5, ADD, t0 + 1575, 10, ext=b.op("aten::add", t0 + 1565, 8))
         b.launch(t0 + 1602, 5, GEMM, t0 + 1610, 20, ext=b.op("aten::mm", t0 + 1600, 8))
-    result = analyse_file(b.write(tmp_path / "gap.json"))
+    result = analysed_file(b.write(tmp_path / "gap.json"))
     step = result.models[0].steps[0]
     g = step.graph
     costs = compile_runs(class_rows(result.analysis.ranks[0], ("elementwise",)), 3.0)(step)

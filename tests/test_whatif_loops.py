@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from shared_analysis import analysed_file
 from test_whatif import launch_loop
 
 from tracekit.model.whatif import batch_forwards, foreach_runs
-from tracekit.pipeline.local import analyse_file
 
 
 def _model(tmp_path):
-    result = analyse_file(launch_loop(tmp_path / "loop.json"))
+    result = analysed_file(launch_loop(tmp_path / "loop.json"))
     (model,) = result.models
     rank = result.analysis.ranks[0]
     return result, model, len(rank.classification.table)
@@ -66,7 +66,7 @@ def test_composed_changes_keep_each_others_freed_calls(tmp_path):
         if i == 9:
             b.raw({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": b.pid,
                    "tid": b.tid, "ts": 10.0 + 45.0 * i + 6.0, "dur": 15.0, "args": {"correlation": 70000}})
-    result = analyse_file(b.write(tmp_path / "synced.json"))
+    result = analysed_file(b.write(tmp_path / "synced.json"))
     model, rank = result.models[0], result.analysis.ranks[0]
     step = model.steps[0]
     sync = int(np.flatnonzero(step.graph.call_role == ROLE_SYNC)[0])
