@@ -38,6 +38,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sequences,
     static_cache,
+    strided_reads,
     triton_launch,
     triton_passes,
     triton_rebuild,
@@ -258,6 +259,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_triton.fuse_triton_passes: one kernel: no run of Triton passes over one tensor is left in the steps
     "fuse_triton_passes": (Signal("runs of Triton passes over one tensor per step",
                                   steps_sum("triton_passes", triton_passes.TP_STEP, triton_passes.TP_RUNS), FALLS, 1.0),),
+    # rules_fields.soa_layout: fields stored apart: no element-wise kernel reads a strided column in the steps
+    "soa_layout": (Signal("element-wise kernels reading strided columns per step",
+                          steps_sum("strided_reads", strided_reads.SR_STEP, strided_reads.SR_KERNELS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -8,6 +8,7 @@ from tracekit.analyzers.detectors import (
     calibration,
     grad_recording,
     pair_concat,
+    strided_reads,
     triton_passes,
     triton_rebuild,
     weight_norm,
@@ -33,6 +34,8 @@ COLUMN_TARGETS: dict[str, StepPart] = {
         step_parts.column_time("attention_plans", attention_plans.AP_STEP, attention_plans.AP_HOST_US)),
     "fuse_triton_passes": StepPart("kernel time of the Triton passes over one tensor, less the fused kernel's",
         step_parts.column_time("triton_passes", triton_passes.TP_STEP, triton_passes.TP_SAVING_US)),
+    "soa_layout": StepPart("kernel time of the element-wise kernels reading an array of structures' fields column by column",
+        step_parts.column_time("strided_reads", strided_reads.SR_STEP, strided_reads.SR_US)),
     "grads_to_none": StepPart("kernels of the gradients' zeroing and of the accumulations into the zeros",
         step_parts.column_time("zeroed_grads", zeroed_grads.ZG_STEP, zeroed_grads.ZG_GPU_US)),
 }

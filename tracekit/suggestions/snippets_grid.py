@@ -65,6 +65,17 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "soa_layout": '''\
+# An (N, F) array of structures read one field at a time: state[:, 0] is a column whose elements lie
+# F elements apart, so every element-wise kernel on it loads one useful value per 32-byte sector and
+# cannot vectorise. Keep each field contiguous instead (a structure of arrays):
+state = torch.empty(F, N, device="cuda")      # row i is field i: state[i] is contiguous
+x, y, vx, vy = state[0], state[1], state[2], state[3]
+x += vx * dt                                  # contiguous, vectorised reads and writes
+# (or a dict / dataclass of N-element tensors; convert an existing one once: state.T.contiguous()).
+# Interleaved pairs read as t[..., ::2] / t[..., 1::2] (rotary embeddings) are the same case: rotate
+# the two halves t[..., :d // 2] and t[..., d // 2:] instead.
+''',
     "fuse_triton_passes": '''\
 # Separate kernels for a row's max, its sum of exponentials and the normalisation read the whole input
 # three times (and pass per-row statistics through global memory). One program per row does all three

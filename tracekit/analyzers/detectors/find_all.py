@@ -49,6 +49,7 @@ from tracekit.analyzers.detectors import (
     sdpa_fallback,
     sequences,
     static_cache,
+    strided_reads,
     sync_reads,
     toplevel,
     triton_launch,
@@ -175,6 +176,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     grads = grad_recording.find_grad_recording(rank, steps)
     zeroed = zeroed_grads.find_zeroed_grads(rank, steps)
     passes_over = triton_passes.find_triton_passes(rank, steps, triton_rows)
+    strided = strided_reads.find_strided_reads(rank, classes, steps, costs, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -299,5 +301,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         grad_recording=grads.table, grad_recording_cut_us=grads.cut_us,
         zeroed_grads=zeroed.table, zeroed_grad_calls=zeroed.calls,
         triton_passes=passes_over.table, triton_pass_calls=passes_over.calls,
+        strided_reads=strided.table, read_stride=strided.stride,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )
