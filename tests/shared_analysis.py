@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # conftest imports this module: tracekit loads only when a te
 
 CACHE_ENV = "TRACEKIT_TEST_CACHE"
 _CACHED_ROOTS = tuple(Path(__file__).resolve().parents[1].joinpath(p).resolve() for p in ("sample_traces", "../shared/traces"))
+MIN_FREE_BYTES = 8 << 30  # a run pickles about 5 GB (about 9 MB a trace); with less room left, compute instead
 WAIT_S = 600.0  # a lock older than this is a worker that died while analysing: compute here instead
 
 
@@ -49,6 +51,8 @@ def loaded_and_analysed(where: str | os.PathLike[str]) -> tuple[Trace, LocalResu
     if not folder or not Path(folder).is_dir() or not any(path.resolve().is_relative_to(r) for r in _CACHED_ROOTS):
         return _compute(path)
     final = Path(folder) / f"{_key(path)}.pickle"
+    if not final.exists() and shutil.disk_usage(folder).free < MIN_FREE_BYTES:
+        return _compute(path)
     lock = final.with_suffix(".lock")
     waited = time.monotonic()
     while not final.exists():
