@@ -202,6 +202,34 @@ def test_fuse_region_takes_one_factor_per_gpu_row(tmp_path):
     assert after == pytest.approx({"scalar": 193.6875, "array": 193.6875, "mixed": 193.6875, "whole": 213.6875})
 
 
+def test_fuse_region_whole_span_takes_the_calls_between_the_launches(tmp_path):
+    """launch_loop (one step, 20 launches 45 µs apart) with a 2 µs cudaGetDevice 20 µs after each launch
+    but the last (a library's query between a loop's launches): with whole_span, fuse_region removes the
+    queries and the gaps before them too, so the replay is the loop's without queries
+    (test_fuse_region_takes_one_factor_per_gpu_row: 193.6875 µs at factor 0.9); without it, each of the
+    19 queries keeps its traced 20 µs gap less at most one recorded event's projected cost (4.3125 µs,
+    test_cuda_graph_what_if_by_hand), and every later kernel waits behind them."""
+    import numpy as np
+
+    from tracekit.model.whatif import fuse_region
+
+    b = TraceBuilder()
+    b.annotation("ProfilerStep#1", 0.0, 1000.0)
+    for i in range(20):
+        at = 10.0 + 45.0 * i
+        b.launch(at, 5.0, ELEMENTWISE, at + 10.0, 10.0)
+        if i < 19:
+            b.launch(at + 25.0, 2.0, None, 0.0, 0.0, api="cudaGetDevice")
+    result = analysed_file(b.write(tmp_path / "queries.json"))
+    (model,) = result.models
+    rows = np.ones(len(result.analysis.ranks[0].classification.table), dtype=bool)
+    spanned = model.what_if(fuse_region(rows, 0.9, 1, 3.0, whole_span=True))
+    kept = model.what_if(fuse_region(rows, 0.9, 1, 3.0))
+    assert spanned is not None and kept is not None
+    assert spanned.after_us == pytest.approx(193.6875)
+    assert kept.after_us > 193.6875 + 19 * (20.0 - 4.3125)
+
+
 def test_pinned_copies_free_the_syncs_the_copy_issues(tmp_path):
     """copy_trace with the copy's op syncing for 150 µs after its memcpy call, and a later .item()
     sync: unblock_copies with Patterns.copy_syncs returns the copy's sync after its own part and lets

@@ -39,6 +39,7 @@ from tracekit.analyzers.detectors import (
     sequences,
     static_cache,
     strided_reads,
+    table_grads,
     triton_launch,
     triton_passes,
     triton_rebuild,
@@ -262,6 +263,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_fields.soa_layout: fields stored apart: no element-wise kernel reads a strided column in the steps
     "soa_layout": (Signal("element-wise kernels reading strided columns per step",
                           steps_sum("strided_reads", strided_reads.SR_STEP, strided_reads.SR_KERNELS), FALLS, 1.0),),
+    # rules_tables.sparse_grads: sparse gradients: no kernel sweeps a dense-gradient table in the steps
+    "sparse_grads": (Signal("kernels sweeping a whole embedding table per step",
+                            steps_sum("table_grads", table_grads.TG_STEP, table_grads.TG_KERNELS), FALLS, 1.0),),
     # rules_conv.use_conv2d: a native convolution: no im2col / col2im call is left in the steps
     "use_conv2d": (Signal("im2col / col2im calls per step",
                           steps_sum("unfold_conv", unfold_conv.UC_STEP, unfold_conv.UC_IM2COL), FALLS, 1.0),),

@@ -10,6 +10,7 @@ import numpy as np
 from tracekit.model.graph import ROLE_LAUNCH, ROLE_OTHER, ROLE_SYNC
 from tracekit.model.outlook import StepModel, Transform
 from tracekit.model.replay import ReplayCosts
+from tracekit.model.whatif_breaks import Breaks
 
 # A CUDA graph replays its kernels back to back: 0.09 µs between 256 small GEMMs, 0.42 µs through a
 # GPT-2 decode step (H200 sample traces, docs/validation.md); rounded up, as suggestions/rules_launch.py.
@@ -181,13 +182,27 @@ def scale_rows(factor: np.ndarray) -> Transform:
     return apply
 
 
+def _spanned(step: StepModel, calls: np.ndarray) -> np.ndarray:
+    """`calls` and, on each thread, every call between its first and last one that does not wait for
+    the GPU (the region's other runtime calls: a library's queries, its event records)."""
+    g = step.graph
+    out = calls.copy()
+    for thread in np.unique(g.call_thread[calls]).tolist():
+        at = np.flatnonzero(calls & (g.call_thread == thread))
+        span = np.arange(at[0], at[-1] + 1)  # calls are in thread, then time order (StepGraph)
+        span = span[(g.call_thread[span] == thread) & ~g.call_waits[span]]
+        out[span] = True
+    return out
+
+
 def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int, launch_us: float,
-                extra_calls: np.ndarray | None = None) -> Transform:
+                extra_calls: np.ndarray | None = None, whole_span: bool = False) -> Transform:
     """The region of `rows` (bool per rank.gpu row; e.g. the optimizer step) done by `launches` fused
     kernels: its GPU nodes × `gpu_factor` (one factor, or one per rank.gpu row), the calls that launch
     them and the host gaps between them (the Python of the per-tensor loop) gone, but for the first
     call, which keeps its gap and costs `launches` × `launch_us`. `extra_calls` (bool per rank.runtime
-    row): other calls of the region that go the same way (the runtime queries its ops make)."""
+    row): other calls of the region that go the same way (the runtime queries its ops make);
+    `whole_span`: every call of a thread between its first and last launching one does (_spanned)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         gap, dur, g_dur, _ = step_costs(step)
@@ -196,6 +211,8 @@ def fuse_region(rows: np.ndarray, gpu_factor: float | np.ndarray, launches: int,
         calls = launching_calls(step, mine)
         if extra_calls is not None and len(extra_calls):
             calls = calls | extra_calls[step.graph.call_row]
+        if whole_span and calls.any():
+            calls = _spanned(step, calls)
         if not calls.any():
             return step.costs
         first = int(np.flatnonzero(calls)[0])
@@ -322,33 +339,6 @@ def scale_step(factor: float, gpu_factor: float | None = None) -> Transform:
                                    gpu_dur_us=g_dur * gpu, tail_us=tail * factor)
 
     return apply
-
-
-@dataclasses.dataclass(frozen=True)
-class Breaks:
-    """Graph breaks of one rank: the traced stretches [`starts[i]`, `ends[i]`) between two compiled
-    graphs on the breaking thread (`on_thread`: bool per rank.runtime row, the row runs on it)."""
-
-    on_thread: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-
-    def cover(self, step: StepModel) -> tuple[np.ndarray, np.ndarray]:
-        """Per call of the step: the share of its traced host gap inside a break (0..1), and whether
-        the call itself starts inside one."""
-        g = step.graph
-        share, inside = np.zeros(g.n_calls), np.zeros(g.n_calls, dtype=bool)
-        if not len(self.starts) or not g.n_calls or not len(self.on_thread):
-            return share, inside
-        ts = g.call_ts_us
-        mine = self.on_thread[g.call_row]
-        lo_gap = ts - g.call_gap_us
-        covered = np.zeros(g.n_calls)
-        for lo, hi in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
-            covered += np.where(mine, np.clip(np.minimum(ts, hi) - np.maximum(lo_gap, lo), 0.0, None), 0.0)
-            inside |= mine & (ts >= lo) & (ts < hi)
-        share = np.where(g.call_gap_us > 0, np.minimum(covered / np.maximum(g.call_gap_us, 1e-9), 1.0), 0.0)
-        return share, inside
 
 
 def merge_breaks(breaks: Breaks) -> Transform:

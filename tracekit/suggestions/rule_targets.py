@@ -9,6 +9,7 @@ from tracekit.analyzers.detectors import (
     grad_recording,
     pair_concat,
     strided_reads,
+    table_grads,
     triton_passes,
     triton_rebuild,
     weight_norm,
@@ -36,6 +37,8 @@ COLUMN_TARGETS: dict[str, StepPart] = {
         step_parts.column_time("triton_passes", triton_passes.TP_STEP, triton_passes.TP_SAVING_US)),
     "soa_layout": StepPart("kernel time of the element-wise kernels reading an array of structures' fields column by column",
         step_parts.column_time("strided_reads", strided_reads.SR_STEP, strided_reads.SR_US)),
+    "sparse_grads": StepPart("kernel time of the whole-table sweeps of embedding tables with dense gradients",
+        step_parts.column_time("table_grads", table_grads.TG_STEP, table_grads.TG_US)),
     "grads_to_none": StepPart("kernels of the gradients' zeroing and of the accumulations into the zeros",
         step_parts.column_time("zeroed_grads", zeroed_grads.ZG_STEP, zeroed_grads.ZG_GPU_US)),
 }

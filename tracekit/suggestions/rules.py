@@ -42,6 +42,7 @@ from tracekit.suggestions import (
     rules_ranks,
     rules_rebuild,
     rules_recompute,
+    rules_tables,
     rules_triton,
 )
 from tracekit.suggestions.common import SILENT_BELOW_PCT
@@ -224,6 +225,8 @@ RULES: tuple[Rule, ...] = (
          ("patterns.frozen_grads",)),
     Rule("grads_to_none", rules_optimizer.grads_to_none, SNIPPETS["grads_to_none"], COLUMN_TARGETS["grads_to_none"], (),
          ("patterns.zeroed_grads", "patterns.zeroed_grad_calls")),
+    Rule("sparse_grads", rules_tables.sparse_grads, SNIPPETS["sparse_grads"], COLUMN_TARGETS["sparse_grads"], (),
+         ("patterns.table_grads", "patterns.table_sweep")),
     Rule("weight_decay", rules_optimizer.weight_decay, SNIPPETS["weight_decay"],
          StepPart("the loss's L2 penalty: its forward and backward calls (their host time)", step_parts.l2_penalty_time), (),
          ("patterns.l2_penalty", "patterns.l2_penalty_calls")),

@@ -253,6 +253,7 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
                      "size_min": int(t[samples.SL_MIN].min()), "size_max": int(t[samples.SL_MAX].max()),
                      "size_mean": float(t[samples.SL_MEAN].mean()),
                      "counter": bool(t[samples.SL_COUNTER].astype(bool).all()),
+                     "sliced": bool(t[samples.SL_SLICED].astype(bool).all()) if samples.SL_SLICED in t else False,
                      "launches_per_step": float(t[samples.SL_LAUNCHES].sum()) / scope.steps,
                      "host_us_per_step": host / scope.steps,
                      "gpu_us_per_step": float(t[samples.SL_GPU_US].sum()) / scope.steps, "saving_us": saving})
@@ -278,11 +279,25 @@ def batch_samples(analysis: Analysis) -> Suggestion | None:
         formula = (f"the loop's {k:.0f} repetitions as one pass over the same inputs: its host time × (1 − 1/{k:.0f}) "
                    f"= {fmt_us(x['host_us_per_step'])} × {1 - 1 / k:.3f} per step as traced; the what-if keeps one "
                    "repetition's launches and kernels (each repetition reads the same inputs; one pass reads them once)")
+    elif same and x["sliced"]:
+        title = (f"Compute all {k:.0f} slices in one broadcast pass: each step runs the same ops {k:.0f} times, "
+                 f"once per slice that a loop counter selects ({x['loop']}), {x['launches_per_step']:.0f} launches "
+                 f"and {fmt_us(x['host_us_per_step'])} of host time per step (per-slice constants as a tensor "
+                 "broadcast along the sliced dimension, e.g. shape (C, 1, 1))")
+        formula = (f"the loop's {k:.0f} repetitions as one pass over the whole tensor: its host time × "
+                   f"(1 − 1/{k:.0f}) = {fmt_us(x['host_us_per_step'])} × {1 - 1 / k:.3f} per step as traced; the "
+                   f"what-if keeps one repetition's launches and each kernel at max(its time, its roof for "
+                   f"{k:.0f}× its work) / {k:.0f}")
     elif same:
         title = (f"Run the loop body once for all {k:.0f}: each step repeats the same ops {k:.0f} times on "
                  f"same-shaped inputs and joins the results, {x['launches_per_step']:.0f} launches and "
                  f"{fmt_us(x['host_us_per_step'])} of host time per step (stack the samples or chunks; "
                  "per-table or per-head weights stacked into one batched call)")
+        if any(samples.MODEL_OPS.match(f"aten::{op}") for op in x["loop"].split(" → ")):  # a model per slice
+            title = (f"Fold the loop into the batch: each step runs the same model {k:.0f} times on same-shaped "
+                     f"slices ({x['loop'][:40]}...) and joins the results, {x['launches_per_step']:.0f} launches and "
+                     f"{fmt_us(x['host_us_per_step'])} of host time per step; run it once on all {k:.0f} slices "
+                     "(x.flatten(0, 1) in, .view(B, T, ...) out: per-frame or per-chunk calls as one batch)")
     segments = not same and x["loop"] in SEGMENT_REDUCTIONS  # one reduction per slice of one tensor (samples.VIEWS)
     if segments:
         title = (f"Reduce all {k:.0f} segments in one call: each step runs `{x['loop']}` {k:.0f} times, once per "

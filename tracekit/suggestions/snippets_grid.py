@@ -65,6 +65,19 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "sparse_grads": '''\
+# A dense embedding gradient has the whole table's shape: every step zero-fills it, scatters the
+# looked-up rows into it and the optimizer reads and writes every row. With sparse=True, backward
+# returns only the looked-up rows and the optimizer updates only those:
+emb = nn.Embedding(num_rows, dim, sparse=True)          # nn.EmbeddingBag(..., sparse=True) alike
+# Optimizers that take sparse gradients: SGD (no weight decay), Adagrad, SparseAdam. Adam's moments
+# move every row each step; SparseAdam updates the looked-up rows' moments only (lazy Adam). Keep the
+# dense parameters in their own optimizer:
+table_params = list(emb.parameters())
+dense_params = [p for p in model.parameters() if all(p is not t for t in table_params)]
+opt_tables = torch.optim.SparseAdam(table_params, lr=1e-3)   # or torch.optim.SGD(table_params, lr=...)
+opt_dense = torch.optim.AdamW(dense_params, lr=1e-3)
+''',
     "soa_layout": '''\
 # An (N, F) array of structures read one field at a time: state[:, 0] is a column whose elements lie
 # F elements apart, so every element-wise kernel on it loads one useful value per 32-byte sector and

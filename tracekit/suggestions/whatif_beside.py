@@ -1,4 +1,4 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout, sparse_grads), keyed by rule id."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tracekit.suggestions.rules_rebuild import (
     inference_mode_transform,
 )
 from tracekit.suggestions.rules_recompute import single_backward_transform
+from tracekit.suggestions.rules_tables import sparse_grads_transform
 from tracekit.suggestions.rules_triton import autotune_transform, fuse_triton_passes_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
 
@@ -39,7 +40,8 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "fuse_triton_passes": fuse_triton_passes_transform,  # the runs' shorter passes gone with their launches  # the tuning windows' calls and what they launched gone
     "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
     "use_conv2d": use_conv2d_transform,
-    "soa_layout": soa_layout_transform,  # the column reads at a contiguous read's share of their time
+    "soa_layout": soa_layout_transform,
+    "sparse_grads": sparse_grads_transform,  # the table sweeps at the looked-up rows' share of their table part  # the column reads at a contiguous read's share of their time
     "drop_checks": drop_checks_transform,  # the checks' calls gone with the host gaps before them
     "calibration_off": calibration_transform,  # the calibrators' calls gone with the host gaps before them
     "remove_weight_norm": weight_norm_transform,  # the weight recomputations' calls gone

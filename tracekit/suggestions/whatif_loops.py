@@ -88,7 +88,8 @@ def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> 
     """The per-sample loop padded and run once (model/whatif.py fuse_region): its launch calls and the
     Python between them gone but for one repetition's launches at the unprofiled launch cost, each
     kernel × max(its time, its roof for the padded batch's work, rules_batching.padded_roof) / k / its time
-    (a counter loop's kernels × 1/k: one pass reads the inputs every repetition reads, once)."""
+    (a counter loop's kernels × 1/k: one pass reads the inputs every repetition reads, once); the other
+    runtime calls between the loop's launches (a library's queries) go with them."""
     m = max((evidence_number(e, "micro_batch_multiple") for e in rank_evidence(s, r)), default=0.0)
     if m >= 2:  # per-sample gradients one sample at a time (rules_memory.per_sample_gradients)
         return _micro_batches(r, m)
@@ -106,7 +107,7 @@ def batch_samples_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> 
         batched = dur  # one pass over the inputs every repetition reads: one repetition's work (samples.counter_loop)
     factor = np.where(mine & (dur > 0), batched / k / np.where(dur > 0, dur, 1.0), 1.0)
     launches = max(round(max((evidence_number(e, "launches_per_step") for e in rank_evidence(s, r)), default=0.0) / k), 1)
-    return fuse_region(mine, factor, launches, BARE_LAUNCH_US)
+    return fuse_region(mine, factor, launches, BARE_LAUNCH_US, whole_span=True)
 
 
 def cudnn_rnn_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:

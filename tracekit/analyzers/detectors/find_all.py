@@ -51,6 +51,7 @@ from tracekit.analyzers.detectors import (
     static_cache,
     strided_reads,
     sync_reads,
+    table_grads,
     toplevel,
     triton_launch,
     triton_passes,
@@ -177,6 +178,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     zeroed = zeroed_grads.find_zeroed_grads(rank, steps)
     passes_over = triton_passes.find_triton_passes(rank, steps, triton_rows)
     strided = strided_reads.find_strided_reads(rank, classes, steps, costs, rows)
+    tables_swept = table_grads.find_table_grads(rank, steps, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -302,5 +304,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         zeroed_grads=zeroed.table, zeroed_grad_calls=zeroed.calls,
         triton_passes=passes_over.table, triton_pass_calls=passes_over.calls,
         strided_reads=strided.table, read_stride=strided.stride,
+        table_grads=tables_swept.table, table_sweep=tables_swept.share,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )

@@ -55,7 +55,8 @@ MAX_SLOT_OPS = 3  # launching ops per repetition, the copy included: a per-sampl
 # 30.7 to 3.4 ms). A per-tensor loop (a norm per gradient) reads whole tensors of differing shapes.
 VIEWS = frozenset({"aten::select", "aten::slice", "aten::narrow", "aten::__getitem__"})
 VIEW_REACH = 16  # op rows looked back from a repetition for its view (select, its as_strided, slice, ...)
-MODEL_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|cudnn_convolution\w*|"
+COMPILED_REGION = "Torch-Compiled Region"  # torch.compile's graph call (detectors/compiled.py REGION)
+MODEL_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|_int_mm|einsum|conv\w*|_convolution|cudnn_convolution\w*|"
                        r"scaled_dot_product\w*|_scaled_dot_product\w*|_flash\w*|_efficient\w*|embedding)$")
 
 # --- columns of Patterns.sample_loops (one row per step × thread with a per-sample loop) ------------
@@ -70,8 +71,9 @@ SL_LAUNCHES = "launches"  # launch calls of all repetitions
 SL_HOST_US = "host_us"  # host time from the first repetition's start to the last one's end
 SL_GPU_US = "gpu_us"  # GPU time of the kernels the repetitions launched
 SL_COUNTER = "counter"  # one computation per value of a counter (counter_loop): one pass does every value's work once
+SL_SLICED = "sliced"  # each repetition on the slice of one tensor that the counter indexes (counted_views)
 SAMPLE_COLUMNS = (SL_STEP, SL_THREAD, SL_SAMPLES, SL_OPS, SL_MIN, SL_MAX, SL_MEAN, SL_LAUNCHES, SL_HOST_US, SL_GPU_US,
-                  SL_COUNTER)
+                  SL_COUNTER, SL_SLICED)
 OPS_CHARS = 120
 # The autograd engine's node calls carry no input shapes: a block of them repeated as many times as a
 # per-sample loop of the same step is that loop's backward (one node chain per sample, run in reverse).
@@ -197,6 +199,9 @@ def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, l
     if (sizes is None and period >= MIN_BODY_OPS and any(shapes) and all(x == shapes[0] for x in shapes)
             and counter_loop(rank, body, names)):
         sizes = CounterSizes([1] * repeats)  # one computation per value of the loop's counter
+    if (sizes is None and period >= MIN_BODY_OPS and any(shapes) and all(x == shapes[0] for x in shapes)
+            and counted_views(rank, body, names)):
+        sizes = SlicedSizes([1] * repeats)  # one computation per slice the loop's counter selects
     if period < MIN_BODY_OPS:
         return found, (body, sizes) if sizes is not None else None
     if sizes is not None or (all(names[r].startswith(BACKWARD) for r in body.ravel().tolist()) and not any(shapes)):
@@ -206,6 +211,11 @@ def _loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, l
 
 class CounterSizes(list[int]):
     """The sizes (all 1) of a loop over a counter's values (counter_loop): one pass does them all."""
+
+
+class SlicedSizes(list[int]):
+    """The sizes (all 1) of a loop over the slices of one tensor that a counter indexes (counted_views):
+    one broadcast pass over the whole tensor does every slice's work."""
 
 
 def _number(text: object) -> float | None:
@@ -219,24 +229,52 @@ def _number(text: object) -> float | None:
     return value if np.isfinite(value) else None
 
 
+def _counts(concrete: list[object]) -> bool:
+    """Whether one scalar position of these Concrete Inputs (one per repetition) takes distinct values
+    in a constant stride over the repetitions (a loop index)."""
+    width = min((len(c) if isinstance(c, list) else 0) for c in concrete)
+    for i in range(width):
+        values = [_number(c[i]) for c in concrete]  # type: ignore[index]
+        if any(v is None for v in values):
+            continue
+        steps = np.diff(np.asarray(values, dtype=float))
+        if len(steps) and steps[0] != 0 and np.allclose(steps, steps[0]):
+            return True
+    return False
+
+
 def counter_loop(rank: RankTrace, body: np.ndarray, names: np.ndarray) -> bool:
     """Whether the repetitions of `body` (repeats × period op rows) are one computation per value of a
     counter: one op position's scalar input takes `repeats` distinct values in a constant stride over
     the repetitions (the loop index), and the body runs no MODEL_OPS."""
-    period = body.shape[1]
     if any(MODEL_OPS.match(str(n)) for n in names[body[0]].tolist()):
         return False
-    for j in range(period):
-        concrete = rank.input_values(body[:, j], tables.OP_CONCRETE_INPUTS)
-        width = min((len(c) if isinstance(c, list) else 0) for c in concrete)
-        for i in range(width):
-            values = [_number(c[i]) for c in concrete]
-            if any(v is None for v in values):
-                continue
-            steps = np.diff(np.asarray(values, dtype=float))
-            if steps[0] != 0 and np.allclose(steps, steps[0]):
-                return True
-    return False
+    return any(_counts(list(rank.input_values(body[:, j], tables.OP_CONCRETE_INPUTS))) for j in range(body.shape[1]))
+
+
+def counted_views(rank: RankTrace, body: np.ndarray, names: np.ndarray) -> bool:
+    """Whether each repetition of `body` (repeats × period launching op rows) reads slices that the loop
+    counter indexes: the top-level VIEWS ops of its thread since the previous repetition's last op (the
+    first repetition left out: nothing bounds it) are as many in every repetition, and one of them takes
+    an index that counts (`for c in range(C): x[:, c] = f(raw[:, c], gain[c])`, held-out
+    hyperspectral_per_band_loop, H200: 200 bands × 8 kernels; one broadcast pass took the bare step from
+    30.6 to 4.7 ms). A body with MODEL_OPS is a model run per slice, not one computation per slice."""
+    if body.shape[0] < MIN_SAMPLES or any(MODEL_OPS.match(str(n)) or str(n).startswith(COMPILED_REGION)
+                                          for n in names[body[0]].tolist()):
+        return False  # a compiled region is a model run too (a policy per rollout step, held-out ppo_rollout)
+    ops = rank.ops
+    depth, tid = ops[tables.OP_DEPTH].to_numpy(), ops[tables.OP_TID].to_numpy()
+    thread = tid[body[0, 0]]
+    views: list[list[int]] = []
+    for k in range(1, body.shape[0]):
+        lo, hi = int(body[k - 1, -1]) + 1, int(body[k, -1]) + 1
+        span = np.arange(lo, hi)
+        picked = span[(depth[lo:hi] == 0) & (tid[lo:hi] == thread)]
+        views.append([int(r) for r in picked if str(names[r]) in VIEWS])
+    if not views[0] or any(len(v) != len(views[0]) for v in views):
+        return False
+    grid = np.asarray(views, dtype=np.int64)
+    return any(_counts(list(rank.input_values(grid[:, j], tables.OP_CONCRETE_INPUTS))) for j in range(grid.shape[1]))
 
 
 def slot_loop(rank: RankTrace, seq: np.ndarray, names: np.ndarray, memo: dict[int, list[int]]
@@ -348,6 +386,7 @@ def find_sample_loops(rank: RankTrace, steps: StepsOf, top: TopLevel | None = No
             hit = np.isin(gpu_top, covered)
             counter = isinstance(sizes, CounterSizes)
             rows.append({SL_STEP: int(step), SL_THREAD: int(thread), SL_SAMPLES: samples, SL_COUNTER: bool(counter),
+                         SL_SLICED: isinstance(sizes, SlicedSizes),
                          SL_OPS: " → ".join(str(n).removeprefix("aten::") for n in names[max(body, key=len)])[:OPS_CHARS],
                          SL_MIN: int(min(sizes)), SL_MAX: int(max(sizes)), SL_MEAN: float(np.mean(sizes)),
                          SL_LAUNCHES: int(launches[covered].sum()),
