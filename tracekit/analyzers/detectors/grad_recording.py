@@ -33,6 +33,14 @@ MIN_NODES = 32  # per step: a loss or a metric computed with grad on is a handfu
 # (raw op durations): 3.79 µs a node. Unprofiled the saving varied with the host's speed: 2.2 ms a
 # step on a fast run (12.8 → 10.6 ms, the fixed loop GPU-bound), 8.3 to 11 ms on slow ones.
 NODE_US = 3.8
+# ... and what a node costs the unprofiled step: heldout25 card_fraud_scoring_grad_recording (H100, the same
+# 1,328 kernels a step in both variants) lost 5.55 ms of bare step for 876 nodes: 6.3 µs a node. The two
+# other pairs bracket it: heldout15 dt_rollout_grad_mode 6.0 µs (7.64 ms for 1,272 nodes, with
+# nn.TransformerEncoderLayer's fused path, which inference mode turns on) and sample_traces/bare/
+# eval_grad_mode 8.8 µs in its recorded bare run (8.30 ms for 944), 2.3 µs on a fast one. The profiled
+# ops' durations show less of it than the bare step loses (the graph's release and the Python around the
+# ops pay too), and the profiler does not slow it.
+NODE_BARE_US = 6.3
 
 # --- columns of Patterns.grad_recording (one row per step × thread) ----------------------------------
 GR_STEP = "step"
