@@ -61,6 +61,8 @@ LIBRARY_RULES: tuple[Rule, ...] = (
          r"gemvNSP|gemvx|gemmk1_kernel|gemmSN_|^(void )?[sdhcz]gemm_|splitKreduce_kernel|cublas|epilogue::impl::globalKernel|"
          r"(dot|scal|axpy|nrm2|asum)_kernel<",
          "cublas", source="cuBLAS / cuBLASLt: nvjet_sm90_* (H200), sm80_xmma_gemm_*, ampere_sgemm_*, gemv2T_*"),
+    Rule(r"cusparse::", "cusparse", source="cuSPARSE kernels of torch.sparse products: cusparse::csrmm_alg1_kernel, "
+                                           "csrmm_alg2_kernel, csr_partition_kernel (H100 heldout25 copurchase_gcn)"),
     Rule(r"cutlass|fmha_cutlass|AttentionKernel<|AttentionBackwardKernel<", "cutlass",
          source="CUTLASS kernels called by cuBLAS/PyTorch (cutlass_80_tensorop_s1688gemm_*, mem-efficient SDPA)"),
     Rule(r"^Cijk_.*_UserArgs|hipblaslt|hipblasLt", "hipblaslt",
@@ -139,8 +141,9 @@ CLASS_RULES: tuple[Rule, ...] = (
     Rule(r"^nvjet_|xmma_gemm|^(ampere|volta|turing|maxwell|hopper|ada|sm\d+)_\w*(gemm|gemv)|gemv|"
          r"gemmk1_|gemmSN|splitKreduce|cublasLt|cublas|epilogue::impl::globalKernel|^Cijk_|"
          r"cutlass\w{0,256}gemm|cutlass::Kernel<cutlass_\d+_(tensorop|simt|wmma)|GemmUniversal|Gemm|(?<!fb)gemm|"
-         r"matmul|Matmul|_mm_|^_?mm_|bmm|wvSplitK|LLGemm|marlin|Marlin|dot_kernel",
-         "gemm", source="nvjet_sm90_*, sm80_xmma_gemm_*, ampere_sgemm_*, volta_sgemm_*, cutlass_80_tensorop_s1688gemm_*, Cijk_*"),
+         r"matmul|Matmul|_mm_|^_?mm_|bmm|wvSplitK|LLGemm|marlin|Marlin|dot_kernel|cusparse::csrmm|cusparse::csrmv",
+         "gemm", source="nvjet_sm90_*, sm80_xmma_gemm_*, ampere_sgemm_*, volta_sgemm_*, cutlass_80_tensorop_s1688gemm_*, Cijk_*; "
+                        "cuSPARSE's sparse × dense products, cusparse::csrmm_alg2_kernel (H100 heldout25 copurchase_gcn)"),
     # --- normalization / softmax (before generic reduce and elementwise) ---------------------
     Rule(r"softmax|SoftMax|Softmax", "softmax", source="softmax_warp_forward, cunn_SoftMaxForward"),
     Rule(r"(^|[^a-z])reduce_kernel<", "reduction", source="at::native::reduce_kernel<...> (sum/mean/norm ops)"),

@@ -47,7 +47,7 @@ LIB_INDUCTOR = "inductor"
 LIB_CUDA = "cuda"
 LIB_OTHER = "other"
 LIBRARIES: tuple[str, ...] = (
-    "cublas", "cutlass", "cudnn", "aten", LIB_TRITON, LIB_INDUCTOR, "flash-attn", "nccl", "rccl",
+    "cublas", "cutlass", "cudnn", "cusparse", "aten", LIB_TRITON, LIB_INDUCTOR, "flash-attn", "nccl", "rccl",
     "rocblas", "hipblaslt", "miopen", "ck", "aiter", "sgl-kernel", "trtllm", LIB_CUDA, LIB_OTHER,
 )
 
