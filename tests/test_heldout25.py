@@ -4,7 +4,15 @@ recordings' own unprofiled steps (docs/validation.md)."""
 from __future__ import annotations
 
 import pytest
-from recorded import analysed, bare_ms, check_first_and_within, recording, set_tests
+from recorded import (
+    analysed,
+    bare_ms,
+    check_first_and_within,
+    profiler_steps,
+    raw_events,
+    recording,
+    set_tests,
+)
 
 SET = "heldout25"
 # first and within ±35 % of the bare saving at the first run (the tag's code, the same analysis code as
@@ -27,14 +35,22 @@ def test_each_triton_launch_configuration_has_its_own_roof() -> None:
 
 
 def test_inference_mode_priced_at_the_unprofiled_cost_of_a_node() -> None:
-    """card_fraud_scoring_grad_recording: 876 autograd nodes a step (the ops' sequence numbers) in a served
+    """card_fraud_scoring_grad_recording: 876 autograd nodes a step (the rise of the ops' recorded sequence
+    numbers in each step's raw events) in a served
     forward with gradient mode on; both variants launch the same 1,328 kernels (raw events). The what-if
     takes 6.3 µs a node off the projected host gaps (grad_recording.NODE_BARE_US): within ±35 % of the bare
     saving under inference_mode (15.40 → 9.85 ms; 1.34 ms predicted at the profiled 3.8 µs a node)."""
     before = recording(SET, "ho25_card_fraud_scoring_grad_recording")
     after = recording(SET, "ho25_card_fraud_scoring_grad_recording_inference_mode")
+    events = raw_events(before)
+    rises = []
+    for lo, hi in profiler_steps(events):  # the rise of the recorded sequence numbers in each step
+        seq = [e["args"]["Sequence number"] for e in events if e.get("cat") == "cpu_op" and lo <= e["ts"] < hi
+               and "Sequence number" in e.get("args", {})]
+        rises.append(max(seq) - min(seq))
+    assert rises == [876] * 4
     found = analysed(before)
-    assert found.analysis.ranks[0].patterns.grad_recording["nodes"].tolist() == [876] * 4
+    assert found.analysis.ranks[0].patterns.grad_recording["nodes"].tolist() == rises
     (mine,) = [s for s in found.suggestions if s.id == "inference_mode"]
     assert mine.per_step_us / 1000 == pytest.approx(bare_ms(before) - bare_ms(after), rel=0.35)
     assert "inference_mode" not in {s.id for s in analysed(after).suggestions}

@@ -234,7 +234,7 @@ def _counts(concrete: list[object]) -> bool:
     in a constant stride over the repetitions (a loop index)."""
     width = min((len(c) if isinstance(c, list) else 0) for c in concrete)
     for i in range(width):
-        values = [_number(c[i]) for c in concrete]  # type: ignore[index]
+        values = [_number(c[i]) if isinstance(c, list) else None for c in concrete]
         if any(v is None for v in values):
             continue
         steps = np.diff(np.asarray(values, dtype=float))

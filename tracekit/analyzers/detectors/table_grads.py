@@ -40,10 +40,10 @@ MAX_LIST = 4096  # tensors of one recorded tensor list read (untrusted traces: b
 
 # --- columns of Patterns.table_grads (one row per step with whole-table sweeps) ----------------------
 TG_STEP = "step"
-TG_TABLES = "tables"  # dense-gradient tables swept in the step
+TG_TABLES = "tables"  # distinct shapes of the dense-gradient tables (same-shaped tables count once)
 TG_SHAPE = "shape"  # the largest one's shape, "6000000×128"
 TG_LOOKUPS = "lookups"  # rows looked up in the step (indices read by the tables' lookups)
-TG_ROWS = "rows"  # rows of the swept tables together
+TG_ROWS = "rows"  # rows of those shapes together (a lower bound of the tables' rows: the touched share errs high)
 TG_KERNELS = "kernels"  # kernels that sweep a table
 TG_US = "time_us"  # their time × their table share
 TABLE_COLUMNS = (TG_STEP, TG_TABLES, TG_SHAPE, TG_LOOKUPS, TG_ROWS, TG_KERNELS, TG_US)
