@@ -17,6 +17,7 @@ from tracekit.analyzers.detectors import (
     context_projection,
     embeddings,
     ensembles,
+    expanded_bmm,
     foreach,
     frozen_grads,
     full_logits,
@@ -37,6 +38,7 @@ from tracekit.analyzers.detectors import (
     requests,
     samples,
     sequences,
+    sparse_products,
     static_cache,
     strided_reads,
     table_grads,
@@ -263,6 +265,12 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_fields.soa_layout: fields stored apart: no element-wise kernel reads a strided column in the steps
     "soa_layout": (Signal("element-wise kernels reading strided columns per step",
                           steps_sum("strided_reads", strided_reads.SR_STEP, strided_reads.SR_KERNELS), FALLS, 1.0),),
+    # rules_expand.flatten_bmm: one flattened matmul: no call multiplies by a batch-expanded weight in the steps
+    "flatten_bmm": (Signal("calls on a batch-expanded weight per step",
+                           steps_sum("expanded_bmm", expanded_bmm.EB_STEP, expanded_bmm.EB_CALLS), FALLS, 1.0),),
+    # rules_sparse.sparse_format: a CSR (or dense) operand: no sparse product coalesces its operand in the steps
+    "sparse_format": (Signal("sparse products coalescing their operand per step",
+                             steps_sum("sparse_products", sparse_products.SP_STEP, sparse_products.SP_COALESCED), FALLS, 1.0),),
     # rules_tables.sparse_grads: sparse gradients: no kernel sweeps a dense-gradient table in the steps
     "sparse_grads": (Signal("kernels sweeping a whole embedding table per step",
                             steps_sum("table_grads", table_grads.TG_STEP, table_grads.TG_KERNELS), FALLS, 1.0),),

@@ -65,6 +65,25 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "flatten_bmm": '''\
+# bmm against a weight expanded to the batch runs B small GEMMs on B views of one matrix; autocast
+# materialises the B copies, and backward computes B per-item weight gradients, casts them and sums
+# them over the batch. A matmul broadcasts a 2-D weight without expanding it:
+y = x @ w + b                                  # x: (B, M, K), w: (K, N): one GEMM over B*M rows
+# (not torch.bmm(x, w.unsqueeze(0).expand(B, -1, -1)) + b); or with an nn.Linear(K, N) applied to x.
+# Its backward reads and writes one K x N weight gradient, accumulated over all B*M rows.
+''',
+    "sparse_format": '''\
+# A COO tensor built from an edge list is uncoalesced: every torch.sparse.mm / addmm on CUDA sorts and
+# merges its indices again (aten::_coalesce), converts them to 32 bits and transposes the dense operand
+# for the legacy column-major SpMM. Build the matrix once, outside the loop, in CSR:
+adj = torch.sparse_coo_tensor(edge_index, values, (n, n)).coalesce().to_sparse_csr()
+out = torch.sparse.mm(adj, h @ w)          # or adj @ (h @ w): cuSPARSE's CSR SpMM, nothing re-sorted
+# Training through it: the backward needs adj.T too; keep its CSR form as well (adj_t = adj.t().to_sparse_csr())
+# in a custom autograd.Function, or use torch_sparse / PyG's SparseTensor, which caches it.
+# When a tenth or more of the entries are nonzero, a dense matrix is faster than any sparse format:
+adj_dense = adj.to_dense()                 # then adj_dense @ (h @ w) is one GEMM (TF32 / bf16 apply)
+''',
     "sparse_grads": '''\
 # A dense embedding gradient has the whole table's shape: every step zero-fills it, scatters the
 # looked-up rows into it and the optimizer reads and writes every row. With sparse=True, backward

@@ -1,10 +1,11 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout, sparse_grads), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout, sparse_grads, sparse_format, flatten_bmm), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform, filled_cache_transform
 from tracekit.suggestions.rules_cache import ring_buffer_transform
 from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_transform
+from tracekit.suggestions.rules_expand import flatten_bmm_transform
 from tracekit.suggestions.rules_fields import soa_layout_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
 from tracekit.suggestions.rules_host import drop_checks_transform, read_once_transform
@@ -23,6 +24,7 @@ from tracekit.suggestions.rules_rebuild import (
     inference_mode_transform,
 )
 from tracekit.suggestions.rules_recompute import single_backward_transform
+from tracekit.suggestions.rules_sparse import sparse_format_transform
 from tracekit.suggestions.rules_tables import sparse_grads_transform
 from tracekit.suggestions.rules_triton import autotune_transform, fuse_triton_passes_transform
 from tracekit.suggestions.whatif_evidence import TransformFor
@@ -40,8 +42,10 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "fuse_triton_passes": fuse_triton_passes_transform,  # the runs' shorter passes gone with their launches  # the tuning windows' calls and what they launched gone
     "distance_gemm": distance_gemm_transform,  # the broadcast-difference chains at one GEMM's time
     "use_conv2d": use_conv2d_transform,
-    "soa_layout": soa_layout_transform,
-    "sparse_grads": sparse_grads_transform,  # the table sweeps at the looked-up rows' share of their table part  # the column reads at a contiguous read's share of their time
+    "soa_layout": soa_layout_transform,  # the column reads at a contiguous read's share of their time
+    "sparse_grads": sparse_grads_transform,  # the table sweeps at the looked-up rows' share of their table part
+    "flatten_bmm": flatten_bmm_transform,  # casts, copies and sums over the batch gone, each GEMM at its flattened roof
+    "sparse_format": sparse_format_transform,  # coalesce and layout calls gone, each SpMM at its CSR or dense roof
     "drop_checks": drop_checks_transform,  # the checks' calls gone with the host gaps before them
     "calibration_off": calibration_transform,  # the calibrators' calls gone with the host gaps before them
     "remove_weight_norm": weight_norm_transform,  # the weight recomputations' calls gone

@@ -78,6 +78,8 @@ def op_cost(name: str, dims: Sequence[object] | None, types: Sequence[str] | Non
     if not dims:
         return None
     args = OpArgs.of(dims, types, strides, concrete)
+    if args.reads_sparse():
+        return None  # a dense model would price every entry of a sparse operand (heldout25 copurchase_gcn)
     if extra and (extra.get(KERNEL_BACKEND_KEY) == TRITON_BACKEND or extra.get(USER_TRITON_KEY)):
         return triton_cost(name, args, extra)
     if name.startswith(TRITON_PREFIX):

@@ -108,6 +108,12 @@ class OpArgs:
             concrete=_pad(concrete, n, ""),
         )
 
+    def reads_sparse(self) -> bool:
+        """Whether a tensor argument of more than one dimension recorded no strides (an empty list): a
+        sparse (COO/CSR) tensor, whose work depends on its stored entries, not its shape."""
+        return any(isinstance(d, list) and len(d) >= 2 and s == [] and t in DTYPES
+                   for d, s, t in zip(self.dims, self.strides, self.types, strict=True))
+
     def tensor(self, i: int) -> Tensor | None:
         """Argument i as a Tensor, or None when it is absent, not a tensor, or of unknown dtype."""
         if i >= len(self.dims) or i < 0:

@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     embeddings,
     ensembles,
     ensembles_inference,
+    expanded_bmm,
     foreach,
     frozen_grads,
     full_logits,
@@ -48,6 +49,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    sparse_products,
     static_cache,
     strided_reads,
     sync_reads,
@@ -179,6 +181,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     passes_over = triton_passes.find_triton_passes(rank, steps, triton_rows)
     strided = strided_reads.find_strided_reads(rank, classes, steps, costs, rows)
     tables_swept = table_grads.find_table_grads(rank, steps, rows)
+    sparse = sparse_products.find_sparse_products(rank, libraries, steps, rows)
+    expanded = expanded_bmm.find_expanded_bmm(rank, classes, steps, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -305,5 +309,8 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         triton_passes=passes_over.table, triton_pass_calls=passes_over.calls,
         strided_reads=strided.table, read_stride=strided.stride,
         table_grads=tables_swept.table, table_sweep=tables_swept.share,
+        sparse_products=sparse.table, sparse_part=sparse.part, sparse_call=sparse.call, sparse_calls=sparse.calls,
+        expanded_bmm=expanded.table, expanded_part=expanded.part, expanded_touched=expanded.touched,
+        expanded_us=expanded.us, expanded_step=expanded.step,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )

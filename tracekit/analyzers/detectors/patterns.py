@@ -1,4 +1,4 @@
-"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py), value checks read on the host in the loop (value_checks.py), quantizers still calibrating at inference (calibration.py), weight normalisation recomputed at inference (weight_norm.py), decoding caches rewritten whole at every token (window_shift.py), Linears over concatenated pairs (pair_concat.py), user Triton kernels made anew at each call (triton_rebuild.py), cuDNN attention plans built per new shape (attention_plans.py), autograd graphs recorded in inference steps (grad_recording.py), user Triton kernels passing over one tensor one after another (triton_passes.py) gradients zeroed instead of freed (zeroed_grads.py), fields of an array of structures read column by column (strided_reads.py) and embedding tables trained with dense gradients (table_grads.py)."""
+"""Patterns the suggestion rules read: kernel sequences (sequences.py), host-side stalls (hostside.py), optimizer steps (optimizer.py) and those run on the host (offload.py), per-tensor loops (foreach.py), batch-1 request loops (requests.py), gradient accumulation over repeated micro-batches (accumulation.py), per-sample loops (samples.py), masked attention and the masks built for it (attention_mask.py, mask_build.py), SDPA fallbacks (sdpa_fallback.py), layer chains and layout transposes (layers.py), torch.compile graph breaks (compiled.py) and recompiles inside the steps (recompiles.py), user Triton launches (triton_launch.py), GEMM leading dimensions (gemm_layout.py), RNN cell loops (recurrent.py), embedding lookups per table (embeddings.py), caches grown by torch.cat (cache_growth.py), static weights converted before every GEMM call (weight_convert.py), forwards re-run in backward by activation checkpointing (recompute.py) and their entries in the forward (checkpoint_entry.py), generation re-running the model over the whole sequence per token (generation.py), model ensembles and attention heads called member by member (ensembles.py, heads.py), autograd anomaly checks (anomaly.py), end-of-step cleanup (cleanup.py), synchronous kernel launches (launch_blocking.py), multi-process DataLoader iterators created per step (loader_respawn.py), kernels launched piece by piece with grids far smaller than the GPU (underfilled.py), grouped-query K/V expanded for SDPA (gqa_expand.py), prefill logits of every position read at the last (full_logits.py), gradients no optimizer reads (frozen_grads.py), L2 penalties over every parameter in the loss (l2_penalty.py), backward run once per loss (backward_passes.py), convolutions written as im2col + matmul (unfold_conv.py), a fixed context projected again for every generated token (context_projection.py), Triton's autotuner benchmarking inside the steps (autotune.py), pairwise distances by broadcasting (broadcast_distance.py), decoding attention over a whole static K/V cache (static_cache.py), finished results read back one item at a time (item_reads.py), value checks read on the host in the loop (value_checks.py), quantizers still calibrating at inference (calibration.py), weight normalisation recomputed at inference (weight_norm.py), decoding caches rewritten whole at every token (window_shift.py), Linears over concatenated pairs (pair_concat.py), user Triton kernels made anew at each call (triton_rebuild.py), cuDNN attention plans built per new shape (attention_plans.py), autograd graphs recorded in inference steps (grad_recording.py), user Triton kernels passing over one tensor one after another (triton_passes.py) gradients zeroed instead of freed (zeroed_grads.py), fields of an array of structures read column by column (strided_reads.py), embedding tables trained with dense gradients (table_grads.py) sparse products that coalesce their operand at every call or would run faster dense (sparse_products.py) and weights expanded to a batch for bmm (expanded_bmm.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tracekit.analyzers.detectors import (
     context_projection,
     embeddings,
     ensembles,
+    expanded_bmm,
     foreach,
     frozen_grads,
     full_logits,
@@ -43,6 +44,7 @@ from tracekit.analyzers.detectors import (
     samples,
     sdpa_fallback,
     sequences,
+    sparse_products,
     static_cache,
     strided_reads,
     table_grads,
@@ -300,6 +302,18 @@ class Patterns:
     # table_grads.TABLE_COLUMNS per step; per rank.gpu row, the share of its kernel sweeping a dense-gradient table
     table_grads: pd.DataFrame = field(default_factory=table_grads.empty)
     table_sweep: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # sparse_products.SPARSE_COLUMNS per product call; per rank.gpu row its part and call (-1 none); per
+    # rank.runtime row, a call of a product's coalesce or layout work
+    sparse_products: pd.DataFrame = field(default_factory=sparse_products.empty)
+    sparse_part: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    sparse_call: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sparse_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # expanded_bmm.EXPANDED_COLUMNS per step; per rank.gpu row its part, expanded-shape elements, µs and step
+    expanded_bmm: pd.DataFrame = field(default_factory=expanded_bmm.empty)
+    expanded_part: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    expanded_touched: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    expanded_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    expanded_step: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rebuild_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # both: (start, end) of the host time cut
     compiled_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (start, end) of the compiled regions, merged
 
