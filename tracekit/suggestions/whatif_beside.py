@@ -1,9 +1,10 @@
-"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout, sparse_grads, sparse_format, flatten_bmm), keyed by rule id."""
+"""What-if transforms written beside their rules (enable_gqa, merge_launches, last_logits, freeze_params, int4_large_batch, weight_decay, single_backward, use_conv2d, autotune_once, distance_gemm, filled_cache, read_once, drop_checks, calibration_off, remove_weight_norm, ring_buffer_cache, split_pair_linear, inference_mode, define_kernel_once, attention_plans, grads_to_none, fuse_triton_passes, soa_layout, sparse_grads, sparse_format, flatten_bmm, static_graph_inputs), keyed by rule id."""
 
 from __future__ import annotations
 
 from tracekit.suggestions.rules_attention import enable_gqa_transform, filled_cache_transform
 from tracekit.suggestions.rules_cache import ring_buffer_transform
+from tracekit.suggestions.rules_compile import static_graph_inputs_transform
 from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_transform
 from tracekit.suggestions.rules_expand import flatten_bmm_transform
 from tracekit.suggestions.rules_fields import soa_layout_transform
@@ -44,6 +45,7 @@ BESIDE_TRANSFORMS: dict[str, TransformFor] = {
     "use_conv2d": use_conv2d_transform,
     "soa_layout": soa_layout_transform,  # the column reads at a contiguous read's share of their time
     "sparse_grads": sparse_grads_transform,  # the table sweeps at the looked-up rows' share of their table part
+    "static_graph_inputs": static_graph_inputs_transform,  # the graph-input copies' calls gone with their copies
     "flatten_bmm": flatten_bmm_transform,  # casts, copies and sums over the batch gone, each GEMM at its flattened roof
     "sparse_format": sparse_format_transform,  # coalesce and layout calls gone, each SpMM at its CSR or dense roof
     "drop_checks": drop_checks_transform,  # the checks' calls gone with the host gaps before them

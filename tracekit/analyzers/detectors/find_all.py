@@ -33,6 +33,7 @@ from tracekit.analyzers.detectors import (
     generation,
     gqa_expand,
     grad_recording,
+    graph_inputs,
     heads,
     hostside,
     item_reads,
@@ -183,6 +184,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     tables_swept = table_grads.find_table_grads(rank, steps, rows)
     sparse = sparse_products.find_sparse_products(rank, libraries, steps, rows)
     expanded = expanded_bmm.find_expanded_bmm(rank, classes, steps, rows)
+    graph_copies = graph_inputs.find_graph_inputs(rank, steps, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -312,5 +314,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         sparse_products=sparse.table, sparse_part=sparse.part, sparse_call=sparse.call, sparse_calls=sparse.calls,
         expanded_bmm=expanded.table, expanded_part=expanded.part, expanded_touched=expanded.touched,
         expanded_us=expanded.us, expanded_step=expanded.step,
+        graph_inputs=graph_copies.table, graph_input_calls=graph_copies.calls,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )
