@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 STASH=${2:-../stash-traces}
-DIRS="heldout2 heldout3 heldout4 heldout5 heldout6 heldout7 heldout8 heldout9 heldout10 heldout11 heldout12 heldout13 heldout14 heldout15 heldout16 heldout17 heldout18 heldout19 heldout20 heldout21 heldout22 heldout23 heldout24 heldout25"
+DIRS="heldout2 heldout3 heldout4 heldout5 heldout6 heldout7 heldout8 heldout9 heldout10 heldout11 heldout12 heldout13 heldout14 heldout15 heldout16 heldout17 heldout18 heldout19 heldout20 heldout21 heldout22 heldout23 heldout24 heldout25 heldout26"
 case "${1:-}" in
 out)
     mkdir -p "$STASH"
