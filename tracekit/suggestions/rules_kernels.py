@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis
-from tracekit.analyzers.detectors import attention, sdpa_fallback, sequences
+from tracekit.analyzers.detectors import attention, layers, sdpa_fallback, sequences
 from tracekit.analyzers.detectors import attention_mask as am
 from tracekit.analyzers.launch import LAUNCH_BOUND
 from tracekit.suggestions.common import (
@@ -19,6 +19,7 @@ from tracekit.suggestions.common import (
     suggestion,
 )
 from tracekit.suggestions.model import Suggestion
+from tracekit.suggestions.rules_llm import loss_chains
 from tracekit.units import plural
 
 # The rate a fused attention kernel is assumed to reach, as a share of the device's dense tensor
@@ -70,6 +71,19 @@ def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
                          "dtype": row[sequences.CH_DTYPE], "chains": count, "kernels": k, "time_us": time_us,
                          "bytes": row[sequences.CH_BYTES], "avoided_bytes": row[sequences.CH_AVOIDED_BYTES],
                          "saving_us": saving})
+    for r in analysis.ranks:  # a compiled model's eager loss (a classifier's, a recommender's): compile it too
+        compiled = r.patterns.compiled if r.patterns is not None else None
+        ce = loss_chains(r) if compiled is not None and len(compiled) else None
+        for row in ce.to_dict("records") if ce is not None else ():
+            time_us, fused = float(row[layers.LC_TIME_US]), float(row[layers.LC_FUSED_US])
+            if time_us - fused <= 0:
+                continue
+            total += time_us - fused
+            launches_total += int(row[layers.LC_KERNELS]) - int(row[layers.LC_SEGMENTS])
+            modes.add("a cross-entropy chain: its segments' time − their mean kernel time (one fused kernel each)")
+            rows.append({"rank": r.rank, "ops": row[layers.LC_OPS], "shape": "", "dtype": "", "chain": layers.CROSS_ENTROPY,
+                         "chains": int(row[layers.LC_SEGMENTS]), "kernels": int(row[layers.LC_KERNELS]),
+                         "time_us": time_us, "bytes": math.nan, "avoided_bytes": 0.0, "saving_us": time_us - fused})
     if not rows:
         return None
     rows.sort(key=lambda x: -x["saving_us"])
@@ -81,6 +95,11 @@ def fuse_elementwise(analysis: Analysis) -> Suggestion | None:
     n = sum(x["chains"] for x in rows)
     title = (f"Fuse {n} chains of elementwise/normalization kernels (torch.compile): "
              f"{launches_total / scope.ranks:.0f} kernels and their intermediate tensors go away")
+    loss = sum(x["saving_us"] for x in rows if x.get("chain"))
+    if loss > total / 2:
+        title = (f"Compile the loss too (torch.compile over the model and its cross-entropy: the cast, log_softmax, "
+                 f"NLL and their backward fused): {n} chains, {launches_total / scope.ranks:.0f} kernels and their "
+                 "intermediate tensors go away")
     return suggestion("fuse_elementwise", title, saving, scope, formula, rows)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
 from tracekit.analyzers.detectors import full_logits as fl
@@ -33,6 +34,25 @@ def _has_attention(r: RankAnalysis) -> bool:
     return bool((classes == ATTENTION).any()) or (r.patterns is not None and len(r.patterns.attention) > 0)
 
 
+def claims_chains(r: RankAnalysis, table: pd.DataFrame) -> bool:
+    """Whether fused_llm_kernels prices the rank's LLM chains (patterns.llm_chains): a block kind among
+    them (RMSNorm, SwiGLU, RoPE) in a rank that runs attention."""
+    kinds = set().union(*(_kinds(str(x)) for x in table[layers.LC_KIND])) if len(table) else set()
+    return bool(kinds & BLOCK_KINDS) and _has_attention(r)
+
+
+def loss_chains(r: RankAnalysis) -> pd.DataFrame | None:
+    """The rank's cross-entropy chains (patterns.llm_chains rows of that kind alone: log_softmax, NLL and
+    their backward, launched eagerly) when fused_llm_kernels does not price them (no LLM block kind or no
+    attention: a recommender's or a classifier's loss); None otherwise. torch.compile fuses such a chain
+    with its cast (fuse_elementwise)."""
+    table = r.patterns.llm_chains if r.patterns is not None else None
+    if table is None or not len(table) or claims_chains(r, table):
+        return None
+    ce = table[table[layers.LC_KIND].astype(str) == layers.CROSS_ENTROPY]
+    return ce if len(ce) else None
+
+
 def fused_llm_kernels(analysis: Analysis) -> Suggestion | None:
     """Each chain segment (the kernels between two matrix kernels that hold an anchor op of the chain)
     done by one fused kernel that moves about as much as one of its kernels: its time − its mean kernel time."""
@@ -41,8 +61,7 @@ def fused_llm_kernels(analysis: Analysis) -> Suggestion | None:
     for r, table in rank_tables(analysis, "llm_chains"):
         if table is None or not len(table):
             continue
-        seen = set().union(*(_kinds(str(x)) for x in table[layers.LC_KIND]))
-        if not seen & BLOCK_KINDS or not _has_attention(r):
+        if not claims_chains(r, table):
             continue  # an rsqrt or a neg outside a transformer (a weight standardisation) is no LLM block
         for row in table.to_dict("records"):
             t, fused = float(row[layers.LC_TIME_US]), float(row[layers.LC_FUSED_US])

@@ -236,7 +236,8 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
     (model/whatif_runs.py compile_runs); the optimizer's kernels (compiling the model leaves opt.step()
     eager: fused_optimizer's change), those already replayed from a graph, generated (Inductor,
     Triton) kernels, cuDNN's layout transposes and an SDPA fallback's kernels are not part of any run;
-    in training a run with a norm takes its longest member's time (compile_runs' `bounded`)."""
+    in training a run with a norm takes its longest member's time (compile_runs' `bounded`); a cross-entropy
+    chain the rule counts (evidence `chain`) joins the runs with its log-softmax kernels."""
     libraries = r.classification.table[LIBRARY].to_numpy(dtype=object)
     keep = class_rows(r, COMPILE_FUSES) & ~np.isin(libraries, list(sequences.PREFUSED_LIBRARIES))  # generated: fused already
     p = r.patterns
@@ -246,6 +247,9 @@ def _fuse_elementwise(s: Suggestion, r: RankAnalysis, per_step: float) -> Transf
         keep |= p.reduce_kernels
     if p is not None and len(p.in_sdpa_fallback) == len(keep):
         keep &= ~p.in_sdpa_fallback  # an SDPA fallback's kernels: use_sdpa's change
+    loss = s is not None and any(e.get("chain") for e in rank_evidence(s, r))
+    if p is not None and loss and len(p.in_llm_chain) == len(keep):
+        keep |= p.in_llm_chain  # a cross-entropy chain the rule counts (rules_llm.loss_chains): its softmax kernels too
     keep &= ~_graph_excluded(r)
     bounded = class_rows(r, (NORMALIZATION,)) if p is not None and p.training else None  # norms with statistics
     return compile_runs(keep & ~operand_casts(r, keep), BARE_LAUNCH_US, bounded)
