@@ -262,6 +262,6 @@ def test_every_rule_with_a_row_has_a_check() -> None:
                         "int4_large_batch", "weight_decay", "single_backward", "use_conv2d", "autotune_once", "distance_gemm", "filled_cache", "read_once", "drop_checks",
                         "calibration_off", "remove_weight_norm", "ring_buffer_cache", "split_pair_linear",
                         "define_kernel_once", "attention_plans", "inference_mode", "grads_to_none", "fuse_triton_passes",
-                        "soa_layout", "sparse_grads", "sparse_format", "flatten_bmm", "static_graph_inputs"}
+                        "soa_layout", "sparse_grads", "sparse_format", "flatten_bmm", "static_graph_inputs", "reduce_on_gpu"}
     assert set(APPLIED) <= {r.id for r in RULES}
     assert applied("batch_decode", None, None).applied is None  # type: ignore[arg-type]

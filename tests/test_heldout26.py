@@ -46,3 +46,23 @@ def test_eager_loss_after_a_compiled_model_is_compiled_with_it() -> None:
     assert any(e.get("chain") == "cross_entropy" for e in first.evidence)
     check_first_and_within(SET, "ho26_short_video_sasrec_uncompiled_loss", "ho26_short_video_sasrec_uncompiled_loss_loss_in_graph",
                            "fuse_elementwise")
+
+
+def test_scores_ranked_on_the_host_are_ranked_on_the_gpu() -> None:
+    """patent_search_host_topk: per recorded step the raw events hold one device-to-host copy of 134,217,728
+    bytes (16 × 2,097,152 float32 scores) and, after it on the same thread, an `aten::topk` on [16, 2097152]
+    that no runtime call runs under (a CPU op). reduce_on_gpu prices the copy and the host top-k less one
+    read of the scores on the GPU: first, within ±35 % of the bare saving with the top-k on the GPU
+    (208.5 → 3.5 ms), ahead of pinned_memory (which prices the copy only), silent on that variant."""
+    from recorded import analysed, check_first_and_within, raw_events
+
+    before = recording(SET, "ho26_patent_search_host_topk")
+    events = raw_events(before)
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"] and e["args"].get("bytes", 0) > 1 << 24]
+    topk = [e for e in events if e.get("name") == "aten::topk" and e["args"]["Input Dims"][0] == [16, 2097152]]
+    runtime = [e for e in events if e.get("cat") == "cuda_runtime"]
+    assert len(copies) == len(topk) == 4 and {e["args"]["bytes"] for e in copies} == {134_217_728}
+    assert not any(t["ts"] <= c["ts"] < t["ts"] + t["dur"] and c["tid"] == t["tid"] for t in topk for c in runtime)
+    ids = [s.id for s in analysed(before).suggestions]
+    assert ids.index("reduce_on_gpu") < ids.index("pinned_memory")
+    check_first_and_within(SET, "ho26_patent_search_host_topk", "ho26_patent_search_host_topk_device_topk", "reduce_on_gpu")

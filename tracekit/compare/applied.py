@@ -25,6 +25,7 @@ from tracekit.analyzers.detectors import (
     gqa_expand,
     grad_recording,
     graph_inputs,
+    host_reductions,
     item_reads,
     l2_penalty,
     launch_blocking,
@@ -266,6 +267,9 @@ APPLIED: dict[str, tuple[Signal, ...]] = {
     # rules_fields.soa_layout: fields stored apart: no element-wise kernel reads a strided column in the steps
     "soa_layout": (Signal("element-wise kernels reading strided columns per step",
                           steps_sum("strided_reads", strided_reads.SR_STEP, strided_reads.SR_KERNELS), FALLS, 1.0),),
+    # rules_host.reduce_on_gpu: reduced on the GPU: no large device-to-host copy is reduced on the host in the steps
+    "reduce_on_gpu": (Signal("large device-to-host copies reduced on the host per step",
+                             steps_sum("host_reductions", host_reductions.HR_STEP, host_reductions.HR_BYTES), FALLS, 1.0),),
     # rules_compile.static_graph_inputs: static inputs: the graph-input copies' GPU time falls in the steps
     "static_graph_inputs": (Signal("GPU µs of inputs copied into CUDA graphs per step",
                                    steps_sum("graph_inputs", graph_inputs.GI_STEP, graph_inputs.GI_US), FALLS, 0.5,

@@ -227,6 +227,8 @@ RULES: tuple[Rule, ...] = (
          ("patterns.frozen_grads",)),
     Rule("grads_to_none", rules_optimizer.grads_to_none, SNIPPETS["grads_to_none"], COLUMN_TARGETS["grads_to_none"], (),
          ("patterns.zeroed_grads", "patterns.zeroed_grad_calls")),
+    Rule("reduce_on_gpu", rules_host.reduce_on_gpu, SNIPPETS["reduce_on_gpu"], COLUMN_TARGETS["reduce_on_gpu"], (),
+         ("patterns.host_reductions",)),
     Rule("static_graph_inputs", rules_compile.static_graph_inputs, SNIPPETS["static_graph_inputs"],
          COLUMN_TARGETS["static_graph_inputs"], (), ("patterns.graph_inputs", "patterns.graph_input_calls")),
     Rule("flatten_bmm", rules_expand.flatten_bmm, SNIPPETS["flatten_bmm"], COLUMN_TARGETS["flatten_bmm"], (),

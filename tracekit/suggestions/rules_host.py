@@ -1,4 +1,4 @@
-"""Rules about host-side stalls: syncs in loops, value checks and results read back one item at a time, pageable copies, DataLoader time, exposed communication."""
+"""Rules about host-side stalls: syncs in loops, value checks and results read back one item at a time, pageable copies, large tensors copied to the host to be reduced there, DataLoader time, exposed communication."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyzers.analysis import Analysis, RankAnalysis
+from tracekit.analyzers.detectors import host_reductions as hr
 from tracekit.analyzers.detectors import hostside
 from tracekit.analyzers.detectors import item_reads as ir
 from tracekit.analyzers.detectors import value_checks as vc
@@ -320,3 +321,36 @@ def overlap_comm(analysis: Analysis) -> Suggestion | None:
     title = (f"Overlap communication with compute: {fmt_us(exposed / scope.ranks)} of collectives run "
              "with no compute beside them")
     return suggestion("overlap_comm", title, saving, scope, formula, rows)
+
+
+def reduce_on_gpu(analysis: Analysis) -> Suggestion | None:
+    """Large device-to-host copies reduced on the host (patterns.host_reductions), in every headline step:
+    the copy and the host op gone, the op run on the GPU (its tensor read once at the memory bandwidth) and
+    its small result copied. A traced estimate, no what-if: the host op often ends its step, after the step's
+    last runtime call, where the execution model has no gap to shorten. Silent below SILENT_BELOW_PCT."""
+    scope = Scope.of(analysis)
+    bw = analysis.device.memory_bandwidth if analysis.device is not None else 0.0
+    rows: list[dict[str, object]] = []
+    total = 0.0
+    head: tuple[str, str, float, float, float] | None = None  # op, shape, bytes, copy µs, host µs per step
+    for r, t, n in every_step_tables(analysis, "host_reductions", hr.HR_STEP):
+        on_gpu = float(t[hr.HR_BYTES].sum()) / bw * 1e6 if bw else 0.0
+        copy, host = float(t[hr.HR_COPY_US].sum()), float(t[hr.HR_HOST_US].sum())
+        saving = max(copy + host - on_gpu, 0.0)
+        total += saving
+        op, shape = str(t[hr.HR_OP].iat[0]), str(t[hr.HR_SHAPE].iat[0])
+        rows.append({"rank": r.rank, "op": op, "shape": shape, "copies_per_step": len(t) / n,
+                     "bytes_per_step": float(t[hr.HR_BYTES].sum()) / n, "copy_us_per_step": copy / n,
+                     "host_us_per_step": host / n, "on_gpu_us_per_step": on_gpu / n, "saving_us_per_step": saving / n})
+        head = head or (op, shape, float(t[hr.HR_BYTES].sum()) / n, copy / n, host / n)
+    if head is None:
+        return None
+    op, shape, nbytes, copy, host = head
+    saving = total / scope.ranks
+    title = (f"Run {op.removeprefix('aten::')} on the GPU and copy only its result: each step copies a {shape} tensor "
+             f"({nbytes / 1e6:,.0f} MB, {fmt_us(copy)}) to the host and reduces it there ({fmt_us(host)})")
+    formula = (f"the copies' time + the host ops' time − the op on the GPU (its tensor read once at the memory "
+               f"bandwidth) = {fmt_us(saving)} ({fmt_us(saving / scope.steps)} per step); the result's own copy is "
+               "not counted")
+    return suggestion("reduce_on_gpu", title, saving, scope, formula, rows, min_pct=SILENT_BELOW_PCT)
+

@@ -65,6 +65,14 @@ loss.backward()
 y = F.conv2d(x, w, bias, stride=s, padding=p, dilation=d, groups=g)
 # Patches for a ViT (kernel = stride, no overlap): a Conv2d(C, D, kernel_size=P, stride=P) patch embedding.
 ''',
+    "reduce_on_gpu": '''\
+# A whole tensor crosses PCIe (to pageable memory: a staged, synchronous copy) so that the CPU can
+# select or reduce it; the GPU does the same op in a fraction of the copy's time. Reduce on the GPU and
+# copy only the result:
+vals, ids = scores.topk(100, dim=-1)            # not scores.cpu().topk(100): 134 MB copied for 19 KB
+vals, ids = vals.cpu(), ids.cpu()               # (or .to("cpu", non_blocking=True) into pinned buffers)
+# likewise argmax / sort / unique / bincount / sum: .cpu() (or .item(), .tolist(), .numpy()) after them.
+''',
     "static_graph_inputs": '''\
 # mode="reduce-overhead" replays a CUDA graph from fixed memory: every input that is not a parameter,
 # a buffer or an earlier graph's output is copied into the graph's buffers before each replay. Tensors

@@ -9,7 +9,10 @@ from tracekit.suggestions.rules_conv import distance_gemm_transform, use_conv2d_
 from tracekit.suggestions.rules_expand import flatten_bmm_transform
 from tracekit.suggestions.rules_fields import soa_layout_transform
 from tracekit.suggestions.rules_grid import merge_launches_transform
-from tracekit.suggestions.rules_host import drop_checks_transform, read_once_transform
+from tracekit.suggestions.rules_host import (
+    drop_checks_transform,
+    read_once_transform,
+)
 from tracekit.suggestions.rules_int4 import int4_transform
 from tracekit.suggestions.rules_leftover import calibration_transform, weight_norm_transform
 from tracekit.suggestions.rules_llm import last_logits_transform

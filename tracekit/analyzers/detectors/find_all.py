@@ -35,6 +35,7 @@ from tracekit.analyzers.detectors import (
     grad_recording,
     graph_inputs,
     heads,
+    host_reductions,
     hostside,
     item_reads,
     l2_penalty,
@@ -185,6 +186,7 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
     sparse = sparse_products.find_sparse_products(rank, libraries, steps, rows)
     expanded = expanded_bmm.find_expanded_bmm(rank, classes, steps, rows)
     graph_copies = graph_inputs.find_graph_inputs(rank, steps, rows)
+    reduced_on_host = host_reductions.find_host_reductions(rank, steps, top, rows)
     return Patterns(
         rank=int(rank.rank),
         num_sms=num_sms,
@@ -314,6 +316,6 @@ def find_patterns(rank: RankTrace, classification: KernelClassification,
         sparse_products=sparse.table, sparse_part=sparse.part, sparse_call=sparse.call, sparse_calls=sparse.calls,
         expanded_bmm=expanded.table, expanded_part=expanded.part, expanded_touched=expanded.touched,
         expanded_us=expanded.us, expanded_step=expanded.step,
-        graph_inputs=graph_copies.table, graph_input_calls=graph_copies.calls,
+        graph_inputs=graph_copies.table, graph_input_calls=graph_copies.calls, host_reductions=reduced_on_host,
         sync_in_calibration=calibrating.calls[is_sync] if len(rank.runtime) else np.zeros(0, dtype=bool),
     )
