@@ -75,7 +75,8 @@ def find_host_reductions(rank: RankTrace, steps: StepsOf, top: TopLevel, rows: n
     out = []
     for g in np.flatnonzero(d2h).tolist():
         copy = int(top.gpu_top[g])
-        shape = _dims((rank.input_values(np.array([copy]), tables.OP_INPUT_DIMS)[0] or [None])[0])
+        copied = rank.input_values(np.array([copy]), tables.OP_INPUT_DIMS)[0]
+        shape = _dims(copied[0]) if isinstance(copied, list) and copied else None
         order = by_thread.get(tid[copy])
         if shape is None or order is None:
             continue
